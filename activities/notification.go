@@ -1,0 +1,128 @@
+// Package activities holds the I/O behind Outpost's workflows. Permanent
+// failures are classified here, once, as non-retryable application errors.
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// Sender sends one email; *mailer.Mailer in production.
+type Sender interface {
+	Send(ctx context.Context, e mailer.Email) error
+}
+
+// Lists resolves a notification list name to its recipients, at delivery time.
+type Lists func(name string) (recipients []string, ok bool)
+
+// NotificationActivities delivers notifications and keeps the central
+// notifications table.
+type NotificationActivities struct {
+	Store  *centralstore.Store
+	Sender Sender
+	Lists  Lists
+	// Policy is the SMTP retry policy (interval, max retries, attempt timeout).
+	Policy workflows.RetryPolicy
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (a *NotificationActivities) now() time.Time {
+	if a.Now == nil {
+		return time.Now().UTC()
+	}
+	return a.Now().UTC()
+}
+
+// RecordNotification inserts the central row unless it exists, and returns
+// the stored row with the retry policy in force.
+func (a *NotificationActivities) RecordNotification(ctx context.Context, sub workflows.NotificationSubmission) (workflows.RecordNotificationResult, error) {
+	row, err := a.Store.InsertNotification(ctx, centralstore.Notification{
+		NotificationID:   sub.NotificationID,
+		Type:             centralstore.NotificationTypeEmail,
+		ListName:         sub.ListName,
+		Subject:          sub.Subject,
+		Body:             sub.Body,
+		Status:           workflows.StatusPending,
+		SourceSiteID:     sub.SourceSiteID,
+		SourceInstanceID: sub.SourceInstanceID,
+		SourceScript:     sub.SourceScript,
+		SourceNode:       sub.SourceNode,
+		SiteEnqueuedAt:   sub.SiteEnqueuedAt,
+		CreatedAt:        a.now(),
+	})
+	if err != nil {
+		return workflows.RecordNotificationResult{}, err
+	}
+	return workflows.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}, nil
+}
+
+// DeliverNotification makes one delivery attempt and records a success.
+func (a *NotificationActivities) DeliverNotification(ctx context.Context, in workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+	row, err := a.Store.GetNotification(ctx, in.NotificationID)
+	if err != nil {
+		return workflows.DeliverNotificationResult{}, err
+	}
+	if row.Status == workflows.StatusDelivered {
+		// An earlier attempt sent it and recorded it but its completion was
+		// lost: never send twice.
+		return workflows.DeliverNotificationResult{DeliveredAt: *row.DeliveredAt, ResolvedTargets: row.ResolvedTargets}, nil
+	}
+	recipients, err := a.resolve(row.ListName)
+	if err != nil {
+		return workflows.DeliverNotificationResult{}, err
+	}
+	err = a.Sender.Send(ctx, mailer.Email{ID: row.NotificationID, To: recipients, Subject: row.Subject, Body: row.Body})
+	if err != nil {
+		return workflows.DeliverNotificationResult{}, classifySendError(err)
+	}
+	at := a.now()
+	if err := a.Store.MarkNotificationDelivered(ctx, row.NotificationID, at, recipients); err != nil {
+		return workflows.DeliverNotificationResult{}, err
+	}
+	return workflows.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}, nil
+}
+
+// UpdateNotification writes a status change decided by the workflow.
+func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd workflows.NotificationUpdate) error {
+	return a.Store.UpdateNotificationStatus(ctx, upd)
+}
+
+func (a *NotificationActivities) resolve(list string) ([]string, error) {
+	recipients, ok := a.Lists(list)
+	if !ok {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("notification list %q is not defined in the central config (central.lists)", list),
+			workflows.ErrTypeUnknownList, nil)
+	}
+	if len(recipients) == 0 {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("notification list %q has no recipients", list), workflows.ErrTypeNoRecipients, nil)
+	}
+	return recipients, nil
+}
+
+func classifySendError(err error) error {
+	var sendErr *mailer.SendError
+	if errors.As(err, &sendErr) && sendErr.Permanent {
+		return temporal.NewNonRetryableApplicationError("smtp rejected the message: "+err.Error(), workflows.ErrTypeRejected, err)
+	}
+	return fmt.Errorf("smtp send: %w", err)
+}
+
+// StateOf is the workflow's view of a central row.
+func StateOf(n centralstore.Notification) workflows.NotificationState {
+	return workflows.NotificationState{
+		NotificationID: n.NotificationID, Status: n.Status, RetryCount: n.RetryCount, LastError: n.LastError,
+		ResolvedTargets: n.ResolvedTargets, SiteEnqueuedAt: n.SiteEnqueuedAt, CreatedAt: n.CreatedAt,
+		LastAttemptAt: n.LastAttemptAt, NextAttemptAt: n.NextAttemptAt, DeliveredAt: n.DeliveredAt,
+	}
+}

@@ -1,0 +1,210 @@
+// Package centralstore keeps central's tables: a SQLite file by default, SQL
+// Server when configured. Both drivers share the SQL below and one test suite
+// (storetest.Exercise).
+package centralstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// ErrNotFound is returned for an id central has no row for.
+var ErrNotFound = errors.New("not found")
+
+// Notification is one row of the notifications table (seed 002).
+type Notification struct {
+	NotificationID   string
+	Type             string // "Email" today
+	ListName         string
+	Subject          string
+	Body             string
+	TypeData         string // JSON, reserved for future per-type fields
+	Status           workflows.Status
+	RetryCount       int
+	LastError        string
+	ResolvedTargets  []string
+	SourceSiteID     string
+	SourceInstanceID string
+	SourceScript     string
+	SourceNode       string
+	SiteEnqueuedAt   time.Time
+	CreatedAt        time.Time
+	LastAttemptAt    *time.Time
+	NextAttemptAt    *time.Time
+	DeliveredAt      *time.Time
+}
+
+// NotificationTypeEmail is the only delivery type so far.
+const NotificationTypeEmail = "Email"
+
+// Store is central's storage.
+type Store struct {
+	db      *sql.DB
+	dialect dialect
+}
+
+// dialect is what differs between SQLite and SQL Server.
+type dialect struct {
+	name string
+	// schema creates the tables if they do not exist.
+	schema []string
+	// insertIfMissing inserts a notification unless its id exists.
+	insertIfMissing string
+	// numbered placeholders (@p1) instead of "?".
+	numbered bool
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func (s *Store) migrate(ctx context.Context) error {
+	for _, stmt := range s.dialect.schema {
+		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("create %s schema: %w", s.dialect.name, err)
+		}
+	}
+	return nil
+}
+
+// bind rewrites "?" placeholders for the dialect.
+func (s *Store) bind(query string) string {
+	if !s.dialect.numbered {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("@p" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+const notificationColumns = `notification_id, type, list_name, subject, body, type_data, status,
+	retry_count, last_error, resolved_targets, source_site_id, source_instance_id, source_script,
+	source_node, site_enqueued_at, created_at, last_attempt_at, next_attempt_at, delivered_at`
+
+// InsertNotification stores n unless a row with its id exists, and returns the
+// stored row either way: resubmits are harmless.
+func (s *Store) InsertNotification(ctx context.Context, n Notification) (Notification, error) {
+	targets, err := json.Marshal(n.ResolvedTargets)
+	if err != nil {
+		return Notification{}, fmt.Errorf("encode resolved targets: %w", err)
+	}
+	_, err = s.db.ExecContext(ctx, s.bind(s.dialect.insertIfMissing),
+		n.NotificationID, n.Type, n.ListName, n.Subject, n.Body, n.TypeData, string(n.Status),
+		n.RetryCount, n.LastError, string(targets), n.SourceSiteID, n.SourceInstanceID, n.SourceScript,
+		n.SourceNode, utc(n.SiteEnqueuedAt), utc(n.CreatedAt), utcPtr(n.LastAttemptAt), utcPtr(n.NextAttemptAt),
+		utcPtr(n.DeliveredAt))
+	if err != nil {
+		return Notification{}, fmt.Errorf("insert notification %s: %w", n.NotificationID, err)
+	}
+	return s.GetNotification(ctx, n.NotificationID)
+}
+
+// GetNotification reads one row; ErrNotFound if there is none.
+func (s *Store) GetNotification(ctx context.Context, id string) (Notification, error) {
+	row := s.db.QueryRowContext(ctx, s.bind(`SELECT `+notificationColumns+` FROM notifications WHERE notification_id = ?`), id)
+	n, err := scanNotification(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Notification{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Notification{}, fmt.Errorf("read notification %s: %w", id, err)
+	}
+	return n, nil
+}
+
+// UpdateNotificationStatus writes a status change. A terminal row
+// (Delivered, Discarded) never changes again.
+func (s *Store) UpdateNotificationStatus(ctx context.Context, u workflows.NotificationUpdate) error {
+	res, err := s.db.ExecContext(ctx, s.bind(`UPDATE notifications
+		SET status = ?, retry_count = ?, last_error = ?, last_attempt_at = ?, next_attempt_at = ?
+		WHERE notification_id = ? AND status NOT IN ('Delivered', 'Discarded')`),
+		string(u.Status), u.RetryCount, u.LastError, utcPtr(u.LastAttemptAt), utcPtr(u.NextAttemptAt), u.NotificationID)
+	if err != nil {
+		return fmt.Errorf("update notification %s: %w", u.NotificationID, err)
+	}
+	return s.requireChanged(ctx, res, u.NotificationID)
+}
+
+// MarkNotificationDelivered records a successful delivery.
+func (s *Store) MarkNotificationDelivered(ctx context.Context, id string, at time.Time, targets []string) error {
+	encoded, err := json.Marshal(targets)
+	if err != nil {
+		return fmt.Errorf("encode resolved targets: %w", err)
+	}
+	res, err := s.db.ExecContext(ctx, s.bind(`UPDATE notifications
+		SET status = 'Delivered', delivered_at = ?, last_attempt_at = ?, next_attempt_at = NULL,
+		    last_error = '', resolved_targets = ?
+		WHERE notification_id = ? AND status NOT IN ('Delivered', 'Discarded')`),
+		utc(at), utc(at), string(encoded), id)
+	if err != nil {
+		return fmt.Errorf("mark notification %s delivered: %w", id, err)
+	}
+	return s.requireChanged(ctx, res, id)
+}
+
+// requireChanged turns "no row updated" into a precise error.
+func (s *Store) requireChanged(ctx context.Context, res sql.Result, id string) error {
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	current, err := s.GetNotification(ctx, id)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("notification %s is already %s: %w", id, current.Status, ErrTerminal)
+}
+
+// ErrTerminal is returned for a change to a row that is already terminal.
+var ErrTerminal = errors.New("row is terminal")
+
+func scanNotification(row *sql.Row) (Notification, error) {
+	var n Notification
+	var status, targets string
+	var enqueued, created time.Time
+	var lastAttempt, nextAttempt, delivered sql.NullTime
+	err := row.Scan(&n.NotificationID, &n.Type, &n.ListName, &n.Subject, &n.Body, &n.TypeData, &status,
+		&n.RetryCount, &n.LastError, &targets, &n.SourceSiteID, &n.SourceInstanceID, &n.SourceScript,
+		&n.SourceNode, &enqueued, &created, &lastAttempt, &nextAttempt, &delivered)
+	if err != nil {
+		return Notification{}, err
+	}
+	n.Status = workflows.Status(status)
+	n.SiteEnqueuedAt, n.CreatedAt = enqueued.UTC(), created.UTC()
+	n.LastAttemptAt, n.NextAttemptAt, n.DeliveredAt = timePtr(lastAttempt), timePtr(nextAttempt), timePtr(delivered)
+	if err := json.Unmarshal([]byte(targets), &n.ResolvedTargets); err != nil {
+		return Notification{}, fmt.Errorf("decode resolved targets: %w", err)
+	}
+	return n, nil
+}
+
+func utc(t time.Time) time.Time { return t.UTC() }
+
+func utcPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC()
+}
+
+func timePtr(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	u := t.Time.UTC()
+	return &u
+}

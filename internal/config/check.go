@@ -1,0 +1,268 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/mail"
+	"net/url"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/outpost-dev/outpost/internal/mailer"
+)
+
+// Problem is one thing wrong with a config file.
+type Problem struct {
+	Path    string // e.g. central.smtp.port
+	Line    int    // 0 when unknown
+	Message string
+}
+
+func (p Problem) String() string {
+	where := p.Path
+	if where == "" {
+		where = "(file)"
+	}
+	if p.Line > 0 {
+		where += " (line " + strconv.Itoa(p.Line) + ")"
+	}
+	return where + ": " + p.Message
+}
+
+// Problems is every problem found in a config file.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return fmt.Sprintf("%d problem(s):\n  %s", len(ps), strings.Join(lines, "\n  "))
+}
+
+func parse(data []byte) (Config, error) {
+	cfg := Default()
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return Config{}, Problems{{Message: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	if len(root.Content) == 0 {
+		return cfg, nil // an empty file means all defaults
+	}
+	c := &checker{lines: map[string]int{}, pathAtLine: map[int]string{}}
+	c.walk(root.Content[0], reflect.TypeOf(cfg), "")
+	if err := root.Content[0].Decode(&cfg); err != nil {
+		c.typeErrors(err)
+	}
+	if len(c.problems) == 0 {
+		c.validate(cfg)
+	}
+	if len(c.problems) > 0 {
+		sort.SliceStable(c.problems, func(i, j int) bool { return c.problems[i].Line < c.problems[j].Line })
+		return Config{}, c.problems
+	}
+	return cfg, nil
+}
+
+type checker struct {
+	problems   Problems
+	lines      map[string]int // key path → line
+	pathAtLine map[int]string // line → key path, to place YAML type errors
+}
+
+func (c *checker) add(path, format string, args ...any) {
+	c.problems = append(c.problems, Problem{Path: path, Line: c.lines[path], Message: fmt.Sprintf(format, args...)})
+}
+
+// walk records where every key is and reports keys the Config does not have.
+func (c *checker) walk(n *yaml.Node, t reflect.Type, path string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			p := join(path, key.Value)
+			c.lines[p], c.pathAtLine[key.Line] = key.Line, p
+			ft, ok := fields[key.Value]
+			if !ok {
+				c.add(p, "unknown field (known: %s)", strings.Join(sortedKeys(fields), ", "))
+				continue
+			}
+			c.walk(val, ft, p)
+		}
+	case reflect.Map:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := join(path, n.Content[i].Value)
+			c.lines[p], c.pathAtLine[n.Content[i].Line] = n.Content[i].Line, p
+			c.walk(n.Content[i+1], t.Elem(), p)
+		}
+	}
+}
+
+var lineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// typeErrors turns YAML's "line N: cannot unmarshal ..." into path problems.
+func (c *checker) typeErrors(err error) {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		c.problems = append(c.problems, Problem{Message: err.Error()})
+		return
+	}
+	for _, msg := range te.Errors {
+		m := lineRE.FindStringSubmatch(msg)
+		if m == nil {
+			c.problems = append(c.problems, Problem{Message: msg})
+			continue
+		}
+		line, _ := strconv.Atoi(m[1])
+		c.problems = append(c.problems, Problem{Path: c.pathAtLine[line], Line: line, Message: m[2]})
+	}
+}
+
+var siteIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func (c *checker) validate(cfg Config) {
+	c.hostPort("temporal.address", cfg.Temporal.Address)
+	c.nonEmpty("temporal.namespace", cfg.Temporal.Namespace)
+
+	if !siteIDRE.MatchString(cfg.Site.ID) {
+		c.add("site.id", "%q must be 1-64 letters, digits, '.', '_' or '-' (it names the task queue outpost-site-<id>)", cfg.Site.ID)
+	}
+	c.nonEmpty("site.node", cfg.Site.Node)
+	c.nonEmpty("site.store", cfg.Site.Store)
+	c.hostPort("site.listen", cfg.Site.Listen)
+	c.positiveDuration("site.forward_interval", cfg.Site.ForwardInterval)
+	c.positiveDuration("site.poll_interval", cfg.Site.PollInterval)
+	c.positive("site.forward_batch", cfg.Site.ForwardBatch)
+	c.positive("site.forward_parallelism", cfg.Site.ForwardParallelism)
+	c.positive("site.max_body_bytes", cfg.Site.MaxBodyBytes)
+
+	c.centralStore(cfg.Central.Store)
+	c.smtp(cfg.Central.SMTP)
+	for _, name := range sortedKeys(cfg.Central.Lists) {
+		for i, addr := range cfg.Central.Lists[name] {
+			if _, err := mail.ParseAddress(addr); err != nil {
+				c.add(fmt.Sprintf("central.lists.%s[%d]", name, i), "%q is not an email address", addr)
+			}
+		}
+	}
+
+	c.nonEmpty("dev.data_dir", cfg.Dev.DataDir)
+	c.port("dev.temporal_ui_port", cfg.Dev.TemporalUIPort)
+	c.hostPort("dev.sink_http", cfg.Dev.SinkHTTP)
+	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
+	c.oneOf("log.format", cfg.Log.Format, "console", "json")
+}
+
+func (c *checker) centralStore(s CentralStore) {
+	switch s.Driver {
+	case DriverSQLite:
+		c.nonEmpty("central.store.path", s.Path)
+	case DriverSQLServer:
+		if s.DSN == "" {
+			c.add("central.store.dsn", "required with driver sqlserver, e.g. sqlserver://outpost@db:1433?database=outpost")
+		} else if u, err := url.Parse(s.DSN); err != nil || u.Scheme != "sqlserver" {
+			c.add("central.store.dsn", "must be a sqlserver:// URL (the password comes from $%s)", s.PasswordEnv)
+		} else if _, set := u.User.Password(); set {
+			c.add("central.store.dsn", "must not contain the password: put it in $%s", s.PasswordEnv)
+		}
+	default:
+		c.add("central.store.driver", "%q is not a driver: use %s or %s", s.Driver, DriverSQLite, DriverSQLServer)
+	}
+}
+
+func (c *checker) smtp(s SMTP) {
+	c.nonEmpty("central.smtp.host", s.Host)
+	c.port("central.smtp.port", s.Port)
+	if _, err := mail.ParseAddress(s.From); err != nil {
+		c.add("central.smtp.from", "%q is not an email address", s.From)
+	}
+	c.oneOf("central.smtp.tls", s.TLS, mailer.TLSNone, mailer.TLSOpportunistic, mailer.TLSStartTLS, mailer.TLSImplicit)
+	c.positiveDuration("central.smtp.timeout", s.Timeout)
+	c.positiveDuration("central.smtp.retry_interval", s.RetryInterval)
+	if s.MaxRetries < 0 {
+		c.add("central.smtp.max_retries", "%d must be 0 or more", s.MaxRetries)
+	}
+	if s.Username != "" && s.PasswordEnv == "" {
+		c.add("central.smtp.password_env", "required with a username: the name of the variable holding the password")
+	}
+}
+
+func (c *checker) nonEmpty(path, v string) {
+	if strings.TrimSpace(v) == "" {
+		c.add(path, "must not be empty")
+	}
+}
+
+func (c *checker) hostPort(path, v string) {
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		c.add(path, "%q must be host:port", v)
+	}
+}
+
+func (c *checker) port(path string, v int) {
+	if v < 1 || v > 65535 {
+		c.add(path, "%d must be a port, 1-65535", v)
+	}
+}
+
+func (c *checker) positive(path string, v int) {
+	if v <= 0 {
+		c.add(path, "%d must be greater than 0", v)
+	}
+}
+
+func (c *checker) positiveDuration(path string, v time.Duration) {
+	if v <= 0 {
+		c.add(path, "%s must be a positive duration such as 10s or 1m", v)
+	}
+}
+
+func (c *checker) oneOf(path, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	c.add(path, "%q must be one of %s", v, strings.Join(allowed, ", "))
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+			fields[name] = f.Type
+		}
+	}
+	return fields
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}

@@ -1,0 +1,313 @@
+// Package sitestore is the site's durable store: the buffer of operations not
+// yet handed to central, each born with its HLC timestamp and hash-chain link.
+package sitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/outpost-dev/outpost/internal/hlc"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
+)
+
+// ErrNotFound is returned for an id the buffer does not hold.
+var ErrNotFound = errors.New("not in the site buffer")
+
+// Categories of buffered operations (seed 000).
+const (
+	CategoryNotification = "Notification"
+)
+
+// Buffer statuses: a row is Pending until a forward attempt fails, then Retrying.
+const (
+	BufferPending  = "Pending"
+	BufferRetrying = "Retrying"
+)
+
+// Provenance says where an operation came from.
+type Provenance struct {
+	SiteID   string
+	Node     string
+	Instance string
+	Script   string
+}
+
+// NewMessage is an operation to buffer.
+type NewMessage struct {
+	ID                 string
+	Category           string
+	TrackedOperationID string // cached calls only
+	Target             string
+	Payload            []byte
+	Provenance         Provenance
+}
+
+// Message is a buffered operation (seed 000's Message Format, plus the
+// forwarder's schedule and the air-gap fields of seed 003).
+type Message struct {
+	NewMessage
+	Status        string
+	RetryCount    int
+	LastError     string
+	CreatedAt     time.Time
+	LastAttemptAt *time.Time
+	NextAttemptAt time.Time
+	HLC           hlc.Timestamp
+	PayloadHash   []byte
+	PrevLink      []byte
+	Link          []byte
+}
+
+// Store is the site SQLite file.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS buffer (
+	message_id           TEXT PRIMARY KEY,
+	category             TEXT NOT NULL,
+	tracked_operation_id TEXT NOT NULL DEFAULT '',
+	target               TEXT NOT NULL,
+	payload              BLOB NOT NULL,
+	status               TEXT NOT NULL,
+	retry_count          INTEGER NOT NULL DEFAULT 0,
+	last_error           TEXT NOT NULL DEFAULT '',
+	created_at           INTEGER NOT NULL, -- Unix nanoseconds, UTC
+	last_attempt_at      INTEGER,
+	next_attempt_at      INTEGER NOT NULL,
+	site_id              TEXT NOT NULL,
+	node                 TEXT NOT NULL,
+	instance             TEXT NOT NULL DEFAULT '',
+	script               TEXT NOT NULL DEFAULT '',
+	hlc                  TEXT NOT NULL,
+	payload_hash         BLOB NOT NULL,
+	prev_link            BLOB NOT NULL,
+	link                 BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS buffer_due ON buffer (next_attempt_at, hlc);
+-- chain holds each node's clock and chain head; buffer rows are deleted on
+-- hand-off, so the head cannot be read from them.
+CREATE TABLE IF NOT EXISTS chain (
+	node     TEXT PRIMARY KEY,
+	last_hlc TEXT NOT NULL,
+	head     BLOB NOT NULL
+);`
+
+// Open opens (creating if needed) the site store at path. now is the clock
+// (time.Now when nil).
+func Open(ctx context.Context, path string, now func() time.Time) (*Store, error) {
+	db, err := sqlitedb.Open(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("site store: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("site store %s: create schema: %w", path, err)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{db: db, now: now}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Enqueue commits msgs to the buffer in one transaction, each with its HLC
+// timestamp and chain link, and returns them as stored. When it returns nil
+// every message is on disk.
+func (s *Store) Enqueue(ctx context.Context, msgs ...NewMessage) ([]Message, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: begin: %w", err)
+	}
+	defer tx.Rollback()
+	now := s.now().UTC()
+	heads := map[string]*chainHead{}
+	stored := make([]Message, 0, len(msgs))
+	for _, m := range msgs {
+		head, err := loadHead(ctx, tx, heads, m.Provenance.Node)
+		if err != nil {
+			return nil, err
+		}
+		msg := head.append(m, now)
+		if err := insertMessage(ctx, tx, msg); err != nil {
+			return nil, err
+		}
+		stored = append(stored, msg)
+	}
+	for node, head := range heads {
+		if err := head.save(ctx, tx, node); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("enqueue: commit: %w", err)
+	}
+	return stored, nil
+}
+
+// chainHead is a node's clock and last link, advanced in memory inside one
+// transaction and saved before it commits.
+type chainHead struct {
+	last hlc.Timestamp
+	link []byte
+}
+
+func loadHead(ctx context.Context, tx *sql.Tx, heads map[string]*chainHead, node string) (*chainHead, error) {
+	if h, ok := heads[node]; ok {
+		return h, nil
+	}
+	h := &chainHead{link: []byte{}}
+	var last string
+	err := tx.QueryRowContext(ctx, `SELECT last_hlc, head FROM chain WHERE node = ?`, node).Scan(&last, &h.link)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("enqueue: read chain head of node %s: %w", node, err)
+	default:
+		if h.last, err = hlc.Parse(last); err != nil {
+			return nil, fmt.Errorf("enqueue: chain head of node %s: %w", node, err)
+		}
+	}
+	heads[node] = h
+	return h, nil
+}
+
+func (h *chainHead) append(m NewMessage, now time.Time) Message {
+	ts := hlc.Next(h.last, now.UnixMilli())
+	payloadHash := hlc.PayloadHash(m.Payload)
+	link := hlc.Link(h.link, m.ID, ts, payloadHash)
+	msg := Message{
+		NewMessage: m, Status: BufferPending, CreatedAt: now, NextAttemptAt: now,
+		HLC: ts, PayloadHash: payloadHash, PrevLink: h.link, Link: link,
+	}
+	h.last, h.link = ts, link
+	return msg
+}
+
+func (h *chainHead) save(ctx context.Context, tx *sql.Tx, node string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO chain (node, last_hlc, head) VALUES (?, ?, ?)
+		ON CONFLICT (node) DO UPDATE SET last_hlc = excluded.last_hlc, head = excluded.head`,
+		node, h.last.String(), h.link)
+	if err != nil {
+		return fmt.Errorf("enqueue: save chain head of node %s: %w", node, err)
+	}
+	return nil
+}
+
+func insertMessage(ctx context.Context, tx *sql.Tx, m Message) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO buffer (message_id, category, tracked_operation_id, target,
+		payload, status, created_at, next_attempt_at, site_id, node, instance, script, hlc, payload_hash,
+		prev_link, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload, m.Status, m.CreatedAt.UnixNano(),
+		m.NextAttemptAt.UnixNano(), m.Provenance.SiteID, m.Provenance.Node, m.Provenance.Instance,
+		m.Provenance.Script, m.HLC.String(), m.PayloadHash, m.PrevLink, m.Link)
+	if err != nil {
+		return fmt.Errorf("enqueue %s %s: %w", m.Category, m.ID, err)
+	}
+	return nil
+}
+
+const messageColumns = `message_id, category, tracked_operation_id, target, payload, status, retry_count,
+	last_error, created_at, last_attempt_at, next_attempt_at, site_id, node, instance, script, hlc,
+	payload_hash, prev_link, link`
+
+// Due returns up to limit messages whose next attempt is due at now, oldest
+// (in HLC order) first.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]Message, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+messageColumns+` FROM buffer
+		WHERE next_attempt_at <= ? ORDER BY next_attempt_at, hlc LIMIT ?`, now.UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read due messages: %w", err)
+	}
+	defer rows.Close()
+	var msgs []Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read due messages: %w", err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, rows.Err()
+}
+
+// Get returns one buffered message; ErrNotFound when it is not buffered.
+func (s *Store) Get(ctx context.Context, id string) (Message, error) {
+	m, err := scanMessage(s.db.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM buffer WHERE message_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Message{}, fmt.Errorf("message %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Message{}, fmt.Errorf("read message %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// Delete removes handed-off messages.
+func (s *Store) Delete(ctx context.Context, ids ...string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete handed-off messages: begin: %w", err)
+	}
+	defer tx.Rollback()
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM buffer WHERE message_id = ?`, id); err != nil {
+			return fmt.Errorf("delete message %s: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("delete handed-off messages: commit: %w", err)
+	}
+	return nil
+}
+
+// RecordFailedAttempt notes a failed hand-off and schedules the next one.
+func (s *Store) RecordFailedAttempt(ctx context.Context, id string, at, next time.Time, reason string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE buffer SET status = ?, retry_count = retry_count + 1,
+		last_error = ?, last_attempt_at = ?, next_attempt_at = ? WHERE message_id = ?`,
+		BufferRetrying, reason, at.UnixNano(), next.UnixNano(), id)
+	if err != nil {
+		return fmt.Errorf("record failed hand-off of %s: %w", id, err)
+	}
+	return nil
+}
+
+// Depth is the number of buffered messages.
+func (s *Store) Depth(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM buffer`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count buffered messages: %w", err)
+	}
+	return n, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanMessage(row scanner) (Message, error) {
+	var m Message
+	var created, next int64
+	var lastAttempt sql.NullInt64
+	var ts string
+	err := row.Scan(&m.ID, &m.Category, &m.TrackedOperationID, &m.Target, &m.Payload, &m.Status, &m.RetryCount,
+		&m.LastError, &created, &lastAttempt, &next, &m.Provenance.SiteID, &m.Provenance.Node,
+		&m.Provenance.Instance, &m.Provenance.Script, &ts, &m.PayloadHash, &m.PrevLink, &m.Link)
+	if err != nil {
+		return Message{}, err
+	}
+	m.CreatedAt, m.NextAttemptAt = time.Unix(0, created).UTC(), time.Unix(0, next).UTC()
+	if lastAttempt.Valid {
+		t := time.Unix(0, lastAttempt.Int64).UTC()
+		m.LastAttemptAt = &t
+	}
+	if m.HLC, err = hlc.Parse(ts); err != nil {
+		return Message{}, err
+	}
+	return m, nil
+}

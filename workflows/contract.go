@@ -1,0 +1,92 @@
+// Package workflows holds Outpost's Temporal workflows and the names other
+// processes rely on: task queues, workflow-id prefixes, signal, query and
+// search-attribute names, and statuses. Code here must stay deterministic.
+package workflows
+
+import (
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// Task queues.
+const (
+	// CentralTaskQueue is served by `outpost central`.
+	CentralTaskQueue = "outpost-central"
+	// siteTaskQueuePrefix + siteID is served by that site's daemon.
+	siteTaskQueuePrefix = "outpost-site-"
+)
+
+// SiteTaskQueue returns the task queue served by the daemon of siteID.
+func SiteTaskQueue(siteID string) string { return siteTaskQueuePrefix + siteID }
+
+// Workflow-id prefixes.
+const (
+	notificationIDPrefix = "notification/"
+)
+
+// NotificationWorkflowID is the workflow id of notification id.
+func NotificationWorkflowID(id string) string { return notificationIDPrefix + id }
+
+// NotificationIDFromWorkflowID reverses NotificationWorkflowID; ok is false
+// for a workflow id of another kind.
+func NotificationIDFromWorkflowID(workflowID string) (id string, ok bool) {
+	return strings.CutPrefix(workflowID, notificationIDPrefix)
+}
+
+// Signal and query names.
+const (
+	// SignalSubmit carries the operation from the site (SignalWithStart).
+	SignalSubmit = "submit"
+	// SignalRetry sends a parked operation back to delivery; payload OperatorAction.
+	SignalRetry = "retry"
+	// SignalDiscard ends a parked operation as Discarded; payload OperatorAction.
+	SignalDiscard = "discard"
+	// QueryStatus answers the operation's current OperationStatus.
+	QueryStatus = "status"
+)
+
+// Search attributes (all Keyword) kept current by every Outpost workflow.
+var (
+	AttrStatus = temporal.NewSearchAttributeKeyKeyword("OutpostStatus")
+	AttrKind   = temporal.NewSearchAttributeKeyKeyword("OutpostKind")
+	AttrSite   = temporal.NewSearchAttributeKeyKeyword("OutpostSite")
+	AttrTarget = temporal.NewSearchAttributeKeyKeyword("OutpostTarget")
+)
+
+// SearchAttributes lists every search attribute Outpost registers.
+var SearchAttributes = []temporal.SearchAttributeKeyKeyword{AttrStatus, AttrKind, AttrSite, AttrTarget}
+
+// Status is the lifecycle state of an operation.
+type Status string
+
+// Statuses shared by every category (seed 000 and 002).
+const (
+	// StatusForwarding: still in the site buffer, not yet acknowledged by central.
+	StatusForwarding Status = "Forwarding"
+	StatusPending    Status = "Pending"
+	StatusRetrying   Status = "Retrying"
+	StatusDelivered  Status = "Delivered"
+	StatusParked     Status = "Parked"
+	StatusDiscarded  Status = "Discarded"
+	// StatusFailed: a cached call's permanent failure on its immediate attempt.
+	StatusFailed Status = "Failed"
+)
+
+// Terminal reports whether no further delivery will happen without an
+// operator. Parked is not terminal: it waits for retry or discard.
+func (s Status) Terminal() bool {
+	return s == StatusDelivered || s == StatusDiscarded || s == StatusFailed
+}
+
+// Kinds, the value of OutpostKind.
+const (
+	KindNotification = "Notification"
+)
+
+// OperatorAction is the payload of SignalRetry and SignalDiscard. Both fields
+// are optional so the Web UI's Send Signal works with {}.
+type OperatorAction struct {
+	Operator string `json:"operator,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}

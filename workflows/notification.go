@@ -1,0 +1,285 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// NotificationSubmission is what a site hands to central for one notification:
+// the payload of SignalSubmit on workflow NotificationWorkflowID(NotificationID).
+type NotificationSubmission struct {
+	NotificationID   string    `json:"notificationId"`
+	ListName         string    `json:"listName"`
+	Subject          string    `json:"subject"`
+	Body             string    `json:"body"`
+	SourceSiteID     string    `json:"sourceSiteId"`
+	SourceNode       string    `json:"sourceNode,omitempty"`
+	SourceInstanceID string    `json:"sourceInstanceId,omitempty"`
+	SourceScript     string    `json:"sourceScript,omitempty"`
+	SiteEnqueuedAt   time.Time `json:"siteEnqueuedAt"`
+}
+
+// NotificationState is the central view of one notification: the status
+// query's answer and the workflow's result.
+type NotificationState struct {
+	NotificationID  string     `json:"notificationId"`
+	Status          Status     `json:"status"`
+	RetryCount      int        `json:"retryCount"`
+	LastError       string     `json:"lastError,omitempty"`
+	ResolvedTargets []string   `json:"resolvedTargets,omitempty"`
+	SiteEnqueuedAt  time.Time  `json:"siteEnqueuedAt"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	LastAttemptAt   *time.Time `json:"lastAttemptAt,omitempty"`
+	NextAttemptAt   *time.Time `json:"nextAttemptAt,omitempty"`
+	DeliveredAt     *time.Time `json:"deliveredAt,omitempty"`
+	// LastOperatorAction is the most recent retry or discard applied.
+	LastOperatorAction *OperatorAction `json:"lastOperatorAction,omitempty"`
+}
+
+// RetryPolicy is a fixed-interval delivery policy: MaxRetries retries after the
+// first attempt, Interval apart, then the operation parks.
+type RetryPolicy struct {
+	Interval   time.Duration `json:"interval"`
+	MaxRetries int           `json:"maxRetries"`
+	// AttemptTimeout bounds one delivery attempt.
+	AttemptTimeout time.Duration `json:"attemptTimeout"`
+}
+
+// RecordNotificationResult is the central row as stored (possibly by an
+// earlier run) and the retry policy in force for its delivery.
+type RecordNotificationResult struct {
+	State  NotificationState `json:"state"`
+	Policy RetryPolicy       `json:"policy"`
+}
+
+// DeliverNotificationInput asks for one delivery attempt.
+type DeliverNotificationInput struct {
+	NotificationID string `json:"notificationId"`
+	// RetryCount is the number of failed attempts before this one in the current cycle.
+	RetryCount int `json:"retryCount"`
+}
+
+// DeliverNotificationResult is a successful delivery.
+type DeliverNotificationResult struct {
+	DeliveredAt     time.Time `json:"deliveredAt"`
+	ResolvedTargets []string  `json:"resolvedTargets"`
+}
+
+// NotificationUpdate is a status change written to the central row.
+type NotificationUpdate struct {
+	NotificationID string     `json:"notificationId"`
+	Status         Status     `json:"status"`
+	RetryCount     int        `json:"retryCount"`
+	LastError      string     `json:"lastError,omitempty"`
+	LastAttemptAt  *time.Time `json:"lastAttemptAt,omitempty"`
+	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
+}
+
+// Activity names: the activities package implements them and the central
+// worker registers them under these names.
+const (
+	ActivityRecordNotification  = "RecordNotification"
+	ActivityDeliverNotification = "DeliverNotification"
+	ActivityUpdateNotification  = "UpdateNotification"
+)
+
+// Error types that make a delivery failure permanent (no retry: park at once).
+const (
+	ErrTypeUnknownList  = "UnknownList"
+	ErrTypeNoRecipients = "NoRecipients"
+	ErrTypeRejected     = "SMTPRejected"
+)
+
+// NotificationWorkflow delivers one notification: record the central row,
+// deliver with fixed-interval retry, park, then wait for retry or discard.
+func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
+	var sub NotificationSubmission
+	workflow.GetSignalChannel(ctx, SignalSubmit).Receive(ctx, &sub)
+	ignoreDuplicateSubmits(ctx)
+
+	n := &notification{}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (NotificationState, error) {
+		return n.state, nil
+	}); err != nil {
+		return NotificationState{}, fmt.Errorf("register status query: %w", err)
+	}
+
+	var recorded RecordNotificationResult
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityRecordNotification, sub).Get(ctx, &recorded); err != nil {
+		return NotificationState{}, fmt.Errorf("record notification %s: %w", sub.NotificationID, err)
+	}
+	n.state, n.policy = recorded.State, recorded.Policy
+	if n.state.Status.Terminal() {
+		// A resubmit of a notification central already finished: never deliver twice.
+		return n.state, n.setStatusAttr(ctx)
+	}
+	if n.state.Status != StatusPending {
+		// A previous run left it Retrying or Parked: restart its cycle cleanly.
+		if err := n.update(ctx, StatusPending, 0, n.state.LastError, nil); err != nil {
+			return n.state, err
+		}
+	}
+	return n.run(ctx)
+}
+
+// notification is the workflow's state: a mirror of the central row.
+type notification struct {
+	state  NotificationState
+	policy RetryPolicy
+}
+
+func (n *notification) run(ctx workflow.Context) (NotificationState, error) {
+	retryCh := workflow.GetSignalChannel(ctx, SignalRetry)
+	discardCh := workflow.GetSignalChannel(ctx, SignalDiscard)
+	for {
+		delivered, err := n.deliver(ctx)
+		if err != nil || delivered {
+			return n.state, err
+		}
+		drainStale(retryCh, discardCh)
+		action, retry := waitForOperator(ctx, retryCh, discardCh)
+		n.state.LastOperatorAction = &action
+		workflow.GetLogger(ctx).Info("operator action on parked notification",
+			"retry", retry, "operator", action.Operator, "reason", action.Reason)
+		if !retry {
+			return n.state, n.update(ctx, StatusDiscarded, n.state.RetryCount, n.state.LastError, nil)
+		}
+		if err := n.update(ctx, StatusPending, 0, n.state.LastError, nil); err != nil {
+			return n.state, err
+		}
+	}
+}
+
+// deliver attempts delivery until it succeeds (true) or the notification parks (false).
+func (n *notification) deliver(ctx workflow.Context) (bool, error) {
+	actCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: n.policy.AttemptTimeout,
+		// Retries are the workflow's own loop below, so every failed attempt
+		// is visible on the row and in OutpostStatus.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	for {
+		var res DeliverNotificationResult
+		err := workflow.ExecuteActivity(actCtx, ActivityDeliverNotification,
+			DeliverNotificationInput{NotificationID: n.state.NotificationID, RetryCount: n.state.RetryCount}).Get(ctx, &res)
+		now := workflow.Now(ctx)
+		if err == nil {
+			n.state.Status, n.state.DeliveredAt, n.state.ResolvedTargets = StatusDelivered, &res.DeliveredAt, res.ResolvedTargets
+			n.state.LastError, n.state.NextAttemptAt, n.state.LastAttemptAt = "", nil, &res.DeliveredAt
+			return true, n.setStatusAttr(ctx)
+		}
+		n.state.LastAttemptAt = &now
+		next := AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(err))
+		if next == StatusParked {
+			return false, n.update(ctx, StatusParked, n.state.RetryCount, parkReason(err, n.policy.MaxRetries), nil)
+		}
+		nextAt := now.Add(n.policy.Interval)
+		if err := n.update(ctx, StatusRetrying, n.state.RetryCount+1, describe(err), &nextAt); err != nil {
+			return false, err
+		}
+		if err := workflow.Sleep(ctx, n.policy.Interval); err != nil {
+			return false, err
+		}
+	}
+}
+
+// AfterFailedAttempt is the status after a failed attempt that followed
+// retryCount earlier failures: Parked when the failure is permanent or the
+// retries are used up, Retrying otherwise.
+func AfterFailedAttempt(retryCount, maxRetries int, permanent bool) Status {
+	if permanent || retryCount >= maxRetries {
+		return StatusParked
+	}
+	return StatusRetrying
+}
+
+// update writes a status change to the central row, then to the workflow's
+// state and search attribute.
+func (n *notification) update(ctx workflow.Context, status Status, retryCount int, lastError string, nextAt *time.Time) error {
+	upd := NotificationUpdate{
+		NotificationID: n.state.NotificationID, Status: status, RetryCount: retryCount,
+		LastError: lastError, LastAttemptAt: n.state.LastAttemptAt, NextAttemptAt: nextAt,
+	}
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityUpdateNotification, upd).Get(ctx, nil); err != nil {
+		return fmt.Errorf("update notification %s to %s: %w", n.state.NotificationID, status, err)
+	}
+	n.state.Status, n.state.RetryCount, n.state.LastError, n.state.NextAttemptAt = status, retryCount, lastError, nextAt
+	return n.setStatusAttr(ctx)
+}
+
+func (n *notification) setStatusAttr(ctx workflow.Context) error {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(string(n.state.Status))); err != nil {
+		return fmt.Errorf("set %s: %w", AttrStatus.GetName(), err)
+	}
+	return nil
+}
+
+// storeCtx runs short central-store writes as local activities: no extra
+// workflow task or history events per write.
+func storeCtx(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+	})
+}
+
+// ignoreDuplicateSubmits consumes later submits: the first one wins.
+func ignoreDuplicateSubmits(ctx workflow.Context) {
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, SignalSubmit)
+		for {
+			var dup NotificationSubmission
+			ch.Receive(ctx, &dup)
+			workflow.GetLogger(ctx).Info("duplicate submit ignored", "notificationId", dup.NotificationID)
+		}
+	})
+}
+
+// drainStale drops retry/discard signals sent while the operation was not
+// parked, so an old click never acts on a later park.
+func drainStale(chs ...workflow.ReceiveChannel) {
+	for _, ch := range chs {
+		for ch.ReceiveAsync(nil) {
+		}
+	}
+}
+
+// waitForOperator blocks until retry (true) or discard (false) arrives.
+func waitForOperator(ctx workflow.Context, retryCh, discardCh workflow.ReceiveChannel) (OperatorAction, bool) {
+	var action OperatorAction
+	retry := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(retryCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &action); retry = true })
+	sel.AddReceive(discardCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &action) })
+	sel.Select(ctx)
+	return action, retry
+}
+
+func isPermanent(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable()
+}
+
+// describe is the activity's own message, without Temporal's wrapping.
+func describe(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Message()
+	}
+	var timeoutErr *temporal.TimeoutError
+	if errors.As(err, &timeoutErr) {
+		return "delivery attempt timed out: " + timeoutErr.Error()
+	}
+	return err.Error()
+}
+
+func parkReason(err error, maxRetries int) string {
+	if isPermanent(err) {
+		return "permanent failure: " + describe(err)
+	}
+	return fmt.Sprintf("retries exhausted (%d): %s", maxRetries, describe(err))
+}
