@@ -47,17 +47,22 @@ func (ps Problems) Error() string {
 	return fmt.Sprintf("%d problem(s):\n  %s", len(ps), strings.Join(lines, "\n  "))
 }
 
-func parse(data []byte) (Config, error) {
-	cfg := Default()
+func parse(data []byte, cfg Config) (Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return Config{}, Problems{{Message: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
 	if len(root.Content) == 0 {
-		return cfg, nil // an empty file means all defaults
+		root.Content = []*yaml.Node{{Kind: yaml.MappingNode}} // an empty file means all defaults
 	}
 	c := &checker{lines: map[string]int{}, pathAtLine: map[int]string{}}
 	c.walk(root.Content[0], reflect.TypeOf(cfg), "")
+	if root.Content[0].Kind != yaml.MappingNode {
+		return Config{}, Problems{{Line: root.Content[0].Line, Message: "the file must be a mapping of sections (temporal, site, central, dev, log)"}}
+	}
+	if _, ok := c.lines["central.lists"]; ok {
+		cfg.Central.Lists = nil // the file's lists replace the defaults, not merge with them
+	}
 	if err := root.Content[0].Decode(&cfg); err != nil {
 		c.typeErrors(err)
 	}

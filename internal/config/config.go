@@ -118,12 +118,12 @@ type Dev struct {
 	DataDir string `yaml:"data_dir"`
 	// StartTemporal starts the pinned Temporal dev server at temporal.address;
 	// false uses an existing server there. Default true.
-	StartTemporal *bool `yaml:"start_temporal"`
+	StartTemporal bool `yaml:"start_temporal"`
 	// TemporalUIPort is the dev server's Web UI port. Default 8233.
 	TemporalUIPort int `yaml:"temporal_ui_port"`
 	// SMTPSink starts an in-process SMTP server at central.smtp.host:port that
 	// keeps what it receives; false delivers to the configured server. Default true.
-	SMTPSink *bool `yaml:"smtp_sink"`
+	SMTPSink bool `yaml:"smtp_sink"`
 	// SinkHTTP is where the sink shows what it received. Default 127.0.0.1:8025.
 	SinkHTTP string `yaml:"sink_http"`
 }
@@ -138,7 +138,6 @@ type Log struct {
 
 // Default returns a Config with every default filled in.
 func Default() Config {
-	yes := true
 	return Config{
 		Temporal: Temporal{Address: "127.0.0.1:7233", Namespace: "default", APIKeyEnv: "OUTPOST_TEMPORAL_API_KEY"},
 		Site: Site{
@@ -153,33 +152,50 @@ func Default() Config {
 				TLS: mailer.TLSStartTLS, Timeout: 30 * time.Second, RetryInterval: time.Minute, MaxRetries: 10,
 			},
 		},
-		Dev:      Dev{DataDir: ".outpost-dev", StartTemporal: &yes, TemporalUIPort: 8233, SMTPSink: &yes, SinkHTTP: "127.0.0.1:8025"},
-		Log:      Log{Level: "info", Format: "console"},
+		Dev: Dev{DataDir: ".outpost-dev", StartTemporal: true, TemporalUIPort: 8233, SMTPSink: true, SinkHTTP: "127.0.0.1:8025"},
+		Log: Log{Level: "info", Format: "console"},
 	}
 }
 
-// Load reads and checks the file at path.
-func Load(path string) (Config, error) {
+// DevDefault is what `outpost dev` runs without a config file: everything
+// under .outpost-dev, central mailing the in-process SMTP sink on port 2525,
+// and short retry intervals so a demo shows Retrying and Parked quickly.
+func DevDefault() Config {
+	cfg := Default()
+	cfg.Site.ID = "plant-1"
+	cfg.Site.Store = ".outpost-dev/site.db"
+	cfg.Site.ForwardInterval = 5 * time.Second
+	cfg.Central.Store.Path = ".outpost-dev/central.db"
+	cfg.Central.SMTP.Port = 2525
+	cfg.Central.SMTP.TLS = mailer.TLSNone
+	cfg.Central.SMTP.RetryInterval = 10 * time.Second
+	cfg.Central.SMTP.MaxRetries = 3
+	cfg.Central.Lists = map[string][]string{"ops": {"ops@example.com", "oncall@example.com"}}
+	return cfg
+}
+
+// Load reads and checks the file at path over base (Default or DevDefault).
+func Load(path string, base Config) (Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("read config: %w", err)
 	}
 	defer f.Close()
-	cfg, err := Parse(f)
+	cfg, err := Parse(f, base)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
 }
 
-// Parse reads a config over the defaults and checks it. The error, a
-// Problems, lists every problem found.
-func Parse(r io.Reader) (Config, error) {
+// Parse reads a config over base and checks it. The error, a Problems, lists
+// every problem found.
+func Parse(r io.Reader, base Config) (Config, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return Config{}, fmt.Errorf("read config: %w", err)
 	}
-	return parse(data)
+	return parse(data, base)
 }
 
 // SMTPPassword reads the SMTP password from its environment variable.

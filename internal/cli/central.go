@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"flag"
+
+	"go.uber.org/zap"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/workers"
+)
+
+var centralCommand = command{
+	name:    "central",
+	summary: "run the central worker (task queue outpost-central)",
+	usage:   "--config FILE",
+	help: `Runs the central Temporal worker: notification delivery over SMTP and the
+central store. Registers Outpost's search attributes in the namespace if they
+are missing. Secrets come from the variables named in the config
+(OUTPOST_SMTP_PASSWORD, OUTPOST_DB_PASSWORD, OUTPOST_TEMPORAL_API_KEY).
+
+Example:
+  OUTPOST_SMTP_PASSWORD=... outpost central --config /etc/outpost/outpost.yaml`,
+	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
+		path := fs.String("config", "", "config `FILE` (defaults apply when omitted)")
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		cfg, err := loadConfig(*path, config.Default())
+		if err != nil {
+			return err
+		}
+		log, err := newLogger(cfg)
+		if err != nil {
+			return err
+		}
+		defer log.Sync() //nolint:errcheck // nothing to do about a failed flush
+		return runCentral(ctx, cfg, log)
+	},
+}
+
+func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
+	tc, err := temporalclient.Dial(cfg.Temporal, log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if err := workers.EnsureSearchAttributes(ctx, tc, cfg.Temporal.Namespace, log); err != nil {
+		return err
+	}
+	central, err := workers.NewCentral(ctx, cfg.Central, tc)
+	if err != nil {
+		return err
+	}
+	log.Info("central worker running", zap.String("temporal", cfg.Temporal.Address),
+		zap.String("namespace", cfg.Temporal.Namespace), zap.String("store", cfg.Central.Store.Driver))
+	return central.Run(ctx)
+}

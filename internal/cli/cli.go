@@ -1,0 +1,103 @@
+// Package cli is the outpost command: one binary, one subcommand per process
+// or operator task.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/logging"
+)
+
+// Env is what a command runs with.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+type command struct {
+	name    string
+	summary string
+	usage   string // arguments after the name
+	help    string // longer text with an example
+	run     func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error
+}
+
+var commands = []command{
+	devCommand, centralCommand, siteCommand, configCheckCommand,
+}
+
+// ErrUsage is a command line that could not be understood; usage was printed.
+var ErrUsage = errors.New("usage error")
+
+// Run runs the outpost command line args (without the program name).
+func Run(ctx context.Context, args []string, env Env) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printOverview(env.Stdout)
+		return nil
+	}
+	name, rest := args[0], args[1:]
+	if name == "config" && len(rest) > 0 && rest[0] == "check" {
+		name, rest = "config check", rest[1:]
+	}
+	for _, c := range commands {
+		if c.name == name {
+			fs := flag.NewFlagSet("outpost "+c.name, flag.ContinueOnError)
+			fs.SetOutput(env.Stderr)
+			fs.Usage = func() {
+				fmt.Fprintf(env.Stderr, "Usage: outpost %s %s\n\n%s\n", c.name, c.usage, strings.TrimSpace(c.help))
+				if hasFlags(fs) {
+					fmt.Fprintln(env.Stderr, "\nFlags:")
+					fs.PrintDefaults()
+				}
+			}
+			return c.run(ctx, env, fs, rest)
+		}
+	}
+	printOverview(env.Stderr)
+	return fmt.Errorf("%w: unknown command %q", ErrUsage, name)
+}
+
+func printOverview(w io.Writer) {
+	fmt.Fprintln(w, "outpost: store-and-forward delivery for industrial sites, on Temporal.\n\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'outpost COMMAND --help' for a command's flags and an example.")
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// parse parses flags, turning -h and bad flags into ErrUsage.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	return nil
+}
+
+// loadConfig reads path over base; no path means base alone.
+func loadConfig(path string, base config.Config) (config.Config, error) {
+	if path == "" {
+		return base, nil
+	}
+	return config.Load(path, base)
+}
+
+func newLogger(cfg config.Config) (*zap.Logger, error) {
+	return logging.New(cfg.Log.Level, cfg.Log.Format)
+}

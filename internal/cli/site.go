@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"context"
+	"flag"
+
+	"go.uber.org/zap"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/site"
+)
+
+var siteCommand = command{
+	name:    "site",
+	summary: "run a site daemon (buffer, forwarder, local HTTP API)",
+	usage:   "--config FILE",
+	help: `Runs the site daemon on the site store: the local HTTP API (site.listen) and
+the forwarder that hands buffered operations to central, retrying every
+site.forward_interval while central is unreachable. It starts and accepts
+work with central down.
+
+Example:
+  outpost site --config /etc/outpost/outpost.yaml
+  curl -s -XPOST localhost:8480/v1/notifications \
+    -d '{"list":"ops","subject":"Pump 3 tripped","body":"Pressure low"}'`,
+	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
+		path := fs.String("config", "", "config `FILE` (defaults apply when omitted)")
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		cfg, err := loadConfig(*path, config.Default())
+		if err != nil {
+			return err
+		}
+		log, err := newLogger(cfg)
+		if err != nil {
+			return err
+		}
+		defer log.Sync() //nolint:errcheck // nothing to do about a failed flush
+		return runSite(ctx, cfg, log)
+	},
+}
+
+func runSite(ctx context.Context, cfg config.Config, log *zap.Logger) error {
+	tc, err := temporalclient.Lazy(cfg.Temporal, log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	d, err := site.StartDaemon(ctx, cfg.Site, tc, log.Named("site"))
+	if err != nil {
+		return err
+	}
+	log.Info("site daemon running", zap.String("site", cfg.Site.ID), zap.String("api", "http://"+d.Addr()),
+		zap.String("store", cfg.Site.Store))
+	return d.Run(ctx)
+}

@@ -1,0 +1,114 @@
+// Package devserver runs the Temporal dev server from the CLI pinned in
+// dev/temporal (built from the Go module proxy, never downloaded at run time).
+package devserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// toolModule is the module, relative to the repository root, that pins the CLI.
+const toolModule = "dev/temporal"
+
+// TemporalBinary returns the path of the pinned Temporal CLI, building it on
+// first use (about three minutes on a 2-core machine; cached afterwards).
+// OUTPOST_TEMPORAL_BIN overrides it.
+func TemporalBinary(ctx context.Context) (string, error) {
+	if bin := os.Getenv("OUTPOST_TEMPORAL_BIN"); bin != "" {
+		return bin, nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "tool", "-n", "temporal")
+	cmd.Dir = filepath.Join(root, toolModule)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build the pinned temporal CLI in %s: %w: %s", cmd.Dir, err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// repoRoot walks up from the working directory to the checkout holding dev/temporal.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find repository root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, toolModule, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("find repository root: no dev/temporal/go.mod above the working directory; run from the Outpost checkout or set OUTPOST_TEMPORAL_BIN")
+		}
+		dir = parent
+	}
+}
+
+// Options says how to run the dev server.
+type Options struct {
+	// Address is host:port of the frontend.
+	Address   string
+	Namespace string
+	// DBFile persists the server's state; empty keeps it in memory.
+	DBFile string
+	// UIPort serves the Web UI; 0 runs headless.
+	UIPort int
+	// Output receives the server's own log; io.Discard when nil.
+	Output io.Writer
+	Logger log.Logger
+}
+
+// Start runs the dev server with Outpost's search attributes registered and
+// returns once it answers.
+func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
+	bin, err := TemporalBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := opts.Output
+	if out == nil {
+		out = io.Discard
+	}
+	attrs := make([]temporal.SearchAttributeUpdate, 0, len(workflows.SearchAttributes))
+	for _, key := range workflows.SearchAttributes {
+		attrs = append(attrs, key.ValueSet(""))
+	}
+	devOpts := testsuite.DevServerOptions{
+		ExistingPath:     bin,
+		ClientOptions:    &client.Options{HostPort: opts.Address, Namespace: opts.Namespace, Logger: opts.Logger},
+		DBFilename:       opts.DBFile,
+		EnableUI:         opts.UIPort != 0,
+		LogLevel:         "error",
+		SearchAttributes: temporal.NewSearchAttributes(attrs...),
+		Stdout:           out,
+		Stderr:           out,
+	}
+	if opts.UIPort != 0 {
+		devOpts.UIPort = strconv.Itoa(opts.UIPort)
+	}
+	srv, err := testsuite.StartDevServer(ctx, devOpts)
+	if err != nil {
+		return nil, fmt.Errorf("start temporal dev server at %s: %w", opts.Address, err)
+	}
+	return srv, nil
+}

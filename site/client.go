@@ -1,0 +1,212 @@
+// Package site is the Outpost site SDK, what scripts call in process, and the
+// site daemon: the buffer, the forwarder that hands operations to central, and
+// the local HTTP API.
+//
+// A script opens the site's store, calls Notify, and gets the notification id
+// back once the notification is on disk. The site daemon (`outpost site`),
+// running beside it on the same store file, hands it to central.
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// Limits on a notification, checked before anything is buffered.
+const (
+	// DefaultMaxBodyBytes is the body limit unless Options.MaxBodyBytes says otherwise.
+	DefaultMaxBodyBytes = 64 << 10
+	// MaxSubjectChars bounds a subject (an email header line is at most 998 octets).
+	MaxSubjectChars = 900
+	// MaxListChars bounds a list name.
+	MaxListChars = 200
+)
+
+// ErrNotFound is returned by Status for an id neither the site nor central knows.
+var ErrNotFound = errors.New("operation not found")
+
+// InvalidError is bad input from a caller: nothing was buffered.
+type InvalidError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
+
+// Options configures a Client.
+type Options struct {
+	// SiteID and Node are the provenance stamped on every operation.
+	SiteID string
+	Node   string
+	// Instance and Script are the default provenance of this client's calls.
+	Instance string
+	Script   string
+	// Temporal answers Status for operations already handed to central. May
+	// be nil: Status then answers only for buffered operations.
+	Temporal client.Client
+	// MaxBodyBytes limits a notification body; DefaultMaxBodyBytes when 0.
+	MaxBodyBytes int
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Client is the site SDK.
+type Client struct {
+	store *sitestore.Store
+	opts  Options
+	// enqueued is told after every commit, so an in-process forwarder hands
+	// the row off at once instead of at its next poll.
+	enqueued func()
+}
+
+// Open opens the site store at path for a script.
+func Open(ctx context.Context, path string, opts Options) (*Client, error) {
+	store, err := sitestore.Open(ctx, path, opts.Now)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(store, opts), nil
+}
+
+func newClient(store *sitestore.Store, opts Options) *Client {
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	return &Client{store: store, opts: opts, enqueued: func() {}}
+}
+
+// Close closes the store.
+func (c *Client) Close() error { return c.store.Close() }
+
+// Notification is a notification with per-call provenance.
+type Notification struct {
+	List     string `json:"list"`
+	Subject  string `json:"subject"`
+	Body     string `json:"body"`
+	Instance string `json:"instance,omitempty"`
+	Script   string `json:"script,omitempty"`
+}
+
+// Notify buffers a notification to list and returns its id once it is on
+// disk. Central delivers it later, whatever the state of the WAN.
+func (c *Client) Notify(ctx context.Context, list, subject, body string) (string, error) {
+	return c.Send(ctx, Notification{List: list, Subject: subject, Body: body, Instance: c.opts.Instance, Script: c.opts.Script})
+}
+
+// Send is Notify with explicit provenance.
+func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
+	if err := c.validate(n); err != nil {
+		return "", err
+	}
+	id := uuid.NewString()
+	now := c.now()
+	sub := workflows.NotificationSubmission{
+		NotificationID: id, ListName: n.List, Subject: n.Subject, Body: n.Body,
+		SourceSiteID: c.opts.SiteID, SourceNode: c.opts.Node, SourceInstanceID: n.Instance,
+		SourceScript: n.Script, SiteEnqueuedAt: now,
+	}
+	payload, err := json.Marshal(sub)
+	if err != nil {
+		return "", fmt.Errorf("encode notification: %w", err)
+	}
+	_, err = c.store.Enqueue(ctx, sitestore.NewMessage{
+		ID: id, Category: sitestore.CategoryNotification, Target: n.List, Payload: payload,
+		Provenance: sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: n.Instance, Script: n.Script},
+	})
+	if err != nil {
+		return "", fmt.Errorf("notify %s: %w", n.List, err)
+	}
+	c.enqueued()
+	return id, nil
+}
+
+func (c *Client) validate(n Notification) error {
+	switch {
+	case strings.TrimSpace(n.List) == "":
+		return &InvalidError{"list", "required: the name of a notification list defined at central"}
+	case utf8.RuneCountInString(n.List) > MaxListChars:
+		return &InvalidError{"list", fmt.Sprintf("longer than %d characters", MaxListChars)}
+	case strings.TrimSpace(n.Subject) == "":
+		return &InvalidError{"subject", "required"}
+	case utf8.RuneCountInString(n.Subject) > MaxSubjectChars:
+		return &InvalidError{"subject", fmt.Sprintf("longer than %d characters", MaxSubjectChars)}
+	case strings.ContainsAny(n.Subject, "\r\n"):
+		return &InvalidError{"subject", "must be one line"}
+	case len(n.Body) > c.opts.MaxBodyBytes:
+		return &InvalidError{"body", fmt.Sprintf("%d bytes is over the limit of %d bytes (site.max_body_bytes)", len(n.Body), c.opts.MaxBodyBytes)}
+	case !utf8.ValidString(n.Subject) || !utf8.ValidString(n.Body):
+		return &InvalidError{"body", "must be valid UTF-8"}
+	}
+	return nil
+}
+
+// Status answers where a notification is: Forwarding while the site still
+// holds it, otherwise central's answer (status, retry count, last error,
+// timestamps).
+func (c *Client) Status(ctx context.Context, id string) (workflows.NotificationState, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return workflows.NotificationState{}, &InvalidError{"id", fmt.Sprintf("%q is not a notification id (a UUID)", id)}
+	}
+	msg, err := c.store.Get(ctx, id)
+	if err == nil {
+		return forwardingState(msg), nil
+	}
+	if !errors.Is(err, sitestore.ErrNotFound) {
+		return workflows.NotificationState{}, err
+	}
+	if c.opts.Temporal == nil {
+		return workflows.NotificationState{}, fmt.Errorf("notification %s has left the site and no Temporal client is configured to ask central", id)
+	}
+	return queryCentral(ctx, c.opts.Temporal, id)
+}
+
+func forwardingState(m sitestore.Message) workflows.NotificationState {
+	return workflows.NotificationState{
+		NotificationID: m.ID, Status: workflows.StatusForwarding, RetryCount: m.RetryCount,
+		LastError: m.LastError, SiteEnqueuedAt: m.CreatedAt, LastAttemptAt: m.LastAttemptAt,
+		NextAttemptAt: &m.NextAttemptAt,
+	}
+}
+
+// UnreachableError says central could not be asked.
+type UnreachableError struct{ Err error }
+
+func (e *UnreachableError) Error() string { return "central is unreachable: " + e.Err.Error() }
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+func queryCentral(ctx context.Context, tc client.Client, id string) (workflows.NotificationState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := tc.QueryWorkflow(ctx, workflows.NotificationWorkflowID(id), "", workflows.QueryStatus)
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return workflows.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
+	case err != nil:
+		return workflows.NotificationState{}, &UnreachableError{Err: err}
+	}
+	var state workflows.NotificationState
+	if err := resp.Get(&state); err != nil {
+		return workflows.NotificationState{}, fmt.Errorf("decode status of %s: %w", id, err)
+	}
+	return state, nil
+}
+
+func (c *Client) now() time.Time {
+	if c.opts.Now == nil {
+		return time.Now().UTC()
+	}
+	return c.opts.Now().UTC()
+}

@@ -1,0 +1,179 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// ForwarderOptions tunes the forwarder (site config).
+type ForwarderOptions struct {
+	// Interval is the fixed wait before a failed hand-off is tried again.
+	Interval time.Duration
+	// Batch is how many due rows one pass reads.
+	Batch int
+	// Parallelism is how many hand-offs run at once.
+	Parallelism int
+	// PollInterval is how often to look for rows another process wrote.
+	PollInterval time.Duration
+	// CallTimeout bounds one hand-off call to Temporal. Default 10s.
+	CallTimeout time.Duration
+}
+
+// Forwarder hands buffered operations to central and deletes each on
+// Temporal's ack. While central is unreachable it retries every row at the
+// fixed interval, forever: nothing is dropped.
+type Forwarder struct {
+	store    *sitestore.Store
+	temporal client.Client
+	opts     ForwarderOptions
+	log      *zap.Logger
+	now      func() time.Time
+	wake     chan struct{}
+}
+
+// NewForwarder returns a forwarder over store.
+func NewForwarder(store *sitestore.Store, tc client.Client, opts ForwarderOptions, log *zap.Logger) *Forwarder {
+	if opts.CallTimeout == 0 {
+		opts.CallTimeout = 10 * time.Second
+	}
+	return &Forwarder{store: store, temporal: tc, opts: opts, log: log, now: time.Now, wake: make(chan struct{}, 1)}
+}
+
+// Wake asks for a pass now (a row was just committed).
+func (f *Forwarder) Wake() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run forwards until ctx ends.
+func (f *Forwarder) Run(ctx context.Context) error {
+	poll := time.NewTicker(f.opts.PollInterval)
+	defer poll.Stop()
+	for {
+		full, err := f.Pass(ctx)
+		if err != nil && ctx.Err() == nil {
+			f.log.Error("forwarder pass failed", zap.Error(err))
+		}
+		if full && err == nil {
+			continue // more rows are due: no wait
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-f.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// Pass hands off one batch of due rows and reports whether the batch was full.
+func (f *Forwarder) Pass(ctx context.Context) (bool, error) {
+	due, err := f.store.Due(ctx, f.now(), f.opts.Batch)
+	if err != nil {
+		return false, err
+	}
+	acked := f.handOffAll(ctx, due)
+	if len(acked) > 0 {
+		if err := f.store.Delete(ctx, acked...); err != nil {
+			// The rows stay buffered and are handed off again: harmless,
+			// central ignores a duplicate submit.
+			return false, err
+		}
+	}
+	return len(due) == f.opts.Batch, nil
+}
+
+// handOffAll hands off msgs with bounded parallelism and returns the acked ids.
+func (f *Forwarder) handOffAll(ctx context.Context, msgs []sitestore.Message) []string {
+	var (
+		mu    sync.Mutex
+		acked []string
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, f.opts.Parallelism)
+	)
+	for _, m := range msgs {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if f.forwardOne(ctx, m) {
+				mu.Lock()
+				acked = append(acked, m.ID)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return acked
+}
+
+func (f *Forwarder) forwardOne(ctx context.Context, m sitestore.Message) bool {
+	err := f.handOff(ctx, m)
+	if err == nil {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	at := f.now()
+	f.log.Warn("hand-off to central failed; will retry", zap.String("id", m.ID),
+		zap.String("category", m.Category), zap.Duration("retryIn", f.opts.Interval), zap.Error(err))
+	if err := f.store.RecordFailedAttempt(ctx, m.ID, at, at.Add(f.opts.Interval), err.Error()); err != nil {
+		f.log.Error("record failed hand-off", zap.String("id", m.ID), zap.Error(err))
+	}
+	return false
+}
+
+// handOff submits one row: SignalWithStart of its workflow. An "already
+// started" answer means central finished it before: that counts as an ack.
+func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
+	if m.Category != sitestore.CategoryNotification {
+		return fmt.Errorf("buffered %s %s: no forwarder for this category", m.Category, m.ID)
+	}
+	var sub workflows.NotificationSubmission
+	if err := json.Unmarshal(m.Payload, &sub); err != nil {
+		return fmt.Errorf("decode buffered notification %s: %w", m.ID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
+	defer cancel()
+	_, err := f.temporal.SignalWithStartWorkflow(ctx, workflows.NotificationWorkflowID(sub.NotificationID),
+		workflows.SignalSubmit, sub, NotificationStartOptions(sub), workflows.NotificationWorkflow)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil
+	}
+	return err
+}
+
+// NotificationStartOptions starts a notification's workflow: search
+// attributes for the Web UI, a readable summary, and a closed workflow never
+// restarted by a late resubmit.
+func NotificationStartOptions(sub workflows.NotificationSubmission) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                    workflows.NotificationWorkflowID(sub.NotificationID),
+		TaskQueue:             workflows.CentralTaskQueue,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		StaticSummary:         fmt.Sprintf("Notify %s: %s", sub.ListName, sub.Subject),
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.AttrKind.ValueSet(workflows.KindNotification),
+			workflows.AttrSite.ValueSet(sub.SourceSiteID),
+			workflows.AttrTarget.ValueSet(sub.ListName),
+			workflows.AttrStatus.ValueSet(string(workflows.StatusPending)),
+		),
+	}
+}
