@@ -39,10 +39,6 @@ type Accepted struct {
 }
 
 func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json, got "+ct)
-		return
-	}
 	var n Notification
 	if err := decodeStrict(w, r, a.client.opts.MaxBodyBytes+requestOverhead, &n); err != nil {
 		writeError(w, statusOf(err), err.Error())

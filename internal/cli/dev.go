@@ -37,8 +37,7 @@ SMTP server in central.smtp. The first run builds the pinned Temporal CLI
 (about three minutes).
 
 Example:
-  go run ./cmd/outpost dev
-  go run ./cmd/outpost dev --config dev/outpost.example.yaml`,
+  go run ./cmd/outpost dev`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		path := fs.String("config", "", "config `FILE` read over the dev defaults")
 		if err := parse(fs, args); err != nil {

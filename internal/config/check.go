@@ -66,9 +66,7 @@ func parse(data []byte, cfg Config) (Config, error) {
 	if err := root.Content[0].Decode(&cfg); err != nil {
 		c.typeErrors(err)
 	}
-	if len(c.problems) == 0 {
-		c.validate(cfg)
-	}
+	c.validate(cfg) // fields with type errors kept their defaults: no double report
 	if len(c.problems) > 0 {
 		sort.SliceStable(c.problems, func(i, j int) bool { return c.problems[i].Line < c.problems[j].Line })
 		return Config{}, c.problems
@@ -90,6 +88,13 @@ func (c *checker) add(path, format string, args ...any) {
 func (c *checker) walk(n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice {
+		for i, item := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			c.lines[p], c.pathAtLine[item.Line] = item.Line, p
+		}
+		return
 	}
 	if n.Kind != yaml.MappingNode {
 		return

@@ -1,0 +1,214 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+type notificationSuite struct {
+	suite.Suite
+	testsuite.WorkflowTestSuite
+	env     *testsuite.TestWorkflowEnvironment
+	updates []workflows.NotificationUpdate
+}
+
+func TestNotificationWorkflow(t *testing.T) { suite.Run(t, new(notificationSuite)) }
+
+var policy = workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute}
+
+var sub = workflows.NotificationSubmission{
+	NotificationID: "0b0f6a43-7a3c-4c55-9d0c-2f0e8a9c8f11", ListName: "ops", Subject: "Pump 3 tripped",
+	Body: "Pressure low", SourceSiteID: "plant-1", SiteEnqueuedAt: time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC),
+}
+
+func (s *notificationSuite) SetupTest() {
+	s.env = s.NewTestWorkflowEnvironment()
+	s.env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
+	s.env.RegisterActivity(&activities.NotificationActivities{})
+	s.updates = nil
+	s.env.OnActivity(workflows.ActivityUpdateNotification, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, u workflows.NotificationUpdate) error { s.updates = append(s.updates, u); return nil })
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(workflows.SignalSubmit, sub) }, 0)
+}
+
+func (s *notificationSuite) recordAs(status workflows.Status) {
+	s.env.OnActivity(workflows.ActivityRecordNotification, mock.Anything, sub).Return(
+		workflows.RecordNotificationResult{
+			State:  workflows.NotificationState{NotificationID: sub.NotificationID, Status: status},
+			Policy: policy,
+		}, nil).Once()
+}
+
+func delivered() workflows.DeliverNotificationResult {
+	return workflows.DeliverNotificationResult{DeliveredAt: time.Now().UTC(), ResolvedTargets: []string{"ops@example.com"}}
+}
+
+var transient = errors.New("dial tcp 127.0.0.1:2525: connection refused")
+
+func (s *notificationSuite) result() workflows.NotificationState {
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var st workflows.NotificationState
+	s.Require().NoError(s.env.GetWorkflowResult(&st))
+	return st
+}
+
+func (s *notificationSuite) statuses() []workflows.Status {
+	out := make([]workflows.Status, len(s.updates))
+	for i, u := range s.updates {
+		out[i] = u.Status
+	}
+	return out
+}
+
+func (s *notificationSuite) queryStatus() workflows.NotificationState {
+	v, err := s.env.QueryWorkflow(workflows.QueryStatus)
+	s.Require().NoError(err)
+	var st workflows.NotificationState
+	s.Require().NoError(v.Get(&st))
+	return st
+}
+
+func (s *notificationSuite) TestDeliveredOnFirstAttempt() {
+	s.recordAs(workflows.StatusPending)
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil).Once()
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+	st := s.result()
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(0, st.RetryCount)
+	s.Equal([]string{"ops@example.com"}, st.ResolvedTargets)
+	s.Empty(s.updates, "a first-try delivery needs no status writes besides the delivery itself")
+}
+
+func (s *notificationSuite) TestTransientFailuresRetryAtFixedInterval() {
+	s.recordAs(workflows.StatusPending)
+	var attemptTimes []time.Time
+	call := 0
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+			attemptTimes = append(attemptTimes, s.env.Now())
+			s.Equal(call, in.RetryCount)
+			call++
+			if call <= 2 {
+				return workflows.DeliverNotificationResult{}, transient
+			}
+			return delivered(), nil
+		}).Times(3)
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+	st := s.result()
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(2, st.RetryCount)
+	s.Equal([]workflows.Status{workflows.StatusRetrying, workflows.StatusRetrying}, s.statuses())
+	s.Contains(s.updates[0].LastError, "connection refused")
+	s.Require().NotNil(s.updates[0].NextAttemptAt)
+	s.Require().Len(attemptTimes, 3)
+	s.Equal(policy.Interval, attemptTimes[1].Sub(attemptTimes[0]))
+	s.Equal(policy.Interval, attemptTimes[2].Sub(attemptTimes[1]))
+}
+
+func (s *notificationSuite) TestExhaustedRetriesParkThenRetryDelivers() {
+	s.recordAs(workflows.StatusPending)
+	failing := true
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+			if failing {
+				return workflows.DeliverNotificationResult{}, transient
+			}
+			return delivered(), nil
+		})
+	// Attempts at 0, 1m, 2m, then parked; the operator retries at 1h.
+	s.env.RegisterDelayedCallback(func() {
+		st := s.queryStatus()
+		s.Equal(workflows.StatusParked, st.Status)
+		s.Equal(policy.MaxRetries, st.RetryCount)
+		s.Contains(st.LastError, "retries exhausted (2)")
+		failing = false
+		s.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"})
+	}, time.Hour)
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+	st := s.result()
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(0, st.RetryCount, "retry resets the retry count")
+	s.Equal(&workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"}, st.LastOperatorAction)
+	s.Equal([]workflows.Status{workflows.StatusRetrying, workflows.StatusRetrying, workflows.StatusParked, workflows.StatusPending}, s.statuses())
+}
+
+func (s *notificationSuite) TestPermanentFailureParksAtOnceThenDiscard() {
+	s.recordAs(workflows.StatusPending)
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		workflows.DeliverNotificationResult{},
+		temporal.NewNonRetryableApplicationError(`notification list "nope" is not defined`, workflows.ErrTypeUnknownList, nil)).Once()
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{})
+	}, time.Hour)
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+	st := s.result()
+	s.Equal(workflows.StatusDiscarded, st.Status)
+	s.Equal([]workflows.Status{workflows.StatusParked, workflows.StatusDiscarded}, s.statuses())
+	s.Contains(s.updates[0].LastError, `permanent failure: notification list "nope" is not defined`)
+}
+
+func (s *notificationSuite) TestTerminalRowIsNeverDeliveredAgain() {
+	s.recordAs(workflows.StatusDelivered)
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.env.AssertNotCalled(s.T(), workflows.ActivityDeliverNotification, mock.Anything, mock.Anything)
+}
+
+func (s *notificationSuite) TestDuplicateSubmitIsIgnored() {
+	s.recordAs(workflows.StatusPending)
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+			return workflows.DeliverNotificationResult{}, transient
+		}).Once()
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil).Once()
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(workflows.SignalSubmit, sub) }, 30*time.Second)
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.env.AssertNumberOfCalls(s.T(), workflows.ActivityRecordNotification, 1)
+	s.env.AssertNumberOfCalls(s.T(), workflows.ActivityDeliverNotification, 2)
+}
+
+func (s *notificationSuite) TestRetrySentBeforeParkingIsIgnored() {
+	s.recordAs(workflows.StatusPending)
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		workflows.DeliverNotificationResult{}, transient)
+	// A retry sent while it is still Retrying must not un-park it later.
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{}) }, 30*time.Second)
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal(workflows.StatusParked, s.queryStatus().Status)
+		s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{Operator: "bo"})
+	}, time.Hour)
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+	s.Equal(workflows.StatusDiscarded, s.result().Status)
+	s.env.AssertNumberOfCalls(s.T(), workflows.ActivityDeliverNotification, policy.MaxRetries+1)
+}
+
+func TestAfterFailedAttempt(t *testing.T) {
+	cases := []struct {
+		retryCount, maxRetries int
+		permanent              bool
+		want                   workflows.Status
+	}{
+		{0, 3, false, workflows.StatusRetrying},
+		{2, 3, false, workflows.StatusRetrying},
+		{3, 3, false, workflows.StatusParked},
+		{0, 0, false, workflows.StatusParked},
+		{0, 3, true, workflows.StatusParked},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, workflows.AfterFailedAttempt(c.retryCount, c.maxRetries, c.permanent), "%+v", c)
+	}
+}
