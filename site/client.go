@@ -187,7 +187,7 @@ func (e *UnreachableError) Error() string { return "central is unreachable: " + 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 func queryCentral(ctx context.Context, tc client.Client, id string) (workflows.NotificationState, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := tc.QueryWorkflow(ctx, workflows.NotificationWorkflowID(id), "", workflows.QueryStatus)
 	var notFound *serviceerror.NotFound
@@ -210,3 +210,6 @@ func (c *Client) now() time.Time {
 	}
 	return c.opts.Now().UTC()
 }
+
+// BufferDepth is how many operations the site still holds.
+func (c *Client) BufferDepth(ctx context.Context) (int, error) { return c.store.Depth(ctx) }

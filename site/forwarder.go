@@ -28,7 +28,7 @@ type ForwarderOptions struct {
 	Parallelism int
 	// PollInterval is how often to look for rows another process wrote.
 	PollInterval time.Duration
-	// CallTimeout bounds one hand-off call to Temporal. Default 10s.
+	// CallTimeout bounds one hand-off call to Temporal. Default 5s.
 	CallTimeout time.Duration
 }
 
@@ -47,7 +47,7 @@ type Forwarder struct {
 // NewForwarder returns a forwarder over store.
 func NewForwarder(store *sitestore.Store, tc client.Client, opts ForwarderOptions, log *zap.Logger) *Forwarder {
 	if opts.CallTimeout == 0 {
-		opts.CallTimeout = 10 * time.Second
+		opts.CallTimeout = 5 * time.Second
 	}
 	return &Forwarder{store: store, temporal: tc, opts: opts, log: log, now: time.Now, wake: make(chan struct{}, 1)}
 }
@@ -87,7 +87,7 @@ func (f *Forwarder) Pass(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	acked := f.handOffAll(ctx, due)
+	acked, failed := f.handOffAll(ctx, due)
 	if len(acked) > 0 {
 		if err := f.store.Delete(ctx, acked...); err != nil {
 			// The rows stay buffered and are handed off again: harmless,
@@ -95,48 +95,80 @@ func (f *Forwarder) Pass(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
+	if ctx.Err() == nil {
+		f.recordFailures(ctx, failed)
+	}
 	return len(due) == f.opts.Batch, nil
 }
 
-// handOffAll hands off msgs with bounded parallelism and returns the acked ids.
-func (f *Forwarder) handOffAll(ctx context.Context, msgs []sitestore.Message) []string {
+// handOffAll hands off msgs with bounded parallelism. It returns the acked
+// ids and the reason each other row failed. The first "central unreachable"
+// failure stops the pass: the remaining rows fail with it at once instead of
+// each waiting out its own call timeout.
+func (f *Forwarder) handOffAll(ctx context.Context, msgs []sitestore.Message) ([]string, map[string]string) {
+	passCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var (
-		mu    sync.Mutex
-		acked []string
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, f.opts.Parallelism)
+		mu          sync.Mutex
+		acked       []string
+		failed      = map[string]string{}
+		unreachable string
+		wg          sync.WaitGroup
+		slots       = make(chan struct{}, f.opts.Parallelism)
 	)
 	for _, m := range msgs {
 		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			if f.forwardOne(ctx, m) {
-				mu.Lock()
+			err := f.handOff(passCtx, m)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
 				acked = append(acked, m.ID)
-				mu.Unlock()
+			case unreachable != "":
+				failed[m.ID] = unreachable
+			case isUnreachable(err):
+				unreachable = fmt.Sprintf("central unreachable (no ack within %s): %v", f.opts.CallTimeout, err)
+				failed[m.ID] = unreachable
+				stop()
+			default:
+				failed[m.ID] = err.Error()
 			}
 		}()
 	}
 	wg.Wait()
-	return acked
+	return acked, failed
 }
 
-func (f *Forwarder) forwardOne(ctx context.Context, m sitestore.Message) bool {
-	err := f.handOff(ctx, m)
-	if err == nil {
-		return true
-	}
-	if ctx.Err() != nil {
-		return false
+func isUnreachable(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.As(err, &unavailable) || errors.As(err, &deadline) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// recordFailures schedules each failed row's next hand-off a forward interval on.
+func (f *Forwarder) recordFailures(ctx context.Context, failed map[string]string) {
+	if len(failed) == 0 {
+		return
 	}
 	at := f.now()
-	f.log.Warn("hand-off to central failed; will retry", zap.String("id", m.ID),
-		zap.String("category", m.Category), zap.Duration("retryIn", f.opts.Interval), zap.Error(err))
-	if err := f.store.RecordFailedAttempt(ctx, m.ID, at, at.Add(f.opts.Interval), err.Error()); err != nil {
-		f.log.Error("record failed hand-off", zap.String("id", m.ID), zap.Error(err))
+	for id, reason := range failed {
+		if err := f.store.RecordFailedAttempt(ctx, id, at, at.Add(f.opts.Interval), reason); err != nil {
+			f.log.Error("record failed hand-off", zap.String("id", id), zap.Error(err))
+		}
 	}
-	return false
+	f.log.Warn("hand-offs to central failed; will retry", zap.Int("rows", len(failed)),
+		zap.Duration("retryIn", f.opts.Interval), zap.String("firstReason", firstValue(failed)))
+}
+
+func firstValue(m map[string]string) string {
+	for _, v := range m {
+		return v
+	}
+	return ""
 }
 
 // handOff submits one row: SignalWithStart of its workflow. An "already

@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/devserver"
+	"github.com/outpost-dev/outpost/internal/logging"
+	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/workers"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// stack is one whole Outpost: dev server, central worker, SMTP sink, one site.
+type stack struct {
+	t       *testing.T
+	cfg     config.Config
+	log     *zap.Logger
+	dir     string
+	server  *testsuite.DevServer
+	client  client.Client
+	siteURL string
+	daemon  *site.Daemon
+
+	mu    sync.Mutex
+	sinks []*smtpsink.Sink
+}
+
+// newStack starts everything with short intervals; tweak adjusts the config.
+func newStack(t *testing.T, tweak func(*config.Config)) *stack {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.Temporal.Address = freeAddr(t)
+	cfg.Site.ID = "plant-1"
+	cfg.Site.Store = filepath.Join(dir, "site.db")
+	cfg.Site.Listen = "127.0.0.1:0"
+	cfg.Site.ForwardInterval = time.Second
+	cfg.Site.PollInterval = 50 * time.Millisecond
+	cfg.Central.Store.Path = filepath.Join(dir, "central.db")
+	cfg.Central.SMTP.Port = freePort(t)
+	cfg.Central.SMTP.TLS = mailer.TLSNone
+	cfg.Central.SMTP.Timeout = 5 * time.Second
+	cfg.Central.SMTP.RetryInterval = time.Second
+	cfg.Central.SMTP.MaxRetries = 2
+	cfg.Central.Lists = map[string][]string{"ops": {"ops@example.com", "oncall@example.com"}, "empty": {}}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	s := &stack{t: t, cfg: cfg, log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), dir: dir}
+	s.startTemporal()
+	s.startSMTP()
+	c, err := temporalclient.Dial(cfg.Temporal, s.log)
+	require.NoError(t, err)
+	s.client = c
+	t.Cleanup(c.Close)
+	s.startCentral()
+	s.startSite()
+	return s
+}
+
+func (s *stack) startTemporal() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv, err := devserver.Start(ctx, devserver.Options{
+		Address: s.cfg.Temporal.Address, Namespace: s.cfg.Temporal.Namespace,
+		DBFile: filepath.Join(s.dir, "temporal.db"), Logger: logging.NewTemporal(s.log),
+	})
+	require.NoError(s.t, err)
+	s.server = srv
+	s.t.Cleanup(func() { s.stopTemporal() })
+}
+
+// stopTemporal stops the dev server; its state stays in the test's DB file.
+func (s *stack) stopTemporal() {
+	if s.server == nil {
+		return
+	}
+	s.server.Client().Close()
+	_ = s.server.Stop()
+	s.server = nil
+}
+
+func (s *stack) startSMTP() {
+	s.t.Helper()
+	sink, err := smtpsink.Start(net.JoinHostPort(s.cfg.Central.SMTP.Host, strconv.Itoa(s.cfg.Central.SMTP.Port)))
+	require.NoError(s.t, err)
+	s.mu.Lock()
+	s.sinks = append(s.sinks, sink)
+	s.mu.Unlock()
+	s.t.Cleanup(func() { sink.Close() })
+}
+
+// stopSMTP closes the SMTP server: connections are refused until startSMTP.
+func (s *stack) stopSMTP() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.NoError(s.t, s.sinks[len(s.sinks)-1].Close())
+}
+
+// received counts emails per notification id over every SMTP server run.
+func (s *stack) received() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	counts := map[string]int{}
+	for _, sink := range s.sinks {
+		for id, n := range sink.CountByNotification() {
+			counts[id] += n
+		}
+	}
+	return counts
+}
+
+func (s *stack) startCentral() {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, s.client, s.cfg.Temporal.Namespace, s.log))
+	central, err := workers.NewCentral(ctx, s.cfg.Central, s.client)
+	require.NoError(s.t, err)
+	done := make(chan error, 1)
+	go func() { done <- central.Run(ctx) }()
+	s.t.Cleanup(func() { cancel(); require.NoError(s.t, <-done) })
+}
+
+func (s *stack) startSite() {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tc, err := temporalclient.Lazy(s.cfg.Temporal, s.log)
+	require.NoError(s.t, err)
+	d, err := site.StartDaemon(ctx, s.cfg.Site, tc, s.log)
+	require.NoError(s.t, err)
+	s.daemon, s.siteURL = d, "http://"+d.Addr()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	s.t.Cleanup(func() { cancel(); require.NoError(s.t, <-done); tc.Close() })
+}
+
+// centralStore opens the central SQLite file beside the worker.
+func (s *stack) centralStore() *centralstore.Store {
+	s.t.Helper()
+	store, err := centralstore.OpenSQLite(context.Background(), s.cfg.Central.Store.Path)
+	require.NoError(s.t, err)
+	s.t.Cleanup(func() { store.Close() })
+	return store
+}
+
+// notify posts a notification to the site API and returns its id.
+func (s *stack) notify(list, subject string) string {
+	s.t.Helper()
+	body, _ := json.Marshal(site.Notification{List: list, Subject: subject, Body: "body of " + subject, Script: "e2e"})
+	resp, err := http.Post(s.siteURL+"/v1/notifications", "application/json", bytes.NewReader(body))
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	require.Equal(s.t, http.StatusAccepted, resp.StatusCode)
+	var acc site.Accepted
+	require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&acc))
+	require.Equal(s.t, "Forwarding", acc.Status)
+	return acc.ID
+}
+
+// status asks the site API for a notification's status.
+func (s *stack) status(id string) (workflows.NotificationState, int) {
+	s.t.Helper()
+	resp, err := http.Get(s.siteURL + "/v1/notifications/" + id)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	var st workflows.NotificationState
+	if resp.StatusCode == http.StatusOK {
+		require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&st))
+	}
+	return st, resp.StatusCode
+}
+
+// waitStatus waits until the site API reports want for every id.
+func (s *stack) waitStatus(want workflows.Status, timeout time.Duration, ids ...string) {
+	s.t.Helper()
+	require.Eventually(s.t, func() bool {
+		for _, id := range ids {
+			if st, code := s.status(id); code != http.StatusOK || st.Status != want {
+				return false
+			}
+		}
+		return true
+	}, timeout, 200*time.Millisecond, "waiting for %d notification(s) to be %s", len(ids), want)
+}
+
+// signal sends an operator signal to a notification's workflow.
+func (s *stack) signal(id, name string, action workflows.OperatorAction) {
+	s.t.Helper()
+	require.NoError(s.t, s.client.SignalWorkflow(context.Background(), workflows.NotificationWorkflowID(id), "", name, action))
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
