@@ -39,7 +39,10 @@ func (s *notificationSuite) SetupTest() {
 	s.env.RegisterActivity(&activities.NotificationActivities{})
 	s.updates = nil
 	s.env.OnActivity(workflows.ActivityUpdateNotification, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, u workflows.NotificationUpdate) error { s.updates = append(s.updates, u); return nil })
+		func(_ context.Context, u workflows.NotificationUpdate) error {
+			s.updates = append(s.updates, u)
+			return nil
+		})
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(workflows.SignalSubmit, sub) }, 0)
 }
 

@@ -1,0 +1,99 @@
+package sitestore
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/hlc"
+)
+
+func openTest(t *testing.T, path string, now func() time.Time) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, now)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func msg(i int) NewMessage {
+	return NewMessage{
+		ID: fmt.Sprintf("m-%03d", i), Category: CategoryNotification, Target: "ops",
+		Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Provenance: Provenance{SiteID: "plant-1", Node: "node-a"},
+	}
+}
+
+// Every row links to the one before it, across transactions and reopenings,
+// and the HLC keeps rising even when the wall clock stands still.
+func TestEnqueueChainsRowsAcrossTransactionsAndRestarts(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "site.db")
+	frozen := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return frozen }
+	ctx := context.Background()
+
+	s := openTest(t, path, clock)
+	_, err := s.Enqueue(ctx, msg(0), msg(1), msg(2))
+	require.NoError(t, err)
+	_, err = s.Enqueue(ctx, msg(3))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s = openTest(t, path, clock)
+	_, err = s.Enqueue(ctx, msg(4))
+	require.NoError(t, err)
+
+	due, err := s.Due(ctx, frozen, 100)
+	require.NoError(t, err)
+	require.Len(t, due, 5)
+	var prev []byte
+	var last hlc.Timestamp
+	for i, m := range due {
+		require.Equal(t, fmt.Sprintf("m-%03d", i), m.ID, "due rows come in HLC order")
+		require.Equal(t, len(prev), len(m.PrevLink))
+		require.Equal(t, string(prev), string(m.PrevLink))
+		require.Equal(t, hlc.Link(prev, m.ID, m.HLC, hlc.PayloadHash(m.Payload)), m.Link)
+		require.True(t, last.Before(m.HLC))
+		require.Equal(t, frozen.UnixMilli(), m.HLC.Physical)
+		prev, last = m.Link, m.HLC
+	}
+	require.Equal(t, uint32(4), due[4].HLC.Logical)
+}
+
+// A failed hand-off is recorded and the row is not due again until its next attempt.
+func TestFailedAttemptSchedulesNextAndDeleteRemoves(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), func() time.Time { return now })
+	ctx := context.Background()
+	_, err := s.Enqueue(ctx, msg(0), msg(1))
+	require.NoError(t, err)
+
+	require.NoError(t, s.RecordFailedAttempt(ctx, "m-000", now, now.Add(10*time.Second), "central unreachable"))
+	due, err := s.Due(ctx, now, 10)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	require.Equal(t, "m-001", due[0].ID)
+
+	m, err := s.Get(ctx, "m-000")
+	require.NoError(t, err)
+	require.Equal(t, BufferRetrying, m.Status)
+	require.Equal(t, 1, m.RetryCount)
+	require.Equal(t, "central unreachable", m.LastError)
+	require.Equal(t, now, *m.LastAttemptAt)
+
+	due, err = s.Due(ctx, now.Add(10*time.Second), 10)
+	require.NoError(t, err)
+	require.Len(t, due, 2)
+
+	require.NoError(t, s.Delete(ctx, "m-000", "m-001"))
+	_, err = s.Get(ctx, "m-000")
+	require.ErrorIs(t, err, ErrNotFound)
+	depth, err := s.Depth(ctx)
+	require.NoError(t, err)
+	require.Zero(t, depth)
+}

@@ -1,0 +1,117 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+func newTestClient(t *testing.T) *Client {
+	t.Helper()
+	c, err := Open(context.Background(), filepath.Join(t.TempDir(), "site.db"),
+		Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: 1024})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func post(t *testing.T, h http.Handler, body string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/notifications", strings.NewReader(body)))
+	return rec.Code, rec.Body.String()
+}
+
+// Bad input gets a 4xx naming the problem, and nothing is buffered for it.
+func TestPostNotificationRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t)
+	h := NewAPI(c, zaptest.NewLogger(t))
+	cases := []struct {
+		name, body string
+		status     int
+		mentions   string
+	}{
+		{"malformed JSON", `{"list": "ops",`, 400, "malformed JSON"},
+		{"not an object", `["ops"]`, 400, "must be a"},
+		{"empty body", ``, 400, "empty request body"},
+		{"trailing data", `{"list":"ops","subject":"s"} {}`, 400, "unexpected data after the object"},
+		{"missing list", `{"subject":"Pump 3","body":"b"}`, 400, "list: required"},
+		{"blank list", `{"list":"  ","subject":"Pump 3"}`, 400, "list: required"},
+		{"missing subject", `{"list":"ops","body":"b"}`, 400, "subject: required"},
+		{"two-line subject", `{"list":"ops","subject":"a\nb"}`, 400, "subject: must be one line"},
+		{"body over limit", `{"list":"ops","subject":"s","body":"` + strings.Repeat("x", 1025) + `"}`, 400, "body: 1025 bytes is over the limit of 1024 bytes"},
+		{"request far over limit", `{"list":"ops","subject":"s","body":"` + strings.Repeat("x", 20000) + `"}`, 413, "site.max_body_bytes"},
+		{"unknown field", `{"list":"ops","subject":"s","priority":1}`, 400, `unknown field "priority"`},
+		{"wrong type", `{"list":"ops","subject":42}`, 400, `field "subject" must be a string`},
+	}
+	for _, tc := range cases {
+		code, body := post(t, h, tc.body)
+		require.Equal(t, tc.status, code, tc.name)
+		var e ErrorBody
+		require.NoError(t, json.Unmarshal([]byte(body), &e), tc.name)
+		require.Contains(t, e.Error, tc.mentions, tc.name)
+	}
+	depth, err := c.BufferDepth(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, depth, "nothing is buffered for bad input")
+}
+
+// An accepted notification is on disk, with provenance, HLC and chain link,
+// and its status is Forwarding until central has it.
+func TestPostNotificationBuffersAndAnswersForwarding(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t)
+	h := NewAPI(c, zaptest.NewLogger(t))
+	code, body := post(t, h, `{"list":"ops","subject":"Pump 3 tripped","body":"Pressure low","instance":"pump-3","script":"trip.go"}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	var acc Accepted
+	require.NoError(t, json.Unmarshal([]byte(body), &acc))
+
+	msg, err := c.store.Get(context.Background(), acc.ID)
+	require.NoError(t, err)
+	require.Equal(t, sitestore.CategoryNotification, msg.Category)
+	require.Equal(t, sitestore.Provenance{SiteID: "plant-1", Node: "node-a", Instance: "pump-3", Script: "trip.go"}, msg.Provenance)
+	var sub workflows.NotificationSubmission
+	require.NoError(t, json.Unmarshal(msg.Payload, &sub))
+	require.Equal(t, acc.ID, sub.NotificationID)
+	require.Equal(t, "pump-3", sub.SourceInstanceID)
+	require.Len(t, msg.Link, 32)
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/notifications/"+acc.ID, nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	var st workflows.NotificationState
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &st))
+	require.Equal(t, workflows.StatusForwarding, st.Status)
+
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/notifications/not-a-uuid", nil))
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+	require.Contains(t, rec.Body.String(), "is not a notification id")
+}
+
+// The SDK's Notify returns only after the row is committed.
+func TestNotifyReturnsIDOfCommittedRow(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t)
+	id, err := c.Notify(context.Background(), "ops", "subject", "body")
+	require.NoError(t, err)
+	st, err := c.Status(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusForwarding, st.Status)
+	_, err = c.Notify(context.Background(), "", "subject", "body")
+	var invalid *InvalidError
+	require.ErrorAs(t, err, &invalid)
+	require.Equal(t, "list", invalid.Field)
+}
