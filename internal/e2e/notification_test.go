@@ -92,6 +92,8 @@ func TestSMTPDownRetryParkRetryDiscard(t *testing.T) {
 	row, err = s.centralStore().GetNotification(context.Background(), second)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDiscarded, row.Status, "a discarded row is kept")
+	s.recordHistory(workflows.NotificationWorkflowID(first), "notification_retrying_parked_retried_delivered.json")
+	s.recordHistory(workflows.NotificationWorkflowID(second), "notification_parked_discarded.json")
 }
 
 // A permanent SMTP failure (5xx) and an unknown or empty list park at once.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -14,10 +15,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
@@ -220,3 +224,23 @@ func freePort(t *testing.T) int {
 }
 
 func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+
+// recordHistory writes a workflow's history to workflows/testdata when
+// OUTPOST_RECORD_HISTORY=1, for the replay test. Rerun it after a deliberate,
+// versioned change to NotificationWorkflow.
+func (s *stack) recordHistory(workflowID, file string) {
+	s.t.Helper()
+	if os.Getenv("OUTPOST_RECORD_HISTORY") != "1" {
+		return
+	}
+	var events []*historypb.HistoryEvent
+	iter := s.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(s.t, err)
+		events = append(events, ev)
+	}
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
+	require.NoError(s.t, err)
+	require.NoError(s.t, os.WriteFile(filepath.Join("..", "..", "workflows", "testdata", file), data, 0o644))
+}

@@ -1,0 +1,28 @@
+package workflows_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// Histories recorded from the real dev server (internal/e2e with
+// OUTPOST_RECORD_HISTORY=1) must replay on today's code: a change that breaks
+// determinism for running workflows fails here.
+func TestReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			replayer := worker.NewWorkflowReplayer()
+			replayer.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
+			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, file))
+		})
+	}
+}
