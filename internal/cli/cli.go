@@ -58,7 +58,11 @@ func Run(ctx context.Context, args []string, env Env) error {
 					fs.PrintDefaults()
 				}
 			}
-			return c.run(ctx, env, fs, rest)
+			err := c.run(ctx, env, fs, rest)
+			if errors.Is(err, flag.ErrHelp) {
+				return nil // --help: usage was printed, nothing to run
+			}
+			return err
 		}
 	}
 	printOverview(env.Stderr)
@@ -79,11 +83,12 @@ func hasFlags(fs *flag.FlagSet) bool {
 	return n > 0
 }
 
-// parse parses flags, turning -h and bad flags into ErrUsage.
+// parse parses flags: flag.ErrHelp after --help (the command stops there),
+// ErrUsage for a bad flag.
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return err
 		}
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}

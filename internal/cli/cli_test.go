@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := Run(context.Background(), args, Env{Stdout: &stdout, Stderr: &stderr})
+	return stdout.String(), stderr.String(), err
+}
+
+func TestConfigCheck(t *testing.T) {
+	t.Parallel()
+	out, _, err := run(t, "config", "check", "../../dev/outpost.example.yaml")
+	require.NoError(t, err)
+	require.Contains(t, out, "outpost.example.yaml: ok")
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("site:\n  listen: nope\ncentral:\n  smtp:\n    port: 0\n"), 0o644))
+	out, _, err = run(t, "config", "check", bad)
+	require.ErrorContains(t, err, "2 problem(s)")
+	require.Contains(t, out, `site.listen (line 2): "nope" must be host:port`)
+	require.Contains(t, out, "central.smtp.port (line 5): 0 must be a port")
+
+	_, _, err = run(t, "config", "check", filepath.Join(t.TempDir(), "missing.yaml"))
+	require.ErrorContains(t, err, "no such file")
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	out, _, err := run(t, "help")
+	require.NoError(t, err)
+	for _, c := range commands {
+		require.Contains(t, out, c.name)
+	}
+	_, stderr, err := run(t, "frobnicate")
+	require.ErrorIs(t, err, ErrUsage)
+	require.Contains(t, stderr, "Commands:")
+
+	_, stderr, err = run(t, "central", "--help")
+	require.NoError(t, err)
+	require.Contains(t, stderr, "Example:")
+	_, _, err = run(t, "config", "check")
+	require.ErrorIs(t, err, ErrUsage)
+}
