@@ -23,20 +23,9 @@ are missing. Secrets come from the variables named in the config
 Example:
   OUTPOST_SMTP_PASSWORD=... outpost central --config /etc/outpost/outpost.yaml`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
-		path := fs.String("config", "", "config `FILE` (defaults apply when omitted)")
-		if err := parse(fs, args); err != nil {
-			return err
-		}
-		cfg, err := loadConfig(*path, config.Default())
-		if err != nil {
-			return err
-		}
-		log, err := newLogger(cfg)
-		if err != nil {
-			return err
-		}
-		defer log.Sync() //nolint:errcheck // nothing to do about a failed flush
-		return runCentral(ctx, cfg, log)
+		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
+			return runCentral(ctx, cfg, log)
+		})
 	},
 }
 

@@ -95,14 +95,24 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// loadConfig reads path over base; no path means base alone.
-func loadConfig(path string, base config.Config) (config.Config, error) {
-	if path == "" {
-		return base, nil
+// withConfig parses the --config flag, reads the file over base (no file
+// means base alone), builds the logger, and runs fn.
+func withConfig(fs *flag.FlagSet, args []string, base config.Config, flagDoc string, fn func(config.Config, *zap.Logger) error) error {
+	path := fs.String("config", "", flagDoc)
+	if err := parse(fs, args); err != nil {
+		return err
 	}
-	return config.Load(path, base)
-}
-
-func newLogger(cfg config.Config) (*zap.Logger, error) {
-	return logging.New(cfg.Log.Level, cfg.Log.Format)
+	cfg := base
+	if *path != "" {
+		var err error
+		if cfg, err = config.Load(*path, base); err != nil {
+			return err
+		}
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush
+	return fn(cfg, log)
 }

@@ -39,20 +39,9 @@ SMTP server in central.smtp. The first run builds the pinned Temporal CLI
 Example:
   go run ./cmd/outpost dev`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
-		path := fs.String("config", "", "config `FILE` read over the dev defaults")
-		if err := parse(fs, args); err != nil {
-			return err
-		}
-		cfg, err := loadConfig(*path, config.DevDefault())
-		if err != nil {
-			return err
-		}
-		log, err := newLogger(cfg)
-		if err != nil {
-			return err
-		}
-		defer log.Sync() //nolint:errcheck // nothing to do about a failed flush
-		return runDev(ctx, env, cfg, log)
+		return withConfig(fs, args, config.DevDefault(), "config `FILE` read over the dev defaults", func(cfg config.Config, log *zap.Logger) error {
+			return runDev(ctx, env, cfg, log)
+		})
 	},
 }
 

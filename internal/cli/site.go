@@ -25,20 +25,9 @@ Example:
   curl -s -XPOST localhost:8480/v1/notifications \
     -d '{"list":"ops","subject":"Pump 3 tripped","body":"Pressure low"}'`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
-		path := fs.String("config", "", "config `FILE` (defaults apply when omitted)")
-		if err := parse(fs, args); err != nil {
-			return err
-		}
-		cfg, err := loadConfig(*path, config.Default())
-		if err != nil {
-			return err
-		}
-		log, err := newLogger(cfg)
-		if err != nil {
-			return err
-		}
-		defer log.Sync() //nolint:errcheck // nothing to do about a failed flush
-		return runSite(ctx, cfg, log)
+		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
+			return runSite(ctx, cfg, log)
+		})
 	},
 }
 
