@@ -67,7 +67,7 @@ log: {level: warn}
 	go func() { done <- Run(ctx, []string{"dev", "--config", cfgFile}, Env{Stdout: stdout, Stderr: stdout}) }()
 
 	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "Ctrl-C stops everything") },
-		5*time.Minute, 100*time.Millisecond, "dev stack never came up:\n%s", stdout)
+		15*time.Minute, 100*time.Millisecond, "dev stack never came up:\n%s", stdout)
 	require.Contains(t, stdout.String(), "Temporal Web UI")
 
 	siteURL := fmt.Sprintf("http://127.0.0.1:%d/v1/notifications", sitePort)

@@ -85,7 +85,8 @@ func newStack(t *testing.T, tweak func(*config.Config)) *stack {
 
 func (s *stack) startTemporal() {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The first run on a fresh machine builds the pinned CLI (minutes).
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	srv, err := devserver.Start(ctx, devserver.Options{
 		Address: s.cfg.Temporal.Address, Namespace: s.cfg.Temporal.Namespace,
