@@ -146,7 +146,9 @@ func (c *Client) validate(n Notification) error {
 		return &InvalidError{"subject", "must be one line"}
 	case len(n.Body) > c.opts.MaxBodyBytes:
 		return &InvalidError{"body", fmt.Sprintf("%d bytes is over the limit of %d bytes (site.max_body_bytes)", len(n.Body), c.opts.MaxBodyBytes)}
-	case !utf8.ValidString(n.Subject) || !utf8.ValidString(n.Body):
+	case !utf8.ValidString(n.Subject):
+		return &InvalidError{"subject", "must be valid UTF-8"}
+	case !utf8.ValidString(n.Body):
 		return &InvalidError{"body", "must be valid UTF-8"}
 	}
 	return nil
