@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while the command writes to it.
@@ -35,19 +36,11 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // `outpost dev` brings the whole stack up, delivers a notification into its
 // SMTP sink, and stops cleanly when cancelled.
 func TestDevStackDeliversAndStops(t *testing.T) {
 	dir := t.TempDir()
-	sitePort, sinkPort := freePort(t), freePort(t)
+	sitePort, sinkPort := testutil.FreePort(t), testutil.FreePort(t)
 	cfgFile := filepath.Join(dir, "dev.yaml")
 	require.NoError(t, os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
 temporal: {address: "127.0.0.1:%d"}
@@ -57,8 +50,8 @@ central:
   smtp: {port: %d}
 dev: {data_dir: %q, temporal_ui_port: %d, sink_http: "127.0.0.1:%d"}
 log: {level: warn}
-`, freePort(t), sitePort, filepath.Join(dir, "site.db"), filepath.Join(dir, "central.db"), freePort(t),
-		filepath.Join(dir, "data"), freePort(t), sinkPort)), 0o644))
+`, testutil.FreePort(t), sitePort, filepath.Join(dir, "site.db"), filepath.Join(dir, "central.db"), testutil.FreePort(t),
+		filepath.Join(dir, "data"), testutil.FreePort(t), sinkPort)), 0o644))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

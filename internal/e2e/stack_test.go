@@ -33,6 +33,8 @@ import (
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
 	"github.com/outpost-dev/outpost/workflows"
+
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // stack is one whole Outpost: dev server, central worker, SMTP sink, one site.
@@ -62,7 +64,7 @@ func newStack(t *testing.T, tweak func(*config.Config)) *stack {
 	cfg.Site.ForwardInterval = time.Second
 	cfg.Site.PollInterval = 50 * time.Millisecond
 	cfg.Central.Store.Path = filepath.Join(dir, "central.db")
-	cfg.Central.SMTP.Port = freePort(t)
+	cfg.Central.SMTP.Port = testutil.FreePort(t)
 	cfg.Central.SMTP.TLS = mailer.TLSNone
 	cfg.Central.SMTP.Timeout = 5 * time.Second
 	cfg.Central.SMTP.RetryInterval = time.Second
@@ -216,15 +218,7 @@ func (s *stack) signal(id, name string, action workflows.OperatorAction) {
 	require.NoError(s.t, s.client.SignalWorkflow(context.Background(), workflows.NotificationWorkflowID(id), "", name, action))
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)) }
 
 // recordHistory writes a workflow's history to workflows/testdata when
 // OUTPOST_RECORD_HISTORY=1, for the replay test. Rerun it after a deliberate,
