@@ -9,12 +9,18 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/outpost-dev/outpost/workflows"
 )
 
 // API is the site daemon's local HTTP API:
 //
 //	POST /v1/notifications       {"list","subject","body","instance","script"} → 202 {"id","status"}
 //	GET  /v1/notifications/{id}  → 200 status, 404 unknown, 503 central unreachable
+//	POST /v1/calls               {"system","method","params","instance","script"}
+//	POST /v1/writes              {"connection","sql","args","instance","script"}
+//	                             → 200 Delivered, 202 Pending (queued for retry), 502 Failed (the target refused it)
+//	GET  /v1/operations/{id}     → 200 tracking row, 404 unknown
 type API struct {
 	client *Client
 	log    *zap.Logger
@@ -26,6 +32,9 @@ func NewAPI(c *Client, log *zap.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/notifications", a.postNotification)
 	mux.HandleFunc("GET /v1/notifications/{id}", a.getNotification)
+	mux.HandleFunc("POST /v1/calls", a.postCall)
+	mux.HandleFunc("POST /v1/writes", a.postWrite)
+	mux.HandleFunc("GET /v1/operations/{id}", a.getOperation)
 	return mux
 }
 
@@ -40,7 +49,7 @@ type Accepted struct {
 
 func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 	var n Notification
-	if err := decodeStrict(w, r, a.client.opts.MaxBodyBytes+requestOverhead, &n); err != nil {
+	if err := decodeStrict(w, r, a.client.opts.MaxBodyBytes+requestOverhead, &n, "list, subject, body, instance, script"); err != nil {
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
@@ -54,6 +63,64 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "the site could not store the notification: "+err.Error())
 	default:
 		writeJSON(w, http.StatusAccepted, Accepted{ID: id, Status: "Forwarding"})
+	}
+}
+
+// maxCallRequestBytes bounds a call or write request.
+const maxCallRequestBytes = 1 << 20
+
+func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
+	var req CallRequest
+	if err := decodeStrict(w, r, maxCallRequestBytes, &req, "system, method, params, instance, script"); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
+	res, err := a.client.SendCall(r.Context(), req)
+	a.writeCallResult(w, res, err)
+}
+
+func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
+	var req WriteRequest
+	if err := decodeStrict(w, r, maxCallRequestBytes, &req, "connection, sql, args, instance, script"); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
+	res, err := a.client.SendWrite(r.Context(), req)
+	a.writeCallResult(w, res, err)
+}
+
+// writeCallResult answers 200 Delivered, 202 Pending, 502 Failed (the
+// target's refusal, with its status and message), 400 for bad input.
+func (a *API) writeCallResult(w http.ResponseWriter, res CallResult, err error) {
+	var invalid *InvalidError
+	var target *TargetError
+	switch {
+	case errors.As(err, &invalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.As(err, &target):
+		writeJSON(w, http.StatusBadGateway, res)
+	case err != nil:
+		a.log.Error("cached call", zap.Error(err))
+		writeError(w, http.StatusInternalServerError, err.Error())
+	case res.Status == workflows.StatusPending:
+		writeJSON(w, http.StatusAccepted, res)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+func (a *API) getOperation(w http.ResponseWriter, r *http.Request) {
+	row, err := a.client.Tracking().Status(r.Context(), r.PathValue("id"))
+	var invalid *InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, row)
 	}
 }
 
@@ -92,11 +159,13 @@ func statusOf(err error) int {
 
 // decodeStrict reads one JSON object into v: unknown fields, trailing data and
 // oversize requests are errors that say what was wrong.
-func decodeStrict(w http.ResponseWriter, r *http.Request, limit int, v any) error {
+// known lists the fields for the unknown-field message.
+func decodeStrict(w http.ResponseWriter, r *http.Request, limit int, v any, known string) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(limit)))
 	dec.DisallowUnknownFields()
+	dec.UseNumber() // integer arguments stay integers
 	if err := dec.Decode(v); err != nil {
-		return describeDecodeError(err, limit)
+		return describeDecodeError(err, limit, known)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return &requestError{http.StatusBadRequest, "malformed JSON: unexpected data after the object"}
@@ -104,13 +173,13 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, limit int, v any) erro
 	return nil
 }
 
-func describeDecodeError(err error, limit int) error {
+func describeDecodeError(err error, limit int, known string) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request is over %d bytes: body is limited by site.max_body_bytes", limit)}
+		return &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request is over %d bytes (a notification body is limited by site.max_body_bytes)", limit)}
 	case errors.Is(err, io.EOF):
 		return &requestError{http.StatusBadRequest, "malformed JSON: empty request body"}
 	case errors.As(err, &syntax):
@@ -118,7 +187,7 @@ func describeDecodeError(err error, limit int) error {
 	case errors.As(err, &typ):
 		return &requestError{http.StatusBadRequest, fmt.Sprintf("field %q must be a %s, got %s", typ.Field, typ.Type, typ.Value)}
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return &requestError{http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: ") + " (known: list, subject, body, instance, script)"}
+		return &requestError{http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: ") + " (known: " + known + ")"}
 	default:
 		return &requestError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
 	}

@@ -20,7 +20,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -66,29 +68,68 @@ type Options struct {
 type Client struct {
 	store *sitestore.Store
 	opts  Options
+	// targets holds the external systems and databases of the site config;
+	// nil for a client opened without it (notifications only).
+	targets *targets.Registry
 	// enqueued is told after every commit, so an in-process forwarder hands
 	// the row off at once instead of at its next poll.
 	enqueued func()
 }
 
-// Open opens the site store at path for a script.
+// Open opens the site store at path for a script that sends notifications.
+// Calls and writes need the site's definitions: use OpenConfig.
 func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	store, err := sitestore.Open(ctx, path, opts.Now)
 	if err != nil {
 		return nil, err
 	}
-	return newClient(store, opts), nil
+	return newClient(store, nil, opts), nil
 }
 
-func newClient(store *sitestore.Store, opts Options) *Client {
+// OpenConfig opens the site of an Outpost config file (the one its daemon
+// runs with) for a script: its store, its external systems and databases.
+// Options.SiteID, Node and MaxBodyBytes default to the file's.
+func OpenConfig(ctx context.Context, file string, opts Options) (*Client, error) {
+	cfg, err := config.Load(file, config.Default())
+	if err != nil {
+		return nil, err
+	}
+	opts = withSiteDefaults(opts, cfg.Site)
+	store, err := sitestore.Open(ctx, cfg.Site.Store, opts.Now)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(store, targets.New(cfg.Site.ExternalSystems, cfg.Site.Databases), opts), nil
+}
+
+func withSiteDefaults(opts Options, cfg config.Site) Options {
+	if opts.SiteID == "" {
+		opts.SiteID = cfg.ID
+	}
+	if opts.Node == "" {
+		opts.Node = cfg.Node
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = cfg.MaxBodyBytes
+	}
+	return opts
+}
+
+func newClient(store *sitestore.Store, reg *targets.Registry, opts Options) *Client {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	return &Client{store: store, opts: opts, enqueued: func() {}}
+	return &Client{store: store, targets: reg, opts: opts, enqueued: func() {}}
 }
 
-// Close closes the store.
-func (c *Client) Close() error { return c.store.Close() }
+// Close closes the store and the database connections of cached writes.
+func (c *Client) Close() error {
+	var err error
+	if c.targets != nil {
+		err = c.targets.Close()
+	}
+	return errors.Join(err, c.store.Close())
+}
 
 // Notification is a notification with per-call provenance.
 type Notification struct {

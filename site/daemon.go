@@ -12,14 +12,21 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
-// Daemon is the site daemon: the store, the forwarder and the local HTTP API.
+// Daemon is the site daemon: the store, the forwarder, the local HTTP API,
+// the Temporal worker on the site's task queue, telemetry and the purge of
+// old tracking rows.
 type Daemon struct {
 	Client    *Client
 	Forwarder *Forwarder
+	Telemetry *Telemetry
+	cfg       config.Site
+	temporal  client.Client
 	listener  net.Listener
 	server    *http.Server
 	log       *zap.Logger
@@ -31,31 +38,42 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	if err != nil {
 		return nil, err
 	}
-	c := newClient(store, Options{SiteID: cfg.ID, Node: cfg.Node, Temporal: tc, MaxBodyBytes: cfg.MaxBodyBytes})
-	fwd := NewForwarder(store, tc, ForwarderOptions{
+	reg := targets.New(cfg.ExternalSystems, cfg.Databases)
+	c := newClient(store, reg, Options{SiteID: cfg.ID, Node: cfg.Node, Temporal: tc, MaxBodyBytes: cfg.MaxBodyBytes})
+	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
 		Interval: cfg.ForwardInterval, Batch: cfg.ForwardBatch, Parallelism: cfg.ForwardParallelism,
 		PollInterval: cfg.PollInterval,
 	}, log.Named("forwarder"))
 	c.enqueued = fwd.Wake
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		store.Close()
+		c.Close()
 		return nil, fmt.Errorf("site api: listen on %s (site.listen): %w", cfg.Listen, err)
 	}
 	return &Daemon{
-		Client: c, Forwarder: fwd, listener: ln, log: log,
-		server: &http.Server{Handler: NewAPI(c, log.Named("api")), ReadHeaderTimeout: 10 * time.Second},
+		Client: c, Forwarder: fwd, cfg: cfg, temporal: tc, listener: ln, log: log,
+		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: cfg.ID, Batch: cfg.TelemetryBatch, Delay: cfg.TelemetryDelay}, log.Named("telemetry")),
+		server:    &http.Server{Handler: NewAPI(c, log.Named("api")), ReadHeaderTimeout: 10 * time.Second},
 	}, nil
 }
 
 // Addr is the API's bound address.
 func (d *Daemon) Addr() string { return d.listener.Addr().String() }
 
-// Run serves the API and forwards until ctx ends, then closes the store.
+// Run serves the API, forwards, delivers, reports and purges until ctx
+// ends, then closes the store.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.Client.Close()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return d.Forwarder.Run(ctx) })
+	g.Go(func() error { return d.Telemetry.Run(ctx) })
+	g.Go(func() error {
+		return runPurge(ctx, d.Client.store, d.cfg.TrackingRetention, d.cfg.PurgeInterval, time.Now, d.log.Named("purge"))
+	})
+	g.Go(func() error {
+		acts := &activities.SiteActivities{Store: d.Client.store, Targets: d.Client.targets}
+		return runWorker(ctx, d.temporal, d.cfg.ID, acts, d.cfg.ReconcileInterval, d.cfg.ForwardInterval, d.log.Named("worker"))
+	})
 	g.Go(func() error {
 		if err := d.server.Serve(d.listener); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("site api: %w", err)

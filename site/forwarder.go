@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -37,6 +38,7 @@ type ForwarderOptions struct {
 // fixed interval, forever: nothing is dropped.
 type Forwarder struct {
 	store    *sitestore.Store
+	targets  *targets.Registry
 	temporal client.Client
 	opts     ForwarderOptions
 	log      *zap.Logger
@@ -44,12 +46,13 @@ type Forwarder struct {
 	wake     chan struct{}
 }
 
-// NewForwarder returns a forwarder over store.
-func NewForwarder(store *sitestore.Store, tc client.Client, opts ForwarderOptions, log *zap.Logger) *Forwarder {
+// NewForwarder returns a forwarder over store; reg gives cached calls their
+// retry policy.
+func NewForwarder(store *sitestore.Store, reg *targets.Registry, tc client.Client, opts ForwarderOptions, log *zap.Logger) *Forwarder {
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = 5 * time.Second
 	}
-	return &Forwarder{store: store, temporal: tc, opts: opts, log: log, now: time.Now, wake: make(chan struct{}, 1)}
+	return &Forwarder{store: store, targets: reg, temporal: tc, opts: opts, log: log, now: time.Now, wake: make(chan struct{}, 1)}
 }
 
 // Wake asks for a pass now (a row was just committed).
@@ -88,12 +91,10 @@ func (f *Forwarder) Pass(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	acked, failed := f.handOffAll(ctx, due)
-	if len(acked) > 0 {
-		if err := f.store.Delete(ctx, acked...); err != nil {
-			// The rows stay buffered and are handed off again: harmless,
-			// central ignores a duplicate submit.
-			return false, err
-		}
+	if err := f.settle(ctx, acked); err != nil {
+		// The rows stay due and are handed off again: harmless, central
+		// ignores a duplicate submit.
+		return false, err
 	}
 	if ctx.Err() == nil {
 		f.recordFailures(ctx, failed)
@@ -101,16 +102,38 @@ func (f *Forwarder) Pass(ctx context.Context) (bool, error) {
 	return len(due) == f.opts.Batch, nil
 }
 
+// settle deletes acknowledged notifications (central owns them now) and
+// marks acknowledged cached calls handed off (the site still delivers them).
+func (f *Forwarder) settle(ctx context.Context, acked []sitestore.Message) error {
+	var notifications, calls []string
+	for _, m := range acked {
+		if m.Category == sitestore.CategoryNotification {
+			notifications = append(notifications, m.ID)
+		} else {
+			calls = append(calls, m.ID)
+		}
+	}
+	if len(notifications) > 0 {
+		if err := f.store.Delete(ctx, notifications...); err != nil {
+			return err
+		}
+	}
+	if len(calls) > 0 {
+		return f.store.MarkHandedOff(ctx, calls...)
+	}
+	return nil
+}
+
 // handOffAll hands off msgs with bounded parallelism. It returns the acked
-// ids and the reason each other row failed. The first "central unreachable"
+// messages and the reason each other row failed. The first "central unreachable"
 // failure stops the pass: the remaining rows fail with it at once instead of
 // each waiting out its own call timeout.
-func (f *Forwarder) handOffAll(ctx context.Context, msgs []sitestore.Message) ([]string, map[string]string) {
+func (f *Forwarder) handOffAll(ctx context.Context, msgs []sitestore.Message) ([]sitestore.Message, map[string]string) {
 	passCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var (
 		mu          sync.Mutex
-		acked       []string
+		acked       []sitestore.Message
 		failed      = map[string]string{}
 		unreachable string
 		wg          sync.WaitGroup
@@ -126,7 +149,7 @@ func (f *Forwarder) handOffAll(ctx context.Context, msgs []sitestore.Message) ([
 			defer mu.Unlock()
 			switch {
 			case err == nil:
-				acked = append(acked, m.ID)
+				acked = append(acked, m)
 			case unreachable != "":
 				failed[m.ID] = unreachable
 			case isUnreachable(err):
@@ -174,22 +197,53 @@ func firstValue(m map[string]string) string {
 // handOff submits one row: SignalWithStart of its workflow. An "already
 // started" answer means central finished it before: that counts as an ack.
 func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
-	if m.Category != sitestore.CategoryNotification {
+	var (
+		id     string
+		signal any
+		opts   client.StartWorkflowOptions
+		wf     any
+	)
+	switch m.Category {
+	case sitestore.CategoryNotification:
+		var sub workflows.NotificationSubmission
+		if err := json.Unmarshal(m.Payload, &sub); err != nil {
+			return fmt.Errorf("decode buffered notification %s: %w", m.ID, err)
+		}
+		id, signal, opts, wf = workflows.NotificationWorkflowID(sub.NotificationID), sub, NotificationStartOptions(sub), workflows.NotificationWorkflow
+	case sitestore.CategoryExternalCall, sitestore.CategoryDatabaseWrite:
+		sub, err := f.callSubmission(ctx, m)
+		if err != nil {
+			return err
+		}
+		id, signal, opts, wf = workflows.CachedCallWorkflowID(sub.OperationID), sub, CachedCallStartOptions(sub), workflows.CachedCallWorkflow
+	default:
 		return fmt.Errorf("buffered %s %s: no forwarder for this category", m.Category, m.ID)
-	}
-	var sub workflows.NotificationSubmission
-	if err := json.Unmarshal(m.Payload, &sub); err != nil {
-		return fmt.Errorf("decode buffered notification %s: %w", m.ID, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
 	defer cancel()
-	_, err := f.temporal.SignalWithStartWorkflow(ctx, workflows.NotificationWorkflowID(sub.NotificationID),
-		workflows.SignalSubmit, sub, NotificationStartOptions(sub), workflows.NotificationWorkflow)
+	_, err := f.temporal.SignalWithStartWorkflow(ctx, id, workflows.SignalSubmit, signal, opts, wf)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return nil
 	}
 	return err
+}
+
+// callSubmission describes a buffered cached call to central: its tracking
+// row and the retry policy of its definition.
+func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (workflows.CachedCallSubmission, error) {
+	row, err := f.store.GetOperation(ctx, m.TrackedOperationID)
+	if err != nil {
+		return workflows.CachedCallSubmission{}, err
+	}
+	req, err := targets.Decode(m.Payload)
+	if err != nil {
+		return workflows.CachedCallSubmission{}, fmt.Errorf("decode buffered call %s: %w", m.ID, err)
+	}
+	return workflows.CachedCallSubmission{
+		OperationID: row.OperationID, Kind: row.Kind, Target: row.Target, SiteID: row.SourceSiteID,
+		Policy: f.targets.Policy(req), LastAttemptAt: row.LastAttemptAt, LastError: row.LastError, CreatedAt: row.CreatedAt,
+	}, nil
 }
 
 // NotificationStartOptions starts a notification's workflow: search
@@ -205,6 +259,27 @@ func NotificationStartOptions(sub workflows.NotificationSubmission) client.Start
 			workflows.AttrKind.ValueSet(workflows.KindNotification),
 			workflows.AttrSite.ValueSet(sub.SourceSiteID),
 			workflows.AttrTarget.ValueSet(sub.ListName),
+			workflows.AttrStatus.ValueSet(string(workflows.StatusPending)),
+		),
+	}
+}
+
+// CachedCallStartOptions starts a cached call's workflow: search attributes
+// for the Web UI, a readable summary, and never a restart of a closed one.
+func CachedCallStartOptions(sub workflows.CachedCallSubmission) client.StartWorkflowOptions {
+	verb := "Call"
+	if sub.Kind == workflows.KindDatabaseWrite {
+		verb = "Write to"
+	}
+	return client.StartWorkflowOptions{
+		ID:                    workflows.CachedCallWorkflowID(sub.OperationID),
+		TaskQueue:             workflows.CentralTaskQueue,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		StaticSummary:         fmt.Sprintf("%s %s from %s", verb, sub.Target, sub.SiteID),
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.AttrKind.ValueSet(sub.Kind),
+			workflows.AttrSite.ValueSet(sub.SiteID),
+			workflows.AttrTarget.ValueSet(sub.Target),
 			workflows.AttrStatus.ValueSet(string(workflows.StatusPending)),
 		),
 	}

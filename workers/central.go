@@ -35,6 +35,10 @@ func NewCentral(ctx context.Context, cfg config.Central, tc client.Client) (*Cen
 	}
 	w := worker.New(tc, workflows.CentralTaskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
+	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
+	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: "IngestTelemetryWorkflow"})
+	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: "ReconcileSiteWorkflow"})
+	w.RegisterActivity(&activities.MirrorActivities{Store: store})
 	w.RegisterActivity(&activities.NotificationActivities{
 		Store:  store,
 		Sender: mailer.New(cfg.Mailer()),

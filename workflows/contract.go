@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"strconv"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -23,6 +24,9 @@ func SiteTaskQueue(siteID string) string { return siteTaskQueuePrefix + siteID }
 // Workflow-id prefixes.
 const (
 	notificationIDPrefix = "notification/"
+	callIDPrefix         = "call/"
+	telemetryIDPrefix    = "telemetry/"
+	reconcileIDPrefix    = "reconcile/"
 )
 
 // NotificationWorkflowID is the workflow id of notification id.
@@ -33,6 +37,18 @@ func NotificationWorkflowID(id string) string { return notificationIDPrefix + id
 func NotificationIDFromWorkflowID(workflowID string) (id string, ok bool) {
 	return strings.CutPrefix(workflowID, notificationIDPrefix)
 }
+
+// CachedCallWorkflowID is the workflow id of tracked operation id.
+func CachedCallWorkflowID(id string) string { return callIDPrefix + id }
+
+// TelemetryWorkflowID names the ingest of one telemetry batch of siteID
+// covering tracking changes up to seq.
+func TelemetryWorkflowID(siteID string, seq int64) string {
+	return telemetryIDPrefix + siteID + "/" + strconv.FormatInt(seq, 10)
+}
+
+// ReconcileScheduleID is the id of the Temporal Schedule that reconciles siteID.
+func ReconcileScheduleID(siteID string) string { return reconcileIDPrefix + siteID }
 
 // Signal and query names.
 const (
@@ -81,7 +97,9 @@ func (s Status) Terminal() bool {
 
 // Kinds, the value of OutpostKind.
 const (
-	KindNotification = "Notification"
+	KindNotification  = "Notification"
+	KindExternalCall  = "ExternalCall"
+	KindDatabaseWrite = "DatabaseWrite"
 )
 
 // OperatorAction is the payload of SignalRetry and SignalDiscard. Both fields

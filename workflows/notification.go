@@ -187,11 +187,13 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 	}
 }
 
-// AfterFailedAttempt is the status after a failed attempt that followed
-// retryCount earlier failures: Parked when the failure is permanent or the
-// retries are used up, Retrying otherwise.
-func AfterFailedAttempt(retryCount, maxRetries int, permanent bool) Status {
-	if permanent || retryCount >= maxRetries {
+// AfterFailedAttempt is the status after a failed attempt, with retries the
+// number of retries made so far counting this attempt (0 for a first
+// attempt): Parked when the failure is permanent or the retries are used
+// up, Retrying otherwise. A notification's first attempt is central's; a
+// cached call's is the site's immediate attempt, so its retries start at 1.
+func AfterFailedAttempt(retries, maxRetries int, permanent bool) Status {
+	if permanent || retries >= maxRetries {
 		return StatusParked
 	}
 	return StatusRetrying
@@ -232,9 +234,8 @@ func ignoreDuplicateSubmits(ctx workflow.Context) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		ch := workflow.GetSignalChannel(ctx, SignalSubmit)
 		for {
-			var dup NotificationSubmission
-			ch.Receive(ctx, &dup)
-			workflow.GetLogger(ctx).Info("duplicate submit ignored", "notificationId", dup.NotificationID)
+			ch.Receive(ctx, nil)
+			workflow.GetLogger(ctx).Info("duplicate submit ignored")
 		}
 	})
 }

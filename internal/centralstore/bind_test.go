@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/workflows"
 )
 
 // The SQL Server statements get numbered placeholders, one per argument, and
@@ -19,4 +21,28 @@ func TestSQLServerPlaceholders(t *testing.T) {
 	require.Contains(t, q, "WHERE notification_id = @p1)")
 	require.Equal(t, 19, strings.Count(q, "@p")-1)
 	require.Equal(t, "a = @p1 AND b = @p2", s.bind("a = ? AND b = ?"))
+}
+
+// A full chunk of the site_calls MERGE stays under SQL Server's 2,100
+// parameters, one per column and row, and ends with the semicolon MERGE
+// requires.
+func TestSQLServerSiteCallChunkFits(t *testing.T) {
+	t.Parallel()
+	s := &Store{dialect: sqlServerDialect}
+	rows := s.dialect.siteCallChunk
+	q := s.bind(s.dialect.upsertSiteCalls(rows))
+	require.NotContains(t, q, "?")
+	require.Equal(t, rows*len(siteCallColumns), strings.Count(q, "@p"))
+	require.Less(t, rows*len(siteCallColumns), 2100)
+	require.Greater(t, (rows+1)*len(siteCallColumns), 2099)
+	require.True(t, strings.HasSuffix(q, ";"))
+}
+
+func TestLatestBySeq(t *testing.T) {
+	t.Parallel()
+	rows := []workflows.TrackedOperation{
+		{OperationID: "a", Seq: 2}, {OperationID: "b", Seq: 5}, {OperationID: "a", Seq: 7},
+		{OperationID: "b", Seq: 4}, {OperationID: "a", Seq: 7, Status: workflows.StatusFailed},
+	}
+	require.Equal(t, []workflows.TrackedOperation{{OperationID: "a", Seq: 7}, {OperationID: "b", Seq: 5}}, latestBySeq(rows))
 }

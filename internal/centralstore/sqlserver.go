@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	_ "github.com/microsoft/go-mssqldb" // registers the "sqlserver" driver
 )
@@ -35,12 +36,76 @@ var sqlServerDialect = dialect{
 	)`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'notifications_status')
 	CREATE INDEX notifications_status ON notifications (status, source_site_id)`,
+		// operation_id is NVARCHAR, the type of the driver's string
+		// parameters, so the MERGE join seeks the key without converting
+		// it; the binary collation makes ids case-sensitive and orders them
+		// by code point, as SQLite does.
+		`IF OBJECT_ID(N'site_calls', N'U') IS NULL
+	CREATE TABLE site_calls (
+		operation_id    NVARCHAR(64) COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY,
+		kind            VARCHAR(32) NOT NULL,
+		target          NVARCHAR(256) NOT NULL,
+		status          VARCHAR(16) NOT NULL,
+		retry_count     INT NOT NULL DEFAULT 0,
+		last_error      NVARCHAR(MAX) NOT NULL DEFAULT '',
+		source_site_id  NVARCHAR(128) NOT NULL,
+		source_node     VARCHAR(64) NOT NULL DEFAULT '',
+		source_instance NVARCHAR(256) NOT NULL DEFAULT '',
+		source_script   NVARCHAR(256) NOT NULL DEFAULT '',
+		created_at      DATETIME2 NOT NULL,
+		updated_at      DATETIME2 NOT NULL,
+		last_attempt_at DATETIME2 NULL,
+		next_attempt_at DATETIME2 NULL,
+		terminal_at     DATETIME2 NULL,
+		seq             BIGINT NOT NULL,
+		mirrored_at     DATETIME2 NOT NULL
+	)`,
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_site_status')
+	CREATE INDEX site_calls_site_status ON site_calls (source_site_id, status)`,
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_updated')
+	CREATE INDEX site_calls_status_updated ON site_calls (status, updated_at)`,
+		`IF OBJECT_ID(N'site_cursors', N'U') IS NULL
+	CREATE TABLE site_cursors (
+		site_id        NVARCHAR(128) NOT NULL PRIMARY KEY,
+		reconciled_seq BIGINT NOT NULL,
+		updated_at     DATETIME2 NOT NULL
+	)`,
 	},
 	// UPDLOCK+HOLDLOCK makes the check and the insert one atomic step; @p1
 	// is the first placeholder, the notification id.
 	insertIfMissing: `INSERT INTO notifications (` + notificationColumns + `)
 	SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 	WHERE NOT EXISTS (SELECT 1 FROM notifications WITH (UPDLOCK, HOLDLOCK) WHERE notification_id = @p1)`,
+	upsertSiteCalls: sqlServerUpsertSiteCalls,
+	// SQL Server takes at most 2,100 parameters per request.
+	siteCallChunk: 2099 / len(siteCallColumns),
+	// HOLDLOCK keeps the key range locked from the match to the insert, so
+	// two first reconciliations of one site cannot both insert.
+	advanceCursor: `MERGE site_cursors WITH (HOLDLOCK) AS t
+	USING (VALUES (?, ?, ?)) AS s (site_id, reconciled_seq, updated_at)
+	ON t.site_id = s.site_id
+	WHEN MATCHED AND s.reconciled_seq > t.reconciled_seq THEN
+		UPDATE SET reconciled_seq = s.reconciled_seq, updated_at = s.updated_at
+	WHEN NOT MATCHED THEN
+		INSERT (site_id, reconciled_seq, updated_at) VALUES (s.site_id, s.reconciled_seq, s.updated_at);`,
+}
+
+// sqlServerUpsertSiteCalls merges the rows as a VALUES table. HOLDLOCK keeps
+// concurrent batches with a new id from both inserting it; @@ROWCOUNT (the
+// driver's RowsAffected) counts inserted and updated rows, not rows matched
+// but skipped for their seq. MERGE must end with a semicolon.
+func sqlServerUpsertSiteCalls(rows int) string {
+	src := make([]string, len(siteCallColumns))
+	for i, c := range siteCallColumns {
+		src[i] = "s." + c
+	}
+	return `MERGE site_calls WITH (HOLDLOCK) AS t
+	USING (VALUES ` + valueRows(rows) + `) AS s (` + strings.Join(siteCallColumns, ", ") + `)
+	ON t.operation_id = s.operation_id
+	WHEN MATCHED AND s.seq > t.seq THEN
+		UPDATE SET ` + siteCallAssignments("s") + `
+	WHEN NOT MATCHED THEN
+		INSERT (` + strings.Join(siteCallColumns, ", ") + `) VALUES (` + strings.Join(src, ", ") + `);`
 }
 
 // OpenSQLServer opens the central store on SQL Server and creates its tables.

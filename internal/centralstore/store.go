@@ -58,6 +58,15 @@ type dialect struct {
 	schema []string
 	// insertIfMissing inserts a notification unless its id exists.
 	insertIfMissing string
+	// upsertSiteCalls is one statement that upserts that many site_calls rows
+	// (siteCallColumns each), keeping the row with the higher seq.
+	upsertSiteCalls func(rows int) string
+	// siteCallChunk is the most rows one upsertSiteCalls statement carries,
+	// set by the dialect's limit on bound parameters.
+	siteCallChunk int
+	// advanceCursor sets a site's reconciled_seq (site id, seq, updated at)
+	// unless the stored one is as high.
+	advanceCursor string
 	// numbered placeholders (@p1) instead of "?".
 	numbered bool
 }

@@ -60,8 +60,15 @@ func parse(data []byte, cfg Config) (Config, error) {
 	if root.Content[0].Kind != yaml.MappingNode {
 		return Config{}, Problems{{Line: root.Content[0].Line, Message: "the file must be a mapping of sections (temporal, site, central, dev, log)"}}
 	}
+	// The file's lists and definitions replace the base's, not merge with them.
 	if _, ok := c.lines["central.lists"]; ok {
-		cfg.Central.Lists = nil // the file's lists replace the defaults, not merge with them
+		cfg.Central.Lists = nil
+	}
+	if _, ok := c.lines["site.external_systems"]; ok {
+		cfg.Site.ExternalSystems = nil
+	}
+	if _, ok := c.lines["site.databases"]; ok {
+		cfg.Site.Databases = nil
 	}
 	if err := root.Content[0].Decode(&cfg); err != nil {
 		c.typeErrors(err)
@@ -159,6 +166,17 @@ func (c *checker) validate(cfg Config) {
 	c.positive("site.forward_batch", cfg.Site.ForwardBatch)
 	c.positive("site.forward_parallelism", cfg.Site.ForwardParallelism)
 	c.positive("site.max_body_bytes", cfg.Site.MaxBodyBytes)
+	c.positiveDuration("site.tracking_retention", cfg.Site.TrackingRetention)
+	c.positiveDuration("site.purge_interval", cfg.Site.PurgeInterval)
+	c.positive("site.telemetry_batch", cfg.Site.TelemetryBatch)
+	c.positiveDuration("site.telemetry_delay", cfg.Site.TelemetryDelay)
+	c.positiveDuration("site.reconcile_interval", cfg.Site.ReconcileInterval)
+	for _, name := range sortedKeys(cfg.Site.ExternalSystems) {
+		c.externalSystem("site.external_systems."+name, name, cfg.Site.ExternalSystems[name])
+	}
+	for _, name := range sortedKeys(cfg.Site.Databases) {
+		c.database("site.databases."+name, name, cfg.Site.Databases[name])
+	}
 
 	c.centralStore(cfg.Central.Store)
 	c.smtp(cfg.Central.SMTP)
@@ -175,6 +193,59 @@ func (c *checker) validate(cfg Config) {
 	c.hostPort("dev.sink_http", cfg.Dev.SinkHTTP)
 	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "console", "json")
+}
+
+var targetNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func (c *checker) targetName(path, name string) {
+	if !targetNameRE.MatchString(name) {
+		c.add(path, "name %q must be 1-64 letters, digits, '_' or '-'", name)
+	}
+}
+
+func (c *checker) externalSystem(path, name string, e ExternalSystem) {
+	c.targetName(path, name)
+	if u, err := url.Parse(e.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		c.add(path+".base_url", "%q must be an http:// or https:// URL", e.BaseURL)
+	}
+	if len(e.Methods) == 0 {
+		c.add(path+".methods", "at least one method is required, e.g. createOrder: {verb: POST, path: /orders}")
+	}
+	for _, m := range sortedKeys(e.Methods) {
+		mp := path + ".methods." + m
+		c.targetName(mp, m)
+		c.oneOf(mp+".verb", e.Methods[m].Verb, "GET", "POST", "PUT", "PATCH", "DELETE")
+		if p := e.Methods[m].Path; p != "" && !strings.HasPrefix(p, "/") {
+			c.add(mp+".path", "%q must start with /", p)
+		}
+	}
+	c.positiveDuration(path+".timeout", e.Timeout)
+	c.retries(path, e.MaxRetries, e.RetryInterval)
+}
+
+func (c *checker) database(path, name string, d Database) {
+	c.targetName(path, name)
+	switch d.Driver {
+	case DriverSQLite:
+		c.nonEmpty(path+".dsn", d.DSN)
+	case DriverSQLServer:
+		if u, err := url.Parse(d.DSN); err != nil || u.Scheme != "sqlserver" {
+			c.add(path+".dsn", "must be a sqlserver:// URL, e.g. sqlserver://outpost@db:1433?database=plant")
+		} else if _, set := u.User.Password(); set {
+			c.add(path+".dsn", "must not contain the password: name its variable in password_env")
+		}
+	default:
+		c.add(path+".driver", "%q is not a driver: use %s or %s", d.Driver, DriverSQLite, DriverSQLServer)
+	}
+	c.positiveDuration(path+".timeout", d.Timeout)
+	c.retries(path, d.MaxRetries, d.RetryInterval)
+}
+
+func (c *checker) retries(path string, maxRetries int, interval time.Duration) {
+	if maxRetries < 0 {
+		c.add(path+".max_retries", "%d must be 0 or more", maxRetries)
+	}
+	c.positiveDuration(path+".retry_interval", interval)
 }
 
 func (c *checker) centralStore(s CentralStore) {
@@ -202,10 +273,7 @@ func (c *checker) smtp(s SMTP) {
 	}
 	c.oneOf("central.smtp.tls", s.TLS, mailer.TLSNone, mailer.TLSOpportunistic, mailer.TLSStartTLS, mailer.TLSImplicit)
 	c.positiveDuration("central.smtp.timeout", s.Timeout)
-	c.positiveDuration("central.smtp.retry_interval", s.RetryInterval)
-	if s.MaxRetries < 0 {
-		c.add("central.smtp.max_retries", "%d must be 0 or more", s.MaxRetries)
-	}
+	c.retries("central.smtp", s.MaxRetries, s.RetryInterval)
 	if s.Username != "" && s.PasswordEnv == "" {
 		c.add("central.smtp.password_env", "required with a username: the name of the variable holding the password")
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/outpost-dev/outpost/internal/mailer"
 )
 
@@ -58,7 +60,122 @@ type Site struct {
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// MaxBodyBytes limits a notification body. Default 65536 (64 KiB).
 	MaxBodyBytes int `yaml:"max_body_bytes"`
+	// TrackingRetention is how long terminal tracking rows (Delivered,
+	// Failed, Discarded) stay on the site before it purges them. Default 168h (7 days).
+	TrackingRetention time.Duration `yaml:"tracking_retention"`
+	// PurgeInterval is how often the site looks for tracking rows to purge. Default 1h.
+	PurgeInterval time.Duration `yaml:"purge_interval"`
+	// TelemetryBatch is the most tracking changes sent to central in one
+	// batch; a full batch is sent at once. Default 200.
+	TelemetryBatch int `yaml:"telemetry_batch"`
+	// TelemetryDelay is the longest a tracking change waits for its batch to
+	// fill before it is sent anyway. Default 2s.
+	TelemetryDelay time.Duration `yaml:"telemetry_delay"`
+	// ReconcileInterval is how often central pulls this site's tracking
+	// changes to heal anything telemetry missed (a Temporal Schedule
+	// reconcile/<id> the daemon creates). Default 5m.
+	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
+	// ExternalSystems maps a name to an HTTP system scripts call with Call.
+	// Default: none.
+	ExternalSystems map[string]ExternalSystem `yaml:"external_systems"`
+	// Databases maps a name to a database scripts write to with Write.
+	// Default: none.
+	Databases map[string]Database `yaml:"databases"`
 }
+
+// ExternalSystem is an HTTP system a cached call goes to. Fields left out of
+// an entry take the defaults below.
+type ExternalSystem struct {
+	// BaseURL is prefixed to every method's path, e.g.
+	// https://erp.plant.local/api. Required.
+	BaseURL string `yaml:"base_url"`
+	// Methods maps a method name to its HTTP verb and path. Required.
+	Methods map[string]Method `yaml:"methods"`
+	// Timeout bounds one attempt. Default 30s.
+	Timeout time.Duration `yaml:"timeout"`
+	// AuthHeader is the request header that carries the secret. Default Authorization.
+	AuthHeader string `yaml:"auth_header"`
+	// AuthEnv names the environment variable holding the header's value
+	// (e.g. "Bearer ..."). Default empty: no auth header.
+	AuthEnv string `yaml:"auth_env"`
+	// MaxRetries is how many retries follow a failed immediate attempt before
+	// the call parks. Default 10.
+	MaxRetries int `yaml:"max_retries"`
+	// RetryInterval is the fixed time between attempts. Default 1m.
+	RetryInterval time.Duration `yaml:"retry_interval"`
+}
+
+// Method is one operation of an external system.
+type Method struct {
+	// Verb is GET, POST, PUT, PATCH or DELETE. Default POST.
+	Verb string `yaml:"verb"`
+	// Path is appended to base_url; each {name} in it is replaced by the
+	// call's parameter of that name. Other parameters go in the JSON body
+	// (POST, PUT, PATCH) or the query string (GET, DELETE). Default "".
+	Path string `yaml:"path"`
+}
+
+// Database is a database a cached write goes to. Fields left out of an entry
+// take the defaults below.
+type Database struct {
+	// Driver is sqlite or sqlserver. Default sqlite.
+	Driver string `yaml:"driver"`
+	// DSN is the SQLite file path (opened read-write, never created) or the
+	// SQL Server URL without its password. Required.
+	DSN string `yaml:"dsn"`
+	// PasswordEnv names the variable holding the SQL Server password.
+	// Default empty: the DSN carries no password.
+	PasswordEnv string `yaml:"password_env"`
+	// Timeout bounds one attempt, including waiting for a lock. Default 30s.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxRetries is how many retries follow a failed immediate attempt before
+	// the write parks. Default 10.
+	MaxRetries int `yaml:"max_retries"`
+	// RetryInterval is the fixed time between attempts. Default 1m.
+	RetryInterval time.Duration `yaml:"retry_interval"`
+}
+
+// DefaultExternalSystem is an external system entry with only the defaults.
+func DefaultExternalSystem() ExternalSystem {
+	return ExternalSystem{Timeout: 30 * time.Second, AuthHeader: "Authorization", MaxRetries: 10, RetryInterval: time.Minute}
+}
+
+// DefaultDatabase is a database entry with only the defaults.
+func DefaultDatabase() Database {
+	return Database{Driver: DriverSQLite, Timeout: 30 * time.Second, MaxRetries: 10, RetryInterval: time.Minute}
+}
+
+// UnmarshalYAML fills the fields an entry leaves out with their defaults.
+func (e *ExternalSystem) UnmarshalYAML(n *yaml.Node) error {
+	type plain ExternalSystem
+	*e = DefaultExternalSystem()
+	return n.Decode((*plain)(e))
+}
+
+// UnmarshalYAML fills the fields an entry leaves out with their defaults.
+func (m *Method) UnmarshalYAML(n *yaml.Node) error {
+	type plain Method
+	*m = Method{Verb: "POST"}
+	return n.Decode((*plain)(m))
+}
+
+// UnmarshalYAML fills the fields an entry leaves out with their defaults.
+func (d *Database) UnmarshalYAML(n *yaml.Node) error {
+	type plain Database
+	*d = DefaultDatabase()
+	return n.Decode((*plain)(d))
+}
+
+// AuthValue reads the auth header's value from its variable ("" when none).
+func (e ExternalSystem) AuthValue() string {
+	if e.AuthEnv == "" {
+		return ""
+	}
+	return os.Getenv(e.AuthEnv)
+}
+
+// SQLServerDSN is the DSN with the password from its variable.
+func (d Database) SQLServerDSN() (string, error) { return dsnWithPassword(d.DSN, d.PasswordEnv) }
 
 // Central configures the central worker.
 type Central struct {
@@ -144,6 +261,8 @@ func Default() Config {
 			ID: "site-1", Node: "node-a", Store: "outpost-site.db", Listen: "127.0.0.1:8480",
 			ForwardInterval: 10 * time.Second, ForwardBatch: 100, ForwardParallelism: 8,
 			PollInterval: 250 * time.Millisecond, MaxBodyBytes: 64 << 10,
+			TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
+			TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
 		},
 		Central: Central{
 			Store: CentralStore{Driver: DriverSQLite, Path: "outpost-central.db", PasswordEnv: "OUTPOST_DB_PASSWORD"},
@@ -203,11 +322,21 @@ func (c Central) SMTPPassword() string { return os.Getenv(c.SMTP.PasswordEnv) }
 
 // SQLServerDSN is the configured DSN with the password from its variable.
 func (s CentralStore) SQLServerDSN() (string, error) {
-	u, err := url.Parse(s.DSN)
+	dsn, err := dsnWithPassword(s.DSN, s.PasswordEnv)
 	if err != nil {
 		return "", fmt.Errorf("central.store.dsn: %w", err)
 	}
-	if pw, ok := os.LookupEnv(s.PasswordEnv); ok && u.User != nil {
+	return dsn, nil
+}
+
+// dsnWithPassword puts the password from the variable passwordEnv into a
+// sqlserver:// URL that names its user.
+func dsnWithPassword(dsn, passwordEnv string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", err
+	}
+	if pw, ok := os.LookupEnv(passwordEnv); ok && passwordEnv != "" && u.User != nil {
 		u.User = url.UserPassword(u.User.Username(), pw)
 	}
 	return u.String(), nil

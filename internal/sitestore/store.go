@@ -18,13 +18,17 @@ var ErrNotFound = errors.New("not in the site buffer")
 
 // Categories of buffered operations (seed 000).
 const (
-	CategoryNotification = "Notification"
+	CategoryNotification  = "Notification"
+	CategoryExternalCall  = "ExternalCall"
+	CategoryDatabaseWrite = "DatabaseWrite"
 )
 
-// Buffer statuses: a row is Pending until a forward attempt fails, then Retrying.
+// Buffer statuses: a row is Pending until a forward attempt fails, then
+// Retrying; a cached call's row follows its tracking row and may be Parked.
 const (
 	BufferPending  = "Pending"
 	BufferRetrying = "Retrying"
+	BufferParked   = "Parked"
 )
 
 // Provenance says where an operation came from.
@@ -43,6 +47,8 @@ type NewMessage struct {
 	Target             string
 	Payload            []byte
 	Provenance         Provenance
+	// NotBefore delays the first hand-off; zero means at once.
+	NotBefore time.Time
 }
 
 // Message is a buffered operation (seed 000's Message Format, plus the
@@ -65,38 +71,78 @@ type Message struct {
 type Store struct {
 	db  *sql.DB
 	now func() time.Time
+	// changed is signalled after every committed tracking change.
+	changed chan struct{}
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS buffer (
-	message_id           TEXT PRIMARY KEY,
-	category             TEXT NOT NULL,
-	tracked_operation_id TEXT NOT NULL DEFAULT '',
-	target               TEXT NOT NULL,
-	payload              BLOB NOT NULL,
-	status               TEXT NOT NULL,
-	retry_count          INTEGER NOT NULL DEFAULT 0,
-	last_error           TEXT NOT NULL DEFAULT '',
-	created_at           INTEGER NOT NULL, -- Unix nanoseconds, UTC
-	last_attempt_at      INTEGER,
-	next_attempt_at      INTEGER NOT NULL,
-	site_id              TEXT NOT NULL,
-	node                 TEXT NOT NULL,
-	instance             TEXT NOT NULL DEFAULT '',
-	script               TEXT NOT NULL DEFAULT '',
-	hlc                  TEXT NOT NULL,
-	payload_hash         BLOB NOT NULL,
-	prev_link            BLOB NOT NULL,
-	link                 BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS buffer_due ON buffer (next_attempt_at, hlc);
--- chain holds each node's clock and chain head; buffer rows are deleted on
--- hand-off, so the head cannot be read from them.
-CREATE TABLE IF NOT EXISTS chain (
-	node     TEXT PRIMARY KEY,
-	last_hlc TEXT NOT NULL,
-	head     BLOB NOT NULL
-);`
+// migrations bring a site file up to date, in order; PRAGMA user_version
+// counts those applied. Append, never edit: files in the field ran them.
+var migrations = []string{
+	// 1: the buffer and the per-node clock and chain head.
+	`CREATE TABLE IF NOT EXISTS buffer (
+		message_id           TEXT PRIMARY KEY,
+		category             TEXT NOT NULL,
+		tracked_operation_id TEXT NOT NULL DEFAULT '',
+		target               TEXT NOT NULL,
+		payload              BLOB NOT NULL,
+		status               TEXT NOT NULL,
+		retry_count          INTEGER NOT NULL DEFAULT 0,
+		last_error           TEXT NOT NULL DEFAULT '',
+		created_at           INTEGER NOT NULL, -- Unix nanoseconds, UTC
+		last_attempt_at      INTEGER,
+		next_attempt_at      INTEGER NOT NULL,
+		site_id              TEXT NOT NULL,
+		node                 TEXT NOT NULL,
+		instance             TEXT NOT NULL DEFAULT '',
+		script               TEXT NOT NULL DEFAULT '',
+		hlc                  TEXT NOT NULL,
+		payload_hash         BLOB NOT NULL,
+		prev_link            BLOB NOT NULL,
+		link                 BLOB NOT NULL
+	);
+	CREATE INDEX IF NOT EXISTS buffer_due ON buffer (next_attempt_at, hlc);
+	-- chain holds each node's clock and chain head; buffer rows are deleted on
+	-- hand-off, so the head cannot be read from them.
+	CREATE TABLE IF NOT EXISTS chain (
+		node     TEXT PRIMARY KEY,
+		last_hlc TEXT NOT NULL,
+		head     BLOB NOT NULL
+	);`,
+	// 2: cached calls. A cached call's buffer row stays after hand-off (its
+	// payload is what the site delivers), marked handed_off so the forwarder
+	// skips it. tracking is the status record of every cached call; seq is a
+	// site-wide change counter (meta.tracking_seq) for telemetry and
+	// reconciliation cursors.
+	`ALTER TABLE buffer ADD COLUMN handed_off INTEGER NOT NULL DEFAULT 0;
+	DROP INDEX buffer_due;
+	CREATE INDEX buffer_due ON buffer (handed_off, next_attempt_at, hlc);
+	CREATE INDEX buffer_operation ON buffer (tracked_operation_id) WHERE tracked_operation_id != '';
+	CREATE TABLE tracking (
+		operation_id    TEXT PRIMARY KEY,
+		kind            TEXT NOT NULL,
+		target          TEXT NOT NULL,
+		status          TEXT NOT NULL,
+		retry_count     INTEGER NOT NULL DEFAULT 0,
+		last_error      TEXT NOT NULL DEFAULT '',
+		site_id         TEXT NOT NULL,
+		node            TEXT NOT NULL,
+		instance        TEXT NOT NULL DEFAULT '',
+		script          TEXT NOT NULL DEFAULT '',
+		created_at      INTEGER NOT NULL, -- Unix nanoseconds, UTC
+		updated_at      INTEGER NOT NULL,
+		last_attempt_at INTEGER,
+		next_attempt_at INTEGER,
+		terminal_at     INTEGER,
+		seq             INTEGER NOT NULL
+	);
+	CREATE UNIQUE INDEX tracking_seq ON tracking (seq);
+	CREATE INDEX tracking_terminal ON tracking (terminal_at) WHERE terminal_at IS NOT NULL;
+	CREATE TABLE meta (
+		name  TEXT PRIMARY KEY,
+		value INTEGER NOT NULL
+	);
+	INSERT INTO meta (name, value) VALUES ('tracking_seq', 0), ('telemetry_cursor', 0);`,
+}
 
 // Open opens (creating if needed) the site store at path. now is the clock
 // (time.Now when nil).
@@ -105,14 +151,44 @@ func Open(ctx context.Context, path string, now func() time.Time) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("site store: %w", err)
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if err := migrate(ctx, db); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("site store %s: create schema: %w", path, err)
+		return nil, fmt.Errorf("site store %s: %w", path, err)
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: db, now: now}, nil
+	return &Store{db: db, now: now, changed: make(chan struct{}, 1)}, nil
+}
+
+// migrate applies the migrations the file has not run yet, each in its own
+// transaction with the version bump, so a crash never half-applies one.
+func migrate(ctx context.Context, db *sql.DB) error {
+	for {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migrate: begin: %w", err)
+		}
+		var version int
+		if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate: read version: %w", err)
+		}
+		if version >= len(migrations) {
+			return tx.Rollback()
+		}
+		if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate to version %d: %w", version+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, version+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate to version %d: %w", version+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migrate to version %d: commit: %w", version+1, err)
+		}
+	}
 }
 
 // Close closes the file.
@@ -127,7 +203,19 @@ func (s *Store) Enqueue(ctx context.Context, msgs ...NewMessage) ([]Message, err
 		return nil, fmt.Errorf("enqueue: begin: %w", err)
 	}
 	defer tx.Rollback()
-	now := s.now().UTC()
+	stored, err := appendMessages(ctx, tx, s.now().UTC(), msgs)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("enqueue: commit: %w", err)
+	}
+	return stored, nil
+}
+
+// appendMessages inserts msgs in tx, each with its HLC timestamp and chain
+// link, and advances the chain heads.
+func appendMessages(ctx context.Context, tx *sql.Tx, now time.Time, msgs []NewMessage) ([]Message, error) {
 	heads := map[string]*chainHead{}
 	stored := make([]Message, 0, len(msgs))
 	for _, m := range msgs {
@@ -145,9 +233,6 @@ func (s *Store) Enqueue(ctx context.Context, msgs ...NewMessage) ([]Message, err
 		if err := head.save(ctx, tx, node); err != nil {
 			return nil, err
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("enqueue: commit: %w", err)
 	}
 	return stored, nil
 }
@@ -183,8 +268,12 @@ func (h *chainHead) append(m NewMessage, now time.Time) Message {
 	ts := hlc.Next(h.last, now.UnixMilli())
 	payloadHash := hlc.PayloadHash(m.Payload)
 	link := hlc.Link(h.link, m.ID, ts, payloadHash)
+	next := now
+	if m.NotBefore.After(now) {
+		next = m.NotBefore.UTC()
+	}
 	msg := Message{
-		NewMessage: m, Status: BufferPending, CreatedAt: now, NextAttemptAt: now,
+		NewMessage: m, Status: BufferPending, CreatedAt: now, NextAttemptAt: next,
 		HLC: ts, PayloadHash: payloadHash, PrevLink: h.link, Link: link,
 	}
 	h.last, h.link = ts, link
@@ -222,7 +311,7 @@ const messageColumns = `message_id, category, tracked_operation_id, target, payl
 // (in HLC order) first.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]Message, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+messageColumns+` FROM buffer
-		WHERE next_attempt_at <= ? ORDER BY next_attempt_at, hlc LIMIT ?`, now.UnixNano(), limit)
+		WHERE handed_off = 0 AND next_attempt_at <= ? ORDER BY next_attempt_at, hlc LIMIT ?`, now.UnixNano(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read due messages: %w", err)
 	}
@@ -250,22 +339,27 @@ func (s *Store) Get(ctx context.Context, id string) (Message, error) {
 	return m, nil
 }
 
+// MarkHandedOff notes that central acknowledged cached calls: their rows stay
+// (the site delivers from them) but are no longer forwarded.
+func (s *Store) MarkHandedOff(ctx context.Context, ids ...string) error {
+	return s.inOneTx(ctx, "mark handed-off calls", ids, `UPDATE buffer SET handed_off = 1 WHERE message_id = ?`)
+}
+
 // Delete removes handed-off messages.
 func (s *Store) Delete(ctx context.Context, ids ...string) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("delete handed-off messages: begin: %w", err)
-	}
-	defer tx.Rollback()
-	for _, id := range ids {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM buffer WHERE message_id = ?`, id); err != nil {
-			return fmt.Errorf("delete message %s: %w", id, err)
+	return s.inOneTx(ctx, "delete handed-off messages", ids, `DELETE FROM buffer WHERE message_id = ?`)
+}
+
+// inOneTx runs stmt once per id in one transaction.
+func (s *Store) inOneTx(ctx context.Context, what string, ids []string, stmt string) error {
+	return s.inTx(ctx, what, func(tx *sql.Tx) error {
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, stmt, id); err != nil {
+				return fmt.Errorf("%s: %s: %w", what, id, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("delete handed-off messages: commit: %w", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // RecordFailedAttempt notes a failed hand-off and schedules the next one.
@@ -302,10 +396,7 @@ func scanMessage(row scanner) (Message, error) {
 		return Message{}, err
 	}
 	m.CreatedAt, m.NextAttemptAt = time.Unix(0, created).UTC(), time.Unix(0, next).UTC()
-	if lastAttempt.Valid {
-		t := time.Unix(0, lastAttempt.Int64).UTC()
-		m.LastAttemptAt = &t
-	}
+	m.LastAttemptAt = timeOf(lastAttempt)
 	if m.HLC, err = hlc.Parse(ts); err != nil {
 		return Message{}, err
 	}

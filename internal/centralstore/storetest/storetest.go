@@ -4,6 +4,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,6 +24,11 @@ func Exercise(t *testing.T, store *centralstore.Store) {
 		_, err := store.GetNotification(context.Background(), uuid.NewString())
 		require.ErrorIs(t, err, centralstore.ErrNotFound)
 	})
+	t.Run("SiteCallsRoundTrip", func(t *testing.T) { siteCallsRoundTrip(t, store) })
+	t.Run("SiteCallsKeepHighestSeq", func(t *testing.T) { siteCallsKeepHighestSeq(t, store) })
+	t.Run("SiteCallsLargeBatch", func(t *testing.T) { siteCallsLargeBatch(t, store) })
+	t.Run("ReconcileCursorOnlyAdvances", func(t *testing.T) { reconcileCursorOnlyAdvances(t, store) })
+	t.Run("ListSiteCallsBySite", func(t *testing.T) { listSiteCallsBySite(t, store) })
 }
 
 func newRow() centralstore.Notification {
@@ -95,4 +101,194 @@ func terminalRowsNeverChange(t *testing.T, store *centralstore.Store) {
 	got, err := store.GetNotification(ctx, row.NotificationID)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDiscarded, got.Status)
+}
+
+// newSiteID is unique per call, so the suite can run again and again against
+// one shared SQL Server database.
+func newSiteID() string { return "site-" + uuid.NewString() }
+
+func newSiteCall(site string, seq int64) workflows.TrackedOperation {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	last, next := now.Add(-time.Minute), now.Add(time.Minute)
+	return workflows.TrackedOperation{
+		OperationID: uuid.NewString(), Kind: workflows.KindExternalCall, Target: "erp.postOrder",
+		Status: workflows.StatusRetrying, RetryCount: 2, LastError: "timeout — ünïcode",
+		SourceSiteID: site, SourceNode: "node-a", SourceInstance: "pump-3", SourceScript: "order.go",
+		CreatedAt: now.Add(-time.Hour), UpdatedAt: now, LastAttemptAt: &last, NextAttemptAt: &next, Seq: seq,
+	}
+}
+
+// requireSameCall compares times with Equal, since a database may hand back
+// an equal instant in another representation, and every other field exactly.
+func requireSameCall(t *testing.T, want, got workflows.TrackedOperation) {
+	t.Helper()
+	require.True(t, want.CreatedAt.Equal(got.CreatedAt), "created_at: want %s, got %s", want.CreatedAt, got.CreatedAt)
+	require.True(t, want.UpdatedAt.Equal(got.UpdatedAt), "updated_at: want %s, got %s", want.UpdatedAt, got.UpdatedAt)
+	for _, p := range []struct {
+		name      string
+		want, got *time.Time
+	}{
+		{"last_attempt_at", want.LastAttemptAt, got.LastAttemptAt},
+		{"next_attempt_at", want.NextAttemptAt, got.NextAttemptAt},
+		{"terminal_at", want.TerminalAt, got.TerminalAt},
+	} {
+		require.Equal(t, p.want == nil, p.got == nil, p.name)
+		if p.want != nil {
+			require.True(t, p.want.Equal(*p.got), "%s: want %s, got %s", p.name, *p.want, *p.got)
+		}
+	}
+	want.CreatedAt, want.UpdatedAt, want.LastAttemptAt, want.NextAttemptAt, want.TerminalAt = time.Time{}, time.Time{}, nil, nil, nil
+	got.CreatedAt, got.UpdatedAt, got.LastAttemptAt, got.NextAttemptAt, got.TerminalAt = time.Time{}, time.Time{}, nil, nil, nil
+	require.Equal(t, want, got)
+}
+
+func siteCallsRoundTrip(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	site := newSiteID()
+	retrying := newSiteCall(site, 1)
+	delivered := newSiteCall(site, 2)
+	delivered.Kind, delivered.Target, delivered.Status, delivered.LastError = workflows.KindDatabaseWrite, "historian", workflows.StatusDelivered, ""
+	terminal := delivered.UpdatedAt.Add(time.Second)
+	delivered.NextAttemptAt, delivered.TerminalAt = nil, &terminal
+	pending := newSiteCall(site, 3)
+	pending.Status, pending.RetryCount, pending.LastError = workflows.StatusPending, 0, ""
+	pending.SourceNode, pending.SourceInstance, pending.SourceScript = "", "", ""
+	pending.LastAttemptAt, pending.NextAttemptAt = nil, nil
+
+	n, err := store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{retrying, delivered, pending})
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	for _, want := range []workflows.TrackedOperation{retrying, delivered, pending} {
+		got, err := store.GetSiteCall(ctx, want.OperationID)
+		require.NoError(t, err)
+		requireSameCall(t, want, got)
+	}
+}
+
+func siteCallsKeepHighestSeq(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	row := newSiteCall(newSiteID(), 10)
+	n, err := store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{row})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	// A replay (equal seq) and a late batch (lower seq) change nothing.
+	for _, seq := range []int64{9, 10} {
+		stale := row
+		stale.Status, stale.Seq = workflows.StatusDelivered, seq
+		n, err = store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{stale})
+		require.NoError(t, err)
+		require.Zero(t, n, "seq %d", seq)
+		got, err := store.GetSiteCall(ctx, row.OperationID)
+		require.NoError(t, err)
+		require.Equal(t, workflows.StatusRetrying, got.Status, "seq %d", seq)
+		require.Equal(t, int64(10), got.Seq)
+	}
+
+	newer := row
+	newer.Status, newer.RetryCount, newer.Seq = workflows.StatusParked, 3, 11
+	n, err = store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{newer})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got, err := store.GetSiteCall(ctx, row.OperationID)
+	require.NoError(t, err)
+	requireSameCall(t, newer, got)
+
+	// One batch holding an id twice keeps the higher seq, whichever comes first.
+	high, low := row, row
+	high.Status, high.Seq = workflows.StatusDelivered, 13
+	low.Status, low.Seq = workflows.StatusFailed, 12
+	fresh := newSiteCall(row.SourceSiteID, 14)
+	freshOlder := fresh
+	freshOlder.Status, freshOlder.Seq = workflows.StatusPending, 2
+	n, err = store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{high, freshOlder, low, fresh})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	got, err = store.GetSiteCall(ctx, row.OperationID)
+	require.NoError(t, err)
+	requireSameCall(t, high, got)
+	got, err = store.GetSiteCall(ctx, fresh.OperationID)
+	require.NoError(t, err)
+	requireSameCall(t, fresh, got)
+}
+
+func siteCallsLargeBatch(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	site := newSiteID()
+	rows := make([]workflows.TrackedOperation, 1234)
+	for i := range rows {
+		rows[i] = newSiteCall(site, int64(i+1))
+	}
+	n, err := store.UpsertSiteCalls(ctx, rows)
+	require.NoError(t, err)
+	require.Equal(t, len(rows), n)
+	got, err := store.ListSiteCalls(ctx, site)
+	require.NoError(t, err)
+	require.Len(t, got, len(rows))
+
+	n, err = store.UpsertSiteCalls(ctx, rows)
+	require.NoError(t, err)
+	require.Zero(t, n, "a replayed batch changes nothing")
+}
+
+func reconcileCursorOnlyAdvances(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	site, other := newSiteID(), newSiteID()
+	cursor, err := store.ReconcileCursor(ctx, site)
+	require.NoError(t, err)
+	require.Zero(t, cursor)
+
+	first := newSiteCall(site, 5)
+	n, err := store.MirrorReconciled(ctx, site, []workflows.TrackedOperation{first}, 5)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	requireCursor(t, store, site, 5)
+
+	n, err = store.MirrorReconciled(ctx, site, nil, 3)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	requireCursor(t, store, site, 5)
+
+	second := newSiteCall(site, 7)
+	n, err = store.MirrorReconciled(ctx, site, []workflows.TrackedOperation{second}, 9)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	requireCursor(t, store, site, 9)
+	got, err := store.GetSiteCall(ctx, second.OperationID)
+	require.NoError(t, err)
+	requireSameCall(t, second, got)
+
+	requireCursor(t, store, other, 0)
+}
+
+func requireCursor(t *testing.T, store *centralstore.Store, site string, want int64) {
+	t.Helper()
+	got, err := store.ReconcileCursor(context.Background(), site)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
+func listSiteCallsBySite(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	site, other := newSiteID(), newSiteID()
+	rows := []workflows.TrackedOperation{newSiteCall(site, 1), newSiteCall(other, 2), newSiteCall(site, 3), newSiteCall(site, 4)}
+	_, err := store.UpsertSiteCalls(ctx, rows)
+	require.NoError(t, err)
+
+	got, err := store.ListSiteCalls(ctx, site)
+	require.NoError(t, err)
+	var ids, want []string
+	for _, r := range got {
+		ids = append(ids, r.OperationID)
+	}
+	for _, r := range rows {
+		if r.SourceSiteID == site {
+			want = append(want, r.OperationID)
+		}
+	}
+	slices.Sort(want)
+	require.Equal(t, want, ids)
+
+	_, err = store.GetSiteCall(ctx, uuid.NewString())
+	require.ErrorIs(t, err, centralstore.ErrNotFound)
 }

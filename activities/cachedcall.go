@@ -1,0 +1,169 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// SiteActivities run on a site's task queue (outpost-site-<id>), served by
+// its daemon: they deliver cached calls to site-local targets and keep the
+// site's tracking table, the status record of every cached call.
+type SiteActivities struct {
+	Store   *sitestore.Store
+	Targets *targets.Registry
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (a *SiteActivities) now() time.Time {
+	if a.Now == nil {
+		return time.Now().UTC()
+	}
+	return a.Now().UTC()
+}
+
+// DeliverCachedCall makes one retry of a buffered cached call and records
+// its outcome on the tracking row: Delivered, Retrying or Parked. A retry the
+// row already records (the activity task was redelivered after the site
+// wrote it) is not made again.
+func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+	row, err := a.operation(ctx, in.OperationID)
+	if err != nil {
+		return row, err
+	}
+	if row.RetryCount != in.RetryCount || !retryable(row.Status) {
+		return row, nil
+	}
+	at := a.now()
+	retries := in.RetryCount + 1
+	status, lastError := RetryOutcome(a.attempt(ctx, in.OperationID), retries, in.Policy.MaxRetries)
+	attempt := sitestore.Attempt{OperationID: in.OperationID, Status: status, RetryCount: retries, LastError: lastError, At: &at}
+	if status == workflows.StatusRetrying {
+		next := at.Add(in.Policy.Interval)
+		attempt.NextAttemptAt = &next
+	}
+	return a.Store.RecordAttempt(ctx, attempt)
+}
+
+// ImmediateOutcome is a cached call's status and last error after the site's
+// immediate attempt ended with err (nil: delivered): Delivered, Failed when
+// retrying cannot help, or Pending, queued for retry through central.
+func ImmediateOutcome(err error) (workflows.Status, string) {
+	if err == nil {
+		return workflows.StatusDelivered, ""
+	}
+	if isTransient(err) {
+		return workflows.StatusPending, err.Error()
+	}
+	return workflows.StatusFailed, err.Error()
+}
+
+// isTransient reports whether a failed attempt may succeed later. A request
+// that cannot run at all (*targets.InvalidError) is not.
+func isTransient(err error) bool {
+	var failure *targets.Failure
+	return errors.As(err, &failure) && !failure.Permanent
+}
+
+// RetryOutcome is a cached call's status and last error after retry number
+// retries ended with err (nil: delivered).
+func RetryOutcome(err error, retries, maxRetries int) (workflows.Status, string) {
+	if err == nil {
+		return workflows.StatusDelivered, ""
+	}
+	permanent := !isTransient(err)
+	switch status := workflows.AfterFailedAttempt(retries, maxRetries, permanent); {
+	case status == workflows.StatusRetrying:
+		return status, err.Error()
+	case permanent:
+		return status, "permanent failure: " + err.Error()
+	default:
+		return status, fmt.Sprintf("retries exhausted (%d): %s", maxRetries, err.Error())
+	}
+}
+
+// attempt runs the buffered call once; nil is success.
+func (a *SiteActivities) attempt(ctx context.Context, id string) error {
+	payload, err := a.Store.OperationPayload(ctx, id)
+	if err != nil {
+		return fmt.Errorf("no buffered call to deliver: %w", err)
+	}
+	req, err := targets.Decode(payload)
+	if err != nil {
+		return err
+	}
+	_, err = a.Targets.Execute(ctx, req)
+	return err
+}
+
+// ResolveParkedCall applies an operator's retry (back to Retrying, retry
+// count reset) or discard (Discarded; the buffered call is dropped) to a
+// parked call. On a call no longer parked (an earlier run of this activity
+// applied it) it returns the row unchanged.
+func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+	row, err := a.operation(ctx, in.OperationID)
+	if err != nil || row.Status != workflows.StatusParked {
+		return row, err
+	}
+	attempt := sitestore.Attempt{
+		OperationID: in.OperationID, Status: workflows.StatusDiscarded, RetryCount: row.RetryCount,
+		LastError: row.LastError,
+	}
+	if in.Retry {
+		now := a.now()
+		attempt.Status, attempt.RetryCount, attempt.NextAttemptAt = workflows.StatusRetrying, 0, &now
+	}
+	return a.Store.RecordAttempt(ctx, attempt)
+}
+
+// ListTrackingChanges answers central's reconciliation pull.
+func (a *SiteActivities) ListTrackingChanges(ctx context.Context, in workflows.ListTrackingChangesInput) ([]workflows.TrackedOperation, error) {
+	return a.Store.ChangesSince(ctx, in.After, in.Limit)
+}
+
+// operation reads the tracking row; an id the site does not know is a
+// non-retryable failure.
+func (a *SiteActivities) operation(ctx context.Context, id string) (workflows.TrackedOperation, error) {
+	row, err := a.Store.GetOperation(ctx, id)
+	if errors.Is(err, sitestore.ErrNotFound) {
+		return row, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("operation %s is not in this site's tracking table (was the site store replaced?)", id),
+			workflows.ErrTypeUnknownOperation, err)
+	}
+	return row, err
+}
+
+// retryable reports whether a call in status s takes a delivery attempt.
+func retryable(s workflows.Status) bool {
+	return s == workflows.StatusPending || s == workflows.StatusRetrying
+}
+
+// MirrorActivities keep central's site_calls mirror.
+type MirrorActivities struct {
+	Store *centralstore.Store
+}
+
+// MirrorSiteCalls upserts a telemetry batch.
+func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []workflows.TrackedOperation) (int, error) {
+	return a.Store.UpsertSiteCalls(ctx, rows)
+}
+
+// ReadReconcileCursor is the site's reconciliation cursor.
+func (a *MirrorActivities) ReadReconcileCursor(ctx context.Context, siteID string) (int64, error) {
+	return a.Store.ReconcileCursor(ctx, siteID)
+}
+
+// MirrorReconciled upserts a reconciliation page and advances the cursor.
+func (a *MirrorActivities) MirrorReconciled(ctx context.Context, in workflows.MirrorReconciledInput) error {
+	_, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor)
+	return err
+}

@@ -1,0 +1,224 @@
+package centralstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// trackedColumns hold the fields of a workflows.TrackedOperation, in the
+// order of siteCallArgs and scanSiteCall.
+var trackedColumns = []string{
+	"operation_id", "kind", "target", "status", "retry_count", "last_error",
+	"source_site_id", "source_node", "source_instance", "source_script",
+	"created_at", "updated_at", "last_attempt_at", "next_attempt_at", "terminal_at", "seq",
+}
+
+// siteCallColumns is every column of site_calls, in the order of the upsert
+// statements; mirrored_at is central's own and is never read back.
+var siteCallColumns = slices.Concat(trackedColumns, []string{"mirrored_at"})
+
+// UpsertSiteCalls writes a batch of tracking rows in one transaction: new ids
+// are inserted; an existing row is replaced only by a row with a higher Seq,
+// so replays and out-of-order batches never move a row back to an older
+// state. Returns how many rows were inserted or changed; a row skipped for
+// its Seq does not count, on either dialect.
+func (s *Store) UpsertSiteCalls(ctx context.Context, rows []workflows.TrackedOperation) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		n, err = s.upsertSiteCalls(ctx, tx, rows)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("upsert site calls: %w", err)
+	}
+	return n, nil
+}
+
+// MirrorReconciled upserts rows like UpsertSiteCalls and, in the same
+// transaction, advances siteID's reconciliation cursor to cursor (never
+// moving it back): the cursor never claims rows that were not stored.
+func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []workflows.TrackedOperation, cursor int64) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.bind(s.dialect.advanceCursor), siteID, cursor, time.Now().UTC())
+		if err != nil {
+			return fmt.Errorf("advance cursor to %d: %w", cursor, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("mirror reconciliation of site %s: %w", siteID, err)
+	}
+	return n, nil
+}
+
+// ReconcileCursor is siteID's cursor; 0 when the site was never reconciled.
+func (s *Store) ReconcileCursor(ctx context.Context, siteID string) (int64, error) {
+	var cursor int64
+	err := s.db.QueryRowContext(ctx, s.bind(`SELECT reconciled_seq FROM site_cursors WHERE site_id = ?`), siteID).Scan(&cursor)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read cursor of site %s: %w", siteID, err)
+	}
+	return cursor, nil
+}
+
+// GetSiteCall reads one mirrored row; ErrNotFound when absent.
+func (s *Store) GetSiteCall(ctx context.Context, id string) (workflows.TrackedOperation, error) {
+	row := s.db.QueryRowContext(ctx, s.bind(`SELECT `+strings.Join(trackedColumns, ", ")+`
+		FROM site_calls WHERE operation_id = ?`), id)
+	op, err := scanSiteCall(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return workflows.TrackedOperation{}, fmt.Errorf("site call %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return workflows.TrackedOperation{}, fmt.Errorf("read site call %s: %w", id, err)
+	}
+	return op, nil
+}
+
+// ListSiteCalls returns every mirrored row of siteID ordered by operation id.
+func (s *Store) ListSiteCalls(ctx context.Context, siteID string) ([]workflows.TrackedOperation, error) {
+	rows, err := s.db.QueryContext(ctx, s.bind(`SELECT `+strings.Join(trackedColumns, ", ")+`
+		FROM site_calls WHERE source_site_id = ? ORDER BY operation_id`), siteID)
+	if err != nil {
+		return nil, fmt.Errorf("list site calls of %s: %w", siteID, err)
+	}
+	defer rows.Close()
+	var out []workflows.TrackedOperation
+	for rows.Next() {
+		op, err := scanSiteCall(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list site calls of %s: %w", siteID, err)
+		}
+		out = append(out, op)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list site calls of %s: %w", siteID, err)
+	}
+	return out, nil
+}
+
+// upsertSiteCalls writes rows with one statement per chunk: telemetry
+// batches are the hot path, and a statement per row would cost a round trip
+// each.
+func (s *Store) upsertSiteCalls(ctx context.Context, tx *sql.Tx, rows []workflows.TrackedOperation) (int, error) {
+	mirroredAt := time.Now().UTC()
+	var total int64
+	for chunk := range slices.Chunk(latestBySeq(rows), s.dialect.siteCallChunk) {
+		args := make([]any, 0, len(chunk)*len(siteCallColumns))
+		for _, r := range chunk {
+			args = siteCallArgs(args, r, mirroredAt)
+		}
+		res, err := tx.ExecContext(ctx, s.bind(s.dialect.upsertSiteCalls(len(chunk))), args...)
+		if err != nil {
+			return 0, fmt.Errorf("write %d rows: %w", len(chunk), err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("count written rows: %w", err)
+		}
+		total += n
+	}
+	return int(total), nil
+}
+
+// latestBySeq keeps the highest-Seq row of each operation id, in first-seen
+// order: SQL Server's MERGE fails when two source rows match one target row.
+func latestBySeq(rows []workflows.TrackedOperation) []workflows.TrackedOperation {
+	at := make(map[string]int, len(rows))
+	out := make([]workflows.TrackedOperation, 0, len(rows))
+	for _, r := range rows {
+		i, seen := at[r.OperationID]
+		switch {
+		case !seen:
+			at[r.OperationID] = len(out)
+			out = append(out, r)
+		case r.Seq > out[i].Seq:
+			out[i] = r
+		}
+	}
+	return out
+}
+
+func siteCallArgs(args []any, r workflows.TrackedOperation, mirroredAt time.Time) []any {
+	return append(args, r.OperationID, r.Kind, r.Target, string(r.Status), r.RetryCount, r.LastError,
+		r.SourceSiteID, r.SourceNode, r.SourceInstance, r.SourceScript,
+		utc(r.CreatedAt), utc(r.UpdatedAt), utcPtr(r.LastAttemptAt), utcPtr(r.NextAttemptAt), utcPtr(r.TerminalAt), r.Seq,
+		mirroredAt)
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+func scanSiteCall(row scanner) (workflows.TrackedOperation, error) {
+	var op workflows.TrackedOperation
+	var status string
+	var created, updated time.Time
+	var lastAttempt, nextAttempt, terminal sql.NullTime
+	err := row.Scan(&op.OperationID, &op.Kind, &op.Target, &status, &op.RetryCount, &op.LastError,
+		&op.SourceSiteID, &op.SourceNode, &op.SourceInstance, &op.SourceScript,
+		&created, &updated, &lastAttempt, &nextAttempt, &terminal, &op.Seq)
+	if err != nil {
+		return workflows.TrackedOperation{}, err
+	}
+	op.Status = workflows.Status(status)
+	op.CreatedAt, op.UpdatedAt = created.UTC(), updated.UTC()
+	op.LastAttemptAt, op.NextAttemptAt, op.TerminalAt = timePtr(lastAttempt), timePtr(nextAttempt), timePtr(terminal)
+	return op, nil
+}
+
+// inTx runs fn in a transaction, committed only if fn succeeds.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// valueRows is n parenthesised rows of one "?" per site_calls column.
+func valueRows(n int) string {
+	row := "(" + strings.Repeat("?, ", len(siteCallColumns)-1) + "?)"
+	var b strings.Builder
+	b.Grow(n * (len(row) + 2))
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+// siteCallAssignments sets every column but the key (the first) from the row
+// alias src.
+func siteCallAssignments(src string) string {
+	set := make([]string, 0, len(siteCallColumns)-1)
+	for _, c := range siteCallColumns[1:] {
+		set = append(set, c+" = "+src+"."+c)
+	}
+	return strings.Join(set, ", ")
+}

@@ -1,0 +1,371 @@
+package sitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// maxErrorChars bounds a stored last error: the row travels in telemetry
+// batches, and the start of a message is what an operator needs.
+const maxErrorChars = 2000
+
+// NewOperation is a cached call about to make its immediate attempt.
+type NewOperation struct {
+	OperationID string
+	Kind        string // workflows.KindExternalCall or KindDatabaseWrite
+	Target      string
+	Payload     []byte
+	Provenance  Provenance
+	// AttemptGrace is how long the immediate attempt may take. The buffer
+	// row is written with the tracking row but is not forwarded before this
+	// has passed: if the caller dies mid-attempt, central still retries it.
+	AttemptGrace time.Duration
+}
+
+// Attempt is the outcome of one delivery attempt of a cached call, or an
+// operator's retry or discard.
+type Attempt struct {
+	OperationID string
+	Status      workflows.Status
+	RetryCount  int
+	LastError   string
+	// At is when the attempt ran; nil for an operator action.
+	At *time.Time
+	// NextAttemptAt is when a Retrying operation is tried again.
+	NextAttemptAt *time.Time
+}
+
+// ErrTerminalOperation is returned for a change to a tracking row that is
+// already Delivered, Failed or Discarded.
+var ErrTerminalOperation = errors.New("operation is terminal")
+
+const trackingColumns = `operation_id, kind, target, status, retry_count, last_error, site_id, node,
+	instance, script, created_at, updated_at, last_attempt_at, next_attempt_at, terminal_at, seq`
+
+// BeginOperation commits a cached call's tracking row (Pending) and its
+// buffer row together, before the immediate attempt: from here on the call
+// cannot be lost.
+func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (workflows.TrackedOperation, error) {
+	now := s.now().UTC()
+	var row workflows.TrackedOperation
+	err := s.inTx(ctx, "begin operation "+op.OperationID, func(tx *sql.Tx) error {
+		seq, err := nextSeq(ctx, tx)
+		if err != nil {
+			return err
+		}
+		row = workflows.TrackedOperation{
+			OperationID: op.OperationID, Kind: op.Kind, Target: op.Target, Status: workflows.StatusPending,
+			SourceSiteID: op.Provenance.SiteID, SourceNode: op.Provenance.Node,
+			SourceInstance: op.Provenance.Instance, SourceScript: op.Provenance.Script,
+			CreatedAt: now, UpdatedAt: now, Seq: seq,
+		}
+		if err := insertTracking(ctx, tx, row); err != nil {
+			return err
+		}
+		_, err = appendMessages(ctx, tx, now, []NewMessage{{
+			ID: op.OperationID, Category: op.Kind, TrackedOperationID: op.OperationID, Target: op.Target,
+			Payload: op.Payload, Provenance: op.Provenance, NotBefore: now.Add(op.AttemptGrace),
+		}})
+		return err
+	})
+	if err == nil {
+		s.signalChanged()
+	}
+	return row, err
+}
+
+// TrackingChanged is signalled after tracking changes commit in this
+// process (several changes may share one signal). Changes made by other
+// processes on the same file are not signalled.
+func (s *Store) TrackingChanged() <-chan struct{} { return s.changed }
+
+func (s *Store) signalChanged() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// RecordAttempt writes an attempt's outcome to the tracking row and, in the
+// same transaction, to the buffer: a terminal outcome removes the buffer
+// row, Pending (a failed immediate attempt) makes it due for hand-off at
+// once, anything else mirrors the status on it. A terminal row never changes.
+func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (workflows.TrackedOperation, error) {
+	now := s.now().UTC()
+	var row workflows.TrackedOperation
+	err := s.inTx(ctx, "record attempt of "+a.OperationID, func(tx *sql.Tx) error {
+		current, err := getTracking(ctx, tx, a.OperationID)
+		if err != nil {
+			return err
+		}
+		if current.Status.Terminal() {
+			return fmt.Errorf("operation %s is already %s: %w", a.OperationID, current.Status, ErrTerminalOperation)
+		}
+		seq, err := nextSeq(ctx, tx)
+		if err != nil {
+			return err
+		}
+		row = applyAttempt(current, a, now, seq)
+		if err := updateTracking(ctx, tx, row); err != nil {
+			return err
+		}
+		return updateBufferFor(ctx, tx, row, now)
+	})
+	if err == nil {
+		s.signalChanged()
+	}
+	return row, err
+}
+
+// applyAttempt is the tracking row after attempt a.
+func applyAttempt(row workflows.TrackedOperation, a Attempt, now time.Time, seq int64) workflows.TrackedOperation {
+	row.Status, row.RetryCount, row.LastError = a.Status, a.RetryCount, truncate(a.LastError, maxErrorChars)
+	if a.At != nil {
+		at := a.At.UTC()
+		row.LastAttemptAt = &at
+	}
+	row.NextAttemptAt = nil
+	if a.NextAttemptAt != nil {
+		next := a.NextAttemptAt.UTC()
+		row.NextAttemptAt = &next
+	}
+	if row.Status.Terminal() {
+		row.TerminalAt = &now
+	}
+	row.UpdatedAt, row.Seq = now, seq
+	return row
+}
+
+func updateBufferFor(ctx context.Context, tx *sql.Tx, row workflows.TrackedOperation, now time.Time) error {
+	var err error
+	switch {
+	case row.Status.Terminal():
+		_, err = tx.ExecContext(ctx, `DELETE FROM buffer WHERE tracked_operation_id = ?`, row.OperationID)
+	case row.Status == workflows.StatusPending:
+		_, err = tx.ExecContext(ctx, `UPDATE buffer SET last_error = ?, last_attempt_at = ?, next_attempt_at = ?
+			WHERE tracked_operation_id = ?`, row.LastError, nanosPtr(row.LastAttemptAt), now.UnixNano(), row.OperationID)
+	default:
+		_, err = tx.ExecContext(ctx, `UPDATE buffer SET status = ?, retry_count = ?, last_error = ?, last_attempt_at = ?
+			WHERE tracked_operation_id = ?`, string(row.Status), row.RetryCount, row.LastError,
+			nanosPtr(row.LastAttemptAt), row.OperationID)
+	}
+	if err != nil {
+		return fmt.Errorf("update buffer row of %s: %w", row.OperationID, err)
+	}
+	return nil
+}
+
+// GetOperation reads one tracking row; ErrNotFound when there is none.
+func (s *Store) GetOperation(ctx context.Context, id string) (workflows.TrackedOperation, error) {
+	row, err := scanTracking(s.db.QueryRowContext(ctx, `SELECT `+trackingColumns+` FROM tracking WHERE operation_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return workflows.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return workflows.TrackedOperation{}, fmt.Errorf("read operation %s: %w", id, err)
+	}
+	return row, nil
+}
+
+// OperationPayload is the buffered payload of a cached call still to deliver.
+func (s *Store) OperationPayload(ctx context.Context, id string) ([]byte, error) {
+	var payload []byte
+	err := s.db.QueryRowContext(ctx, `SELECT payload FROM buffer WHERE tracked_operation_id = ?`, id).Scan(&payload)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("payload of operation %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read payload of operation %s: %w", id, err)
+	}
+	return payload, nil
+}
+
+// ChangesSince returns up to limit tracking rows changed after seq, in
+// change order: telemetry's outbox and central's reconciliation pull.
+func (s *Store) ChangesSince(ctx context.Context, seq int64, limit int) ([]workflows.TrackedOperation, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+trackingColumns+` FROM tracking WHERE seq > ? ORDER BY seq LIMIT ?`, seq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read tracking changes after %d: %w", seq, err)
+	}
+	defer rows.Close()
+	var out []workflows.TrackedOperation
+	for rows.Next() {
+		row, err := scanTracking(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read tracking changes after %d: %w", seq, err)
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
+// ListOperations returns every tracking row, by id (tests and tools).
+func (s *Store) ListOperations(ctx context.Context) ([]workflows.TrackedOperation, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+trackingColumns+` FROM tracking ORDER BY operation_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list operations: %w", err)
+	}
+	defer rows.Close()
+	var out []workflows.TrackedOperation
+	for rows.Next() {
+		row, err := scanTracking(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list operations: %w", err)
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
+// TelemetryCursor is the last change central has persisted from telemetry.
+func (s *Store) TelemetryCursor(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'telemetry_cursor'`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read telemetry cursor: %w", err)
+	}
+	return v, nil
+}
+
+// AdvanceTelemetryCursor moves the cursor to seq once central persisted
+// every change up to it; it never moves back.
+func (s *Store) AdvanceTelemetryCursor(ctx context.Context, seq int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'telemetry_cursor' AND value < ?`, seq, seq)
+	if err != nil {
+		return fmt.Errorf("advance telemetry cursor to %d: %w", seq, err)
+	}
+	return nil
+}
+
+// TelemetryBacklog counts tracking changes central has not persisted yet,
+// stopping at limit (the caller only needs to know if a batch is full).
+func (s *Store) TelemetryBacklog(ctx context.Context, limit int) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM tracking
+		WHERE seq > (SELECT value FROM meta WHERE name = 'telemetry_cursor') LIMIT ?)`, limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count telemetry backlog: %w", err)
+	}
+	return n, nil
+}
+
+// PurgeTerminal deletes up to limit tracking rows that became terminal
+// before cutoff and returns how many it deleted. Non-terminal rows are
+// never purged.
+func (s *Store) PurgeTerminal(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM tracking WHERE operation_id IN (
+		SELECT operation_id FROM tracking WHERE terminal_at IS NOT NULL AND terminal_at < ? LIMIT ?)`,
+		cutoff.UnixNano(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge tracking rows terminal before %s: %w", cutoff.Format(time.RFC3339), err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+func (s *Store) inTx(ctx context.Context, what string, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: begin: %w", what, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit: %w", what, err)
+	}
+	return nil
+}
+
+// nextSeq takes the next site-wide change number. It is a counter, not
+// max(seq)+1, so purging the newest rows never reuses a number.
+func nextSeq(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var seq int64
+	err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value + 1 WHERE name = 'tracking_seq' RETURNING value`).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("next change number: %w", err)
+	}
+	return seq, nil
+}
+
+func insertTracking(ctx context.Context, tx *sql.Tx, r workflows.TrackedOperation) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO tracking (`+trackingColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
+	if err != nil {
+		return fmt.Errorf("insert tracking row %s: %w", r.OperationID, err)
+	}
+	return nil
+}
+
+func updateTracking(ctx context.Context, tx *sql.Tx, r workflows.TrackedOperation) error {
+	_, err := tx.ExecContext(ctx, `UPDATE tracking SET status = ?, retry_count = ?, last_error = ?,
+		updated_at = ?, last_attempt_at = ?, next_attempt_at = ?, terminal_at = ?, seq = ?
+		WHERE operation_id = ?`, string(r.Status), r.RetryCount, r.LastError, r.UpdatedAt.UnixNano(),
+		nanosPtr(r.LastAttemptAt), nanosPtr(r.NextAttemptAt), nanosPtr(r.TerminalAt), r.Seq, r.OperationID)
+	if err != nil {
+		return fmt.Errorf("update tracking row %s: %w", r.OperationID, err)
+	}
+	return nil
+}
+
+func getTracking(ctx context.Context, tx *sql.Tx, id string) (workflows.TrackedOperation, error) {
+	row, err := scanTracking(tx.QueryRowContext(ctx, `SELECT `+trackingColumns+` FROM tracking WHERE operation_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return workflows.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return workflows.TrackedOperation{}, fmt.Errorf("read operation %s: %w", id, err)
+	}
+	return row, nil
+}
+
+func trackingValues(r workflows.TrackedOperation) []any {
+	return []any{r.OperationID, r.Kind, r.Target, string(r.Status), r.RetryCount, r.LastError,
+		r.SourceSiteID, r.SourceNode, r.SourceInstance, r.SourceScript, r.CreatedAt.UnixNano(),
+		r.UpdatedAt.UnixNano(), nanosPtr(r.LastAttemptAt), nanosPtr(r.NextAttemptAt), nanosPtr(r.TerminalAt), r.Seq}
+}
+
+func scanTracking(row scanner) (workflows.TrackedOperation, error) {
+	var r workflows.TrackedOperation
+	var status string
+	var created, updated int64
+	var lastAttempt, nextAttempt, terminal sql.NullInt64
+	err := row.Scan(&r.OperationID, &r.Kind, &r.Target, &status, &r.RetryCount, &r.LastError,
+		&r.SourceSiteID, &r.SourceNode, &r.SourceInstance, &r.SourceScript, &created, &updated,
+		&lastAttempt, &nextAttempt, &terminal, &r.Seq)
+	if err != nil {
+		return workflows.TrackedOperation{}, err
+	}
+	r.Status = workflows.Status(status)
+	r.CreatedAt, r.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
+	r.LastAttemptAt, r.NextAttemptAt, r.TerminalAt = timeOf(lastAttempt), timeOf(nextAttempt), timeOf(terminal)
+	return r, nil
+}
+
+func nanosPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func timeOf(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := time.Unix(0, n.Int64).UTC()
+	return &t
+}
+
+func truncate(s string, max int) string {
+	r := []rune(s)
+	if len(r) <= max {
+		return s
+	}
+	return string(r[:max]) + "…"
+}

@@ -1,0 +1,150 @@
+package targets
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	_ "github.com/microsoft/go-mssqldb" // registers the "sqlserver" driver
+	_ "modernc.org/sqlite"              // registers the "sqlite" driver
+
+	"github.com/outpost-dev/outpost/internal/config"
+)
+
+// errClosed is the underlying error of a write after Close.
+var errClosed = errors.New("targets registry is closed")
+
+// write makes one database attempt: the statement in its own transaction.
+func (r *Registry) write(ctx context.Context, req Request) (Result, error) {
+	db := r.databases[req.Connection]
+	pool, err := r.pool(req.Connection, db)
+	if err != nil {
+		return Result{}, err
+	}
+	timeout := timeoutOr(db.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	n, err := execTx(ctx, pool, req.SQL, req.Args)
+	if err != nil {
+		return Result{}, dbFailure(ctx, timeout, err, password(db))
+	}
+	return Result{RowsAffected: n}, nil
+}
+
+// execTx runs query with args in a transaction and commits it.
+func execTx(ctx context.Context, pool *sql.DB, query string, args []any) (int64, error) {
+	tx, err := pool.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op once committed
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, fmt.Errorf("exec: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("rows affected: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return n, nil
+}
+
+// dbFailure classifies a failed write.
+func dbFailure(ctx context.Context, timeout time.Duration, err error, secret string) *Failure {
+	msg := err.Error()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		msg = fmt.Sprintf("no answer within %s: %s", timeout, msg)
+	}
+	permanent := ctx.Err() == nil && dbErrorIsPermanent(err)
+	return &Failure{Permanent: permanent, Message: redact(msg, secret), Err: err}
+}
+
+// pool returns the connection's pool, opening it on first use.
+func (r *Registry) pool(name string, db config.Database) (*sql.DB, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, &Failure{Message: errClosed.Error(), Err: errClosed}
+	}
+	if p, ok := r.pools[name]; ok {
+		return p, nil
+	}
+	p, err := openPool(db)
+	if err != nil {
+		return nil, err
+	}
+	r.pools[name] = p
+	return p, nil
+}
+
+// openPool opens a pool for db; sql.Open connects lazily, so a missing file
+// or an unreachable server shows on the first attempt, not here.
+func openPool(db config.Database) (*sql.DB, error) {
+	switch driverOf(db) {
+	case config.DriverSQLite:
+		p, err := sql.Open("sqlite", sqliteDSN(db.DSN, timeoutOr(db.Timeout)))
+		if err != nil {
+			return nil, &InvalidError{Field: "connection", Reason: "open sqlite: " + err.Error()}
+		}
+		// One writer at a time per file; more connections would only queue on its lock.
+		p.SetMaxOpenConns(1)
+		return p, nil
+	case config.DriverSQLServer:
+		dsn, err := db.SQLServerDSN()
+		if err != nil {
+			// The parse error quotes the DSN, which may hold a password.
+			return nil, &InvalidError{Field: "connection", Reason: "the SQL Server DSN is not a valid URL"}
+		}
+		p, err := sql.Open("sqlserver", dsn)
+		if err != nil {
+			return nil, &InvalidError{Field: "connection", Reason: redact("open sqlserver: "+err.Error(), password(db))}
+		}
+		return p, nil
+	}
+	return nil, &InvalidError{Field: "connection", Reason: fmt.Sprintf("unknown driver %q", db.Driver)}
+}
+
+func driverOf(db config.Database) string {
+	if db.Driver == "" {
+		return config.DriverSQLite
+	}
+	return db.Driver
+}
+
+// password is the SQL Server password, to keep it out of messages.
+func password(db config.Database) string {
+	if driverOf(db) != config.DriverSQLServer || db.PasswordEnv == "" {
+		return ""
+	}
+	return os.Getenv(db.PasswordEnv)
+}
+
+// sqliteDSN opens path read-write without creating it (mode=rw: a missing
+// file must fail, not become an empty database), waits for a lock half the
+// attempt's timeout so a busy file reports SQLITE_BUSY before the deadline,
+// and begins transactions IMMEDIATE so a writer never fails on a lock
+// upgrade midway.
+func sqliteDSN(dsn string, timeout time.Duration) string {
+	params := fmt.Sprintf("_pragma=busy_timeout(%d)&_txlock=immediate", max(timeout/2/time.Millisecond, 1))
+	if !strings.HasPrefix(dsn, "file:") {
+		// In a URI, '%', '?' and '#' in the path would be read as syntax.
+		esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+		return "file:" + esc.Replace(dsn) + "?mode=rw&" + params
+	}
+	base, query, hasQuery := strings.Cut(dsn, "?")
+	if !hasQuery {
+		return base + "?mode=rw&" + params
+	}
+	if q, err := url.ParseQuery(query); err == nil && q.Has("mode") {
+		return dsn + "&" + params
+	}
+	return dsn + "&mode=rw&" + params
+}

@@ -1,0 +1,73 @@
+package targets
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// InvalidError is a request that can never run: an unknown system, method
+// or connection, a missing path parameter, an unsupported argument type,
+// empty SQL. Callers treat it as permanent.
+type InvalidError struct {
+	// Field names where the request is wrong: "system", "method",
+	// "params.id", "connection", "sql", "args[2]".
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error is "field: reason".
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
+
+// Failure is a failed attempt that reached, or tried to reach, the target.
+// Permanent failures (HTTP 4xx except 408 and 429, unexpected 1xx and 3xx;
+// SQL errors retrying cannot fix) must not be retried; transient ones
+// (network errors, timeouts, HTTP 5xx, 408 and 429, a locked, busy, missing
+// or unreachable database, deadlocks) are.
+type Failure struct {
+	// Permanent is true when retrying cannot help.
+	Permanent bool
+	// Status is the HTTP status from the target; 0 for network and database
+	// failures.
+	Status int
+	// Message is what the target said, e.g. `HTTP 400 Bad Request:
+	// {"error":"no such order"}`; never holds the system's secret.
+	Message string
+	// Err is the underlying error, if any, returned by Unwrap.
+	Err error
+}
+
+// Error is the target's message.
+func (f *Failure) Error() string {
+	if f.Message == "" && f.Err != nil {
+		return f.Err.Error()
+	}
+	return f.Message
+}
+
+// Unwrap returns the underlying error.
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Result is a successful attempt.
+type Result struct {
+	// HTTPStatus is the target's 2xx status (ExternalCall).
+	HTTPStatus int `json:"httpStatus,omitempty"`
+	// Body is the response body when it is JSON, else a JSON string of it;
+	// a body over 1 MiB is cut there and kept as a string (ExternalCall).
+	Body json.RawMessage `json:"body,omitempty"`
+	// RowsAffected is what the write changed (DatabaseWrite).
+	RowsAffected int64 `json:"rowsAffected,omitempty"`
+}
+
+// redact removes a secret from a message. A "Scheme token" value is also
+// redacted token alone, as a server may echo just the token.
+func redact(msg, secret string) string {
+	if secret == "" {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, secret, "[redacted]")
+	if _, token, ok := strings.Cut(secret, " "); ok && len(token) >= 8 {
+		msg = strings.ReplaceAll(msg, token, "[redacted]")
+	}
+	return msg
+}

@@ -1,0 +1,235 @@
+package targets
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outpost-dev/outpost/internal/config"
+)
+
+const (
+	// maxBody caps the response body kept in a Result.
+	maxBody = 1 << 20
+	// maxExcerpt caps the body quoted in a Failure's message.
+	maxExcerpt = 500
+	// maxRedirects matches net/http's default.
+	maxRedirects = 10
+)
+
+// pathParam matches a {name} in a method's path.
+var pathParam = regexp.MustCompile(`\{([^{}]+)\}`)
+
+// authHeaderKey carries the request's auth header name to CheckRedirect.
+type authHeaderKey struct{}
+
+func newHTTPClient() *http.Client {
+	return &http.Client{
+		Transport:     http.DefaultTransport.(*http.Transport).Clone(),
+		CheckRedirect: checkRedirect,
+	}
+}
+
+// checkRedirect drops the auth header when a redirect leaves the host:
+// net/http does so itself only for Authorization, and a system's header
+// may be any name.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if name, ok := req.Context().Value(authHeaderKey{}).(string); ok && req.URL.Host != via[0].URL.Host {
+		req.Header.Del(name)
+	}
+	return nil
+}
+
+// call makes one HTTP attempt.
+func (r *Registry) call(ctx context.Context, req Request) (Result, error) {
+	sys := r.systems[req.System]
+	timeout := timeoutOr(sys.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hreq, err := newHTTPRequest(ctx, sys, sys.Methods[req.Method], req.Params)
+	if err != nil {
+		return Result{}, err
+	}
+	secret := sys.AuthValue()
+	resp, err := r.client.Do(hreq)
+	if err != nil {
+		return Result{}, networkFailure(ctx, timeout, err, secret)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return Result{}, networkFailure(ctx, timeout, fmt.Errorf("read response: %w", err), secret)
+	}
+	return outcome(resp, body, secret)
+}
+
+// newHTTPRequest builds the request for method m of sys with params.
+func newHTTPRequest(ctx context.Context, sys config.ExternalSystem, m config.Method, params map[string]any) (*http.Request, error) {
+	path, rest, err := expandPath(m.Path, params)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" && !strings.HasPrefix(path, "/") && !strings.HasPrefix(path, "?") {
+		path = "/" + path
+	}
+	u, err := url.Parse(strings.TrimRight(sys.BaseURL, "/") + path)
+	if err != nil {
+		return nil, &InvalidError{Field: "system", Reason: "base_url and path do not form a URL: " + err.Error()}
+	}
+	verb := strings.ToUpper(m.Verb)
+	if verb == "" {
+		verb = http.MethodPost
+	}
+	var body io.Reader
+	if sendsBody(verb) {
+		b, err := json.Marshal(rest)
+		if err != nil {
+			return nil, &InvalidError{Field: "params", Reason: "cannot be encoded as JSON: " + err.Error()}
+		}
+		body = bytes.NewReader(b)
+	} else if len(rest) > 0 {
+		q := u.Query()
+		for k, v := range rest {
+			q.Set(k, queryValue(v))
+		}
+		u.RawQuery = q.Encode()
+	}
+	header := sys.AuthHeader
+	if header == "" {
+		header = "Authorization"
+	}
+	ctx = context.WithValue(ctx, authHeaderKey{}, header)
+	hreq, err := http.NewRequestWithContext(ctx, verb, u.String(), body)
+	if err != nil {
+		return nil, &InvalidError{Field: "system", Reason: "cannot build the request: " + err.Error()}
+	}
+	hreq.Header.Set("Accept", "application/json")
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	if v := sys.AuthValue(); v != "" {
+		hreq.Header.Set(header, v)
+	}
+	return hreq, nil
+}
+
+// expandPath replaces each {name} in path by the escaped parameter name and
+// returns the parameters the path did not use.
+func expandPath(path string, params map[string]any) (string, map[string]any, error) {
+	rest := maps.Clone(params)
+	if rest == nil {
+		rest = map[string]any{}
+	}
+	var missing string
+	out := pathParam.ReplaceAllStringFunc(path, func(m string) string {
+		name := m[1 : len(m)-1]
+		v, ok := params[name]
+		if !ok || v == nil {
+			if missing == "" {
+				missing = name
+			}
+			return m
+		}
+		delete(rest, name)
+		return url.PathEscape(fmt.Sprint(v))
+	})
+	if missing != "" {
+		return "", nil, &InvalidError{Field: "params." + missing, Reason: fmt.Sprintf("missing: the path %s needs it", path)}
+	}
+	return out, rest, nil
+}
+
+func sendsBody(verb string) bool {
+	return verb == http.MethodPost || verb == http.MethodPut || verb == http.MethodPatch
+}
+
+// queryValue formats a parameter for the query string: scalars as fmt
+// prints them, objects and arrays as JSON (fmt would print Go syntax).
+func queryValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case map[string]any, []any:
+		b, _ := json.Marshal(x) // checkValues has already marshalled it
+		return string(b)
+	}
+	return fmt.Sprint(v)
+}
+
+// classifyHTTPStatus says whether code is a success and, if not, whether
+// retrying cannot help.
+func classifyHTTPStatus(code int) (ok, permanent bool) {
+	switch {
+	case code >= 200 && code < 300:
+		return true, false
+	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500 && code < 600:
+		return false, false
+	}
+	return false, true
+}
+
+// outcome turns a response into a Result or a *Failure.
+func outcome(resp *http.Response, body []byte, secret string) (Result, error) {
+	ok, permanent := classifyHTTPStatus(resp.StatusCode)
+	if ok {
+		return Result{HTTPStatus: resp.StatusCode, Body: jsonBody(body)}, nil
+	}
+	msg := "HTTP " + resp.Status
+	if ex := excerpt(body); ex != "" {
+		msg += ": " + ex
+	}
+	return Result{}, &Failure{Permanent: permanent, Status: resp.StatusCode, Message: redact(msg, secret)}
+}
+
+// jsonBody is body as JSON: itself when it is JSON, else a JSON string.
+func jsonBody(body []byte) json.RawMessage {
+	if len(body) == 0 {
+		return nil
+	}
+	if len(body) > maxBody {
+		// Cut JSON is no longer JSON.
+		body = body[:maxBody]
+	} else if json.Valid(body) {
+		return json.RawMessage(body)
+	}
+	b, _ := json.Marshal(string(body)) // a string always marshals
+	return b
+}
+
+// excerpt is the start of body for a message, cut on a rune boundary.
+func excerpt(body []byte) string {
+	b := bytes.TrimSpace(body)
+	if len(b) <= maxExcerpt {
+		return string(b)
+	}
+	n := maxExcerpt
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return string(b[:n]) + "..."
+}
+
+// networkFailure is a transient failure for a request that got no
+// response: the target may be back on the next attempt.
+func networkFailure(ctx context.Context, timeout time.Duration, err error, secret string) *Failure {
+	msg := err.Error()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		msg = fmt.Sprintf("no response within %s: %s", timeout, msg)
+	}
+	return &Failure{Message: redact(msg, secret), Err: err}
+}

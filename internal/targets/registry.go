@@ -1,0 +1,219 @@
+package targets
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// Defaults used when a definition leaves a field zero or is gone.
+const (
+	defaultTimeout    = 30 * time.Second
+	defaultInterval   = time.Minute
+	defaultMaxRetries = 10
+	// storeMargin is added to a target's timeout to give an attempt room for
+	// the site's store writes around the call.
+	storeMargin = 30 * time.Second
+)
+
+// Registry holds the site's definitions and the database pools. It is safe
+// for concurrent use.
+type Registry struct {
+	systems   map[string]config.ExternalSystem
+	databases map[string]config.Database
+	client    *http.Client
+
+	mu     sync.Mutex
+	pools  map[string]*sql.DB
+	closed bool
+}
+
+// New returns a registry of the given external systems and databases.
+// Database pools open on first use.
+func New(systems map[string]config.ExternalSystem, databases map[string]config.Database) *Registry {
+	return &Registry{
+		systems:   maps.Clone(systems),
+		databases: maps.Clone(databases),
+		client:    newHTTPClient(),
+		pools:     map[string]*sql.DB{},
+	}
+}
+
+// Close closes the database pools opened so far; later writes fail.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	r.client.CloseIdleConnections()
+	var errs []error
+	for name, db := range r.pools {
+		if err := db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", name, err))
+		}
+	}
+	clear(r.pools)
+	return errors.Join(errs...)
+}
+
+// Validate returns an *InvalidError when req can never run, else nil.
+func (r *Registry) Validate(req Request) error {
+	switch req.Kind {
+	case workflows.KindExternalCall:
+		if err := r.validateCall(req); err != nil {
+			return err
+		}
+	case workflows.KindDatabaseWrite:
+		if err := r.validateWrite(req); err != nil {
+			return err
+		}
+	default:
+		return &InvalidError{Field: "kind", Reason: fmt.Sprintf("unknown kind %q: want %s or %s",
+			req.Kind, workflows.KindExternalCall, workflows.KindDatabaseWrite)}
+	}
+	return checkValues(req)
+}
+
+func (r *Registry) validateCall(req Request) error {
+	sys, ok := r.systems[req.System]
+	if !ok {
+		return &InvalidError{Field: "system", Reason: fmt.Sprintf("unknown external system %q", req.System)}
+	}
+	m, ok := sys.Methods[req.Method]
+	if !ok {
+		return &InvalidError{Field: "method", Reason: fmt.Sprintf("system %q has no method %q", req.System, req.Method)}
+	}
+	_, _, err := expandPath(m.Path, req.Params)
+	return err
+}
+
+func (r *Registry) validateWrite(req Request) error {
+	db, ok := r.databases[req.Connection]
+	if !ok {
+		return &InvalidError{Field: "connection", Reason: fmt.Sprintf("unknown database %q", req.Connection)}
+	}
+	if d := driverOf(db); d != config.DriverSQLite && d != config.DriverSQLServer {
+		return &InvalidError{Field: "connection", Reason: fmt.Sprintf("database %q has unknown driver %q", req.Connection, d)}
+	}
+	if strings.TrimSpace(req.SQL) == "" {
+		return &InvalidError{Field: "sql", Reason: "is empty"}
+	}
+	return nil
+}
+
+// checkValues checks what Validate and Encode both need: every argument
+// of a supported type, every parameter encodable as JSON.
+func checkValues(req Request) error {
+	for i, a := range req.Args {
+		if reason := argProblem(a); reason != "" {
+			return &InvalidError{Field: fmt.Sprintf("args[%d]", i), Reason: reason}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Params)) {
+		if _, err := json.Marshal(req.Params[k]); err != nil {
+			return &InvalidError{Field: "params." + k, Reason: "cannot be encoded as JSON: " + err.Error()}
+		}
+	}
+	return nil
+}
+
+// argProblem says why a SQL argument cannot be buffered and bound, or "".
+func argProblem(v any) string {
+	switch x := v.(type) {
+	case nil, time.Time:
+		return ""
+	case json.Number:
+		if _, err := x.Float64(); err != nil {
+			return fmt.Sprintf("%q is not a number", x.String())
+		}
+		return ""
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return ""
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		// Past MaxInt64 it would come back from the buffer as a rounded float.
+		if rv.Uint() > math.MaxInt64 {
+			return fmt.Sprintf("%d does not fit in an int64", rv.Uint())
+		}
+		return ""
+	case reflect.Float32, reflect.Float64:
+		if f := rv.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Sprintf("%v cannot be buffered as JSON", f)
+		}
+		return ""
+	}
+	return fmt.Sprintf("type %T is not supported: use a string, number, bool, nil or time.Time", v)
+}
+
+// Target summarises where req goes: "erp.createOrder" for a call,
+// "historian" for a write.
+func (r *Registry) Target(req Request) string {
+	switch req.Kind {
+	case workflows.KindExternalCall:
+		return req.System + "." + req.Method
+	case workflows.KindDatabaseWrite:
+		return req.Connection
+	}
+	return ""
+}
+
+// Policy is req's retry policy from its definition, or a default (1m, 10
+// retries, 60s per attempt) when the definition is gone.
+func (r *Registry) Policy(req Request) workflows.RetryPolicy {
+	switch req.Kind {
+	case workflows.KindExternalCall:
+		if sys, ok := r.systems[req.System]; ok {
+			return policy(sys.RetryInterval, sys.MaxRetries, sys.Timeout)
+		}
+	case workflows.KindDatabaseWrite:
+		if db, ok := r.databases[req.Connection]; ok {
+			return policy(db.RetryInterval, db.MaxRetries, db.Timeout)
+		}
+	}
+	return policy(0, defaultMaxRetries, 0)
+}
+
+func policy(interval time.Duration, maxRetries int, timeout time.Duration) workflows.RetryPolicy {
+	if interval <= 0 {
+		interval = defaultInterval
+	}
+	return workflows.RetryPolicy{Interval: interval, MaxRetries: maxRetries, AttemptTimeout: timeoutOr(timeout) + storeMargin}
+}
+
+func timeoutOr(d time.Duration) time.Duration {
+	if d <= 0 {
+		return defaultTimeout
+	}
+	return d
+}
+
+// Execute makes one attempt at req. The error is a *Failure for an attempt
+// that reached, or tried to reach, the target, or an *InvalidError for a
+// request that cannot run (callers treat it as permanent).
+func (r *Registry) Execute(ctx context.Context, req Request) (Result, error) {
+	if err := r.Validate(req); err != nil {
+		return Result{}, err
+	}
+	req, err := canonical(req)
+	if err != nil {
+		return Result{}, &InvalidError{Field: "request", Reason: err.Error()}
+	}
+	if req.Kind == workflows.KindExternalCall {
+		return r.call(ctx, req)
+	}
+	return r.write(ctx, req)
+}

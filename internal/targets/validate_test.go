@@ -1,0 +1,119 @@
+package targets
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+func testRegistry() *Registry {
+	return New(
+		map[string]config.ExternalSystem{"erp": {
+			BaseURL: "http://erp.invalid/api",
+			Methods: map[string]config.Method{
+				"createOrder": {Verb: "POST", Path: "/orders"},
+				"getOrder":    {Verb: "GET", Path: "/orders/{id}"},
+			},
+			Timeout: 5 * time.Second, MaxRetries: 3, RetryInterval: 2 * time.Minute,
+		}},
+		map[string]config.Database{
+			"historian": {Driver: config.DriverSQLite, DSN: "/nowhere/h.db", Timeout: 10 * time.Second, MaxRetries: 0, RetryInterval: 30 * time.Second},
+			"odd":       {Driver: "oracle", DSN: "x"},
+		},
+	)
+}
+
+func call(system, method string, params map[string]any) Request {
+	return Request{Kind: workflows.KindExternalCall, System: system, Method: method, Params: params}
+}
+
+func write(conn, sql string, args ...any) Request {
+	return Request{Kind: workflows.KindDatabaseWrite, Connection: conn, SQL: sql, Args: args}
+}
+
+type point struct{ X, Y int }
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	r := testRegistry()
+	t.Cleanup(func() { require.NoError(t, r.Close()) })
+	tests := []struct {
+		name   string
+		req    Request
+		field  string
+		reason string // substring; "" for a valid request
+	}{
+		{"valid call", call("erp", "getOrder", map[string]any{"id": 7, "x": "y"}), "", ""},
+		{"valid write", write("historian", "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)", 1, int8(2), uint64(3), float32(4.5), time.Now(), nil), "", ""},
+		{"unknown kind", Request{Kind: "Email"}, "kind", `unknown kind "Email"`},
+		{"unknown system", call("crm", "getOrder", nil), "system", `unknown external system "crm"`},
+		{"unknown method", call("erp", "deleteOrder", nil), "method", `system "erp" has no method "deleteOrder"`},
+		{"missing path param", call("erp", "getOrder", map[string]any{"idx": 1}), "params.id", "missing"},
+		{"nil path param", call("erp", "getOrder", map[string]any{"id": nil}), "params.id", "missing"},
+		{"param not JSON", call("erp", "createOrder", map[string]any{"f": func() {}}), "params.f", "JSON"},
+		{"unknown connection", write("ledger", "INSERT INTO t VALUES (1)"), "connection", `unknown database "ledger"`},
+		{"unknown driver", write("odd", "INSERT INTO t VALUES (1)"), "connection", `unknown driver "oracle"`},
+		{"empty SQL", write("historian", "  \n"), "sql", "empty"},
+		{"bytes arg", write("historian", "INSERT INTO t VALUES (?, ?)", 1, []byte("x")), "args[1]",
+			"type []uint8 is not supported: use a string, number, bool, nil or time.Time"},
+		{"struct arg", write("historian", "INSERT INTO t VALUES (?)", point{1, 2}), "args[0]", "type targets.point is not supported"},
+		{"NaN arg", write("historian", "INSERT INTO t VALUES (?)", math.NaN()), "args[0]", "NaN"},
+		{"huge uint arg", write("historian", "INSERT INTO t VALUES (?)", uint64(math.MaxUint64)), "args[0]", "does not fit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := r.Validate(tt.req)
+			if tt.reason == "" {
+				require.NoError(t, err)
+				return
+			}
+			var inv *InvalidError
+			require.ErrorAs(t, err, &inv)
+			require.Equal(t, tt.field, inv.Field)
+			require.Contains(t, inv.Reason, tt.reason)
+			require.Contains(t, err.Error(), tt.field+": ")
+		})
+	}
+}
+
+func TestBytesArgMessage(t *testing.T) {
+	t.Parallel()
+	err := testRegistry().Validate(write("historian", "INSERT INTO t VALUES (?, ?)", 1, []byte("x")))
+	require.EqualError(t, err, "args[1]: type []uint8 is not supported: use a string, number, bool, nil or time.Time")
+}
+
+func TestTarget(t *testing.T) {
+	t.Parallel()
+	r := testRegistry()
+	require.Equal(t, "erp.createOrder", r.Target(call("erp", "createOrder", nil)))
+	require.Equal(t, "historian", r.Target(write("historian", "x")))
+}
+
+func TestPolicy(t *testing.T) {
+	t.Parallel()
+	r := testRegistry()
+	require.Equal(t, workflows.RetryPolicy{Interval: 2 * time.Minute, MaxRetries: 3, AttemptTimeout: 35 * time.Second},
+		r.Policy(call("erp", "createOrder", nil)))
+	// MaxRetries 0 is kept: no retries is a valid choice.
+	require.Equal(t, workflows.RetryPolicy{Interval: 30 * time.Second, MaxRetries: 0, AttemptTimeout: 40 * time.Second},
+		r.Policy(write("historian", "x")))
+	def := workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 10, AttemptTimeout: 60 * time.Second}
+	require.Equal(t, def, r.Policy(call("gone", "createOrder", nil)))
+	require.Equal(t, def, r.Policy(write("gone", "x")))
+}
+
+func TestExecuteInvalid(t *testing.T) {
+	t.Parallel()
+	r := testRegistry()
+	t.Cleanup(func() { require.NoError(t, r.Close()) })
+	_, err := r.Execute(t.Context(), call("crm", "getOrder", nil))
+	var inv *InvalidError
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, "system", inv.Field)
+}

@@ -1,0 +1,184 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// CallRequest is an external system call with per-call provenance.
+type CallRequest struct {
+	System   string         `json:"system"`
+	Method   string         `json:"method"`
+	Params   map[string]any `json:"params,omitempty"`
+	Instance string         `json:"instance,omitempty"`
+	Script   string         `json:"script,omitempty"`
+}
+
+// WriteRequest is a parameterised database write with per-call provenance:
+// the SQL text and its arguments travel separately, always.
+type WriteRequest struct {
+	Connection string `json:"connection"`
+	SQL        string `json:"sql"`
+	Args       []any  `json:"args,omitempty"`
+	Instance   string `json:"instance,omitempty"`
+	Script     string `json:"script,omitempty"`
+}
+
+// CallResult is the answer to a cached call or write.
+type CallResult struct {
+	// ID is the TrackedOperationId: Tracking().Status(ID) follows it.
+	ID string `json:"id"`
+	// Status is Delivered (done), Pending (queued: the site retries it
+	// through central) or Failed (the target refused it for good).
+	Status workflows.Status `json:"status"`
+	// HTTPStatus and Body are the external system's answer (Delivered calls).
+	HTTPStatus int             `json:"httpStatus,omitempty"`
+	Body       json.RawMessage `json:"body,omitempty"`
+	// RowsAffected is the database's answer (Delivered writes).
+	RowsAffected int64 `json:"rowsAffected,omitempty"`
+	// Error is what the target said when the immediate attempt failed.
+	Error string `json:"error,omitempty"`
+}
+
+// Queued reports whether the call was buffered for retry.
+func (r CallResult) Queued() bool { return r.Status == workflows.StatusPending }
+
+// TargetError is a permanent failure of a cached call: the target refused it
+// and retrying cannot help. The call's tracking row is Failed.
+type TargetError struct {
+	ID string
+	// Status is the target's HTTP status; 0 for a database.
+	Status  int
+	Message string
+}
+
+func (e *TargetError) Error() string {
+	return fmt.Sprintf("operation %s failed: %s", e.ID, e.Message)
+}
+
+// Call calls method of external system (both defined in the site config)
+// with params. The site makes one attempt at once: Delivered returns the
+// answer; a transient failure (timeout, connection refused, HTTP 5xx, 408,
+// 429) queues the call for retry and returns it Pending with no error; a
+// permanent failure (other HTTP 4xx) returns a *TargetError.
+func (c *Client) Call(ctx context.Context, system, method string, params map[string]any) (CallResult, error) {
+	return c.SendCall(ctx, CallRequest{System: system, Method: method, Params: params, Instance: c.opts.Instance, Script: c.opts.Script})
+}
+
+// SendCall is Call with explicit provenance.
+func (c *Client) SendCall(ctx context.Context, r CallRequest) (CallResult, error) {
+	req := targets.Request{Kind: workflows.KindExternalCall, System: r.System, Method: r.Method, Params: r.Params}
+	return c.cachedCall(ctx, req, r.Instance, r.Script)
+}
+
+// Write runs a parameterised SQL statement on a database connection defined
+// in the site config, with Call's immediate attempt and queueing. Arguments
+// are strings, numbers, booleans, nil or time.Time; placeholders are the
+// driver's (? for SQLite, @p1 for SQL Server).
+func (c *Client) Write(ctx context.Context, connection, sql string, args ...any) (CallResult, error) {
+	return c.SendWrite(ctx, WriteRequest{Connection: connection, SQL: sql, Args: args, Instance: c.opts.Instance, Script: c.opts.Script})
+}
+
+// SendWrite is Write with explicit provenance.
+func (c *Client) SendWrite(ctx context.Context, w WriteRequest) (CallResult, error) {
+	req := targets.Request{Kind: workflows.KindDatabaseWrite, Connection: w.Connection, SQL: w.SQL, Args: w.Args}
+	return c.cachedCall(ctx, req, w.Instance, w.Script)
+}
+
+// cachedCall tracks req, makes its immediate attempt and records the outcome.
+func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, script string) (CallResult, error) {
+	req, payload, err := c.prepare(req)
+	if err != nil {
+		return CallResult{}, err
+	}
+	id := uuid.NewString()
+	_, err = c.store.BeginOperation(ctx, sitestore.NewOperation{
+		OperationID: id, Kind: req.Kind, Target: c.targets.Target(req), Payload: payload,
+		Provenance:   sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: instance, Script: script},
+		AttemptGrace: c.targets.Policy(req).AttemptTimeout,
+	})
+	if err != nil {
+		return CallResult{}, fmt.Errorf("track %s: %w", c.targets.Target(req), err)
+	}
+	res, attemptErr := c.targets.Execute(ctx, req)
+	at := c.now()
+	status, lastError := activities.ImmediateOutcome(attemptErr)
+	// The caller may have given up; the outcome must be recorded regardless.
+	_, err = c.store.RecordAttempt(context.WithoutCancel(ctx), sitestore.Attempt{
+		OperationID: id, Status: status, LastError: lastError, At: &at,
+	})
+	if err != nil {
+		return CallResult{ID: id, Status: workflows.StatusPending}, fmt.Errorf(
+			"operation %s: recording the immediate attempt failed; the call stays buffered and central will retry it: %w", id, err)
+	}
+	if status == workflows.StatusPending {
+		c.enqueued()
+	}
+	return callResult(id, status, lastError, res, attemptErr)
+}
+
+// prepare validates req and returns it as every attempt will see it: decoded
+// from its buffered payload.
+func (c *Client) prepare(req targets.Request) (targets.Request, []byte, error) {
+	if c.targets == nil {
+		return req, nil, errors.New("this client has no site definitions: open it with site.OpenConfig to make calls and writes")
+	}
+	if err := c.targets.Validate(req); err != nil {
+		return req, nil, asInvalid(err)
+	}
+	payload, err := targets.Encode(req)
+	if err != nil {
+		return req, nil, &InvalidError{"params", err.Error()}
+	}
+	req, err = targets.Decode(payload)
+	return req, payload, err
+}
+
+func asInvalid(err error) error {
+	var invalid *targets.InvalidError
+	if errors.As(err, &invalid) {
+		return &InvalidError{Field: invalid.Field, Reason: invalid.Reason}
+	}
+	return err
+}
+
+func callResult(id string, status workflows.Status, lastError string, res targets.Result, attemptErr error) (CallResult, error) {
+	out := CallResult{ID: id, Status: status, HTTPStatus: res.HTTPStatus, Body: res.Body, RowsAffected: res.RowsAffected, Error: lastError}
+	if status != workflows.StatusFailed {
+		return out, nil
+	}
+	te := &TargetError{ID: id, Message: lastError}
+	var failure *targets.Failure
+	if errors.As(attemptErr, &failure) {
+		te.Status, out.HTTPStatus = failure.Status, failure.Status
+	}
+	return out, te
+}
+
+// Tracking answers the status of cached calls from the site's tracking
+// table, the authoritative record: it works with central unreachable.
+type Tracking struct{ store *sitestore.Store }
+
+// Tracking returns the client's tracking table.
+func (c *Client) Tracking() Tracking { return Tracking{store: c.store} }
+
+// Status returns the tracking row of a cached call or write.
+func (t Tracking) Status(ctx context.Context, id string) (workflows.TrackedOperation, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return workflows.TrackedOperation{}, &InvalidError{"id", fmt.Sprintf("%q is not an operation id (a UUID)", id)}
+	}
+	row, err := t.store.GetOperation(ctx, id)
+	if errors.Is(err, sitestore.ErrNotFound) {
+		return row, fmt.Errorf("operation %s (purged after the retention window if it ended long ago; notifications are at /v1/notifications): %w", id, ErrNotFound)
+	}
+	return row, err
+}

@@ -1,0 +1,163 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// CachedCallSubmission is what a site hands to central for a cached call whose
+// immediate attempt failed transiently: the payload of SignalSubmit on
+// workflow CachedCallWorkflowID(OperationID). The call itself (URL, SQL,
+// arguments) stays on the site, which delivers it.
+type CachedCallSubmission struct {
+	OperationID string `json:"operationId"`
+	Kind        string `json:"kind"`
+	Target      string `json:"target"`
+	SiteID      string `json:"siteId"`
+	// Policy is the external system's or database connection's retry policy.
+	Policy RetryPolicy `json:"policy"`
+	// LastAttemptAt is the immediate attempt's time: the first retry waits
+	// one interval from it. Nil when the site never finished that attempt.
+	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
+	LastError     string     `json:"lastError,omitempty"`
+	CreatedAt     time.Time  `json:"createdAt"`
+}
+
+// DeliverCachedCallInput asks the site for one retry of a cached call.
+type DeliverCachedCallInput struct {
+	OperationID string `json:"operationId"`
+	// RetryCount is the number of retries already made; this attempt is
+	// retry RetryCount+1. The site records each retry once: a redelivered
+	// activity task for a retry already recorded returns the recorded row.
+	RetryCount int         `json:"retryCount"`
+	Policy     RetryPolicy `json:"policy"`
+}
+
+// ResolveParkedCallInput applies an operator's retry or discard to a parked
+// cached call on its site.
+type ResolveParkedCallInput struct {
+	OperationID string         `json:"operationId"`
+	Retry       bool           `json:"retry"`
+	Action      OperatorAction `json:"action"`
+}
+
+// Activity names of cached calls. The site daemon registers the first three
+// on its task queue; the central worker registers the mirror activities.
+const (
+	ActivityDeliverCachedCall   = "DeliverCachedCall"
+	ActivityResolveParkedCall   = "ResolveParkedCall"
+	ActivityListTrackingChanges = "ListTrackingChanges"
+)
+
+// ErrTypeUnknownOperation fails a site activity for an operation the site
+// does not hold (its store was replaced): nothing is left to deliver.
+const ErrTypeUnknownOperation = "UnknownOperation"
+
+// CachedCallWorkflow retries a cached call on its site at the definition's
+// fixed interval until it is delivered or parks, then waits for an
+// operator's retry or discard. The site's tracking row is the record: every
+// attempt and every operator action is written there by a site activity,
+// and reaches central's site_calls through telemetry.
+func CachedCallWorkflow(ctx workflow.Context) (TrackedOperation, error) {
+	var sub CachedCallSubmission
+	workflow.GetSignalChannel(ctx, SignalSubmit).Receive(ctx, &sub)
+	ignoreDuplicateSubmits(ctx)
+
+	c := &cachedCall{sub: sub, state: TrackedOperation{
+		OperationID: sub.OperationID, Kind: sub.Kind, Target: sub.Target, Status: StatusPending,
+		LastError: sub.LastError, SourceSiteID: sub.SiteID, CreatedAt: sub.CreatedAt, LastAttemptAt: sub.LastAttemptAt,
+	}}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TrackedOperation, error) {
+		return c.state, nil
+	}); err != nil {
+		return TrackedOperation{}, fmt.Errorf("register status query: %w", err)
+	}
+	if err := c.waitFirstRetry(ctx); err != nil {
+		return c.state, err
+	}
+	return c.run(ctx)
+}
+
+type cachedCall struct {
+	sub   CachedCallSubmission
+	state TrackedOperation
+}
+
+// waitFirstRetry keeps the fixed interval between the site's immediate
+// attempt and the first retry (no wait when the hand-off came later).
+func (c *cachedCall) waitFirstRetry(ctx workflow.Context) error {
+	if c.sub.LastAttemptAt == nil {
+		return nil
+	}
+	wait := c.sub.LastAttemptAt.Add(c.sub.Policy.Interval).Sub(workflow.Now(ctx))
+	if wait <= 0 {
+		return nil
+	}
+	return workflow.Sleep(ctx, wait)
+}
+
+func (c *cachedCall) run(ctx workflow.Context) (TrackedOperation, error) {
+	retryCh := workflow.GetSignalChannel(ctx, SignalRetry)
+	discardCh := workflow.GetSignalChannel(ctx, SignalDiscard)
+	for {
+		if err := c.retryUntilSettled(ctx); err != nil || c.state.Status != StatusParked {
+			return c.state, err
+		}
+		drainStale(retryCh, discardCh)
+		action, retry := waitForOperator(ctx, retryCh, discardCh)
+		workflow.GetLogger(ctx).Info("operator action on parked call",
+			"retry", retry, "operator", action.Operator, "reason", action.Reason)
+		in := ResolveParkedCallInput{OperationID: c.state.OperationID, Retry: retry, Action: action}
+		if err := c.onSite(ctx, ActivityResolveParkedCall, in); err != nil {
+			return c.state, err
+		}
+		if c.state.Status.Terminal() {
+			return c.state, nil
+		}
+	}
+}
+
+// retryUntilSettled makes retries until the call is delivered, parked or
+// otherwise no longer Pending or Retrying.
+func (c *cachedCall) retryUntilSettled(ctx workflow.Context) error {
+	for {
+		in := DeliverCachedCallInput{OperationID: c.state.OperationID, RetryCount: c.state.RetryCount, Policy: c.sub.Policy}
+		if err := c.onSite(ctx, ActivityDeliverCachedCall, in); err != nil {
+			return err
+		}
+		if c.state.Status != StatusRetrying {
+			return nil
+		}
+		if err := workflow.Sleep(ctx, c.sub.Policy.Interval); err != nil {
+			return err
+		}
+	}
+}
+
+// onSite runs a site activity that returns the tracking row, and takes that
+// row as the workflow's state. The site may be unreachable for a long time:
+// the task waits in the site's queue, and a lost attempt (the site died
+// mid-call) is tried again at the call's interval, forever; the site
+// recognises an attempt it already recorded.
+func (c *cachedCall) onSite(ctx workflow.Context, activity string, in any) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           SiteTaskQueue(c.sub.SiteID),
+		StartToCloseTimeout: c.sub.Policy.AttemptTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: c.sub.Policy.Interval, BackoffCoefficient: 1, MaximumInterval: c.sub.Policy.Interval,
+			NonRetryableErrorTypes: []string{ErrTypeUnknownOperation},
+		},
+	})
+	var row TrackedOperation
+	if err := workflow.ExecuteActivity(ctx, activity, in).Get(ctx, &row); err != nil {
+		return fmt.Errorf("%s of %s on site %s: %w", activity, c.state.OperationID, c.sub.SiteID, err)
+	}
+	c.state = row
+	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(string(row.Status))); err != nil {
+		return fmt.Errorf("set %s: %w", AttrStatus.GetName(), err)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// TelemetryBatch is a batch of a site's tracking-row changes, oldest first.
+type TelemetryBatch struct {
+	SiteID string             `json:"siteId"`
+	Rows   []TrackedOperation `json:"rows"`
+}
+
+// MirrorReconciledInput is one page of a reconciliation pull.
+type MirrorReconciledInput struct {
+	SiteID string             `json:"siteId"`
+	Rows   []TrackedOperation `json:"rows"`
+	// Cursor is the highest change number in Rows: the site's next pull starts after it.
+	Cursor int64 `json:"cursor"`
+}
+
+// ListTrackingChangesInput asks a site for tracking rows changed after a cursor.
+type ListTrackingChangesInput struct {
+	After int64 `json:"after"`
+	Limit int   `json:"limit"`
+}
+
+// ReconcileInput names the site to reconcile.
+type ReconcileInput struct {
+	SiteID string `json:"siteId"`
+	// PageSize is how many rows one pull asks for. Default 200.
+	PageSize int `json:"pageSize,omitempty"`
+}
+
+// ReconcileResult says what one reconciliation run pulled.
+type ReconcileResult struct {
+	Rows   int   `json:"rows"`
+	Cursor int64 `json:"cursor"`
+}
+
+// Central activities behind site_calls.
+const (
+	ActivityMirrorSiteCalls     = "MirrorSiteCalls"
+	ActivityReadReconcileCursor = "ReadReconcileCursor"
+	ActivityMirrorReconciled    = "MirrorReconciled"
+)
+
+// IngestTelemetryWorkflow persists one telemetry batch in site_calls with one
+// bulk upsert. The site waits for its result: only then do the events leave
+// the site's outbox.
+func IngestTelemetryWorkflow(ctx workflow.Context, batch TelemetryBatch) (int, error) {
+	var changed int
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityMirrorSiteCalls, batch.Rows).Get(ctx, &changed); err != nil {
+		return 0, fmt.Errorf("mirror %d tracking rows of site %s: %w", len(batch.Rows), batch.SiteID, err)
+	}
+	return changed, nil
+}
+
+// pagesPerRun bounds one reconciliation run's history; a longer backlog
+// continues as new.
+const pagesPerRun = 50
+
+// ReconcileSiteWorkflow pulls a site's tracking rows changed since central's
+// cursor (an activity on the site's queue) and mirrors them, page by page,
+// healing anything telemetry missed. A Temporal Schedule runs it per site.
+func ReconcileSiteWorkflow(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error) {
+	if in.PageSize <= 0 {
+		in.PageSize = 200
+	}
+	var res ReconcileResult
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityReadReconcileCursor, in.SiteID).Get(ctx, &res.Cursor); err != nil {
+		return res, fmt.Errorf("read reconcile cursor of site %s: %w", in.SiteID, err)
+	}
+	siteCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: SiteTaskQueue(in.SiteID),
+		// An unreachable site fails this run; the next scheduled run tries again.
+		ScheduleToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout:    30 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 5 * time.Second, MaximumAttempts: 3},
+	})
+	for page := 0; page < pagesPerRun; page++ {
+		var rows []TrackedOperation
+		err := workflow.ExecuteActivity(siteCtx, ActivityListTrackingChanges,
+			ListTrackingChangesInput{After: res.Cursor, Limit: in.PageSize}).Get(ctx, &rows)
+		if err != nil {
+			return res, fmt.Errorf("pull tracking changes of site %s after %d: %w", in.SiteID, res.Cursor, err)
+		}
+		if len(rows) == 0 {
+			return res, nil
+		}
+		cursor := rows[len(rows)-1].Seq
+		mirror := MirrorReconciledInput{SiteID: in.SiteID, Rows: rows, Cursor: cursor}
+		if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityMirrorReconciled, mirror).Get(ctx, nil); err != nil {
+			return res, fmt.Errorf("mirror reconciled rows of site %s: %w", in.SiteID, err)
+		}
+		res.Rows += len(rows)
+		res.Cursor = cursor
+		if len(rows) < in.PageSize {
+			return res, nil
+		}
+	}
+	return res, workflow.NewContinueAsNewError(ctx, ReconcileSiteWorkflow, in)
+}
