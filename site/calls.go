@@ -182,3 +182,8 @@ func (t Tracking) Status(ctx context.Context, id string) (workflows.TrackedOpera
 	}
 	return row, err
 }
+
+// List returns every tracking row the site holds, by id.
+func (t Tracking) List(ctx context.Context) ([]workflows.TrackedOperation, error) {
+	return t.store.ListOperations(ctx)
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/logging"
 	"github.com/outpost-dev/outpost/internal/mailer"
@@ -50,6 +51,8 @@ type stack struct {
 
 	mu    sync.Mutex
 	sinks []*smtpsink.Sink
+	// demo is the external system "erp" of cached calls.
+	demo *demosystem.System
 }
 
 // newStack starts everything with short intervals; tweak adjusts the config.
@@ -70,10 +73,20 @@ func newStack(t *testing.T, tweak func(*config.Config)) *stack {
 	cfg.Central.SMTP.RetryInterval = time.Second
 	cfg.Central.SMTP.MaxRetries = 2
 	cfg.Central.Lists = map[string][]string{"ops": {"ops@example.com", "oncall@example.com"}, "empty": {}}
+	demo, err := demosystem.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { demo.Close() })
+	cfg.Site.TelemetryDelay = 200 * time.Millisecond
+	cfg.Site.ReconcileInterval = time.Hour // tests reconcile on demand
+	cfg.Site.ExternalSystems = map[string]config.ExternalSystem{"erp": testSystem(demo.URL() + "/api")}
+	cfg.Site.Databases = map[string]config.Database{
+		"historian": testDatabase(filepath.Join(dir, "historian.db")),
+		"archive":   testDatabase(filepath.Join(dir, "archive.db")),
+	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	s := &stack{t: t, cfg: cfg, log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), dir: dir}
+	s := &stack{t: t, cfg: cfg, log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), dir: dir, demo: demo}
 	s.startTemporal()
 	s.startSMTP()
 	c, err := temporalclient.Dial(cfg.Temporal, s.log)
@@ -216,6 +229,24 @@ func (s *stack) waitStatus(want workflows.Status, timeout time.Duration, ids ...
 func (s *stack) signal(id, name string, action workflows.OperatorAction) {
 	s.t.Helper()
 	require.NoError(s.t, s.client.SignalWorkflow(context.Background(), workflows.NotificationWorkflowID(id), "", name, action))
+}
+
+// testSystem is the external system "erp": short interval, three retries.
+func testSystem(baseURL string) config.ExternalSystem {
+	e := config.DefaultExternalSystem()
+	e.BaseURL, e.Timeout, e.MaxRetries, e.RetryInterval = baseURL, 2*time.Second, 3, 2*time.Second
+	e.Methods = map[string]config.Method{
+		"createOrder": {Verb: "POST", Path: "/orders"},
+		"getOrder":    {Verb: "GET", Path: "/orders/{id}"},
+	}
+	return e
+}
+
+// testDatabase is a SQLite target that gives up waiting for a lock quickly.
+func testDatabase(path string) config.Database {
+	d := config.DefaultDatabase()
+	d.DSN, d.Timeout, d.MaxRetries, d.RetryInterval = path, 600*time.Millisecond, 3, 2*time.Second
+	return d
 }
 
 func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)) }

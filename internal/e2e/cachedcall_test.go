@@ -1,0 +1,400 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
+	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// A target that fails N times then recovers: Pending → Retrying →
+// Delivered, N+1 attempts at the configured interval, on the site and in
+// site_calls.
+func TestCachedCallRecoversAfterFailures(t *testing.T) {
+	s := newStack(t, nil)
+	const failures = 3
+	s.demo.FailNext(failures, http.StatusServiceUnavailable)
+
+	res, code := s.call("erp", "createOrder", map[string]any{"sku": "P-100", "qty": 2})
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, workflows.StatusPending, res.Status)
+	require.Contains(t, res.Error, "503")
+
+	s.waitOperation(res.ID, workflows.StatusRetrying, 30*time.Second)
+	row := s.waitOperation(res.ID, workflows.StatusDelivered, 30*time.Second)
+	require.Equal(t, failures, row.RetryCount)
+	s.recordHistory(workflows.CachedCallWorkflowID(res.ID), "cachedcall_recovers.json")
+
+	attempts := s.demo.Requests()
+	require.Len(t, attempts, failures+1, "one immediate attempt and %d retries", failures)
+	interval := s.cfg.Site.ExternalSystems["erp"].RetryInterval
+	for i := 1; i < len(attempts); i++ {
+		gap := attempts[i].At.Sub(attempts[i-1].At)
+		require.InDelta(t, interval.Seconds(), gap.Seconds(), 1, "gap before attempt %d", i+1)
+		require.JSONEq(t, `{"sku":"P-100","qty":2}`, string(attempts[i].Body), "every retry sends the same request")
+	}
+	mirrored := s.waitMirror(res.ID, workflows.StatusDelivered)
+	require.Equal(t, failures, mirrored.RetryCount)
+	require.Equal(t, "erp.createOrder", mirrored.Target)
+	require.Equal(t, workflows.KindExternalCall, mirrored.Kind)
+}
+
+// A target that never recovers parks the call; retry after it is fixed
+// delivers, discard ends Discarded, on the site and at central.
+func TestCachedCallParksThenRetryOrDiscard(t *testing.T) {
+	s := newStack(t, nil)
+	s.demo.FailNext(-1, http.StatusBadGateway)
+	toRetry, code := s.call("erp", "createOrder", map[string]any{"sku": "retry-me"})
+	require.Equal(t, http.StatusAccepted, code)
+	toDiscard, code := s.call("erp", "createOrder", map[string]any{"sku": "discard-me"})
+	require.Equal(t, http.StatusAccepted, code)
+
+	for _, id := range []string{toRetry.ID, toDiscard.ID} {
+		row := s.waitOperation(id, workflows.StatusParked, time.Minute)
+		require.Equal(t, 3, row.RetryCount)
+		require.Contains(t, row.LastError, "retries exhausted (3)")
+		s.waitMirror(id, workflows.StatusParked)
+	}
+
+	s.demo.Recover()
+	s.signalCall(toRetry.ID, workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "ERP is back"})
+	s.waitOperation(toRetry.ID, workflows.StatusDelivered, 30*time.Second)
+	s.waitMirror(toRetry.ID, workflows.StatusDelivered)
+
+	s.signalCall(toDiscard.ID, workflows.SignalDiscard, workflows.OperatorAction{Operator: "ana"})
+	s.waitOperation(toDiscard.ID, workflows.StatusDiscarded, 30*time.Second)
+	s.waitMirror(toDiscard.ID, workflows.StatusDiscarded)
+	require.Zero(t, s.bufferDepth(), "delivered and discarded calls leave the buffer")
+	delivered := 0
+	for _, r := range s.demo.Requests() {
+		if r.Status == http.StatusOK {
+			delivered++
+			require.JSONEq(t, `{"sku":"retry-me"}`, string(r.Body))
+		}
+	}
+	require.Equal(t, 1, delivered, "only the retried call reached the recovered target")
+}
+
+// HTTP 400 from the target: the caller gets the error at once, the row is
+// Failed, nothing is buffered and no workflow starts.
+func TestCachedCallPermanentFailureReturnsAtOnce(t *testing.T) {
+	s := newStack(t, nil)
+	s.demo.FailNext(1, http.StatusBadRequest)
+	res, code := s.call("erp", "createOrder", map[string]any{"sku": ""})
+	require.Equal(t, http.StatusBadGateway, code)
+	require.Equal(t, workflows.StatusFailed, res.Status)
+	require.Equal(t, http.StatusBadRequest, res.HTTPStatus)
+	require.Contains(t, res.Error, "HTTP 400")
+
+	row, code := s.operation(res.ID)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, workflows.StatusFailed, row.Status)
+	require.NotNil(t, row.TerminalAt)
+	require.Zero(t, s.bufferDepth())
+	s.waitMirror(res.ID, workflows.StatusFailed)
+	_, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.CachedCallWorkflowID(res.ID), "")
+	var notFound *serviceerror.NotFound
+	require.ErrorAs(t, err, &notFound, "a permanent failure never reaches a workflow")
+}
+
+// Cached writes to SQLite: a locked or missing database file is retried and
+// the row lands exactly once; a syntax error fails at once.
+func TestCachedWritesToSQLite(t *testing.T) {
+	s := newStack(t, nil)
+	historian := s.cfg.Site.Databases["historian"].DSN
+	createReadings(t, historian)
+
+	lock := lockDatabase(t, historian)
+	locked, code := s.write("historian", `INSERT INTO readings (tag, value) VALUES (?, ?)`, "pump-3.pressure", 4.2)
+	require.Equal(t, http.StatusAccepted, code, "a locked database is a transient failure")
+	require.Contains(t, locked.Error, "locked")
+	lock()
+
+	archive := s.cfg.Site.Databases["archive"].DSN
+	missing, code := s.write("archive", `INSERT INTO readings (tag, value) VALUES (?, ?)`, "pump-3.flow", 17)
+	require.Equal(t, http.StatusAccepted, code, "a missing database file is a transient failure")
+	_, err := os.Stat(archive)
+	require.ErrorIs(t, err, os.ErrNotExist, "a failed attempt never creates the database")
+	createReadings(t, archive)
+
+	s.waitOperation(locked.ID, workflows.StatusDelivered, 30*time.Second)
+	s.waitOperation(missing.ID, workflows.StatusDelivered, 30*time.Second)
+	require.Equal(t, []reading{{"pump-3.pressure", 4.2}}, readReadings(t, historian), "landed exactly once")
+	require.Equal(t, []reading{{"pump-3.flow", 17}}, readReadings(t, archive), "landed exactly once")
+
+	bad, code := s.write("historian", `INSERT INTO readings (tag, value) VALUES (?, ?`, "x", 1)
+	require.Equal(t, http.StatusBadGateway, code)
+	require.Equal(t, workflows.StatusFailed, bad.Status)
+	require.Contains(t, bad.Error, "syntax error")
+	require.Zero(t, s.bufferDepth())
+}
+
+// Central (Temporal) stopped: calls still get their immediate attempt and
+// are answered locally, transient failures stay buffered; when central is
+// back everything converges, and after reconciliation the mirror equals
+// the site's tracking table.
+func TestCentralDownCallsConvergeAndMirrorMatchesAfterReconcile(t *testing.T) {
+	s := newStack(t, nil)
+	s.stopTemporal()
+
+	ok, code := s.call("erp", "getOrder", map[string]any{"id": "42"})
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, workflows.StatusDelivered, ok.Status)
+	s.demo.FailNext(1, http.StatusNotFound)
+	failed, code := s.call("erp", "getOrder", map[string]any{"id": "missing"})
+	require.Equal(t, http.StatusBadGateway, code)
+	s.demo.FailNext(-1, http.StatusServiceUnavailable)
+	var queued []string
+	for i := 0; i < 3; i++ {
+		res, code := s.call("erp", "createOrder", map[string]any{"n": i})
+		require.Equal(t, http.StatusAccepted, code)
+		queued = append(queued, res.ID)
+	}
+	for id, want := range map[string]workflows.Status{ok.ID: workflows.StatusDelivered, failed.ID: workflows.StatusFailed, queued[0]: workflows.StatusPending} {
+		row, code := s.operation(id)
+		require.Equal(t, http.StatusOK, code, "answered on the site with central down")
+		require.Equal(t, want, row.Status)
+	}
+	require.Equal(t, len(queued), s.bufferDepth(), "transient failures stay buffered")
+
+	s.demo.Recover()
+	s.startTemporal()
+	for _, id := range queued {
+		s.waitOperation(id, workflows.StatusDelivered, time.Minute)
+		s.waitMirror(id, workflows.StatusDelivered)
+	}
+	s.waitMirror(ok.ID, workflows.StatusDelivered)
+	s.waitMirror(failed.ID, workflows.StatusFailed)
+
+	// Lose a mirrored row, as a central restore from an older backup would;
+	// reconciliation brings it back.
+	s.forgetMirroredRow(ok.ID)
+	s.reconcile()
+	siteRows, err := s.daemon.Client.Tracking().List(context.Background())
+	require.NoError(t, err)
+	mirror, err := s.centralStore().ListSiteCalls(context.Background(), s.cfg.Site.ID)
+	require.NoError(t, err)
+	require.Len(t, siteRows, 5)
+	require.Equal(t, siteRows, mirror, "site_calls mirrors the site's tracking rows exactly")
+}
+
+// 10,000 immediate successes reach site_calls in far fewer telemetry round
+// trips than calls: at most 100, one per 100 calls (batches of up to 200).
+func TestTelemetryBatchesTenThousandCalls(t *testing.T) {
+	s := newStack(t, nil)
+	const n, callers = 10000, 8
+	errs := make(chan error, callers)
+	var wg sync.WaitGroup
+	for w := 0; w < callers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += callers {
+				res, err := s.daemon.Client.Call(context.Background(), "erp", "getOrder", map[string]any{"id": i})
+				if err == nil && res.Status != workflows.StatusDelivered {
+					err = fmt.Errorf("call %d: %s: %s", i, res.Status, res.Error)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	require.NoError(t, <-errs)
+
+	store := s.centralStore()
+	require.Eventually(t, func() bool {
+		rows, err := store.ListSiteCalls(context.Background(), s.cfg.Site.ID)
+		return err == nil && len(rows) == n
+	}, 2*time.Minute, time.Second, "all %d rows reach site_calls", n)
+	rows, err := store.ListSiteCalls(context.Background(), s.cfg.Site.ID)
+	require.NoError(t, err)
+	for _, row := range rows {
+		require.Equal(t, workflows.StatusDelivered, row.Status)
+	}
+	batches := s.daemon.Telemetry.Batches()
+	t.Logf("%d immediate successes reached site_calls in %d telemetry round trips", n, batches)
+	require.LessOrEqual(t, batches, int64(n/100), "telemetry is batched")
+	require.GreaterOrEqual(t, batches, int64(n/s.cfg.Site.TelemetryBatch), "no batch exceeds telemetry_batch rows")
+}
+
+type reading struct {
+	Tag   string
+	Value float64
+}
+
+func createReadings(t *testing.T, path string) {
+	t.Helper()
+	db, err := sqlitedb.Open(context.Background(), path)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`CREATE TABLE readings (tag TEXT NOT NULL, value REAL NOT NULL)`)
+	require.NoError(t, err)
+}
+
+func readReadings(t *testing.T, path string) []reading {
+	t.Helper()
+	db, err := sqlitedb.Open(context.Background(), path)
+	require.NoError(t, err)
+	defer db.Close()
+	rows, err := db.Query(`SELECT tag, value FROM readings ORDER BY rowid`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []reading
+	for rows.Next() {
+		var r reading
+		require.NoError(t, rows.Scan(&r.Tag, &r.Value))
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// lockDatabase holds an exclusive lock on the SQLite file until the
+// returned function is called.
+func lockDatabase(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	conn, err := db.Conn(context.Background())
+	require.NoError(t, err)
+	_, err = conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`)
+	require.NoError(t, err)
+	released := false
+	release = func() {
+		if released {
+			return
+		}
+		released = true
+		_, err := conn.ExecContext(context.Background(), `ROLLBACK`)
+		require.NoError(t, err)
+		conn.Close()
+		db.Close()
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// call posts a cached call to the site API.
+func (s *stack) call(system, method string, params map[string]any) (site.CallResult, int) {
+	s.t.Helper()
+	return s.postOperation("/v1/calls", site.CallRequest{System: system, Method: method, Params: params, Script: "e2e"})
+}
+
+// write posts a cached write to the site API.
+func (s *stack) write(connection, sql string, args ...any) (site.CallResult, int) {
+	s.t.Helper()
+	return s.postOperation("/v1/writes", site.WriteRequest{Connection: connection, SQL: sql, Args: args, Script: "e2e"})
+}
+
+func (s *stack) postOperation(path string, body any) (site.CallResult, int) {
+	s.t.Helper()
+	data, err := json.Marshal(body)
+	require.NoError(s.t, err)
+	resp, err := http.Post(s.siteURL+path, "application/json", bytes.NewReader(data))
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	var res site.CallResult
+	require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&res))
+	return res, resp.StatusCode
+}
+
+// operation reads a tracking row through the site API.
+func (s *stack) operation(id string) (workflows.TrackedOperation, int) {
+	s.t.Helper()
+	resp, err := http.Get(s.siteURL + "/v1/operations/" + id)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	var row workflows.TrackedOperation
+	if resp.StatusCode == http.StatusOK {
+		require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&row))
+	}
+	return row, resp.StatusCode
+}
+
+// waitOperation waits until the site reports want for id and returns the row.
+func (s *stack) waitOperation(id string, want workflows.Status, timeout time.Duration) workflows.TrackedOperation {
+	s.t.Helper()
+	var row workflows.TrackedOperation
+	require.Eventually(s.t, func() bool {
+		row, _ = s.operation(id)
+		return row.Status == want
+	}, timeout, 100*time.Millisecond, "waiting for operation %s to be %s (last seen %s: %s)", id, want, row.Status, row.LastError)
+	return row
+}
+
+// waitMirror waits until central's site_calls shows want for id.
+func (s *stack) waitMirror(id string, want workflows.Status) workflows.TrackedOperation {
+	s.t.Helper()
+	store := s.centralStore()
+	var row workflows.TrackedOperation
+	require.Eventually(s.t, func() bool {
+		var err error
+		row, err = store.GetSiteCall(context.Background(), id)
+		return err == nil && row.Status == want
+	}, 30*time.Second, 100*time.Millisecond, "waiting for site_calls row %s to be %s (last seen %q)", id, want, row.Status)
+	return row
+}
+
+func (s *stack) signalCall(id, name string, action workflows.OperatorAction) {
+	s.t.Helper()
+	require.NoError(s.t, s.client.SignalWorkflow(context.Background(), workflows.CachedCallWorkflowID(id), "", name, action))
+}
+
+func (s *stack) bufferDepth() int {
+	s.t.Helper()
+	n, err := s.daemon.Client.BufferDepth(context.Background())
+	require.NoError(s.t, err)
+	return n
+}
+
+// reconcile runs one reconciliation of the site and waits for it.
+func (s *stack) reconcile() workflows.ReconcileResult {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: "reconcile-now/" + s.cfg.Site.ID, TaskQueue: workflows.CentralTaskQueue,
+	}, workflows.ReconcileSiteWorkflow, workflows.ReconcileInput{SiteID: s.cfg.Site.ID})
+	require.NoError(s.t, err)
+	var res workflows.ReconcileResult
+	require.NoError(s.t, run.Get(ctx, &res))
+	return res
+}
+
+// forgetMirroredRow deletes a row from central's site_calls and resets the
+// site's reconciliation cursor, as restoring an older backup would.
+func (s *stack) forgetMirroredRow(id string) {
+	s.t.Helper()
+	db, err := sqlitedb.Open(context.Background(), s.cfg.Central.Store.Path)
+	require.NoError(s.t, err)
+	defer db.Close()
+	res, err := db.Exec(`DELETE FROM site_calls WHERE operation_id = ?`, id)
+	require.NoError(s.t, err)
+	n, err := res.RowsAffected()
+	require.NoError(s.t, err)
+	require.EqualValues(s.t, 1, n)
+	_, err = db.Exec(`DELETE FROM site_cursors`)
+	require.NoError(s.t, err)
+	_, err = s.centralStore().GetSiteCall(context.Background(), id)
+	require.True(s.t, errors.Is(err, centralstore.ErrNotFound))
+}
