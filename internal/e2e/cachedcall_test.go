@@ -138,7 +138,7 @@ func TestCachedWritesToSQLite(t *testing.T) {
 	require.Equal(t, []reading{{"pump-3.pressure", 4.2}}, readReadings(t, historian), "landed exactly once")
 	require.Equal(t, []reading{{"pump-3.flow", 17}}, readReadings(t, archive), "landed exactly once")
 
-	bad, code := s.write("historian", `INSERT INTO readings (tag, value) VALUES (?, ?`, "x", 1)
+	bad, code := s.write("historian", `INSERT INTO readings (tag, value) VALUSE (?, ?)`, "x", 1)
 	require.Equal(t, http.StatusBadGateway, code)
 	require.Equal(t, workflows.StatusFailed, bad.Status)
 	require.Contains(t, bad.Error, "syntax error")
