@@ -80,6 +80,8 @@ func TestCachedCallParksThenRetryOrDiscard(t *testing.T) {
 	s.signalCall(toDiscard.ID, workflows.SignalDiscard, workflows.OperatorAction{Operator: "ana"})
 	s.waitOperation(toDiscard.ID, workflows.StatusDiscarded, 30*time.Second)
 	s.waitMirror(toDiscard.ID, workflows.StatusDiscarded)
+	s.recordHistory(workflows.CachedCallWorkflowID(toRetry.ID), "cachedcall_parked_retried.json")
+	s.recordHistory(workflows.CachedCallWorkflowID(toDiscard.ID), "cachedcall_parked_discarded.json")
 	require.Zero(t, s.bufferDepth(), "delivered and discarded calls leave the buffer")
 	delivered := 0
 	for _, r := range s.demo.Requests() {

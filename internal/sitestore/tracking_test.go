@@ -1,0 +1,483 @@
+package sitestore
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/hlc"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+var trackingT0 = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+
+// trackingClock is the store's injected clock; tests move it by hand.
+type trackingClock struct{ t time.Time }
+
+func (c *trackingClock) now() time.Time          { return c.t }
+func (c *trackingClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// openTracking opens a fresh site file under t.TempDir() on a clock frozen at trackingT0.
+func openTracking(t *testing.T) (*Store, *trackingClock, string) {
+	t.Helper()
+	clock := &trackingClock{t: trackingT0}
+	path := filepath.Join(t.TempDir(), "site.db")
+	s, err := Open(context.Background(), path, clock.now)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, clock, path
+}
+
+func newOp(id string, grace time.Duration) NewOperation {
+	return NewOperation{
+		OperationID: id, Kind: workflows.KindExternalCall, Target: "erp.createOrder",
+		Payload:      []byte(fmt.Sprintf(`{"kind":"ExternalCall","system":"erp","method":"createOrder","params":{"id":%q}}`, id)),
+		Provenance:   Provenance{SiteID: "plant-1", Node: "node-a", Instance: "pump-3", Script: "onTrip"},
+		AttemptGrace: grace,
+	}
+}
+
+func begin(t *testing.T, s *Store, id string, grace time.Duration) workflows.TrackedOperation {
+	t.Helper()
+	row, err := s.BeginOperation(context.Background(), newOp(id, grace))
+	require.NoError(t, err)
+	return row
+}
+
+func record(t *testing.T, s *Store, a Attempt) workflows.TrackedOperation {
+	t.Helper()
+	row, err := s.RecordAttempt(context.Background(), a)
+	require.NoError(t, err)
+	return row
+}
+
+func dueIDs(t *testing.T, s *Store, at time.Time) []string {
+	t.Helper()
+	due, err := s.Due(context.Background(), at, 100)
+	require.NoError(t, err)
+	ids := []string{}
+	for _, m := range due {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+func seqs(rows []workflows.TrackedOperation) []int64 {
+	out := []int64{}
+	for _, r := range rows {
+		out = append(out, r.Seq)
+	}
+	return out
+}
+
+func ids(rows []workflows.TrackedOperation) []string {
+	out := []string{}
+	for _, r := range rows {
+		out = append(out, r.OperationID)
+	}
+	return out
+}
+
+// The tracking row and the buffer row are written together, and the buffer
+// row waits out the immediate attempt's grace before it can be handed off.
+func TestBeginOperationTracksPendingAndBuffersAfterGrace(t *testing.T) {
+	t.Parallel()
+	s, _, _ := openTracking(t)
+	ctx := context.Background()
+	grace := 90 * time.Second
+
+	row := begin(t, s, "op-1", grace)
+	require.Equal(t, workflows.TrackedOperation{
+		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder",
+		Status: workflows.StatusPending, SourceSiteID: "plant-1", SourceNode: "node-a",
+		SourceInstance: "pump-3", SourceScript: "onTrip", CreatedAt: trackingT0, UpdatedAt: trackingT0, Seq: 1,
+	}, row)
+	got, err := s.GetOperation(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, row, got)
+
+	select {
+	case <-s.TrackingChanged():
+	default:
+		t.Fatal("BeginOperation did not signal TrackingChanged")
+	}
+
+	require.Empty(t, dueIDs(t, s, trackingT0), "not due during the immediate attempt")
+	require.Empty(t, dueIDs(t, s, trackingT0.Add(grace-time.Millisecond)))
+	require.Equal(t, []string{"op-1"}, dueIDs(t, s, trackingT0.Add(grace)))
+
+	m, err := s.Get(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, "op-1", m.TrackedOperationID)
+	require.Equal(t, CategoryExternalCall, m.Category)
+	require.Equal(t, BufferPending, m.Status)
+	require.Equal(t, newOp("op-1", grace).Payload, m.Payload)
+
+	payload, err := s.OperationPayload(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, newOp("op-1", grace).Payload, payload)
+
+	_, err = s.BeginOperation(ctx, newOp("op-1", grace))
+	require.Error(t, err, "an operation id is tracked once")
+}
+
+// A failed immediate attempt (Pending) hands the call to central at once,
+// without waiting for the rest of the grace.
+func TestRecordAttemptPendingMakesBufferRowDueAtOnce(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	ctx := context.Background()
+	begin(t, s, "op-1", time.Hour)
+
+	clock.advance(2 * time.Second)
+	at := trackingT0.Add(time.Second)
+	row := record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusPending, LastError: "HTTP 503 Service Unavailable", At: &at})
+	require.Equal(t, workflows.StatusPending, row.Status)
+	require.Equal(t, &at, row.LastAttemptAt)
+	require.Equal(t, clock.t, row.UpdatedAt)
+	require.Equal(t, int64(2), row.Seq)
+	require.Nil(t, row.TerminalAt)
+
+	require.Equal(t, []string{"op-1"}, dueIDs(t, s, clock.t))
+	m, err := s.Get(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, "HTTP 503 Service Unavailable", m.LastError)
+	require.Equal(t, &at, m.LastAttemptAt)
+}
+
+// Retrying and Parked are mirrored on the buffer row, which stays: the site
+// delivers from it.
+func TestRecordAttemptMirrorsNonTerminalStatusOnBuffer(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	ctx := context.Background()
+	begin(t, s, "op-1", 0)
+
+	at := clock.t
+	next := at.Add(time.Minute)
+	row := record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusRetrying, RetryCount: 1, LastError: "HTTP 502", At: &at, NextAttemptAt: &next})
+	require.Equal(t, &next, row.NextAttemptAt)
+	m, err := s.Get(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, BufferRetrying, m.Status)
+	require.Equal(t, 1, m.RetryCount)
+	require.Equal(t, "HTTP 502", m.LastError)
+
+	row = record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): HTTP 502", At: &at})
+	require.Nil(t, row.NextAttemptAt, "a parked call has no next attempt")
+	require.Nil(t, row.TerminalAt, "parked is not terminal")
+	m, err = s.Get(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, BufferParked, m.Status)
+	require.Equal(t, 2, m.RetryCount)
+	_, err = s.OperationPayload(ctx, "op-1")
+	require.NoError(t, err)
+}
+
+// Delivered, Failed and Discarded end the call: the buffer row goes, the row
+// gets TerminalAt, and it never changes again.
+func TestTerminalOutcomeDropsBufferRowAndFreezesRow(t *testing.T) {
+	t.Parallel()
+	for _, status := range []workflows.Status{workflows.StatusDelivered, workflows.StatusFailed, workflows.StatusDiscarded} {
+		t.Run(string(status), func(t *testing.T) {
+			t.Parallel()
+			s, clock, _ := openTracking(t)
+			ctx := context.Background()
+			begin(t, s, "op-1", 0)
+			begin(t, s, "op-2", 0)
+
+			clock.advance(5 * time.Second)
+			at := clock.t
+			row := record(t, s, Attempt{OperationID: "op-1", Status: status, RetryCount: 3, LastError: "last words", At: &at})
+			require.Equal(t, status, row.Status)
+			require.NotNil(t, row.TerminalAt)
+			require.Equal(t, clock.t, *row.TerminalAt)
+
+			_, err := s.OperationPayload(ctx, "op-1")
+			require.ErrorIs(t, err, ErrNotFound)
+			_, err = s.Get(ctx, "op-1")
+			require.ErrorIs(t, err, ErrNotFound)
+			_, err = s.OperationPayload(ctx, "op-2")
+			require.NoError(t, err, "another operation's buffer row stays")
+
+			clock.advance(time.Second)
+			for _, next := range []workflows.Status{workflows.StatusRetrying, workflows.StatusPending, workflows.StatusDelivered} {
+				_, err = s.RecordAttempt(ctx, Attempt{OperationID: "op-1", Status: next, At: &at})
+				require.ErrorIs(t, err, ErrTerminalOperation, "%s after %s", next, status)
+			}
+			got, err := s.GetOperation(ctx, "op-1")
+			require.NoError(t, err)
+			require.Equal(t, row, got, "a terminal row never changes")
+		})
+	}
+}
+
+func TestRecordAttemptOnUnknownOperation(t *testing.T) {
+	t.Parallel()
+	s, _, _ := openTracking(t)
+	_, err := s.RecordAttempt(context.Background(), Attempt{OperationID: "nope", Status: workflows.StatusRetrying})
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = s.GetOperation(context.Background(), "nope")
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+// Seq is one counter for the whole site: every change, of any operation,
+// takes the next number.
+func TestEveryChangeTakesAHigherSiteWideSeq(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	at := clock.t
+	var got []int64
+	got = append(got, begin(t, s, "a", 0).Seq)
+	got = append(got, begin(t, s, "b", 0).Seq)
+	got = append(got, record(t, s, Attempt{OperationID: "a", Status: workflows.StatusPending, At: &at}).Seq)
+	got = append(got, record(t, s, Attempt{OperationID: "b", Status: workflows.StatusRetrying, RetryCount: 1, At: &at}).Seq)
+	got = append(got, record(t, s, Attempt{OperationID: "a", Status: workflows.StatusRetrying, RetryCount: 1, At: &at}).Seq)
+	got = append(got, record(t, s, Attempt{OperationID: "b", Status: workflows.StatusDelivered, RetryCount: 2, At: &at}).Seq)
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, got)
+
+	a, err := s.GetOperation(context.Background(), "a")
+	require.NoError(t, err)
+	require.Equal(t, int64(5), a.Seq, "the row carries its last change's seq")
+}
+
+// ChangesSince pages by seq; a row changed twice is one row at its latest seq.
+func TestChangesSincePagesInSeqOrder(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	ctx := context.Background()
+	begin(t, s, "a", 0) // 1
+	begin(t, s, "b", 0) // 2
+	begin(t, s, "c", 0) // 3
+	at := clock.t
+	record(t, s, Attempt{OperationID: "a", Status: workflows.StatusRetrying, RetryCount: 1, At: &at}) // 4
+
+	all, err := s.ChangesSince(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "c", "a"}, ids(all))
+	require.Equal(t, []int64{2, 3, 4}, seqs(all))
+	require.Equal(t, workflows.StatusRetrying, all[2].Status, "the latest state of a")
+
+	page, err := s.ChangesSince(ctx, 0, 2)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3}, seqs(page))
+	page, err = s.ChangesSince(ctx, page[len(page)-1].Seq, 2)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4}, seqs(page))
+	page, err = s.ChangesSince(ctx, 4, 2)
+	require.NoError(t, err)
+	require.Empty(t, page)
+}
+
+func TestTelemetryCursorNeverMovesBackAndBacklogCountsAfterIt(t *testing.T) {
+	t.Parallel()
+	s, _, _ := openTracking(t)
+	ctx := context.Background()
+	for i := range 5 {
+		begin(t, s, fmt.Sprintf("op-%d", i), 0)
+	}
+	backlog := func(limit int) int {
+		t.Helper()
+		n, err := s.TelemetryBacklog(ctx, limit)
+		require.NoError(t, err)
+		return n
+	}
+	cursor := func() int64 {
+		t.Helper()
+		c, err := s.TelemetryCursor(ctx)
+		require.NoError(t, err)
+		return c
+	}
+
+	require.Zero(t, cursor())
+	require.Equal(t, 5, backlog(100))
+	require.Equal(t, 3, backlog(3), "capped at the limit")
+
+	require.NoError(t, s.AdvanceTelemetryCursor(ctx, 3))
+	require.Equal(t, int64(3), cursor())
+	require.Equal(t, 2, backlog(100))
+
+	require.NoError(t, s.AdvanceTelemetryCursor(ctx, 1))
+	require.Equal(t, int64(3), cursor(), "the cursor never moves back")
+	require.Equal(t, 2, backlog(100))
+
+	require.NoError(t, s.AdvanceTelemetryCursor(ctx, 5))
+	require.Equal(t, int64(5), cursor())
+	require.Zero(t, backlog(100))
+}
+
+// Only rows terminal before the cutoff go, at most limit per call; rows still
+// in flight never do.
+func TestPurgeTerminalDeletesOnlyOldTerminalRows(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	ctx := context.Background()
+	for _, id := range []string{"delivered", "failed", "discarded", "pending", "retrying", "parked"} {
+		begin(t, s, id, 0)
+	}
+	at := clock.t
+	record(t, s, Attempt{OperationID: "retrying", Status: workflows.StatusRetrying, RetryCount: 1, At: &at})
+	record(t, s, Attempt{OperationID: "parked", Status: workflows.StatusParked, RetryCount: 2, At: &at})
+	clock.advance(time.Minute)
+	record(t, s, Attempt{OperationID: "delivered", Status: workflows.StatusDelivered, At: &at})
+	clock.advance(time.Minute)
+	record(t, s, Attempt{OperationID: "failed", Status: workflows.StatusFailed, At: &at})
+	clock.advance(time.Minute)
+	record(t, s, Attempt{OperationID: "discarded", Status: workflows.StatusDiscarded, At: &at})
+
+	listed := func() []string {
+		t.Helper()
+		rows, err := s.ListOperations(ctx)
+		require.NoError(t, err)
+		return ids(rows)
+	}
+	cutoff := trackingT0.Add(150 * time.Second) // after delivered and failed, before discarded
+
+	n, err := s.PurgeTerminal(ctx, cutoff, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "respects the limit")
+	require.Len(t, listed(), 5)
+
+	n, err = s.PurgeTerminal(ctx, cutoff, 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, []string{"discarded", "parked", "pending", "retrying"}, listed())
+
+	n, err = s.PurgeTerminal(ctx, cutoff, 10)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	n, err = s.PurgeTerminal(ctx, trackingT0.AddDate(1, 0, 0), 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, []string{"parked", "pending", "retrying"}, listed(), "in-flight rows are never purged")
+}
+
+// seq is a counter, not max(seq)+1: purging the newest row, even across a
+// restart, never hands its number out again.
+func TestPurgingNewestRowDoesNotReuseSeq(t *testing.T) {
+	t.Parallel()
+	s, clock, path := openTracking(t)
+	ctx := context.Background()
+	begin(t, s, "a", 0)
+	at := clock.t
+	require.Equal(t, int64(2), record(t, s, Attempt{OperationID: "a", Status: workflows.StatusDelivered, At: &at}).Seq)
+	n, err := s.PurgeTerminal(ctx, clock.t.Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	require.Equal(t, int64(3), begin(t, s, "b", 0).Seq)
+
+	require.NoError(t, s.Close())
+	s, err = Open(ctx, path, clock.now)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	require.Equal(t, int64(4), begin(t, s, "c", 0).Seq)
+}
+
+// A handed-off cached call stays buffered (the site delivers from it) but is
+// no longer forwarded.
+func TestMarkHandedOffRemovesFromDue(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	ctx := context.Background()
+	begin(t, s, "a", 0)
+	begin(t, s, "b", 0)
+	require.Equal(t, []string{"a", "b"}, dueIDs(t, s, clock.t))
+
+	require.NoError(t, s.MarkHandedOff(ctx, "a"))
+	require.Equal(t, []string{"b"}, dueIDs(t, s, clock.t.Add(time.Hour)))
+	_, err := s.OperationPayload(ctx, "a")
+	require.NoError(t, err, "a handed-off call keeps its payload")
+}
+
+// A file written by the first release (schema version 1) opens, keeps its
+// buffered rows and gains the tracking table.
+func TestMigratesVersion1File(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "site.db")
+
+	db, err := sqlitedb.Open(ctx, path)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, migrations[0])
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `PRAGMA user_version = 1`)
+	require.NoError(t, err)
+	payload := []byte(`{"subject":"Pump 3 tripped"}`)
+	ts := hlc.Next(hlc.Timestamp{}, trackingT0.UnixMilli())
+	link := hlc.Link([]byte{}, "m-old", ts, hlc.PayloadHash(payload))
+	_, err = db.ExecContext(ctx, `INSERT INTO buffer (message_id, category, target, payload, status, created_at,
+		next_attempt_at, site_id, node, hlc, payload_hash, prev_link, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		"m-old", CategoryNotification, "ops", payload, BufferPending, trackingT0.UnixNano(), trackingT0.UnixNano(),
+		"plant-1", "node-a", ts.String(), hlc.PayloadHash(payload), []byte{}, link)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO chain (node, last_hlc, head) VALUES (?, ?, ?)`, "node-a", ts.String(), link)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	clock := &trackingClock{t: trackingT0.Add(time.Minute)}
+	s, err := Open(ctx, path, clock.now)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+
+	var version int
+	require.NoError(t, s.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version))
+	require.Equal(t, len(migrations), version)
+
+	m, err := s.Get(ctx, "m-old")
+	require.NoError(t, err)
+	require.Equal(t, payload, m.Payload)
+	require.Equal(t, link, m.Link)
+	require.Equal(t, []string{"m-old"}, dueIDs(t, s, clock.t), "an old row is still forwarded")
+
+	row := begin(t, s, "op-1", 0)
+	require.Equal(t, int64(1), row.Seq)
+	cursor, err := s.TelemetryCursor(ctx)
+	require.NoError(t, err)
+	require.Zero(t, cursor)
+	m, err = s.Get(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, link, m.PrevLink, "the new row chains onto the old one")
+
+	// Opening again runs nothing twice.
+	require.NoError(t, s.Close())
+	s, err = Open(ctx, path, clock.now)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	_, err = s.GetOperation(ctx, "op-1")
+	require.NoError(t, err)
+}
+
+func TestLongLastErrorIsTruncated(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	ctx := context.Background()
+	begin(t, s, "op-1", 0)
+	long := strings.Repeat("é", maxErrorChars+500)
+	at := clock.t
+	row := record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusRetrying, RetryCount: 1, LastError: long, At: &at})
+
+	require.Equal(t, maxErrorChars+1, utf8.RuneCountInString(row.LastError))
+	require.True(t, strings.HasPrefix(row.LastError, strings.Repeat("é", maxErrorChars)))
+	require.True(t, strings.HasSuffix(row.LastError, "…"))
+	require.True(t, utf8.ValidString(row.LastError), "cut on a rune boundary")
+
+	got, err := s.GetOperation(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, row.LastError, got.LastError)
+	m, err := s.Get(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, row.LastError, m.LastError, "the buffer row carries the same cut message")
+
+	short := strings.Repeat("é", maxErrorChars)
+	row = record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusRetrying, RetryCount: 2, LastError: short, At: &at})
+	require.Equal(t, short, row.LastError, "a message at the bound is kept whole")
+}
