@@ -16,9 +16,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/logging"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
 )
 
 var devCommand = command{
@@ -27,11 +29,12 @@ var devCommand = command{
 	usage:   "[--config FILE]",
 	help: `Starts, in one process tree: the Temporal dev server with its Web UI
 (persisting to dev.data_dir), Outpost's search attributes, a central worker on
-a SQLite central store, an SMTP sink that keeps and shows what it receives,
-and one site daemon. Prints the URLs; Ctrl-C stops everything.
+a SQLite central store, an SMTP sink that keeps and shows what it receives, a
+demo external system that can be told to fail, a demo SQLite database, and one
+site daemon. Prints the URLs; Ctrl-C stops everything.
 
-Without --config it runs the dev defaults (site plant-1, list "ops", SMTP
-retries every 10s, parked after 3). With dev.start_temporal: false it uses the
+Without --config it runs the dev defaults (site plant-1, list "ops", external
+system "demo", database "historian", retries every 10s, parked after 3). With dev.start_temporal: false it uses the
 Temporal server at temporal.address; with dev.smtp_sink: false it mails the
 SMTP server in central.smtp. The first run builds the pinned Temporal CLI
 (about three minutes).
@@ -62,16 +65,25 @@ func runDev(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) er
 		defer srv.Stop() //nolint:errcheck // the process is going away either way
 	}
 	g, ctx := errgroup.WithContext(ctx)
+	var sinkURL string
 	if cfg.Dev.SMTPSink {
-		sinkURL, err := startSink(ctx, g, cfg, log)
-		if err != nil {
+		var err error
+		if sinkURL, err = startSink(ctx, g, cfg, log); err != nil {
 			return err
 		}
 		defer fmt.Fprintf(env.Stdout, "SMTP sink stopped; it had shown its mail at %s\n", sinkURL)
-		printStack(env, cfg, sinkURL)
-	} else {
-		printStack(env, cfg, "")
 	}
+	if cfg.Dev.DemoSystem != "" {
+		if err := startDemoSystem(ctx, g, cfg.Dev.DemoSystem, log); err != nil {
+			return err
+		}
+	}
+	if cfg.Dev.DemoDatabase != "" {
+		if err := createDemoDatabase(ctx, cfg.Dev.DemoDatabase); err != nil {
+			return err
+		}
+	}
+	printStack(env, cfg, sinkURL)
 	g.Go(func() error { return runCentral(ctx, cfg, log.Named("central")) })
 	g.Go(func() error { return runSite(ctx, cfg, log) })
 	err := g.Wait()
@@ -111,6 +123,37 @@ func startSink(ctx context.Context, g *errgroup.Group, cfg config.Config, log *z
 	return "http://" + ln.Addr().String(), nil
 }
 
+// startDemoSystem runs the demo external system until ctx ends.
+func startDemoSystem(ctx context.Context, g *errgroup.Group, addr string, log *zap.Logger) error {
+	demo, err := demosystem.Start(addr)
+	if err != nil {
+		return fmt.Errorf("%w (dev.demo_system)", err)
+	}
+	demo.OnRequest(func(r demosystem.Request) {
+		log.Info("demo system received", zap.String("method", r.Method), zap.String("path", r.Path), zap.Int("status", r.Status))
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		return demo.Close()
+	})
+	return nil
+}
+
+// createDemoDatabase makes the SQLite file cached writes go to in the demo.
+func createDemoDatabase(ctx context.Context, path string) error {
+	db, err := sqlitedb.Open(ctx, path)
+	if err != nil {
+		return fmt.Errorf("demo database (dev.demo_database): %w", err)
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS readings (
+		tag TEXT NOT NULL, value REAL NOT NULL, at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)`)
+	if err != nil {
+		return fmt.Errorf("demo database %s: create table readings: %w", path, err)
+	}
+	return nil
+}
+
 func printStack(env Env, cfg config.Config, sinkURL string) {
 	w := env.Stdout
 	fmt.Fprintln(w, "\nOutpost dev stack")
@@ -124,7 +167,19 @@ func printStack(env Env, cfg config.Config, sinkURL string) {
 	if sinkURL != "" {
 		fmt.Fprintf(w, "  SMTP sink mail    %s\n", sinkURL)
 	}
+	if cfg.Dev.DemoSystem != "" {
+		fmt.Fprintf(w, "  Demo system       http://%s (make it fail: curl -XPOST 'http://%s/control/fail?n=3&status=503')\n", cfg.Dev.DemoSystem, cfg.Dev.DemoSystem)
+	}
+	if cfg.Dev.DemoDatabase != "" {
+		fmt.Fprintf(w, "  Demo database     %s (table readings)\n", cfg.Dev.DemoDatabase)
+	}
 	fmt.Fprintf(w, "  Data              %s\n\n", cfg.Dev.DataDir)
 	fmt.Fprintf(w, "Try: curl -s -XPOST http://%s/v1/notifications -d '{\"list\":\"ops\",\"subject\":\"Pump 3 tripped\",\"body\":\"Pressure low\"}'\n", cfg.Site.Listen)
+	if _, ok := cfg.Site.ExternalSystems["demo"]; ok {
+		fmt.Fprintf(w, "     curl -s -XPOST http://%s/v1/calls -d '{\"system\":\"demo\",\"method\":\"createOrder\",\"params\":{\"sku\":\"P-100\"}}'\n", cfg.Site.Listen)
+	}
+	if _, ok := cfg.Site.Databases["historian"]; ok {
+		fmt.Fprintf(w, "     curl -s -XPOST http://%s/v1/writes -d '{\"connection\":\"historian\",\"sql\":\"INSERT INTO readings (tag, value) VALUES (?, ?)\",\"args\":[\"pump-3.pressure\",4.2]}'\n", cfg.Site.Listen)
+	}
 	fmt.Fprintln(w, "Ctrl-C stops everything.")
 }

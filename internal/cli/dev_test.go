@@ -37,21 +37,29 @@ func (b *syncBuffer) String() string {
 }
 
 // `outpost dev` brings the whole stack up, delivers a notification into its
-// SMTP sink, and stops cleanly when cancelled.
+// SMTP sink, a call to its demo system and a write to its demo database,
+// and stops cleanly when cancelled.
 func TestDevStackDeliversAndStops(t *testing.T) {
 	dir := t.TempDir()
-	sitePort, sinkPort := testutil.FreePort(t), testutil.FreePort(t)
+	sitePort, sinkPort, demoPort := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
+	demoDB := filepath.Join(dir, "historian.db")
 	cfgFile := filepath.Join(dir, "dev.yaml")
 	require.NoError(t, os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
 temporal: {address: "127.0.0.1:%d"}
-site: {listen: "127.0.0.1:%d", store: %q}
+site:
+  listen: "127.0.0.1:%d"
+  store: %q
+  external_systems:
+    demo: {base_url: "http://127.0.0.1:%d/api", methods: {createOrder: {path: /orders}}}
+  databases:
+    historian: {dsn: %q}
 central:
   store: {path: %q}
   smtp: {port: %d}
-dev: {data_dir: %q, temporal_ui_port: %d, sink_http: "127.0.0.1:%d"}
+dev: {data_dir: %q, temporal_ui_port: %d, sink_http: "127.0.0.1:%d", demo_system: "127.0.0.1:%d", demo_database: %q}
 log: {level: warn}
-`, testutil.FreePort(t), sitePort, filepath.Join(dir, "site.db"), filepath.Join(dir, "central.db"), testutil.FreePort(t),
-		filepath.Join(dir, "data"), testutil.FreePort(t), sinkPort)), 0o644))
+`, testutil.FreePort(t), sitePort, filepath.Join(dir, "site.db"), demoPort, demoDB, filepath.Join(dir, "central.db"),
+		testutil.FreePort(t), filepath.Join(dir, "data"), testutil.FreePort(t), sinkPort, demoPort, demoDB)), 0o644))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -82,6 +90,20 @@ log: {level: warn}
 		var page struct{ Count int }
 		return json.NewDecoder(r.Body).Decode(&page) == nil && page.Count == 1
 	}, time.Minute, 200*time.Millisecond, "the sink never received the notification")
+
+	siteAPI := fmt.Sprintf("http://127.0.0.1:%d", sitePort)
+	for path, body := range map[string]string{
+		"/v1/calls":  `{"system":"demo","method":"createOrder","params":{"sku":"P-100"}}`,
+		"/v1/writes": `{"connection":"historian","sql":"INSERT INTO readings (tag, value) VALUES (?, ?)","args":["pump-3.pressure",4.2]}`,
+	} {
+		resp, err := http.Post(siteAPI+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		var res struct{ Status, Error string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&res))
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, res.Error)
+		require.Equal(t, "Delivered", res.Status, path)
+	}
 
 	cancel()
 	select {

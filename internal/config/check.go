@@ -191,6 +191,9 @@ func (c *checker) validate(cfg Config) {
 	c.nonEmpty("dev.data_dir", cfg.Dev.DataDir)
 	c.port("dev.temporal_ui_port", cfg.Dev.TemporalUIPort)
 	c.hostPort("dev.sink_http", cfg.Dev.SinkHTTP)
+	if cfg.Dev.DemoSystem != "" {
+		c.hostPort("dev.demo_system", cfg.Dev.DemoSystem)
+	}
 	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "console", "json")
 }

@@ -243,6 +243,13 @@ type Dev struct {
 	SMTPSink bool `yaml:"smtp_sink"`
 	// SinkHTTP is where the sink shows what it received. Default 127.0.0.1:8025.
 	SinkHTTP string `yaml:"sink_http"`
+	// DemoSystem is where the demo external system listens (an HTTP API
+	// that can be told to fail); empty: none. Default 127.0.0.1:8090.
+	DemoSystem string `yaml:"demo_system"`
+	// DemoDatabase is a SQLite file `outpost dev` creates, with a table
+	// readings (tag, value, at), for cached writes; empty: none.
+	// Default .outpost-dev/historian.db.
+	DemoDatabase string `yaml:"demo_database"`
 }
 
 // Log configures logging.
@@ -271,14 +278,18 @@ func Default() Config {
 				TLS: mailer.TLSStartTLS, Timeout: 30 * time.Second, RetryInterval: time.Minute, MaxRetries: 10,
 			},
 		},
-		Dev: Dev{DataDir: ".outpost-dev", StartTemporal: true, TemporalUIPort: 8233, SMTPSink: true, SinkHTTP: "127.0.0.1:8025"},
+		Dev: Dev{
+			DataDir: ".outpost-dev", StartTemporal: true, TemporalUIPort: 8233, SMTPSink: true, SinkHTTP: "127.0.0.1:8025",
+			DemoSystem: "127.0.0.1:8090", DemoDatabase: ".outpost-dev/historian.db",
+		},
 		Log: Log{Level: "info", Format: "console"},
 	}
 }
 
 // DevDefault is what `outpost dev` runs without a config file: everything
 // under .outpost-dev, central mailing the in-process SMTP sink on port 2525,
-// and short retry intervals so a demo shows Retrying and Parked quickly.
+// the demo external system "demo" and database "historian", and short retry
+// intervals so a demo shows Retrying and Parked quickly.
 func DevDefault() Config {
 	cfg := Default()
 	cfg.Site.ID = "plant-1"
@@ -290,6 +301,18 @@ func DevDefault() Config {
 	cfg.Central.SMTP.RetryInterval = 10 * time.Second
 	cfg.Central.SMTP.MaxRetries = 3
 	cfg.Central.Lists = map[string][]string{"ops": {"ops@example.com", "oncall@example.com"}}
+	cfg.Site.TelemetryDelay = time.Second
+	cfg.Site.ReconcileInterval = time.Minute
+	demo := DefaultExternalSystem()
+	demo.BaseURL, demo.Timeout, demo.MaxRetries, demo.RetryInterval = "http://"+cfg.Dev.DemoSystem+"/api", 5*time.Second, 3, 10*time.Second
+	demo.Methods = map[string]Method{
+		"createOrder": {Verb: "POST", Path: "/orders"},
+		"getOrder":    {Verb: "GET", Path: "/orders/{id}"},
+	}
+	cfg.Site.ExternalSystems = map[string]ExternalSystem{"demo": demo}
+	historian := DefaultDatabase()
+	historian.DSN, historian.Timeout, historian.MaxRetries, historian.RetryInterval = cfg.Dev.DemoDatabase, 5*time.Second, 3, 10*time.Second
+	cfg.Site.Databases = map[string]Database{"historian": historian}
 	return cfg
 }
 

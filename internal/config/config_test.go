@@ -15,6 +15,13 @@ func TestExampleFileIsValidAndMatchesDefaults(t *testing.T) {
 	require.NoError(t, err)
 	want := Default()
 	want.Central.Lists = map[string][]string{"ops": {"ops@example.com"}}
+	erp := DefaultExternalSystem()
+	erp.BaseURL, erp.AuthEnv = "https://erp.plant.local/api", "OUTPOST_ERP_TOKEN"
+	erp.Methods = map[string]Method{"createOrder": {Verb: "POST", Path: "/orders"}, "getOrder": {Verb: "GET", Path: "/orders/{id}"}}
+	want.Site.ExternalSystems = map[string]ExternalSystem{"erp": erp}
+	historian := DefaultDatabase()
+	historian.DSN = "historian.db"
+	want.Site.Databases = map[string]Database{"historian": historian}
 	require.Equal(t, want, cfg, "the example documents every default")
 }
 
@@ -83,4 +90,56 @@ func TestSQLServerDSNTakesPasswordFromEnvironment(t *testing.T) {
 
 	_, err = Parse(strings.NewReader("central:\n  store:\n    driver: sqlserver\n    dsn: sqlserver://sa:hunter2@db\n"), Default())
 	require.ErrorContains(t, err, "must not contain the password")
+}
+
+func TestDefinitionsTakeDefaultsAndReportProblems(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(strings.NewReader(`
+site:
+  external_systems:
+    erp:
+      base_url: http://erp.local
+      methods:
+        ping: {path: /ping}
+  databases:
+    historian:
+      dsn: h.db
+      max_retries: 0
+`), DevDefault())
+	require.NoError(t, err)
+	require.Equal(t, []string{"erp"}, sortedKeys(cfg.Site.ExternalSystems), "the file's systems replace the dev defaults")
+	erp := cfg.Site.ExternalSystems["erp"]
+	require.Equal(t, "POST", erp.Methods["ping"].Verb, "verb defaults to POST")
+	require.Equal(t, DefaultExternalSystem().RetryInterval, erp.RetryInterval)
+	require.Equal(t, 0, cfg.Site.Databases["historian"].MaxRetries, "an explicit 0 is kept, not defaulted")
+	require.Equal(t, DriverSQLite, cfg.Site.Databases["historian"].Driver)
+
+	_, err = Parse(strings.NewReader(`
+site:
+  external_systems:
+    erp:
+      base_url: ftp://erp
+      methods:
+        ping: {verb: FETCH, path: ping}
+      retry_interval: 0s
+  databases:
+    plant:
+      driver: sqlserver
+      dsn: sqlserver://sa:pw@db
+    bad name:
+      dsn: x.db
+`), Default())
+	var problems Problems
+	require.ErrorAs(t, err, &problems)
+	paths := map[string]bool{}
+	for _, p := range problems {
+		paths[p.Path] = true
+	}
+	for _, want := range []string{
+		"site.external_systems.erp.base_url", "site.external_systems.erp.methods.ping.verb",
+		"site.external_systems.erp.methods.ping.path", "site.external_systems.erp.retry_interval",
+		"site.databases.plant.dsn", "site.databases.bad name",
+	} {
+		require.True(t, paths[want], "expected a problem at %s in:\n%v", want, err)
+	}
 }

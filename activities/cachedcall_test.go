@@ -1,0 +1,385 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+func TestImmediateOutcome(t *testing.T) {
+	t.Parallel()
+	unavailable := &targets.Failure{Status: 503, Message: "HTTP 503 Service Unavailable"}
+	cases := []struct {
+		name       string
+		err        error
+		wantStatus workflows.Status
+		wantError  string
+	}{
+		{"success", nil, workflows.StatusDelivered, ""},
+		{"transient failure", unavailable, workflows.StatusPending, "HTTP 503 Service Unavailable"},
+		{"wrapped transient failure", fmt.Errorf("call erp.createOrder: %w", unavailable), workflows.StatusPending,
+			"call erp.createOrder: HTTP 503 Service Unavailable"},
+		{"network failure", &targets.Failure{Message: "dial tcp 127.0.0.1:1: connection refused"}, workflows.StatusPending,
+			"dial tcp 127.0.0.1:1: connection refused"},
+		{"permanent failure", &targets.Failure{Permanent: true, Status: 400, Message: `HTTP 400 Bad Request: {"error":"no such order"}`},
+			workflows.StatusFailed, `HTTP 400 Bad Request: {"error":"no such order"}`},
+		{"invalid request", &targets.InvalidError{Field: "method", Reason: `system "erp" has no method "nope"`},
+			workflows.StatusFailed, `method: system "erp" has no method "nope"`},
+	}
+	for _, c := range cases {
+		status, lastError := activities.ImmediateOutcome(c.err)
+		require.Equal(t, c.wantStatus, status, c.name)
+		require.Equal(t, c.wantError, lastError, c.name)
+	}
+}
+
+func TestRetryOutcome(t *testing.T) {
+	t.Parallel()
+	unavailable := &targets.Failure{Status: 503, Message: "HTTP 503 Service Unavailable"}
+	rejected := &targets.Failure{Permanent: true, Status: 422, Message: "HTTP 422 Unprocessable Entity"}
+	invalid := &targets.InvalidError{Field: "connection", Reason: `unknown database "gone"`}
+	cases := []struct {
+		name                string
+		err                 error
+		retries, maxRetries int
+		wantStatus          workflows.Status
+		wantError           string
+	}{
+		{"success", nil, 3, 3, workflows.StatusDelivered, ""},
+		{"transient, first retry", unavailable, 1, 3, workflows.StatusRetrying, "HTTP 503 Service Unavailable"},
+		{"transient, under max", unavailable, 2, 3, workflows.StatusRetrying, "HTTP 503 Service Unavailable"},
+		{"transient, at max", unavailable, 3, 3, workflows.StatusParked, "retries exhausted (3): HTTP 503 Service Unavailable"},
+		{"transient, no retries allowed", unavailable, 1, 0, workflows.StatusParked, "retries exhausted (0): HTTP 503 Service Unavailable"},
+		{"permanent", rejected, 1, 3, workflows.StatusParked, "permanent failure: HTTP 422 Unprocessable Entity"},
+		{"invalid", invalid, 1, 3, workflows.StatusParked, `permanent failure: connection: unknown database "gone"`},
+	}
+	for _, c := range cases {
+		status, lastError := activities.RetryOutcome(c.err, c.retries, c.maxRetries)
+		require.Equal(t, c.wantStatus, status, c.name)
+		require.Equal(t, c.wantError, lastError, c.name)
+	}
+}
+
+var siteT0 = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+
+// erpServer is the external system: it counts requests and answers with the
+// status the test sets.
+type erpServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	status int
+	paths  []string
+	bodies []string
+}
+
+func newERPServer(t *testing.T, status int) *erpServer {
+	t.Helper()
+	e := &erpServer{status: status}
+	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		e.mu.Lock()
+		e.paths = append(e.paths, r.URL.Path)
+		e.bodies = append(e.bodies, string(body))
+		status := e.status
+		e.mu.Unlock()
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, `{"ok":false}`)
+	}))
+	t.Cleanup(e.Close)
+	return e
+}
+
+func (e *erpServer) answer(status int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status = status
+}
+
+// request is the nth request received: its path and body.
+func (e *erpServer) request(n int) (path, body string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.paths[n], e.bodies[n]
+}
+
+func (e *erpServer) requests() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.paths)
+}
+
+// site is a real site store, a real registry pointed at the erp server and
+// the activities over them, run through Temporal's activity test environment.
+type site struct {
+	t     *testing.T
+	erp   *erpServer
+	store *sitestore.Store
+	acts  *activities.SiteActivities
+	env   *testsuite.TestActivityEnvironment
+	now   time.Time
+}
+
+func newSite(t *testing.T, status int) *site {
+	t.Helper()
+	s := &site{t: t, erp: newERPServer(t, status), now: siteT0}
+	clock := func() time.Time { return s.now }
+	store, err := sitestore.Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), clock)
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	reg := targets.New(map[string]config.ExternalSystem{"erp": {
+		BaseURL: s.erp.URL, Timeout: 5 * time.Second,
+		Methods: map[string]config.Method{"createOrder": {Verb: "POST", Path: "/orders/{id}"}},
+	}}, nil)
+	t.Cleanup(func() { reg.Close() })
+	s.store = store
+	s.acts = &activities.SiteActivities{Store: store, Targets: reg, Now: clock}
+	var ts testsuite.WorkflowTestSuite
+	s.env = ts.NewTestActivityEnvironment()
+	s.env.RegisterActivity(s.acts)
+	return s
+}
+
+// buffer tracks a call whose immediate attempt failed transiently, as the
+// site's client does: BeginOperation, then RecordAttempt(Pending).
+func (s *site) buffer(id string) workflows.TrackedOperation {
+	s.t.Helper()
+	ctx := context.Background()
+	req := targets.Request{Kind: workflows.KindExternalCall, System: "erp", Method: "createOrder",
+		Params: map[string]any{"id": id, "qty": 3}}
+	payload, err := targets.Encode(req)
+	require.NoError(s.t, err)
+	_, err = s.store.BeginOperation(ctx, sitestore.NewOperation{
+		OperationID: id, Kind: req.Kind, Target: "erp.createOrder", Payload: payload,
+		Provenance: sitestore.Provenance{SiteID: "plant-1", Node: "node-a"}, AttemptGrace: time.Minute,
+	})
+	require.NoError(s.t, err)
+	at := s.now
+	row, err := s.store.RecordAttempt(ctx, sitestore.Attempt{
+		OperationID: id, Status: workflows.StatusPending, LastError: "HTTP 503 Service Unavailable", At: &at,
+	})
+	require.NoError(s.t, err)
+	return row
+}
+
+func (s *site) deliver(in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+	return s.run(s.acts.DeliverCachedCall, in)
+}
+
+func (s *site) resolve(in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+	return s.run(s.acts.ResolveParkedCall, in)
+}
+
+func (s *site) run(activity, in any) (workflows.TrackedOperation, error) {
+	s.t.Helper()
+	v, err := s.env.ExecuteActivity(activity, in)
+	if err != nil {
+		return workflows.TrackedOperation{}, err
+	}
+	var row workflows.TrackedOperation
+	require.NoError(s.t, v.Get(&row))
+	return row, nil
+}
+
+func (s *site) stored(id string) workflows.TrackedOperation {
+	s.t.Helper()
+	row, err := s.store.GetOperation(context.Background(), id)
+	require.NoError(s.t, err)
+	return row
+}
+
+var sitePolicy = workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute}
+
+func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, http.StatusServiceUnavailable)
+	s.buffer("op-1")
+	require.Zero(t, s.erp.requests())
+
+	// Retry 1 fails transiently: Retrying, next attempt one interval on.
+	s.now = siteT0.Add(time.Minute)
+	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+	require.NoError(t, err)
+	require.Equal(t, 1, s.erp.requests())
+	path, body := s.erp.request(0)
+	require.Equal(t, "/orders/op-1", path)
+	require.JSONEq(t, `{"qty":3}`, body)
+	require.Equal(t, workflows.StatusRetrying, row.Status)
+	require.Equal(t, 1, row.RetryCount)
+	require.Contains(t, row.LastError, "HTTP 503")
+	require.Equal(t, s.now, *row.LastAttemptAt)
+	require.NotNil(t, row.NextAttemptAt)
+	require.Equal(t, s.now.Add(sitePolicy.Interval), *row.NextAttemptAt)
+	require.Equal(t, s.stored("op-1"), row)
+
+	// The same task redelivered (the worker died after the store write)
+	// answers the recorded row and does not call the system again.
+	again, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+	require.NoError(t, err)
+	require.Equal(t, 1, s.erp.requests())
+	require.Equal(t, row, again)
+
+	// Retry 2 is the last one allowed: Parked.
+	s.now = siteT0.Add(2 * time.Minute)
+	row, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 1, Policy: sitePolicy})
+	require.NoError(t, err)
+	require.Equal(t, 2, s.erp.requests())
+	require.Equal(t, workflows.StatusParked, row.Status)
+	require.Equal(t, 2, row.RetryCount)
+	require.Contains(t, row.LastError, "retries exhausted (2): HTTP 503")
+	require.Nil(t, row.NextAttemptAt)
+	require.Nil(t, row.TerminalAt)
+	_, err = s.store.OperationPayload(context.Background(), "op-1")
+	require.NoError(t, err, "a parked call stays buffered for an operator retry")
+
+	// A parked call takes no attempt.
+	again, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 2, Policy: sitePolicy})
+	require.NoError(t, err)
+	require.Equal(t, 2, s.erp.requests())
+	require.Equal(t, row, again)
+
+	// The operator retries: back to Retrying with the count reset, due now.
+	s.now = siteT0.Add(time.Hour)
+	parkedAt := *row.LastAttemptAt
+	row, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true,
+		Action: workflows.OperatorAction{Operator: "ana", Reason: "erp is back"}})
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusRetrying, row.Status)
+	require.Equal(t, 0, row.RetryCount)
+	require.Equal(t, s.now, *row.NextAttemptAt)
+	require.Equal(t, parkedAt, *row.LastAttemptAt, "an operator action is not an attempt")
+	require.Contains(t, row.LastError, "retries exhausted (2)")
+	require.Equal(t, 2, s.erp.requests())
+
+	// The same resolve redelivered changes nothing.
+	again, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true})
+	require.NoError(t, err)
+	require.Equal(t, row, again)
+
+	// The system is back: Delivered, and the buffered call is gone.
+	s.erp.answer(http.StatusCreated)
+	s.now = siteT0.Add(time.Hour + time.Second)
+	row, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+	require.NoError(t, err)
+	require.Equal(t, 3, s.erp.requests())
+	require.Equal(t, workflows.StatusDelivered, row.Status)
+	require.Equal(t, 1, row.RetryCount)
+	require.Empty(t, row.LastError)
+	require.Nil(t, row.NextAttemptAt)
+	require.Equal(t, s.now, *row.TerminalAt)
+	_, err = s.store.OperationPayload(context.Background(), "op-1")
+	require.ErrorIs(t, err, sitestore.ErrNotFound)
+
+	// Delivered is never delivered again, even for a stale task.
+	again, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+	require.NoError(t, err)
+	require.Equal(t, 3, s.erp.requests())
+	require.Equal(t, row, again)
+}
+
+func TestPermanentFailureParksThenDiscardDropsTheCall(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, http.StatusBadRequest)
+	s.buffer("op-1")
+
+	s.now = siteT0.Add(time.Minute)
+	policy := workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 5, AttemptTimeout: time.Minute}
+	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", Policy: policy})
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusParked, row.Status, "a permanent failure parks at once")
+	require.Equal(t, 1, row.RetryCount)
+	require.Contains(t, row.LastError, "permanent failure: HTTP 400")
+
+	s.now = siteT0.Add(time.Hour)
+	row, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: false,
+		Action: workflows.OperatorAction{Operator: "bo", Reason: "order cancelled"}})
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDiscarded, row.Status)
+	require.Equal(t, 1, row.RetryCount)
+	require.Contains(t, row.LastError, "permanent failure: HTTP 400")
+	require.Equal(t, s.now, *row.TerminalAt)
+	require.Equal(t, s.stored("op-1"), row)
+	_, err = s.store.OperationPayload(context.Background(), "op-1")
+	require.ErrorIs(t, err, sitestore.ErrNotFound)
+	depth, err := s.store.Depth(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, depth)
+
+	// A redelivered discard, or a late retry, finds it settled and changes nothing.
+	again, err := s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true})
+	require.NoError(t, err)
+	require.Equal(t, row, again)
+	require.Equal(t, 1, s.erp.requests())
+}
+
+// A site whose store was replaced no longer knows the operation: the
+// workflow must fail at once, not retry forever.
+func TestUnknownOperationIsNonRetryable(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, http.StatusOK)
+	for name, run := range map[string]func() (workflows.TrackedOperation, error){
+		"deliver": func() (workflows.TrackedOperation, error) {
+			return s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-gone", Policy: sitePolicy})
+		},
+		"resolve": func() (workflows.TrackedOperation, error) {
+			return s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-gone", Retry: true})
+		},
+	} {
+		_, err := run()
+		require.Error(t, err, name)
+		var appErr *temporal.ApplicationError
+		require.True(t, errors.As(err, &appErr), "%s: %v", name, err)
+		require.Equal(t, workflows.ErrTypeUnknownOperation, appErr.Type(), name)
+		require.True(t, appErr.NonRetryable(), name)
+		require.Contains(t, appErr.Error(), "op-gone", name)
+	}
+	require.Zero(t, s.erp.requests())
+}
+
+func TestListTrackingChangesAfterCursorInSeqOrder(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, http.StatusServiceUnavailable)
+	s.buffer("a") // seq 1, 2
+	s.buffer("b") // seq 3, 4
+	s.buffer("c") // seq 5, 6
+	s.now = siteT0.Add(time.Minute)
+	_, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "a", Policy: sitePolicy}) // seq 7
+	require.NoError(t, err)
+
+	list := func(after int64, limit int) []workflows.TrackedOperation {
+		t.Helper()
+		v, err := s.env.ExecuteActivity(s.acts.ListTrackingChanges, workflows.ListTrackingChangesInput{After: after, Limit: limit})
+		require.NoError(t, err)
+		var rows []workflows.TrackedOperation
+		require.NoError(t, v.Get(&rows))
+		return rows
+	}
+	summary := func(rows []workflows.TrackedOperation) []string {
+		out := []string{}
+		for _, r := range rows {
+			out = append(out, fmt.Sprintf("%s@%d:%s", r.OperationID, r.Seq, r.Status))
+		}
+		return out
+	}
+
+	require.Equal(t, []string{"b@4:Pending", "c@6:Pending", "a@7:Retrying"}, summary(list(2, 10)))
+	require.Equal(t, []string{"b@4:Pending", "c@6:Pending"}, summary(list(2, 2)))
+	require.Equal(t, []string{"a@7:Retrying"}, summary(list(6, 2)))
+	require.Empty(t, list(7, 2))
+}
