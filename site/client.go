@@ -94,12 +94,16 @@ func OpenConfig(ctx context.Context, file string, opts Options) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	opts = withSiteDefaults(opts, cfg.Site)
-	store, err := sitestore.Open(ctx, cfg.Site.Store, opts.Now)
+	return openSite(ctx, cfg.Site, opts)
+}
+
+func openSite(ctx context.Context, cfg config.Site, opts Options) (*Client, error) {
+	opts = withSiteDefaults(opts, cfg)
+	store, err := sitestore.Open(ctx, cfg.Store, opts.Now)
 	if err != nil {
 		return nil, err
 	}
-	return newClient(store, targets.New(cfg.Site.ExternalSystems, cfg.Site.Databases), opts), nil
+	return newClient(store, targets.New(cfg.ExternalSystems, cfg.Databases), opts), nil
 }
 
 func withSiteDefaults(opts Options, cfg config.Site) Options {

@@ -1,0 +1,134 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// erpServer answers 200, or the status in failWith when it is set.
+func erpServer(t *testing.T, failWith *atomic.Int32) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code := failWith.Load(); code != 0 {
+			http.Error(w, `{"error":"refused"}`, int(code))
+			return
+		}
+		fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func siteDefinitions(erpURL, dbPath string) config.Site {
+	cfg := config.Default().Site
+	erp := config.DefaultExternalSystem()
+	erp.BaseURL, erp.Timeout = erpURL, time.Second
+	erp.Methods = map[string]config.Method{"getOrder": {Verb: "GET", Path: "/orders/{id}"}}
+	db := config.DefaultDatabase()
+	db.DSN = dbPath
+	cfg.ExternalSystems = map[string]config.ExternalSystem{"erp": erp}
+	cfg.Databases = map[string]config.Database{"historian": db}
+	return cfg
+}
+
+func postJSON(t *testing.T, h http.Handler, path, body string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+	return rec.Code, rec.Body.String()
+}
+
+// Bad calls and writes get a 400 naming the problem; nothing is tracked or
+// buffered for them.
+func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := siteDefinitions("http://127.0.0.1:1", filepath.Join(dir, "historian.db"))
+	cfg.Store = filepath.Join(dir, "site.db")
+	c, err := openSite(context.Background(), cfg, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	h := NewAPI(c, zaptest.NewLogger(t))
+	cases := []struct {
+		name, path, body, mentions string
+	}{
+		{"unknown system", "/v1/calls", `{"system":"mes","method":"getOrder"}`, "system"},
+		{"unknown method", "/v1/calls", `{"system":"erp","method":"cancel"}`, "method"},
+		{"missing path param", "/v1/calls", `{"system":"erp","method":"getOrder","params":{}}`, "params.id"},
+		{"unknown field", "/v1/calls", `{"system":"erp","method":"getOrder","retries":3}`, `unknown field "retries" (known: system, method, params, instance, script)`},
+		{"malformed", "/v1/calls", `{"system":`, "malformed JSON"},
+		{"unknown connection", "/v1/writes", `{"connection":"mes","sql":"DELETE FROM t"}`, "connection"},
+		{"empty sql", "/v1/writes", `{"connection":"historian","sql":" "}`, "sql"},
+		{"args not a list", "/v1/writes", `{"connection":"historian","sql":"DELETE FROM t","args":{"a":1}}`, `field "args"`},
+	}
+	for _, tc := range cases {
+		code, body := postJSON(t, h, tc.path, tc.body)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", tc.name, body)
+		var e ErrorBody
+		require.NoError(t, json.Unmarshal([]byte(body), &e), tc.name)
+		require.Contains(t, e.Error, tc.mentions, tc.name)
+	}
+	rows, err := c.Tracking().List(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, rows, "nothing is tracked for bad input")
+	depth, err := c.BufferDepth(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, depth)
+}
+
+// The daemon purges terminal tracking rows past the retention window on its
+// own, with central unreachable, and keeps every row still in flight.
+func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
+	t.Parallel()
+	var failWith atomic.Int32
+	erp := erpServer(t, &failWith)
+	dir := t.TempDir()
+	cfg := siteDefinitions(erp.URL, filepath.Join(dir, "historian.db"))
+	cfg.Store, cfg.Listen = filepath.Join(dir, "site.db"), "127.0.0.1:0"
+	cfg.TrackingRetention, cfg.PurgeInterval = 500*time.Millisecond, 100*time.Millisecond
+	tcfg := config.Default().Temporal
+	tcfg.Address = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)) // nothing listens: central is down
+	log := zaptest.NewLogger(t)
+	tc, err := temporalclient.Lazy(tcfg, log)
+	require.NoError(t, err)
+	defer tc.Close()
+	d, err := StartDaemon(context.Background(), cfg, tc, log)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+
+	delivered, err := d.Client.Call(ctx, "erp", "getOrder", map[string]any{"id": 7})
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDelivered, delivered.Status)
+	require.JSONEq(t, `{"path":"/orders/7"}`, string(delivered.Body))
+	failWith.Store(http.StatusServiceUnavailable)
+	queued, err := d.Client.Call(ctx, "erp", "getOrder", map[string]any{"id": 8})
+	require.NoError(t, err)
+	require.True(t, queued.Queued())
+
+	require.Eventually(t, func() bool {
+		_, err := d.Client.Tracking().Status(ctx, delivered.ID)
+		return err != nil && strings.Contains(err.Error(), ErrNotFound.Error())
+	}, 10*time.Second, 50*time.Millisecond, "the delivered row is purged after the retention window")
+	row, err := d.Client.Tracking().Status(ctx, queued.ID)
+	require.NoError(t, err, "a Pending row is never purged")
+	require.Equal(t, workflows.StatusPending, row.Status)
+}
