@@ -1,0 +1,337 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+type cachedCallSuite struct {
+	suite.Suite
+	testsuite.WorkflowTestSuite
+	env *testsuite.TestWorkflowEnvironment
+	// statusAttrs is every OutpostStatus value the workflow upserted, in order.
+	statusAttrs []string
+	// delivers records each DeliverCachedCall input and the workflow time it ran at.
+	delivers   []workflows.DeliverCachedCallInput
+	deliverAt  []time.Time
+	resolves   []workflows.ResolveParkedCallInput
+	resolvesAt []time.Time
+}
+
+func TestCachedCallWorkflow(t *testing.T) { suite.Run(t, new(cachedCallSuite)) }
+
+var (
+	callT0     = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	callPolicy = workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 90 * time.Second}
+)
+
+const callSite = "plant-1"
+
+func callSubmission() workflows.CachedCallSubmission {
+	at := callT0
+	return workflows.CachedCallSubmission{
+		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", SiteID: callSite,
+		Policy: callPolicy, LastAttemptAt: &at, LastError: "HTTP 503 Service Unavailable", CreatedAt: callT0.Add(-time.Second),
+	}
+}
+
+// callRow is the site's tracking row of op-1 as a site activity returns it.
+func callRow(status workflows.Status, retries int, lastError string) workflows.TrackedOperation {
+	at := callT0.Add(time.Duration(retries) * time.Minute)
+	return workflows.TrackedOperation{
+		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", Status: status,
+		RetryCount: retries, LastError: lastError, SourceSiteID: callSite, SourceNode: "node-a",
+		CreatedAt: callT0.Add(-time.Second), UpdatedAt: at, LastAttemptAt: &at, Seq: int64(10 + retries),
+	}
+}
+
+var errUnexpectedCall = temporal.NewNonRetryableApplicationError("unexpected extra activity call", "Test", nil)
+
+func (s *cachedCallSuite) SetupTest() {
+	s.env = s.NewTestWorkflowEnvironment()
+	s.env.SetStartTime(callT0)
+	s.env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
+	site := &activities.SiteActivities{}
+	s.env.RegisterActivity(site)
+	// The site activities exist only on the site's own queue: an activity
+	// scheduled anywhere else finds no worker and fails the test.
+	s.env.SetActivityTaskQueue(workflows.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
+	s.statusAttrs, s.delivers, s.deliverAt, s.resolves, s.resolvesAt = nil, nil, nil, nil, nil
+	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.AttrStatus); ok {
+			s.statusAttrs = append(s.statusAttrs, v)
+		}
+	}).Return(nil)
+}
+
+func (s *cachedCallSuite) submitAt(sub workflows.CachedCallSubmission, after time.Duration) {
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(workflows.SignalSubmit, sub) }, after)
+}
+
+// deliverReturns makes DeliverCachedCall answer rows in turn. A call past
+// the last row fails the workflow at once instead of retrying forever.
+func (s *cachedCallSuite) deliverReturns(rows ...workflows.TrackedOperation) {
+	s.env.OnActivity(workflows.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+			s.delivers = append(s.delivers, in)
+			s.deliverAt = append(s.deliverAt, s.env.Now().UTC())
+			if len(s.delivers) > len(rows) {
+				return workflows.TrackedOperation{}, errUnexpectedCall
+			}
+			return rows[len(s.delivers)-1], nil
+		})
+}
+
+func (s *cachedCallSuite) resolveReturns(rows ...workflows.TrackedOperation) {
+	s.env.OnActivity(workflows.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+			s.resolves = append(s.resolves, in)
+			s.resolvesAt = append(s.resolvesAt, s.env.Now().UTC())
+			if len(s.resolves) > len(rows) {
+				return workflows.TrackedOperation{}, errUnexpectedCall
+			}
+			return rows[len(s.resolves)-1], nil
+		})
+}
+
+func (s *cachedCallSuite) result() workflows.TrackedOperation {
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var st workflows.TrackedOperation
+	s.Require().NoError(s.env.GetWorkflowResult(&st))
+	return st
+}
+
+func (s *cachedCallSuite) queryStatus() workflows.TrackedOperation {
+	v, err := s.env.QueryWorkflow(workflows.QueryStatus)
+	s.Require().NoError(err)
+	var st workflows.TrackedOperation
+	s.Require().NoError(v.Get(&st))
+	return st
+}
+
+func (s *cachedCallSuite) retryCounts() []int {
+	out := []int{}
+	for _, in := range s.delivers {
+		out = append(out, in.RetryCount)
+	}
+	return out
+}
+
+func (s *cachedCallSuite) TestFailsTwiceThenDelivered() {
+	s.submitAt(callSubmission(), 0)
+	s.deliverReturns(
+		callRow(workflows.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
+		callRow(workflows.StatusRetrying, 2, "HTTP 503 Service Unavailable"),
+		callRow(workflows.StatusDelivered, 3, ""),
+	)
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	st := s.result()
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(3, st.RetryCount)
+	s.Equal([]int{0, 1, 2}, s.retryCounts())
+	for _, in := range s.delivers {
+		s.Equal("op-1", in.OperationID)
+		s.Equal(callPolicy, in.Policy)
+	}
+	s.Require().Len(s.deliverAt, 3)
+	s.False(s.deliverAt[0].Before(callT0.Add(callPolicy.Interval)),
+		"first retry at %s, before one interval after the immediate attempt", s.deliverAt[0])
+	s.Equal(callT0.Add(callPolicy.Interval), s.deliverAt[0], "and no later either")
+	s.Equal(callPolicy.Interval, s.deliverAt[1].Sub(s.deliverAt[0]))
+	s.Equal(callPolicy.Interval, s.deliverAt[2].Sub(s.deliverAt[1]))
+	s.Equal([]string{"Retrying", "Retrying", "Delivered"}, s.statusAttrs)
+	s.env.AssertNotCalled(s.T(), workflows.ActivityResolveParkedCall, mock.Anything, mock.Anything)
+}
+
+// A call handed off long after its immediate attempt is retried at once.
+func (s *cachedCallSuite) TestLateHandOffRetriesAtOnce() {
+	sub := callSubmission()
+	late := callT0.Add(-10 * time.Minute)
+	sub.LastAttemptAt = &late
+	s.submitAt(sub, 0)
+	s.deliverReturns(callRow(workflows.StatusDelivered, 1, ""))
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.Require().Len(s.deliverAt, 1)
+	s.Equal(callT0, s.deliverAt[0])
+}
+
+func (s *cachedCallSuite) TestParksThenOperatorRetryDelivers() {
+	s.submitAt(callSubmission(), 0)
+	s.deliverReturns(
+		callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable"),
+		callRow(workflows.StatusDelivered, 1, ""),
+	)
+	s.resolveReturns(callRow(workflows.StatusRetrying, 0, "retries exhausted (2): HTTP 503 Service Unavailable"))
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal(workflows.StatusParked, s.queryStatus().Status)
+		s.Empty(s.resolves, "nothing happens to a parked call before the operator acts")
+		s.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "fixed"})
+	}, time.Hour)
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	st := s.result()
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Require().Len(s.resolves, 1)
+	s.Equal(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true,
+		Action: workflows.OperatorAction{Operator: "ana", Reason: "fixed"}}, s.resolves[0])
+	s.Equal([]int{0, 0}, s.retryCounts(), "the operator's retry starts the count again")
+	s.Require().Len(s.deliverAt, 2)
+	s.Equal(s.resolvesAt[0], s.deliverAt[1], "the retry is made as soon as the operator asks")
+	s.Equal([]string{"Parked", "Retrying", "Delivered"}, s.statusAttrs)
+}
+
+func (s *cachedCallSuite) TestParksThenDiscard() {
+	s.submitAt(callSubmission(), 0)
+	s.deliverReturns(callRow(workflows.StatusParked, 1, "permanent failure: HTTP 400 Bad Request"))
+	discarded := callRow(workflows.StatusDiscarded, 1, "permanent failure: HTTP 400 Bad Request")
+	s.resolveReturns(discarded)
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{Operator: "bo"})
+	}, time.Hour)
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	s.Equal(discarded, s.result())
+	s.Require().Len(s.resolves, 1)
+	s.False(s.resolves[0].Retry)
+	s.Equal("bo", s.resolves[0].Action.Operator)
+	s.Len(s.delivers, 1)
+	s.Equal([]string{"Parked", "Discarded"}, s.statusAttrs)
+}
+
+// A retry clicked while the call was still Retrying must not act on the
+// park that follows: the workflow waits for a new operator action.
+func (s *cachedCallSuite) TestStaleRetryIsNotAppliedToALaterPark() {
+	s.submitAt(callSubmission(), 0)
+	s.deliverReturns(
+		callRow(workflows.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
+		callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable"),
+	)
+	s.resolveReturns(callRow(workflows.StatusDiscarded, 2, "retries exhausted (2): HTTP 503 Service Unavailable"))
+	// Retries at 1m and 2m; the stale retry arrives in between.
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal(workflows.StatusRetrying, s.queryStatus().Status)
+		s.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana"})
+	}, 90*time.Second)
+	s.env.RegisterDelayedCallback(func() {
+		s.False(s.env.IsWorkflowCompleted())
+		s.Equal(workflows.StatusParked, s.queryStatus().Status)
+		s.Empty(s.resolves, "the stale retry was applied to the park")
+		s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{Operator: "bo"})
+	}, time.Hour)
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	s.Equal(workflows.StatusDiscarded, s.result().Status)
+	s.Require().Len(s.resolves, 1)
+	s.False(s.resolves[0].Retry)
+	s.Equal("bo", s.resolves[0].Action.Operator)
+	s.Equal(callT0.Add(time.Hour), s.resolvesAt[0])
+	s.Len(s.delivers, 2)
+}
+
+// A second submit (the site resending before it saw the acknowledgement)
+// changes nothing: not the operation, the site, nor the policy.
+func (s *cachedCallSuite) TestDuplicateSubmitIsIgnored() {
+	s.submitAt(callSubmission(), 0)
+	other := workflows.CachedCallSubmission{
+		OperationID: "op-2", Kind: workflows.KindDatabaseWrite, Target: "historian", SiteID: "plant-2",
+		Policy: workflows.RetryPolicy{Interval: 10 * time.Minute, MaxRetries: 9, AttemptTimeout: time.Minute},
+	}
+	s.submitAt(other, 30*time.Second)
+	s.deliverReturns(
+		callRow(workflows.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
+		callRow(workflows.StatusDelivered, 2, ""),
+	)
+	s.env.RegisterDelayedCallback(func() {
+		st := s.queryStatus()
+		s.Equal("op-1", st.OperationID)
+		s.Equal(callSite, st.SourceSiteID)
+	}, 45*time.Second)
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	st := s.result()
+	s.Equal("op-1", st.OperationID)
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Require().Len(s.delivers, 2)
+	for _, in := range s.delivers {
+		s.Equal("op-1", in.OperationID)
+		s.Equal(callPolicy, in.Policy)
+	}
+	s.Equal(callT0.Add(callPolicy.Interval), s.deliverAt[0])
+	s.Equal(callPolicy.Interval, s.deliverAt[1].Sub(s.deliverAt[0]))
+}
+
+func (s *cachedCallSuite) TestStatusQueryAnswersCurrentRow() {
+	sub := callSubmission()
+	s.submitAt(sub, 0)
+	parked := callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable")
+	s.deliverReturns(parked)
+	s.resolveReturns(callRow(workflows.StatusDiscarded, 2, parked.LastError))
+	// Before the first retry: the submission as a Pending row.
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal(workflows.TrackedOperation{
+			OperationID: sub.OperationID, Kind: sub.Kind, Target: sub.Target, Status: workflows.StatusPending,
+			LastError: sub.LastError, SourceSiteID: sub.SiteID, CreatedAt: sub.CreatedAt, LastAttemptAt: sub.LastAttemptAt,
+		}, s.queryStatus())
+	}, 30*time.Second)
+	// Parked: exactly the row the site returned.
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal(parked, s.queryStatus())
+		s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{})
+	}, time.Hour)
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	s.Equal(workflows.StatusDiscarded, s.result().Status)
+	s.Len(s.resolves, 1)
+}
+
+// A site that no longer holds the operation fails the workflow at once.
+func (s *cachedCallSuite) TestUnknownOperationFailsTheWorkflow() {
+	s.submitAt(callSubmission(), 0)
+	calls := 0
+	s.env.OnActivity(workflows.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+			calls++
+			return workflows.TrackedOperation{}, temporal.NewNonRetryableApplicationError(
+				"operation "+in.OperationID+" is not in this site's tracking table", workflows.ErrTypeUnknownOperation, nil)
+		})
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	s.Require().True(s.env.IsWorkflowCompleted())
+	err := s.env.GetWorkflowError()
+	s.Require().Error(err)
+	s.Contains(err.Error(), "op-1")
+	s.True(hasApplicationErrorType(err, workflows.ErrTypeUnknownOperation), "%v", err)
+	s.Equal(1, calls, "an unknown operation is not retried")
+	s.Empty(s.statusAttrs)
+}
+
+// hasApplicationErrorType reports whether any application error in err's
+// chain has type typ (the workflow's own wrap is an application error too).
+func hasApplicationErrorType(err error, typ string) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) {
+			return false
+		}
+		if appErr.Type() == typ {
+			return true
+		}
+		err = appErr
+	}
+	return false
+}
