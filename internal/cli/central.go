@@ -15,9 +15,10 @@ var centralCommand = command{
 	name:    "central",
 	summary: "run the central worker (task queue outpost-central)",
 	usage:   "--config FILE",
-	help: `Runs the central Temporal worker: notification delivery over SMTP and the
-central store. Registers Outpost's search attributes in the namespace if they
-are missing. Secrets come from the variables named in the config
+	help: `Runs the central Temporal worker: notification delivery over SMTP, the
+orchestration of cached calls (their retries run on each site's worker), and
+the site_calls mirror fed by site telemetry and reconciliation. Registers
+Outpost's search attributes in the namespace if they are missing. Secrets come from the variables named in the config
 (OUTPOST_SMTP_PASSWORD, OUTPOST_DB_PASSWORD, OUTPOST_TEMPORAL_API_KEY).
 
 Example:

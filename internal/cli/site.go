@@ -13,17 +13,23 @@ import (
 
 var siteCommand = command{
 	name:    "site",
-	summary: "run a site daemon (buffer, forwarder, local HTTP API)",
+	summary: "run a site daemon (buffer, tracking, forwarder, site worker, local HTTP API)",
 	usage:   "--config FILE",
-	help: `Runs the site daemon on the site store: the local HTTP API (site.listen) and
+	help: `Runs the site daemon on the site store: the local HTTP API (site.listen);
 the forwarder that hands buffered operations to central, retrying every
-site.forward_interval while central is unreachable. It starts and accepts
-work with central down.
+site.forward_interval while central is unreachable; the Temporal worker on
+task queue outpost-site-<site.id> that retries cached calls to the site's
+external systems and databases; telemetry of tracking changes to central's
+site_calls; and the purge of terminal tracking rows after
+site.tracking_retention. It starts and accepts work with central down.
 
 Example:
   outpost site --config /etc/outpost/outpost.yaml
   curl -s -XPOST localhost:8480/v1/notifications \
-    -d '{"list":"ops","subject":"Pump 3 tripped","body":"Pressure low"}'`,
+    -d '{"list":"ops","subject":"Pump 3 tripped","body":"Pressure low"}'
+  curl -s -XPOST localhost:8480/v1/calls \
+    -d '{"system":"erp","method":"getOrder","params":{"id":"42"}}'
+  curl -s localhost:8480/v1/operations/<id>`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
 			return runSite(ctx, cfg, log)
