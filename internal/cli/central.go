@@ -18,8 +18,9 @@ var centralCommand = command{
 	help: `Runs the central Temporal worker: notification delivery over SMTP, the
 orchestration of cached calls (their retries run on each site's worker), and
 the site_calls mirror fed by site telemetry and reconciliation. Registers
-Outpost's search attributes in the namespace if they are missing. Secrets come from the variables named in the config
-(OUTPOST_SMTP_PASSWORD, OUTPOST_DB_PASSWORD, OUTPOST_TEMPORAL_API_KEY).
+Outpost's search attributes in the namespace if they are missing. Secrets
+come from the variables named in the config (OUTPOST_SMTP_PASSWORD,
+OUTPOST_DB_PASSWORD, OUTPOST_TEMPORAL_API_KEY).
 
 Example:
   OUTPOST_SMTP_PASSWORD=... outpost central --config /etc/outpost/outpost.yaml`,

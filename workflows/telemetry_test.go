@@ -1,0 +1,190 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+type telemetrySuite struct {
+	suite.Suite
+	testsuite.WorkflowTestSuite
+	env *testsuite.TestWorkflowEnvironment
+	// lists and mirrors record the reconciliation's pulls and mirrored pages.
+	lists   []workflows.ListTrackingChangesInput
+	mirrors []workflows.MirrorReconciledInput
+}
+
+func TestTelemetryWorkflows(t *testing.T) { suite.Run(t, new(telemetrySuite)) }
+
+const telemetrySite = "plant-1"
+
+// seqRow is a tracking row whose last change is seq.
+func seqRow(seq int64) workflows.TrackedOperation {
+	at := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC).Add(time.Duration(seq) * time.Second)
+	return workflows.TrackedOperation{
+		OperationID: fmt.Sprintf("op-%d", seq), Kind: workflows.KindExternalCall, Target: "erp.createOrder",
+		Status: workflows.StatusRetrying, RetryCount: 1, SourceSiteID: telemetrySite, CreatedAt: at, UpdatedAt: at, Seq: seq,
+	}
+}
+
+func seqRows(from, to int64) []workflows.TrackedOperation {
+	var rows []workflows.TrackedOperation
+	for seq := from; seq <= to; seq++ {
+		rows = append(rows, seqRow(seq))
+	}
+	return rows
+}
+
+func (s *telemetrySuite) SetupTest() {
+	s.env = s.NewTestWorkflowEnvironment()
+	s.env.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: "IngestTelemetryWorkflow"})
+	s.env.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: "ReconcileSiteWorkflow"})
+	s.env.RegisterActivity(&activities.MirrorActivities{})
+	site := &activities.SiteActivities{}
+	s.env.RegisterActivity(site)
+	// The pull runs on the site's own queue, nowhere else.
+	s.env.SetActivityTaskQueue(workflows.SiteTaskQueue(telemetrySite), site.ListTrackingChanges)
+	s.lists, s.mirrors = nil, nil
+}
+
+func (s *telemetrySuite) TestIngestMirrorsTheBatch() {
+	batch := workflows.TelemetryBatch{SiteID: telemetrySite, Rows: seqRows(7, 9)}
+	var mirrored [][]workflows.TrackedOperation
+	s.env.OnActivity(workflows.ActivityMirrorSiteCalls, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, rows []workflows.TrackedOperation) (int, error) {
+			mirrored = append(mirrored, rows)
+			return 2, nil // one row was already newer in site_calls
+		})
+	s.env.ExecuteWorkflow("IngestTelemetryWorkflow", batch)
+
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var changed int
+	s.Require().NoError(s.env.GetWorkflowResult(&changed))
+	s.Equal(2, changed, "the mirror's count, not the batch size")
+	s.Equal([][]workflows.TrackedOperation{batch.Rows}, mirrored, "one bulk upsert of the batch's rows")
+}
+
+func (s *telemetrySuite) TestIngestFailsWhenMirrorFails() {
+	s.env.OnActivity(workflows.ActivityMirrorSiteCalls, mock.Anything, mock.Anything).Return(
+		0, temporal.NewNonRetryableApplicationError("site_calls is read-only", "Test", nil))
+	s.env.ExecuteWorkflow("IngestTelemetryWorkflow", workflows.TelemetryBatch{SiteID: telemetrySite, Rows: seqRows(1, 3)})
+
+	s.Require().True(s.env.IsWorkflowCompleted())
+	err := s.env.GetWorkflowError()
+	s.Require().Error(err, "the site must keep its outbox when central did not persist the batch")
+	s.Contains(err.Error(), "mirror 3 tracking rows of site plant-1")
+}
+
+// onReconcile mocks central's cursor, the site's pages (answered by the
+// cursor asked for) and central's mirror.
+func (s *telemetrySuite) onReconcile(cursor int64, pages map[int64][]workflows.TrackedOperation) {
+	s.env.OnActivity(workflows.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(cursor, nil).Once()
+	s.env.OnActivity(workflows.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.ListTrackingChangesInput) ([]workflows.TrackedOperation, error) {
+			s.lists = append(s.lists, in)
+			if len(s.lists) > 100 {
+				return nil, temporal.NewNonRetryableApplicationError("runaway pulling", "Test", nil)
+			}
+			return pages[in.After], nil
+		})
+	s.env.OnActivity(workflows.ActivityMirrorReconciled, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.MirrorReconciledInput) error {
+			s.mirrors = append(s.mirrors, in)
+			return nil
+		})
+}
+
+func (s *telemetrySuite) reconcileResult() workflows.ReconcileResult {
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res workflows.ReconcileResult
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	return res
+}
+
+func (s *telemetrySuite) TestReconcilePagesFromCursorUntilAShortPage() {
+	s.onReconcile(5, map[int64][]workflows.TrackedOperation{
+		5: seqRows(6, 8),
+		8: seqRows(9, 11),
+		// Seqs need not be contiguous: purged rows leave gaps.
+		11: {seqRow(14)},
+	})
+	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite, PageSize: 3})
+
+	s.Equal(workflows.ReconcileResult{Rows: 7, Cursor: 14}, s.reconcileResult())
+	s.Equal([]workflows.ListTrackingChangesInput{{After: 5, Limit: 3}, {After: 8, Limit: 3}, {After: 11, Limit: 3}}, s.lists,
+		"a short page ends the run without another pull")
+	s.Equal([]workflows.MirrorReconciledInput{
+		{SiteID: telemetrySite, Rows: seqRows(6, 8), Cursor: 8},
+		{SiteID: telemetrySite, Rows: seqRows(9, 11), Cursor: 11},
+		{SiteID: telemetrySite, Rows: []workflows.TrackedOperation{seqRow(14)}, Cursor: 14},
+	}, s.mirrors)
+}
+
+func (s *telemetrySuite) TestReconcileEmptyFirstPageMirrorsNothing() {
+	s.onReconcile(5, nil)
+	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite})
+
+	s.Equal(workflows.ReconcileResult{Rows: 0, Cursor: 5}, s.reconcileResult())
+	s.Equal([]workflows.ListTrackingChangesInput{{After: 5, Limit: 200}}, s.lists, "PageSize defaults to 200")
+	s.Empty(s.mirrors)
+	s.env.AssertNotCalled(s.T(), workflows.ActivityMirrorReconciled, mock.Anything, mock.Anything)
+}
+
+// A full page followed by an empty one: the empty pull ends the run.
+func (s *telemetrySuite) TestReconcileFullPageThenEmpty() {
+	s.onReconcile(0, map[int64][]workflows.TrackedOperation{0: seqRows(1, 2)})
+	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite, PageSize: 2})
+
+	s.Equal(workflows.ReconcileResult{Rows: 2, Cursor: 2}, s.reconcileResult())
+	s.Equal([]workflows.ListTrackingChangesInput{{After: 0, Limit: 2}, {After: 2, Limit: 2}}, s.lists)
+	s.Len(s.mirrors, 1)
+}
+
+// A long backlog continues as new after 50 full pages, so one run's history
+// stays bounded; the next run starts from the mirrored cursor.
+func (s *telemetrySuite) TestReconcileContinuesAsNewAfterFiftyFullPages() {
+	pages := map[int64][]workflows.TrackedOperation{}
+	for after := int64(5); after < 200; after++ {
+		pages[after] = seqRows(after+1, after+1)
+	}
+	s.onReconcile(5, pages)
+	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite, PageSize: 1})
+
+	s.Require().True(s.env.IsWorkflowCompleted())
+	err := s.env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	s.Require().True(errors.As(err, &can), "want continue-as-new, got %v", err)
+	s.Len(s.lists, 50)
+	s.Require().Len(s.mirrors, 50)
+	for i, m := range s.mirrors {
+		s.Equal(int64(6+i), m.Cursor)
+	}
+}
+
+func (s *telemetrySuite) TestReconcileFailsWhenTheSiteCannotBeReached() {
+	s.env.OnActivity(workflows.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(5), nil).Once()
+	s.env.OnActivity(workflows.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
+		[]workflows.TrackedOperation(nil), errors.New("site unreachable"))
+	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite})
+
+	s.Require().True(s.env.IsWorkflowCompleted())
+	err := s.env.GetWorkflowError()
+	s.Require().Error(err)
+	s.Contains(err.Error(), "pull tracking changes of site plant-1 after 5")
+	s.env.AssertNumberOfCalls(s.T(), workflows.ActivityListTrackingChanges, 3)
+	s.env.AssertNotCalled(s.T(), workflows.ActivityMirrorReconciled, mock.Anything, mock.Anything)
+}
