@@ -204,6 +204,13 @@ func (s *site) stored(id string) workflows.TrackedOperation {
 	return row
 }
 
+// when is *p, failing the test when p is nil.
+func when(t *testing.T, p *time.Time) time.Time {
+	t.Helper()
+	require.NotNil(t, p)
+	return *p
+}
+
 var sitePolicy = workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute}
 
 func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
@@ -223,9 +230,8 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 	require.Equal(t, workflows.StatusRetrying, row.Status)
 	require.Equal(t, 1, row.RetryCount)
 	require.Contains(t, row.LastError, "HTTP 503")
-	require.Equal(t, s.now, *row.LastAttemptAt)
-	require.NotNil(t, row.NextAttemptAt)
-	require.Equal(t, s.now.Add(sitePolicy.Interval), *row.NextAttemptAt)
+	require.Equal(t, s.now, when(t, row.LastAttemptAt))
+	require.Equal(t, s.now.Add(sitePolicy.Interval), when(t, row.NextAttemptAt))
 	require.Equal(t, s.stored("op-1"), row)
 
 	// The same task redelivered (the worker died after the store write)
@@ -256,14 +262,14 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 
 	// The operator retries: back to Retrying with the count reset, due now.
 	s.now = siteT0.Add(time.Hour)
-	parkedAt := *row.LastAttemptAt
+	parkedAt := when(t, row.LastAttemptAt)
 	row, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true,
 		Action: workflows.OperatorAction{Operator: "ana", Reason: "erp is back"}})
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusRetrying, row.Status)
 	require.Equal(t, 0, row.RetryCount)
-	require.Equal(t, s.now, *row.NextAttemptAt)
-	require.Equal(t, parkedAt, *row.LastAttemptAt, "an operator action is not an attempt")
+	require.Equal(t, s.now, when(t, row.NextAttemptAt))
+	require.Equal(t, parkedAt, when(t, row.LastAttemptAt), "an operator action is not an attempt")
 	require.Contains(t, row.LastError, "retries exhausted (2)")
 	require.Equal(t, 2, s.erp.requests())
 
@@ -282,7 +288,7 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 	require.Equal(t, 1, row.RetryCount)
 	require.Empty(t, row.LastError)
 	require.Nil(t, row.NextAttemptAt)
-	require.Equal(t, s.now, *row.TerminalAt)
+	require.Equal(t, s.now, when(t, row.TerminalAt))
 	_, err = s.store.OperationPayload(context.Background(), "op-1")
 	require.ErrorIs(t, err, sitestore.ErrNotFound)
 
@@ -313,7 +319,7 @@ func TestPermanentFailureParksThenDiscardDropsTheCall(t *testing.T) {
 	require.Equal(t, workflows.StatusDiscarded, row.Status)
 	require.Equal(t, 1, row.RetryCount)
 	require.Contains(t, row.LastError, "permanent failure: HTTP 400")
-	require.Equal(t, s.now, *row.TerminalAt)
+	require.Equal(t, s.now, when(t, row.TerminalAt))
 	require.Equal(t, s.stored("op-1"), row)
 	_, err = s.store.OperationPayload(context.Background(), "op-1")
 	require.ErrorIs(t, err, sitestore.ErrNotFound)

@@ -320,6 +320,29 @@ func (s *cachedCallSuite) TestUnknownOperationFailsTheWorkflow() {
 	s.Empty(s.statusAttrs)
 }
 
+// The workflow itself never retries UnknownOperation, even when a site
+// reports it as a retryable error.
+func (s *cachedCallSuite) TestUnknownOperationTypeIsNeverRetried() {
+	s.submitAt(callSubmission(), 0)
+	calls := 0
+	s.env.OnActivity(workflows.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+			calls++
+			if calls > 3 {
+				return workflows.TrackedOperation{}, errUnexpectedCall
+			}
+			return workflows.TrackedOperation{}, temporal.NewApplicationError(
+				"operation "+in.OperationID+" is not in this site's tracking table", workflows.ErrTypeUnknownOperation)
+		})
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	s.Require().True(s.env.IsWorkflowCompleted())
+	err := s.env.GetWorkflowError()
+	s.Require().Error(err)
+	s.True(hasApplicationErrorType(err, workflows.ErrTypeUnknownOperation), "%v", err)
+	s.Equal(1, calls)
+}
+
 // hasApplicationErrorType reports whether any application error in err's
 // chain has type typ (the workflow's own wrap is an application error too).
 func hasApplicationErrorType(err error, typ string) bool {
