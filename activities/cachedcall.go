@@ -43,9 +43,16 @@ func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.Del
 	if row.RetryCount != in.RetryCount || !retryable(row.Status) {
 		return row, nil
 	}
+	payload, err := a.Store.OperationPayload(ctx, in.OperationID)
+	if err != nil && !errors.Is(err, sitestore.ErrNotFound) {
+		// A store error fails the activity (Temporal retries it): it must
+		// not use up one of the call's retries.
+		return row, err
+	}
+	outcome := a.deliver(ctx, payload, err)
 	at := a.now()
 	retries := in.RetryCount + 1
-	status, lastError := RetryOutcome(a.attempt(ctx, in.OperationID), retries, in.Policy.MaxRetries)
+	status, lastError := RetryOutcome(outcome, retries, in.Policy.MaxRetries)
 	attempt := sitestore.Attempt{OperationID: in.OperationID, Status: status, RetryCount: retries, LastError: lastError, At: &at}
 	if status == workflows.StatusRetrying {
 		next := at.Add(in.Policy.Interval)
@@ -91,11 +98,11 @@ func RetryOutcome(err error, retries, maxRetries int) (workflows.Status, string)
 	}
 }
 
-// attempt runs the buffered call once; nil is success.
-func (a *SiteActivities) attempt(ctx context.Context, id string) error {
-	payload, err := a.Store.OperationPayload(ctx, id)
-	if err != nil {
-		return fmt.Errorf("no buffered call to deliver: %w", err)
+// deliver runs the buffered call once; nil is success. A call missing from
+// the buffer or unreadable is a permanent failure: it parks for an operator.
+func (a *SiteActivities) deliver(ctx context.Context, payload []byte, readErr error) error {
+	if readErr != nil {
+		return fmt.Errorf("the buffered call is missing from the site store: %w", readErr)
 	}
 	req, err := targets.Decode(payload)
 	if err != nil {

@@ -113,9 +113,14 @@ func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, 
 	at := c.now()
 	status, lastError := activities.ImmediateOutcome(attemptErr)
 	// The caller may have given up; the outcome must be recorded regardless.
-	_, err = c.store.RecordAttempt(context.WithoutCancel(ctx), sitestore.Attempt{
-		OperationID: id, Status: status, LastError: lastError, At: &at,
+	row, err := c.store.RecordAttempt(context.WithoutCancel(ctx), sitestore.Attempt{
+		OperationID: id, Status: status, LastError: lastError, At: &at, Immediate: true,
 	})
+	if errors.Is(err, sitestore.ErrSuperseded) {
+		// Central took the call over while this attempt ran long: its
+		// record stands, and the caller follows it by id.
+		return CallResult{ID: id, Status: row.Status, Error: row.LastError}, nil
+	}
 	if err != nil {
 		return CallResult{ID: id, Status: workflows.StatusPending}, fmt.Errorf(
 			"operation %s: recording the immediate attempt failed; the call stays buffered and central will retry it: %w", id, err)

@@ -93,7 +93,8 @@ func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
 }
 
 // The daemon purges terminal tracking rows past the retention window on its
-// own, with central unreachable, and keeps every row still in flight.
+// own, with central unreachable; it keeps every row still in flight and
+// every row central has not received yet.
 func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 	t.Parallel()
 	var failWith atomic.Int32
@@ -119,6 +120,14 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusDelivered, delivered.Status)
 	require.JSONEq(t, `{"path":"/orders/7"}`, string(delivered.Body))
+	// Central received this row before it went away.
+	row, err := d.Client.Tracking().Status(ctx, delivered.ID)
+	require.NoError(t, err)
+	require.NoError(t, d.Client.store.AdvanceTelemetryCursor(ctx, row.Seq))
+	failWith.Store(http.StatusBadRequest)
+	unsent, err := d.Client.Call(ctx, "erp", "getOrder", map[string]any{"id": 9})
+	var refused *TargetError
+	require.ErrorAs(t, err, &refused)
 	failWith.Store(http.StatusServiceUnavailable)
 	queued, err := d.Client.Call(ctx, "erp", "getOrder", map[string]any{"id": 8})
 	require.NoError(t, err)
@@ -128,7 +137,10 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 		_, err := d.Client.Tracking().Status(ctx, delivered.ID)
 		return err != nil && strings.Contains(err.Error(), ErrNotFound.Error())
 	}, 10*time.Second, 50*time.Millisecond, "the delivered row is purged after the retention window")
-	row, err := d.Client.Tracking().Status(ctx, queued.ID)
+	row, err = d.Client.Tracking().Status(ctx, queued.ID)
 	require.NoError(t, err, "a Pending row is never purged")
 	require.Equal(t, workflows.StatusPending, row.Status)
+	row, err = d.Client.Tracking().Status(ctx, unsent.ID)
+	require.NoError(t, err, "a terminal row central has not received is kept")
+	require.Equal(t, workflows.StatusFailed, row.Status)
 }

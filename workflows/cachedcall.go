@@ -121,14 +121,15 @@ func (c *cachedCall) run(ctx workflow.Context) (TrackedOperation, error) {
 }
 
 // retryUntilSettled makes retries until the call is delivered, parked or
-// otherwise no longer Pending or Retrying.
+// otherwise final. A Pending answer (the site's own immediate attempt was
+// recorded late) is retried like Retrying: the workflow never ends on it.
 func (c *cachedCall) retryUntilSettled(ctx workflow.Context) error {
 	for {
 		in := DeliverCachedCallInput{OperationID: c.state.OperationID, RetryCount: c.state.RetryCount, Policy: c.sub.Policy}
 		if err := c.onSite(ctx, ActivityDeliverCachedCall, in); err != nil {
 			return err
 		}
-		if c.state.Status != StatusRetrying {
+		if c.state.Status != StatusRetrying && c.state.Status != StatusPending {
 			return nil
 		}
 		if err := workflow.Sleep(ctx, c.sub.Policy.Interval); err != nil {

@@ -358,3 +358,20 @@ func hasApplicationErrorType(err error, typ string) bool {
 	}
 	return false
 }
+
+// A Pending answer (the site's immediate attempt recorded late) is retried,
+// never taken as the end of the call.
+func (s *cachedCallSuite) TestPendingAnswerIsRetried() {
+	s.submitAt(callSubmission(), 0)
+	s.deliverReturns(
+		callRow(workflows.StatusPending, 0, "timeout"),
+		callRow(workflows.StatusDelivered, 1, ""),
+	)
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	st := s.result()
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal([]int{0, 0}, s.retryCounts(), "the next retry follows the row's own count")
+	s.Require().Len(s.deliverAt, 2)
+	s.Equal(callPolicy.Interval, s.deliverAt[1].Sub(s.deliverAt[0]))
+}

@@ -61,7 +61,8 @@ type Site struct {
 	// MaxBodyBytes limits a notification body. Default 65536 (64 KiB).
 	MaxBodyBytes int `yaml:"max_body_bytes"`
 	// TrackingRetention is how long terminal tracking rows (Delivered,
-	// Failed, Discarded) stay on the site before it purges them. Default 168h (7 days).
+	// Failed, Discarded) stay on the site before it purges them (a row
+	// central has not received yet waits for it). Default 168h (7 days).
 	TrackingRetention time.Duration `yaml:"tracking_retention"`
 	// PurgeInterval is how often the site looks for tracking rows to purge. Default 1h.
 	PurgeInterval time.Duration `yaml:"purge_interval"`

@@ -38,11 +38,19 @@ type Attempt struct {
 	At *time.Time
 	// NextAttemptAt is when a Retrying operation is tried again.
 	NextAttemptAt *time.Time
+	// Immediate marks the outcome of the site's immediate attempt. It
+	// applies only to a row no retry has touched: an immediate attempt that
+	// outlasted its grace may finish after central began retrying.
+	Immediate bool
 }
 
 // ErrTerminalOperation is returned for a change to a tracking row that is
 // already Delivered, Failed or Discarded.
 var ErrTerminalOperation = errors.New("operation is terminal")
+
+// ErrSuperseded is returned for an immediate attempt's outcome that arrives
+// after a retry already changed the row; the row is returned unchanged.
+var ErrSuperseded = errors.New("a retry already changed the operation")
 
 const trackingColumns = `operation_id, kind, target, status, retry_count, last_error, site_id, node,
 	instance, script, created_at, updated_at, last_attempt_at, next_attempt_at, terminal_at, seq`
@@ -105,6 +113,10 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (workflows.Tracked
 		}
 		if current.Status.Terminal() {
 			return fmt.Errorf("operation %s is already %s: %w", a.OperationID, current.Status, ErrTerminalOperation)
+		}
+		if a.Immediate && (current.Status != workflows.StatusPending || current.LastAttemptAt != nil) {
+			row = current
+			return fmt.Errorf("immediate attempt of %s: %w", a.OperationID, ErrSuperseded)
 		}
 		seq, err := nextSeq(ctx, tx)
 		if err != nil {
@@ -254,11 +266,14 @@ func (s *Store) TelemetryBacklog(ctx context.Context, limit int) (int, error) {
 }
 
 // PurgeTerminal deletes up to limit tracking rows that became terminal
-// before cutoff and returns how many it deleted. Non-terminal rows are
-// never purged.
+// before cutoff and whose final state central has (telemetry moved past
+// it), and returns how many it deleted. Non-terminal rows are never purged;
+// a terminal row waits while central is away longer than the retention, so
+// site_calls never keeps an outdated state for good.
 func (s *Store) PurgeTerminal(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM tracking WHERE operation_id IN (
-		SELECT operation_id FROM tracking WHERE terminal_at IS NOT NULL AND terminal_at < ? LIMIT ?)`,
+		SELECT operation_id FROM tracking WHERE terminal_at IS NOT NULL AND terminal_at < ?
+		AND seq <= (SELECT value FROM meta WHERE name = 'telemetry_cursor') LIMIT ?)`,
 		cutoff.UnixNano(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("purge tracking rows terminal before %s: %w", cutoff.Format(time.RFC3339), err)

@@ -330,7 +330,12 @@ func TestPurgeTerminalDeletesOnlyOldTerminalRows(t *testing.T) {
 	clock.advance(time.Minute)
 	record(t, s, Attempt{OperationID: "failed", Status: workflows.StatusFailed, At: &at})
 	clock.advance(time.Minute)
-	record(t, s, Attempt{OperationID: "discarded", Status: workflows.StatusDiscarded, At: &at})
+	last := record(t, s, Attempt{OperationID: "discarded", Status: workflows.StatusDiscarded, At: &at})
+
+	n, err := s.PurgeTerminal(ctx, trackingT0.AddDate(1, 0, 0), 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "rows central has not received yet are kept, however old")
+	require.NoError(t, s.AdvanceTelemetryCursor(ctx, last.Seq))
 
 	listed := func() []string {
 		t.Helper()
@@ -340,7 +345,7 @@ func TestPurgeTerminalDeletesOnlyOldTerminalRows(t *testing.T) {
 	}
 	cutoff := trackingT0.Add(150 * time.Second) // after delivered and failed, before discarded
 
-	n, err := s.PurgeTerminal(ctx, cutoff, 1)
+	n, err = s.PurgeTerminal(ctx, cutoff, 1)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "respects the limit")
 	require.Len(t, listed(), 5)
@@ -369,6 +374,7 @@ func TestPurgingNewestRowDoesNotReuseSeq(t *testing.T) {
 	begin(t, s, "a", 0)
 	at := clock.t
 	require.Equal(t, int64(2), record(t, s, Attempt{OperationID: "a", Status: workflows.StatusDelivered, At: &at}).Seq)
+	require.NoError(t, s.AdvanceTelemetryCursor(ctx, 2))
 	n, err := s.PurgeTerminal(ctx, clock.t.Add(time.Hour), 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -480,4 +486,25 @@ func TestLongLastErrorIsTruncated(t *testing.T) {
 	short := strings.Repeat("é", maxErrorChars)
 	row = record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusRetrying, RetryCount: 2, LastError: short, At: &at})
 	require.Equal(t, short, row.LastError, "a message at the bound is kept whole")
+}
+
+// An immediate attempt that finishes after a retry changed the row does not
+// overwrite it.
+func TestLateImmediateOutcomeIsSuperseded(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	begin(t, s, "slow", 0)
+	at := clock.t
+	retried := record(t, s, Attempt{OperationID: "slow", Status: workflows.StatusRetrying, RetryCount: 1, LastError: "HTTP 503", At: &at})
+
+	row, err := s.RecordAttempt(context.Background(), Attempt{OperationID: "slow", Status: workflows.StatusPending, LastError: "timeout", At: &at, Immediate: true})
+	require.ErrorIs(t, err, ErrSuperseded)
+	require.Equal(t, retried, row, "the current row comes back")
+	got, err := s.GetOperation(context.Background(), "slow")
+	require.NoError(t, err)
+	require.Equal(t, retried, got, "the row is unchanged")
+
+	begin(t, s, "fresh", 0)
+	row = record(t, s, Attempt{OperationID: "fresh", Status: workflows.StatusPending, LastError: "timeout", At: &at, Immediate: true})
+	require.Equal(t, workflows.StatusPending, row.Status, "an untouched row takes the immediate outcome")
 }
