@@ -24,12 +24,7 @@ type SiteActivities struct {
 	Now func() time.Time
 }
 
-func (a *SiteActivities) now() time.Time {
-	if a.Now == nil {
-		return time.Now().UTC()
-	}
-	return a.Now().UTC()
-}
+func (a *SiteActivities) now() time.Time { return utcNow(a.Now) }
 
 // DeliverCachedCall makes one retry of a buffered cached call and records
 // its outcome on the tracking row: Delivered, Retrying or Parked. A retry the

@@ -35,11 +35,14 @@ type NotificationActivities struct {
 	Now func() time.Time
 }
 
-func (a *NotificationActivities) now() time.Time {
-	if a.Now == nil {
+func (a *NotificationActivities) now() time.Time { return utcNow(a.Now) }
+
+// utcNow reads the injected clock, time.Now when nil, in UTC.
+func utcNow(clock func() time.Time) time.Time {
+	if clock == nil {
 		return time.Now().UTC()
 	}
-	return a.Now().UTC()
+	return clock().UTC()
 }
 
 // RecordNotification inserts the central row unless it exists, and returns

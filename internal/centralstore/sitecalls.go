@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/internal/dbtx"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -34,7 +35,7 @@ func (s *Store) UpsertSiteCalls(ctx context.Context, rows []workflows.TrackedOpe
 		return 0, nil
 	}
 	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) (err error) {
 		n, err = s.upsertSiteCalls(ctx, tx, rows)
 		return err
 	})
@@ -49,7 +50,7 @@ func (s *Store) UpsertSiteCalls(ctx context.Context, rows []workflows.TrackedOpe
 // moving it back): the cursor never claims rows that were not stored.
 func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []workflows.TrackedOperation, cursor int64) (int, error) {
 	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) (err error) {
 		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
 			return err
 		}
@@ -181,22 +182,6 @@ func scanSiteCall(row scanner) (workflows.TrackedOperation, error) {
 	op.CreatedAt, op.UpdatedAt = created.UTC(), updated.UTC()
 	op.LastAttemptAt, op.NextAttemptAt, op.TerminalAt = timePtr(lastAttempt), timePtr(nextAttempt), timePtr(terminal)
 	return op, nil
-}
-
-// inTx runs fn in a transaction, committed only if fn succeeds.
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback() // a no-op after Commit
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
 }
 
 // valueRows is n parenthesised rows of one "?" per site_calls column.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outpost-dev/outpost/internal/dbtx"
 	"github.com/outpost-dev/outpost/internal/hlc"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 )
@@ -164,31 +165,26 @@ func Open(ctx context.Context, path string, now func() time.Time) (*Store, error
 // migrate applies the migrations the file has not run yet, each in its own
 // transaction with the version bump, so a crash never half-applies one.
 func migrate(ctx context.Context, db *sql.DB) error {
-	for {
-		tx, err := db.BeginTx(ctx, nil)
+	for done := false; !done; {
+		err := dbtx.Run(ctx, db, func(tx *sql.Tx) error {
+			var version int
+			if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+				return fmt.Errorf("read version: %w", err)
+			}
+			if done = version >= len(migrations); done {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
+				return fmt.Errorf("to version %d: %w", version+1, err)
+			}
+			_, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, version+1))
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("migrate: begin: %w", err)
-		}
-		var version int
-		if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migrate: read version: %w", err)
-		}
-		if version >= len(migrations) {
-			return tx.Rollback()
-		}
-		if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migrate to version %d: %w", version+1, err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, version+1)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migrate to version %d: %w", version+1, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migrate to version %d: commit: %w", version+1, err)
+			return fmt.Errorf("migrate: %w", err)
 		}
 	}
+	return nil
 }
 
 // Close closes the file.
@@ -198,19 +194,13 @@ func (s *Store) Close() error { return s.db.Close() }
 // timestamp and chain link, and returns them as stored. When it returns nil
 // every message is on disk.
 func (s *Store) Enqueue(ctx context.Context, msgs ...NewMessage) ([]Message, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("enqueue: begin: %w", err)
-	}
-	defer tx.Rollback()
-	stored, err := appendMessages(ctx, tx, s.now().UTC(), msgs)
-	if err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("enqueue: commit: %w", err)
-	}
-	return stored, nil
+	var stored []Message
+	err := s.inTx(ctx, "enqueue", func(tx *sql.Tx) error {
+		var err error
+		stored, err = appendMessages(ctx, tx, s.now().UTC(), msgs)
+		return err
+	})
+	return stored, err
 }
 
 // appendMessages inserts msgs in tx, each with its HLC timestamp and chain

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outpost-dev/outpost/internal/dbtx"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -200,34 +201,35 @@ func (s *Store) OperationPayload(ctx context.Context, id string) ([]byte, error)
 // ChangesSince returns up to limit tracking rows changed after seq, in
 // change order: telemetry's outbox and central's reconciliation pull.
 func (s *Store) ChangesSince(ctx context.Context, seq int64, limit int) ([]workflows.TrackedOperation, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+trackingColumns+` FROM tracking WHERE seq > ? ORDER BY seq LIMIT ?`, seq, limit)
+	rows, err := s.queryTracking(ctx, `WHERE seq > ? ORDER BY seq LIMIT ?`, seq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read tracking changes after %d: %w", seq, err)
 	}
-	defer rows.Close()
-	var out []workflows.TrackedOperation
-	for rows.Next() {
-		row, err := scanTracking(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read tracking changes after %d: %w", seq, err)
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
+	return rows, nil
 }
 
 // ListOperations returns every tracking row, by id (tests and tools).
 func (s *Store) ListOperations(ctx context.Context) ([]workflows.TrackedOperation, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+trackingColumns+` FROM tracking ORDER BY operation_id`)
+	rows, err := s.queryTracking(ctx, `ORDER BY operation_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list operations: %w", err)
+	}
+	return rows, nil
+}
+
+// queryTracking reads the tracking rows that the clause (WHERE, ORDER BY,
+// LIMIT) selects.
+func (s *Store) queryTracking(ctx context.Context, clause string, args ...any) ([]workflows.TrackedOperation, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+trackingColumns+` FROM tracking `+clause, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []workflows.TrackedOperation
 	for rows.Next() {
 		row, err := scanTracking(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list operations: %w", err)
+			return nil, err
 		}
 		out = append(out, row)
 	}
@@ -282,17 +284,10 @@ func (s *Store) PurgeTerminal(ctx context.Context, cutoff time.Time, limit int) 
 	return int(n), err
 }
 
+// inTx runs fn in one transaction; what names it in errors.
 func (s *Store) inTx(ctx context.Context, what string, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("%s: begin: %w", what, err)
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("%s: commit: %w", what, err)
+	if err := dbtx.Run(ctx, s.db, fn); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
