@@ -184,6 +184,12 @@ func TestCentralDownCallsConvergeAndMirrorMatchesAfterReconcile(t *testing.T) {
 	s.waitMirror(ok.ID, workflows.StatusDelivered)
 	s.waitMirror(failed.ID, workflows.StatusFailed)
 
+	// The site created its reconciliation schedule once central was back.
+	require.Eventually(t, func() bool {
+		desc, err := s.client.ScheduleClient().GetHandle(context.Background(), workflows.ReconcileScheduleID(s.cfg.Site.ID)).Describe(context.Background())
+		return err == nil && len(desc.Schedule.Spec.Intervals) == 1 && desc.Schedule.Spec.Intervals[0].Every == s.cfg.Site.ReconcileInterval
+	}, 30*time.Second, 200*time.Millisecond, "schedule %s", workflows.ReconcileScheduleID(s.cfg.Site.ID))
+
 	// Lose a mirrored row, as a central restore from an older backup would;
 	// reconciliation brings it back.
 	s.forgetMirroredRow(ok.ID)
