@@ -67,8 +67,7 @@ log: {level: warn}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, []string{"dev", "--config", cfgFile}, Env{Stdout: stdout, Stderr: stdout}) }()
 
-	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "Ctrl-C stops everything") },
-		15*time.Minute, 100*time.Millisecond, "dev stack never came up:\n%s", stdout)
+	waitUp(t, stdout, done)
 	require.Contains(t, stdout.String(), "Temporal Web UI")
 
 	siteURL := fmt.Sprintf("http://127.0.0.1:%d/v1/notifications", sitePort)
@@ -114,4 +113,22 @@ log: {level: warn}
 	}
 	_, err := os.Stat(filepath.Join(dir, "data", "temporal.db"))
 	require.NoError(t, err, "the dev server persists under dev.data_dir")
+}
+
+// waitUp waits until `outpost dev` prints that it is up; it fails at once,
+// with the reason, if the command exits first (a port taken, a bad config).
+// The first run on a fresh machine builds the pinned CLI: minutes.
+func waitUp(t *testing.T, stdout *syncBuffer, done chan error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Minute)
+	for !strings.Contains(stdout.String(), "Ctrl-C stops everything") {
+		select {
+		case err := <-done:
+			t.Fatalf("outpost dev exited before it came up: %v\n%s", err, stdout)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev stack never came up:\n%s", stdout)
+		}
+	}
 }

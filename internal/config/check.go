@@ -179,6 +179,15 @@ func (c *checker) validate(cfg Config) {
 	}
 
 	c.centralStore(cfg.Central.Store)
+	c.hostPort("central.listen", cfg.Central.Listen)
+	if u, err := url.Parse(cfg.Central.TemporalUIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		c.add("central.temporal_ui_url", "%q must be an http:// or https:// URL", cfg.Central.TemporalUIURL)
+	}
+	c.positiveDuration("central.stuck_age", cfg.Central.StuckAge)
+	c.positiveDuration("central.retention.notifications", cfg.Central.Retention.Notifications)
+	c.positiveDuration("central.retention.site_calls", cfg.Central.Retention.SiteCalls)
+	c.positiveDuration("central.retention.audit_log", cfg.Central.Retention.AuditLog)
+	c.positive("central.retention.purge_batch", cfg.Central.Retention.PurgeBatch)
 	c.smtp(cfg.Central.SMTP)
 	for _, name := range sortedKeys(cfg.Central.Lists) {
 		for i, addr := range cfg.Central.Lists[name] {

@@ -182,9 +182,35 @@ func (d Database) SQLServerDSN() (string, error) { return dsnWithPassword(d.DSN,
 type Central struct {
 	Store CentralStore `yaml:"store"`
 	SMTP  SMTP         `yaml:"smtp"`
+	// Listen is where the central worker serves its outbox page, /metrics,
+	// /healthz and /readyz. Default 127.0.0.1:8481.
+	Listen string `yaml:"listen"`
+	// TemporalUIURL is the Temporal Web UI the outbox page links each item
+	// to. Default http://127.0.0.1:8233.
+	TemporalUIURL string `yaml:"temporal_ui_url"`
+	// StuckAge is how old a non-terminal operation must be to count as
+	// stuck in the KPIs and on the outbox page. Default 10m.
+	StuckAge time.Duration `yaml:"stuck_age"`
+	// Retention is how long terminal rows are kept before PurgeWorkflow
+	// (a daily Temporal Schedule) deletes them.
+	Retention Retention `yaml:"retention"`
 	// Lists maps a notification list name to its recipient addresses,
 	// resolved at delivery time. Default: none.
 	Lists map[string][]string `yaml:"lists"`
+}
+
+// Retention is how long central keeps terminal rows. Non-terminal rows are
+// never purged.
+type Retention struct {
+	// Notifications (Delivered, Discarded). Default 8760h (365 days).
+	Notifications time.Duration `yaml:"notifications"`
+	// SiteCalls is the site_calls mirror (Delivered, Failed, Discarded).
+	// Default 2160h (90 days).
+	SiteCalls time.Duration `yaml:"site_calls"`
+	// AuditLog is every audit_log row. Default 8760h (365 days).
+	AuditLog time.Duration `yaml:"audit_log"`
+	// PurgeBatch bounds the rows one purge transaction deletes. Default 1000.
+	PurgeBatch int `yaml:"purge_batch"`
 }
 
 // Central store drivers.
@@ -273,7 +299,9 @@ func Default() Config {
 			TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
 		},
 		Central: Central{
-			Store: CentralStore{Driver: DriverSQLite, Path: "outpost-central.db", PasswordEnv: "OUTPOST_DB_PASSWORD"},
+			Listen: "127.0.0.1:8481", TemporalUIURL: "http://127.0.0.1:8233", StuckAge: 10 * time.Minute,
+			Retention: Retention{Notifications: 365 * 24 * time.Hour, SiteCalls: 90 * 24 * time.Hour, AuditLog: 365 * 24 * time.Hour, PurgeBatch: 1000},
+			Store:     CentralStore{Driver: DriverSQLite, Path: "outpost-central.db", PasswordEnv: "OUTPOST_DB_PASSWORD"},
 			SMTP: SMTP{
 				Host: "127.0.0.1", Port: 25, PasswordEnv: "OUTPOST_SMTP_PASSWORD", From: "outpost@localhost",
 				TLS: mailer.TLSStartTLS, Timeout: 30 * time.Second, RetryInterval: time.Minute, MaxRetries: 10,
