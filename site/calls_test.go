@@ -103,18 +103,7 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 	cfg := siteDefinitions(erp.URL, filepath.Join(dir, "historian.db"))
 	cfg.Store, cfg.Listen = filepath.Join(dir, "site.db"), "127.0.0.1:0"
 	cfg.TrackingRetention, cfg.PurgeInterval = 500*time.Millisecond, 100*time.Millisecond
-	tcfg := config.Default().Temporal
-	tcfg.Address = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)) // nothing listens: central is down
-	log := zaptest.NewLogger(t)
-	tc, err := temporalclient.Lazy(tcfg, log)
-	require.NoError(t, err)
-	defer tc.Close()
-	d, err := StartDaemon(context.Background(), cfg, tc, log)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
+	d, ctx := startDaemonCentralDown(t, cfg)
 
 	delivered, err := d.Client.Call(ctx, "erp", "getOrder", map[string]any{"id": 7})
 	require.NoError(t, err)
@@ -143,4 +132,23 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 	row, err = d.Client.Tracking().Status(ctx, unsent.ID)
 	require.NoError(t, err, "a terminal row central has not received is kept")
 	require.Equal(t, workflows.StatusFailed, row.Status)
+}
+
+// startDaemonCentralDown runs a site daemon whose Temporal address has
+// nothing listening: central is down for the whole test.
+func startDaemonCentralDown(t *testing.T, cfg config.Site) (*Daemon, context.Context) {
+	t.Helper()
+	tcfg := config.Default().Temporal
+	tcfg.Address = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	log := zaptest.NewLogger(t)
+	tc, err := temporalclient.Lazy(tcfg, log)
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	d, err := StartDaemon(context.Background(), cfg, tc, log)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	return d, ctx
 }

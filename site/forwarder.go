@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -44,6 +45,7 @@ type Forwarder struct {
 	log      *zap.Logger
 	now      func() time.Time
 	wake     chan struct{}
+	handoffs *prometheus.CounterVec
 }
 
 // NewForwarder returns a forwarder over store; reg gives cached calls their
@@ -52,7 +54,10 @@ func NewForwarder(store *sitestore.Store, reg *targets.Registry, tc client.Clien
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = 5 * time.Second
 	}
-	return &Forwarder{store: store, targets: reg, temporal: tc, opts: opts, log: log, now: time.Now, wake: make(chan struct{}, 1)}
+	return &Forwarder{
+		store: store, targets: reg, temporal: tc, opts: opts, log: log, now: time.Now, wake: make(chan struct{}, 1),
+		handoffs: newHandoffCounter(),
+	}
 }
 
 // Wake asks for a pass now (a row was just committed).
@@ -145,6 +150,7 @@ func (f *Forwarder) handOffAll(ctx context.Context, msgs []sitestore.Message) ([
 		go func() {
 			defer func() { <-slots; wg.Done() }()
 			err := f.handOff(passCtx, m)
+			f.countHandoff(m.Category, err)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -163,6 +169,14 @@ func (f *Forwarder) handOffAll(ctx context.Context, msgs []sitestore.Message) ([
 	}
 	wg.Wait()
 	return acked, failed
+}
+
+func (f *Forwarder) countHandoff(category string, err error) {
+	outcome := handoffAcked
+	if err != nil {
+		outcome = handoffFailed
+	}
+	f.handoffs.WithLabelValues(category, outcome).Inc()
 }
 
 func isUnreachable(err error) bool {

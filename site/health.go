@@ -1,0 +1,48 @@
+package site
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/outpost-dev/outpost/internal/sitestore"
+)
+
+// Readiness is the answer of /readyz.
+type Readiness struct {
+	Ready bool `json:"ready"`
+	// Store is "ok" or why the site store cannot be used.
+	Store string `json:"store"`
+	// Central is "reachable" or why not. A site stays ready while central
+	// is unreachable: it keeps accepting work and buffers it.
+	Central string `json:"central"`
+}
+
+// healthz answers 200 while the process serves requests.
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// readyz answers 200 when the site can accept work (its store answers) and
+// 503 when it cannot; either way it says whether central is reachable.
+func readyz(store *sitestore.Store, tc client.Client) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		rd := Readiness{Ready: true, Store: "ok", Central: "reachable"}
+		if err := store.Ping(ctx); err != nil {
+			rd.Ready, rd.Store = false, err.Error()
+		}
+		if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+			rd.Central = "unreachable (work is accepted and buffered): " + err.Error()
+		}
+		status := http.StatusOK
+		if !rd.Ready {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, rd)
+	}
+}
