@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
@@ -149,14 +150,35 @@ func retryable(s workflows.Status) bool {
 	return s == workflows.StatusPending || s == workflows.StatusRetrying
 }
 
-// MirrorActivities keep central's site_calls mirror.
+// MirrorActivities keep central's site_calls mirror and audit what each
+// mirrored row shows.
 type MirrorActivities struct {
 	Store *centralstore.Store
+	// Audit takes the audit log's events; nil audits nothing.
+	Audit AuditRecorder
 }
 
 // MirrorSiteCalls upserts a telemetry batch.
 func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []workflows.TrackedOperation) (int, error) {
-	return a.Store.UpsertSiteCalls(ctx, rows)
+	n, err := a.Store.UpsertSiteCalls(ctx, rows)
+	if err != nil {
+		return n, err
+	}
+	a.audit(rows)
+	return n, nil
+}
+
+// audit records the events of every row, stale ones included: event ids
+// are deterministic, so an event already stored is not stored again.
+func (a *MirrorActivities) audit(rows []workflows.TrackedOperation) {
+	if a.Audit == nil {
+		return
+	}
+	var events []centralstore.AuditEvent
+	for _, r := range rows {
+		events = append(events, audit.SiteCallEvents(r)...)
+	}
+	a.Audit.Record(events...)
 }
 
 // ReadReconcileCursor is the site's reconciliation cursor.
@@ -166,6 +188,9 @@ func (a *MirrorActivities) ReadReconcileCursor(ctx context.Context, siteID strin
 
 // MirrorReconciled upserts a reconciliation page and advances the cursor.
 func (a *MirrorActivities) MirrorReconciled(ctx context.Context, in workflows.MirrorReconciledInput) error {
-	_, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor)
-	return err
+	if _, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor); err != nil {
+		return err
+	}
+	a.audit(in.Rows)
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/workflows"
@@ -33,6 +34,8 @@ type NotificationActivities struct {
 	Policy workflows.RetryPolicy
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Audit takes the audit log's events; nil audits nothing.
+	Audit AuditRecorder
 }
 
 func (a *NotificationActivities) now() time.Time { return utcNow(a.Now) }
@@ -65,6 +68,7 @@ func (a *NotificationActivities) RecordNotification(ctx context.Context, sub wor
 	if err != nil {
 		return workflows.RecordNotificationResult{}, err
 	}
+	record(a.Audit, audit.NotificationEnqueued(row))
 	return workflows.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}, nil
 }
 
@@ -77,6 +81,8 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in wor
 	if row.Status == workflows.StatusDelivered {
 		// An earlier attempt sent it and recorded it but its completion was
 		// lost: never send twice.
+		record(a.Audit, audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, in.Attempt, in.RetryCount,
+			*row.DeliveredAt, row.ResolvedTargets)[1])
 		return workflows.DeliverNotificationResult{DeliveredAt: *row.DeliveredAt, ResolvedTargets: row.ResolvedTargets}, nil
 	}
 	recipients, err := a.resolve(row.ListName)
@@ -91,12 +97,23 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in wor
 	if err := a.Store.MarkNotificationDelivered(ctx, row.NotificationID, at, recipients); err != nil {
 		return workflows.DeliverNotificationResult{}, err
 	}
+	// A failed attempt is audited by UpdateNotification: the workflow sees
+	// every failure, timeouts included.
+	record(a.Audit, audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, in.Attempt, in.RetryCount, at, recipients)...)
 	return workflows.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}, nil
 }
 
-// UpdateNotification writes a status change decided by the workflow.
+// UpdateNotification writes a status change decided by the workflow, then
+// audits the attempt or operator action it records.
 func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd workflows.NotificationUpdate) error {
-	return a.Store.UpdateNotificationStatus(ctx, upd)
+	if upd.At.IsZero() {
+		upd.At = a.now()
+	}
+	if err := a.Store.UpdateNotificationStatus(ctx, upd); err != nil {
+		return err
+	}
+	record(a.Audit, audit.NotificationUpdated(upd)...)
+	return nil
 }
 
 func (a *NotificationActivities) resolve(list string) ([]string, error) {

@@ -3,17 +3,20 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/mailer"
@@ -24,21 +27,33 @@ import (
 type Central struct {
 	worker worker.Worker
 	store  *centralstore.Store
+	audit  *audit.Writer
 }
 
-// NewCentral opens the central store and registers the workflows and
-// activities with a worker on tc.
+// auditCloseTimeout bounds the final audit write when the worker stops.
+const auditCloseTimeout = 10 * time.Second
+
+// NewCentral opens the central store, makes sure the daily purge schedule
+// exists, and registers the workflows and activities with a worker on tc.
 func NewCentral(ctx context.Context, cfg config.Central, tc client.Client) (*Central, error) {
 	store, err := OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
+	if err := EnsurePurgeSchedule(ctx, tc); err != nil {
+		store.Close()
+		return nil, err
+	}
+	writer := audit.NewWriter(store, audit.Options{})
 	w := worker.New(tc, workflows.CentralTaskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
 	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: "IngestTelemetryWorkflow"})
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: "ReconcileSiteWorkflow"})
-	w.RegisterActivity(&activities.MirrorActivities{Store: store})
+	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowPurge})
+	w.RegisterActivity(&activities.MirrorActivities{Store: store, Audit: writer})
+	w.RegisterActivity(&activities.AuditActivities{Audit: writer})
+	w.RegisterActivity(&activities.PurgeActivities{Store: store, Retention: cfg.Retention})
 	w.RegisterActivity(&activities.NotificationActivities{
 		Store:  store,
 		Sender: mailer.New(cfg.Mailer()),
@@ -52,9 +67,14 @@ func NewCentral(ctx context.Context, cfg config.Central, tc client.Client) (*Cen
 			// the store writes around it.
 			AttemptTimeout: cfg.SMTP.Timeout + 30*time.Second,
 		},
+		Audit: writer,
 	})
-	return &Central{worker: w, store: store}, nil
+	return &Central{worker: w, store: store, audit: writer}, nil
 }
+
+// Audit is the worker's audit log writer: its Failures, Dropped and Pending
+// counts are the audit log's health.
+func (c *Central) Audit() *audit.Writer { return c.audit }
 
 // OpenCentralStore opens the configured central store.
 func OpenCentralStore(ctx context.Context, cfg config.CentralStore) (*centralstore.Store, error) {
@@ -68,14 +88,62 @@ func OpenCentralStore(ctx context.Context, cfg config.CentralStore) (*centralsto
 	return centralstore.OpenSQLite(ctx, cfg.Path)
 }
 
-// Run polls for tasks until ctx ends.
+// Run polls for tasks until ctx ends, then writes the audit events still
+// queued (an error says how many could not be).
 func (c *Central) Run(ctx context.Context) error {
 	defer c.store.Close()
 	if err := c.worker.Start(); err != nil {
-		return fmt.Errorf("start central worker: %w", err)
+		return errors.Join(fmt.Errorf("start central worker: %w", err), c.closeAudit())
 	}
 	<-ctx.Done()
 	c.worker.Stop()
+	return c.closeAudit()
+}
+
+func (c *Central) closeAudit() error {
+	ctx, cancel := context.WithTimeout(context.Background(), auditCloseTimeout)
+	defer cancel()
+	return c.audit.Close(ctx)
+}
+
+// EnsurePurgeSchedule creates the Temporal Schedule outpost-purge, which runs
+// PurgeWorkflow on outpost-central daily at 03:00 UTC (skipping a run while
+// the previous one is still going), or brings an existing one's spec and
+// action in line. Operators see it, pause it and trigger it on the Web UI's
+// Schedules page; an update keeps a pause.
+func EnsurePurgeSchedule(ctx context.Context, tc client.Client) error {
+	id := workflows.PurgeScheduleID
+	spec := client.ScheduleSpec{Calendars: []client.ScheduleCalendarSpec{{
+		Hour: []client.ScheduleRange{{Start: 3}}, Comment: "daily at 03:00 UTC",
+	}}}
+	action := &client.ScheduleWorkflowAction{
+		ID: id, Workflow: workflows.WorkflowPurge, TaskQueue: workflows.CentralTaskQueue,
+		WorkflowRunTimeout: 6 * time.Hour,
+	}
+	_, err := tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID: id, Spec: spec, Action: action, Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Note: "Deletes terminal notifications and site_calls rows and audit_log rows past central.retention; trigger it to purge now.",
+	})
+	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		if err != nil {
+			return fmt.Errorf("create schedule %s: %w", id, err)
+		}
+		return nil
+	}
+	err = tc.ScheduleClient().GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
+		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			s := in.Description.Schedule
+			s.Spec, s.Action = &spec, action
+			if s.Policy == nil {
+				s.Policy = &client.SchedulePolicies{}
+			}
+			s.Policy.Overlap = enums.SCHEDULE_OVERLAP_POLICY_SKIP
+			return &client.ScheduleUpdate{Schedule: &s}, nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("update schedule %s: %w", id, err)
+	}
 	return nil
 }
 

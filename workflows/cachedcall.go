@@ -84,6 +84,8 @@ func CachedCallWorkflow(ctx workflow.Context) (TrackedOperation, error) {
 type cachedCall struct {
 	sub   CachedCallSubmission
 	state TrackedOperation
+	// operatorActions counts this run's operator actions, for the audit log.
+	operatorActions int
 }
 
 // waitFirstRetry keeps the fixed interval between the site's immediate
@@ -114,6 +116,11 @@ func (c *cachedCall) run(ctx workflow.Context) (TrackedOperation, error) {
 		if err := c.onSite(ctx, ActivityResolveParkedCall, in); err != nil {
 			return c.state, err
 		}
+		c.operatorActions++
+		auditOperatorAction(ctx, OperatorActionAudit{
+			OperationID: c.state.OperationID, Kind: c.sub.Kind, SiteID: c.sub.SiteID, Retry: retry,
+			Action: action, Seq: c.operatorActions, Status: c.state.Status,
+		})
 		if c.state.Status.Terminal() {
 			return c.state, nil
 		}

@@ -61,6 +61,9 @@ type DeliverNotificationInput struct {
 	NotificationID string `json:"notificationId"`
 	// RetryCount is the number of failed attempts before this one in the current cycle.
 	RetryCount int `json:"retryCount"`
+	// Attempt numbers this attempt among all of the run's attempts, from 1
+	// (operator retries do not reset it): it names the attempt's audit event.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // DeliverNotificationResult is a successful delivery.
@@ -77,6 +80,21 @@ type NotificationUpdate struct {
 	LastError      string     `json:"lastError,omitempty"`
 	LastAttemptAt  *time.Time `json:"lastAttemptAt,omitempty"`
 	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
+
+	// The fields below feed the audit log; all are optional.
+
+	// SiteID is the notification's source site.
+	SiteID string `json:"siteId,omitempty"`
+	// At is when the workflow decided the change (workflow time); a
+	// Discarded row's terminal time.
+	At time.Time `json:"at,omitzero"`
+	// Attempt is the failed delivery attempt (DeliverNotificationInput.Attempt)
+	// whose outcome this change records; 0 when it records none.
+	Attempt int `json:"attempt,omitempty"`
+	// OperatorAction is the operator's retry or discard this change applies.
+	OperatorAction *OperatorAction `json:"operatorAction,omitempty"`
+	// OperatorSeq numbers the run's operator actions from 1.
+	OperatorSeq int `json:"operatorSeq,omitempty"`
 }
 
 // Activity names: the activities package implements them and the central
@@ -101,7 +119,7 @@ func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
 	workflow.GetSignalChannel(ctx, SignalSubmit).Receive(ctx, &sub)
 	ignoreDuplicateSubmits(ctx)
 
-	n := &notification{}
+	n := &notification{siteID: sub.SourceSiteID}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (NotificationState, error) {
 		return n.state, nil
 	}); err != nil {
@@ -119,7 +137,7 @@ func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
 	}
 	if n.state.Status != StatusPending {
 		// A previous run left it Retrying or Parked: restart its cycle cleanly.
-		if err := n.update(ctx, StatusPending, 0, n.state.LastError, nil); err != nil {
+		if err := n.update(ctx, NotificationUpdate{Status: StatusPending, LastError: n.state.LastError}); err != nil {
 			return n.state, err
 		}
 	}
@@ -130,6 +148,10 @@ func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
 type notification struct {
 	state  NotificationState
 	policy RetryPolicy
+	siteID string
+	// attempts and operatorActions count this run's delivery attempts and
+	// operator actions; they name the audit events (no extra commands).
+	attempts, operatorActions int
 }
 
 func (n *notification) run(ctx workflow.Context) (NotificationState, error) {
@@ -145,10 +167,14 @@ func (n *notification) run(ctx workflow.Context) (NotificationState, error) {
 		n.state.LastOperatorAction = &action
 		workflow.GetLogger(ctx).Info("operator action on parked notification",
 			"retry", retry, "operator", action.Operator, "reason", action.Reason)
+		n.operatorActions++
+		upd := NotificationUpdate{Status: StatusPending, LastError: n.state.LastError,
+			OperatorAction: &action, OperatorSeq: n.operatorActions}
 		if !retry {
-			return n.state, n.update(ctx, StatusDiscarded, n.state.RetryCount, n.state.LastError, nil)
+			upd.Status, upd.RetryCount = StatusDiscarded, n.state.RetryCount
+			return n.state, n.update(ctx, upd)
 		}
-		if err := n.update(ctx, StatusPending, 0, n.state.LastError, nil); err != nil {
+		if err := n.update(ctx, upd); err != nil {
 			return n.state, err
 		}
 	}
@@ -164,8 +190,10 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 	})
 	for {
 		var res DeliverNotificationResult
-		err := workflow.ExecuteActivity(actCtx, ActivityDeliverNotification,
-			DeliverNotificationInput{NotificationID: n.state.NotificationID, RetryCount: n.state.RetryCount}).Get(ctx, &res)
+		n.attempts++
+		err := workflow.ExecuteActivity(actCtx, ActivityDeliverNotification, DeliverNotificationInput{
+			NotificationID: n.state.NotificationID, RetryCount: n.state.RetryCount, Attempt: n.attempts,
+		}).Get(ctx, &res)
 		now := workflow.Now(ctx)
 		if err == nil {
 			n.state.Status, n.state.DeliveredAt, n.state.ResolvedTargets = StatusDelivered, &res.DeliveredAt, res.ResolvedTargets
@@ -175,10 +203,12 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 		n.state.LastAttemptAt = &now
 		next := AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(err))
 		if next == StatusParked {
-			return false, n.update(ctx, StatusParked, n.state.RetryCount, parkReason(err, n.policy.MaxRetries), nil)
+			return false, n.update(ctx, NotificationUpdate{Status: StatusParked, RetryCount: n.state.RetryCount,
+				LastError: parkReason(err, n.policy.MaxRetries), Attempt: n.attempts})
 		}
 		nextAt := now.Add(n.policy.Interval)
-		if err := n.update(ctx, StatusRetrying, n.state.RetryCount+1, describe(err), &nextAt); err != nil {
+		if err := n.update(ctx, NotificationUpdate{Status: StatusRetrying, RetryCount: n.state.RetryCount + 1,
+			LastError: describe(err), NextAttemptAt: &nextAt, Attempt: n.attempts}); err != nil {
 			return false, err
 		}
 		if err := workflow.Sleep(ctx, n.policy.Interval); err != nil {
@@ -199,17 +229,16 @@ func AfterFailedAttempt(retries, maxRetries int, permanent bool) Status {
 	return StatusRetrying
 }
 
-// update writes a status change to the central row, then to the workflow's
-// state and search attribute.
-func (n *notification) update(ctx workflow.Context, status Status, retryCount int, lastError string, nextAt *time.Time) error {
-	upd := NotificationUpdate{
-		NotificationID: n.state.NotificationID, Status: status, RetryCount: retryCount,
-		LastError: lastError, LastAttemptAt: n.state.LastAttemptAt, NextAttemptAt: nextAt,
-	}
+// update writes a status change (upd's Status, RetryCount, LastError,
+// NextAttemptAt and audit fields) to the central row, then to the
+// workflow's state and search attribute.
+func (n *notification) update(ctx workflow.Context, upd NotificationUpdate) error {
+	upd.NotificationID, upd.LastAttemptAt = n.state.NotificationID, n.state.LastAttemptAt
+	upd.SiteID, upd.At = n.siteID, workflow.Now(ctx)
 	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityUpdateNotification, upd).Get(ctx, nil); err != nil {
-		return fmt.Errorf("update notification %s to %s: %w", n.state.NotificationID, status, err)
+		return fmt.Errorf("update notification %s to %s: %w", n.state.NotificationID, upd.Status, err)
 	}
-	n.state.Status, n.state.RetryCount, n.state.LastError, n.state.NextAttemptAt = status, retryCount, lastError, nextAt
+	n.state.Status, n.state.RetryCount, n.state.LastError, n.state.NextAttemptAt = upd.Status, upd.RetryCount, upd.LastError, upd.NextAttemptAt
 	return n.setStatusAttr(ctx)
 }
 

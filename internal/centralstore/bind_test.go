@@ -46,3 +46,36 @@ func TestLatestBySeq(t *testing.T) {
 	}
 	require.Equal(t, []workflows.TrackedOperation{{OperationID: "a", Seq: 7}, {OperationID: "b", Seq: 5}}, latestBySeq(rows))
 }
+
+// A full chunk of the audit_log MERGE stays under SQL Server's 2,100
+// parameters and ends with the semicolon MERGE requires.
+func TestSQLServerAuditChunkFits(t *testing.T) {
+	t.Parallel()
+	s := &Store{dialect: sqlServerDialect}
+	rows := s.dialect.auditChunk
+	q := s.bind(s.dialect.insertAuditEvents(rows))
+	require.NotContains(t, q, "?")
+	require.Equal(t, rows*len(auditColumns), strings.Count(q, "@p"))
+	require.Less(t, rows*len(auditColumns), 2100)
+	require.Greater(t, (rows+1)*len(auditColumns), 2099)
+	require.True(t, strings.HasSuffix(q, ";"))
+}
+
+// Both dialects' batch deletes take the cutoff first and the limit second.
+func TestDeleteBatchArguments(t *testing.T) {
+	t.Parallel()
+	where := `status IN ('Delivered') AND terminal_at < ?`
+	sqlServer := &Store{dialect: sqlServerDialect}
+	require.Equal(t, `DELETE TOP (@p2) FROM site_calls WHERE status IN ('Delivered') AND terminal_at < @p1`,
+		sqlServer.bind(sqlServer.dialect.deleteBatch("site_calls", "operation_id", where)))
+	sqlite := &Store{dialect: sqliteDialect}
+	q := sqlite.bind(sqlite.dialect.deleteBatch("site_calls", "operation_id", where))
+	require.Equal(t, 2, strings.Count(q, "?"))
+	require.Less(t, strings.Index(q, "terminal_at < ?"), strings.Index(q, "LIMIT ?"))
+}
+
+func TestTruncateKeepsCharacters(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "éé", truncate("ééé", 2))
+	require.Equal(t, "abc", truncate("abc", 3))
+}

@@ -185,8 +185,11 @@ func scanSiteCall(row scanner) (workflows.TrackedOperation, error) {
 }
 
 // valueRows is n parenthesised rows of one "?" per site_calls column.
-func valueRows(n int) string {
-	row := "(" + strings.Repeat("?, ", len(siteCallColumns)-1) + "?)"
+func valueRows(n int) string { return placeholderRows(n, len(siteCallColumns)) }
+
+// placeholderRows is n parenthesised rows of cols "?" each.
+func placeholderRows(n, cols int) string {
+	row := "(" + strings.Repeat("?, ", cols-1) + "?)"
 	var b strings.Builder
 	b.Grow(n * (len(row) + 2))
 	for i := range n {

@@ -29,7 +29,8 @@ var sqliteDialect = dialect{
 		created_at         DATETIME NOT NULL,
 		last_attempt_at    DATETIME,
 		next_attempt_at    DATETIME,
-		delivered_at       DATETIME
+		delivered_at       DATETIME,
+		terminal_at        DATETIME
 	)`,
 		`CREATE INDEX IF NOT EXISTS notifications_status ON notifications (status, source_site_id)`,
 		`CREATE TABLE IF NOT EXISTS site_calls (
@@ -53,18 +54,44 @@ var sqliteDialect = dialect{
 	)`,
 		`CREATE INDEX IF NOT EXISTS site_calls_site_status ON site_calls (source_site_id, status)`,
 		`CREATE INDEX IF NOT EXISTS site_calls_status_updated ON site_calls (status, updated_at)`,
+		`CREATE INDEX IF NOT EXISTS site_calls_status_terminal ON site_calls (status, terminal_at)`,
 		`CREATE TABLE IF NOT EXISTS site_cursors (
 		site_id        TEXT PRIMARY KEY,
 		reconciled_seq INTEGER NOT NULL,
 		updated_at     DATETIME NOT NULL
 	)`,
+		`CREATE TABLE IF NOT EXISTS audit_log (
+		event_id     TEXT PRIMARY KEY,
+		operation_id TEXT NOT NULL,
+		kind         TEXT NOT NULL,
+		site_id      TEXT NOT NULL DEFAULT '',
+		event        TEXT NOT NULL,
+		status       TEXT NOT NULL DEFAULT '',
+		detail       TEXT NOT NULL DEFAULT '',
+		operator     TEXT NOT NULL DEFAULT '',
+		reason       TEXT NOT NULL DEFAULT '',
+		at           DATETIME NOT NULL
+	)`,
+		`CREATE INDEX IF NOT EXISTS audit_log_operation ON audit_log (operation_id, at)`,
+		`CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (at)`,
+	},
+	addedColumns: []addedColumn{{table: "notifications", name: "terminal_at", definition: "DATETIME"}},
+	hasColumn:    `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`,
+	addColumn:    `ALTER TABLE %s ADD COLUMN %s %s`,
+	upgrades: []string{
+		`CREATE INDEX IF NOT EXISTS notifications_status_terminal ON notifications (status, terminal_at)`,
+		backfillTerminalAt,
 	},
 	insertIfMissing: `INSERT INTO notifications (` + notificationColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (notification_id) DO NOTHING`,
 	upsertSiteCalls: sqliteUpsertSiteCalls,
 	// 500 rows are 8,500 variables, well under SQLite's 32,766.
-	siteCallChunk: 500,
+	siteCallChunk:     500,
+	insertAuditEvents: sqliteInsertAuditEvents,
+	// 500 rows are 5,000 variables.
+	auditChunk:  500,
+	deleteBatch: sqliteDeleteBatch,
 	advanceCursor: `INSERT INTO site_cursors (site_id, reconciled_seq, updated_at) VALUES (?, ?, ?)
 		ON CONFLICT (site_id) DO UPDATE SET reconciled_seq = excluded.reconciled_seq, updated_at = excluded.updated_at
 		WHERE excluded.reconciled_seq > site_cursors.reconciled_seq`,
@@ -77,6 +104,21 @@ func sqliteUpsertSiteCalls(rows int) string {
 		VALUES ` + valueRows(rows) + `
 		ON CONFLICT (operation_id) DO UPDATE SET ` + siteCallAssignments("excluded") + `
 		WHERE excluded.seq > site_calls.seq`
+}
+
+// sqliteInsertAuditEvents skips an event whose id is stored; SQLite counts
+// only the inserted rows.
+func sqliteInsertAuditEvents(rows int) string {
+	return `INSERT INTO audit_log (` + strings.Join(auditColumns, ", ") + `)
+		VALUES ` + placeholderRows(rows, len(auditColumns)) + `
+		ON CONFLICT (event_id) DO NOTHING`
+}
+
+// sqliteDeleteBatch deletes at most limit rows of table matching where; its
+// arguments are where's cutoff, then the limit. SQLite's DELETE takes no
+// LIMIT unless compiled to, so the keys come from a subquery.
+func sqliteDeleteBatch(table, key, where string) string {
+	return `DELETE FROM ` + table + ` WHERE ` + key + ` IN (SELECT ` + key + ` FROM ` + table + ` WHERE ` + where + ` LIMIT ?)`
 }
 
 // OpenSQLite opens (creating if needed) the central store in a SQLite file.

@@ -32,7 +32,8 @@ var sqlServerDialect = dialect{
 		created_at         DATETIME2 NOT NULL,
 		last_attempt_at    DATETIME2 NULL,
 		next_attempt_at    DATETIME2 NULL,
-		delivered_at       DATETIME2 NULL
+		delivered_at       DATETIME2 NULL,
+		terminal_at        DATETIME2 NULL
 	)`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'notifications_status')
 	CREATE INDEX notifications_status ON notifications (status, source_site_id)`,
@@ -64,12 +65,40 @@ var sqlServerDialect = dialect{
 	CREATE INDEX site_calls_site_status ON site_calls (source_site_id, status)`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_updated')
 	CREATE INDEX site_calls_status_updated ON site_calls (status, updated_at)`,
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_terminal')
+	CREATE INDEX site_calls_status_terminal ON site_calls (status, terminal_at)`,
 		`IF OBJECT_ID(N'site_cursors', N'U') IS NULL
 	CREATE TABLE site_cursors (
 		site_id        NVARCHAR(128) NOT NULL PRIMARY KEY,
 		reconciled_seq BIGINT NOT NULL,
 		updated_at     DATETIME2 NOT NULL
 	)`,
+		// Ids are NVARCHAR with a binary collation, like site_calls.
+		`IF OBJECT_ID(N'audit_log', N'U') IS NULL
+	CREATE TABLE audit_log (
+		event_id     NVARCHAR(256) COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY,
+		operation_id NVARCHAR(64) COLLATE Latin1_General_BIN2 NOT NULL,
+		kind         VARCHAR(32) NOT NULL,
+		site_id      NVARCHAR(128) NOT NULL DEFAULT '',
+		event        VARCHAR(32) NOT NULL,
+		status       VARCHAR(16) NOT NULL DEFAULT '',
+		detail       NVARCHAR(MAX) NOT NULL DEFAULT '',
+		operator     NVARCHAR(256) NOT NULL DEFAULT '',
+		reason       NVARCHAR(MAX) NOT NULL DEFAULT '',
+		at           DATETIME2 NOT NULL
+	)`,
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'audit_log_operation')
+	CREATE INDEX audit_log_operation ON audit_log (operation_id, at)`,
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'audit_log_at')
+	CREATE INDEX audit_log_at ON audit_log (at)`,
+	},
+	addedColumns: []addedColumn{{table: "notifications", name: "terminal_at", definition: "DATETIME2 NULL"}},
+	hasColumn:    `SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID(?) AND name = ?`,
+	addColumn:    `ALTER TABLE %s ADD %s %s`,
+	upgrades: []string{
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'notifications_status_terminal')
+	CREATE INDEX notifications_status_terminal ON notifications (status, terminal_at)`,
+		backfillTerminalAt,
 	},
 	// UPDLOCK+HOLDLOCK makes the check and the insert one atomic step; @p1
 	// is the first placeholder, the notification id.
@@ -78,7 +107,10 @@ var sqlServerDialect = dialect{
 	WHERE NOT EXISTS (SELECT 1 FROM notifications WITH (UPDLOCK, HOLDLOCK) WHERE notification_id = @p1)`,
 	upsertSiteCalls: sqlServerUpsertSiteCalls,
 	// SQL Server takes at most 2,100 parameters per request.
-	siteCallChunk: 2099 / len(siteCallColumns),
+	siteCallChunk:     2099 / len(siteCallColumns),
+	insertAuditEvents: sqlServerInsertAuditEvents,
+	auditChunk:        2099 / len(auditColumns),
+	deleteBatch:       sqlServerDeleteBatch,
 	// HOLDLOCK keeps the key range locked from the match to the insert, so
 	// two first reconciliations of one site cannot both insert.
 	advanceCursor: `MERGE site_cursors WITH (HOLDLOCK) AS t
@@ -106,6 +138,27 @@ func sqlServerUpsertSiteCalls(rows int) string {
 		UPDATE SET ` + siteCallAssignments("s") + `
 	WHEN NOT MATCHED THEN
 		INSERT (` + strings.Join(siteCallColumns, ", ") + `) VALUES (` + strings.Join(src, ", ") + `);`
+}
+
+// sqlServerInsertAuditEvents inserts the events whose id is not stored;
+// HOLDLOCK keeps two concurrent writers of one new id from both inserting it.
+// The source rows must have distinct ids.
+func sqlServerInsertAuditEvents(rows int) string {
+	src := make([]string, len(auditColumns))
+	for i, c := range auditColumns {
+		src[i] = "s." + c
+	}
+	return `MERGE audit_log WITH (HOLDLOCK) AS t
+	USING (VALUES ` + placeholderRows(rows, len(auditColumns)) + `) AS s (` + strings.Join(auditColumns, ", ") + `)
+	ON t.event_id = s.event_id
+	WHEN NOT MATCHED THEN
+		INSERT (` + strings.Join(auditColumns, ", ") + `) VALUES (` + strings.Join(src, ", ") + `);`
+}
+
+// sqlServerDeleteBatch deletes at most limit rows of table matching where;
+// its arguments are where's cutoff (@p1), then the limit (@p2).
+func sqlServerDeleteBatch(table, _, where string) string {
+	return `DELETE TOP (@p2) FROM ` + table + ` WHERE ` + where
 }
 
 // OpenSQLServer opens the central store on SQL Server and creates its tables.

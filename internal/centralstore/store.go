@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/internal/dbtx"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -40,6 +41,9 @@ type Notification struct {
 	LastAttemptAt    *time.Time
 	NextAttemptAt    *time.Time
 	DeliveredAt      *time.Time
+	// TerminalAt is when the row became Delivered or Discarded: the purge's
+	// clock for notifications.
+	TerminalAt *time.Time
 }
 
 // NotificationTypeEmail is the only delivery type so far.
@@ -64,6 +68,24 @@ type dialect struct {
 	// siteCallChunk is the most rows one upsertSiteCalls statement carries,
 	// set by the dialect's limit on bound parameters.
 	siteCallChunk int
+	// addedColumns were added to tables after their first release: migrate
+	// adds them to older databases (a fresh one has them from schema).
+	addedColumns []addedColumn
+	// hasColumn counts the columns named (table, column): 0 or 1.
+	hasColumn string
+	// addColumn is the fmt format of ALTER TABLE for (table, column, definition).
+	addColumn string
+	// upgrades run after the added columns exist: indexes on them, backfills.
+	upgrades []string
+	// insertAuditEvents is one statement that inserts that many audit_log
+	// rows (auditColumns each), skipping ids already stored.
+	insertAuditEvents func(rows int) string
+	// auditChunk is the most rows one insertAuditEvents statement carries.
+	auditChunk int
+	// deleteBatch is a statement deleting at most a limit of rows of table
+	// (primary key key) matching where, which holds one "?" (the cutoff);
+	// its arguments are the cutoff, then the limit.
+	deleteBatch func(table, key, where string) string
 	// advanceCursor sets a site's reconciled_seq (site id, seq, updated at)
 	// unless the stored one is as high.
 	advanceCursor string
@@ -74,13 +96,48 @@ type dialect struct {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
+// addedColumn is a column added to an existing table.
+type addedColumn struct{ table, name, definition string }
+
+// backfillTerminalAt gives terminal notifications stored before terminal_at
+// existed the best time known: delivery, else the last attempt (a discard
+// follows one), else creation.
+const backfillTerminalAt = `UPDATE notifications SET terminal_at = COALESCE(delivered_at, last_attempt_at, created_at)
+	WHERE status IN ('Delivered', 'Discarded') AND terminal_at IS NULL`
+
 func (s *Store) migrate(ctx context.Context) error {
 	for _, stmt := range s.dialect.schema {
 		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("create %s schema: %w", s.dialect.name, err)
 		}
 	}
+	for _, c := range s.dialect.addedColumns {
+		if err := s.addColumn(ctx, c); err != nil {
+			return fmt.Errorf("upgrade %s schema: add %s.%s: %w", s.dialect.name, c.table, c.name, err)
+		}
+	}
+	for _, stmt := range s.dialect.upgrades {
+		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("upgrade %s schema: %w", s.dialect.name, err)
+		}
+	}
 	return nil
+}
+
+// addColumn adds c unless its table has it, in one transaction so two
+// processes upgrading one database at once do not both add it.
+func (s *Store) addColumn(ctx context.Context, c addedColumn) error {
+	return dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, s.bind(s.dialect.hasColumn), c.table, c.name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, fmt.Sprintf(s.dialect.addColumn, c.table, c.name, c.definition))
+		return err
+	})
 }
 
 // bind rewrites "?" placeholders for the dialect.
@@ -105,6 +162,10 @@ const notificationColumns = `notification_id, type, list_name, subject, body, ty
 	retry_count, last_error, resolved_targets, source_site_id, source_instance_id, source_script,
 	source_node, site_enqueued_at, created_at, last_attempt_at, next_attempt_at, delivered_at`
 
+// notificationReadColumns are notificationColumns and the columns a new row
+// leaves NULL.
+const notificationReadColumns = notificationColumns + `, terminal_at`
+
 // InsertNotification stores n unless a row with its id exists, and returns the
 // stored row either way: resubmits are harmless.
 func (s *Store) InsertNotification(ctx context.Context, n Notification) (Notification, error) {
@@ -125,7 +186,7 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification) (Notific
 
 // GetNotification reads one row; ErrNotFound if there is none.
 func (s *Store) GetNotification(ctx context.Context, id string) (Notification, error) {
-	row := s.db.QueryRowContext(ctx, s.bind(`SELECT `+notificationColumns+` FROM notifications WHERE notification_id = ?`), id)
+	row := s.db.QueryRowContext(ctx, s.bind(`SELECT `+notificationReadColumns+` FROM notifications WHERE notification_id = ?`), id)
 	n, err := scanNotification(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Notification{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
@@ -137,12 +198,21 @@ func (s *Store) GetNotification(ctx context.Context, id string) (Notification, e
 }
 
 // UpdateNotificationStatus writes a status change. A terminal row
-// (Delivered, Discarded) never changes again.
+// (Delivered, Discarded) never changes again. A change to a terminal status
+// sets terminal_at to u.At (the time now when u.At is zero).
 func (s *Store) UpdateNotificationStatus(ctx context.Context, u workflows.NotificationUpdate) error {
+	var terminalAt any
+	if u.Status.Terminal() {
+		at := u.At
+		if at.IsZero() {
+			at = time.Now()
+		}
+		terminalAt = at.UTC()
+	}
 	res, err := s.db.ExecContext(ctx, s.bind(`UPDATE notifications
-		SET status = ?, retry_count = ?, last_error = ?, last_attempt_at = ?, next_attempt_at = ?
+		SET status = ?, retry_count = ?, last_error = ?, last_attempt_at = ?, next_attempt_at = ?, terminal_at = ?
 		WHERE notification_id = ? AND status NOT IN ('Delivered', 'Discarded')`),
-		string(u.Status), u.RetryCount, u.LastError, utcPtr(u.LastAttemptAt), utcPtr(u.NextAttemptAt), u.NotificationID)
+		string(u.Status), u.RetryCount, u.LastError, utcPtr(u.LastAttemptAt), utcPtr(u.NextAttemptAt), terminalAt, u.NotificationID)
 	if err != nil {
 		return fmt.Errorf("update notification %s: %w", u.NotificationID, err)
 	}
@@ -157,9 +227,9 @@ func (s *Store) MarkNotificationDelivered(ctx context.Context, id string, at tim
 	}
 	res, err := s.db.ExecContext(ctx, s.bind(`UPDATE notifications
 		SET status = 'Delivered', delivered_at = ?, last_attempt_at = ?, next_attempt_at = NULL,
-		    last_error = '', resolved_targets = ?
+		    last_error = '', resolved_targets = ?, terminal_at = ?
 		WHERE notification_id = ? AND status NOT IN ('Delivered', 'Discarded')`),
-		utc(at), utc(at), string(encoded), id)
+		utc(at), utc(at), string(encoded), utc(at), id)
 	if err != nil {
 		return fmt.Errorf("mark notification %s delivered: %w", id, err)
 	}
@@ -185,16 +255,17 @@ func scanNotification(row *sql.Row) (Notification, error) {
 	var n Notification
 	var status, targets string
 	var enqueued, created time.Time
-	var lastAttempt, nextAttempt, delivered sql.NullTime
+	var lastAttempt, nextAttempt, delivered, terminal sql.NullTime
 	err := row.Scan(&n.NotificationID, &n.Type, &n.ListName, &n.Subject, &n.Body, &n.TypeData, &status,
 		&n.RetryCount, &n.LastError, &targets, &n.SourceSiteID, &n.SourceInstanceID, &n.SourceScript,
-		&n.SourceNode, &enqueued, &created, &lastAttempt, &nextAttempt, &delivered)
+		&n.SourceNode, &enqueued, &created, &lastAttempt, &nextAttempt, &delivered, &terminal)
 	if err != nil {
 		return Notification{}, err
 	}
 	n.Status = workflows.Status(status)
 	n.SiteEnqueuedAt, n.CreatedAt = enqueued.UTC(), created.UTC()
 	n.LastAttemptAt, n.NextAttemptAt, n.DeliveredAt = timePtr(lastAttempt), timePtr(nextAttempt), timePtr(delivered)
+	n.TerminalAt = timePtr(terminal)
 	if err := json.Unmarshal([]byte(targets), &n.ResolvedTargets); err != nil {
 		return Notification{}, fmt.Errorf("decode resolved targets: %w", err)
 	}

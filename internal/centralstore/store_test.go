@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/centralstore/storetest"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
+	"github.com/outpost-dev/outpost/workflows"
 )
 
 func TestSQLite(t *testing.T) {
@@ -30,4 +33,56 @@ func TestSQLServer(t *testing.T) {
 	require.NoError(t, err)
 	defer store.Close()
 	storetest.Exercise(t, store)
+}
+
+// A central file from before terminal_at and audit_log opens: the column and
+// table are added, terminal rows get a terminal time (delivery, else last
+// attempt), and opening it again changes nothing.
+func TestSQLiteUpgradesOlderSchema(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "central.db")
+	db, err := sqlitedb.Open(ctx, path)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE notifications (
+		notification_id TEXT PRIMARY KEY, type TEXT NOT NULL, list_name TEXT NOT NULL, subject TEXT NOT NULL,
+		body TEXT NOT NULL, type_data TEXT NOT NULL DEFAULT '', status TEXT NOT NULL,
+		retry_count INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT '',
+		resolved_targets TEXT NOT NULL DEFAULT 'null', source_site_id TEXT NOT NULL,
+		source_instance_id TEXT NOT NULL DEFAULT '', source_script TEXT NOT NULL DEFAULT '',
+		source_node TEXT NOT NULL DEFAULT '', site_enqueued_at DATETIME NOT NULL, created_at DATETIME NOT NULL,
+		last_attempt_at DATETIME, next_attempt_at DATETIME, delivered_at DATETIME)`)
+	require.NoError(t, err)
+	created := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	delivered, attempted := created.Add(time.Hour), created.Add(2*time.Hour)
+	insert := `INSERT INTO notifications (notification_id, type, list_name, subject, body, status, source_site_id,
+		site_enqueued_at, created_at, last_attempt_at, delivered_at) VALUES (?, 'Email', 'ops', 's', 'b', ?, 'plant-1', ?, ?, ?, ?)`
+	_, err = db.Exec(insert, "delivered", "Delivered", created, created, delivered, delivered)
+	require.NoError(t, err)
+	_, err = db.Exec(insert, "discarded", "Discarded", created, created, attempted, nil)
+	require.NoError(t, err)
+	_, err = db.Exec(insert, "parked", "Parked", created, created, attempted, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	for range 2 {
+		store, err := centralstore.OpenSQLite(ctx, path)
+		require.NoError(t, err)
+		for id, want := range map[string]*time.Time{"delivered": &delivered, "discarded": &attempted, "parked": nil} {
+			got, err := store.GetNotification(ctx, id)
+			require.NoError(t, err)
+			if want == nil {
+				require.Nil(t, got.TerminalAt, id)
+				continue
+			}
+			require.NotNil(t, got.TerminalAt, id)
+			require.True(t, want.Equal(*got.TerminalAt), "%s: want %s, got %s", id, *want, *got.TerminalAt)
+		}
+		n, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{{
+			EventID: "notification/parked/enqueued", OperationID: "parked", Kind: workflows.KindNotification,
+			Event: centralstore.AuditEnqueued, At: created,
+		}})
+		require.NoError(t, err)
+		require.LessOrEqual(t, n, 1)
+		require.NoError(t, store.Close())
+	}
 }

@@ -20,6 +20,9 @@ import (
 type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
+	// Stdin answers confirmation questions (bulk retry and discard); nil
+	// reads as no answer, so nothing is done without --yes.
+	Stdin io.Reader
 }
 
 type command struct {
@@ -32,6 +35,8 @@ type command struct {
 
 var commands = []command{
 	devCommand, centralCommand, siteCommand, configCheckCommand,
+	parkedListCommand, parkedRetryCommand, parkedDiscardCommand, statusCommand,
+	kpiCommand,
 }
 
 // ErrUsage is a command line that could not be understood; usage was printed.
@@ -44,8 +49,12 @@ func Run(ctx context.Context, args []string, env Env) error {
 		return nil
 	}
 	name, rest := args[0], args[1:]
-	if name == "config" && len(rest) > 0 && rest[0] == "check" {
-		name, rest = "config check", rest[1:]
+	// Two-word commands ("config check", "parked list"): the first word
+	// alone names a group.
+	if len(rest) > 0 && findCommand(name+" "+rest[0]) != nil {
+		name, rest = name+" "+rest[0], rest[1:]
+	} else if group := commandGroup(name); findCommand(name) == nil && len(group) > 0 {
+		return groupUsage(env, name, group, rest)
 	}
 	for _, c := range commands {
 		if c.name == name {
@@ -69,10 +78,55 @@ func Run(ctx context.Context, args []string, env Env) error {
 	return fmt.Errorf("%w: unknown command %q", ErrUsage, name)
 }
 
+func findCommand(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// commandGroup lists the commands named "group ...".
+func commandGroup(group string) []command {
+	var out []command
+	for _, c := range commands {
+		if strings.HasPrefix(c.name, group+" ") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// groupUsage answers a group word without a known second word: its
+// commands, on stdout for --help, else on stderr with a usage error.
+func groupUsage(env Env, group string, cmds []command, rest []string) error {
+	help := len(rest) > 0 && (rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help")
+	w := env.Stderr
+	if help {
+		w = env.Stdout
+	}
+	fmt.Fprintf(w, "Commands of outpost %s:\n", group)
+	names := make([]string, 0, len(cmds))
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+		names = append(names, strings.TrimPrefix(c.name, group+" "))
+	}
+	fmt.Fprintf(w, "\nRun 'outpost %s --help' for its flags and an example.\n", cmds[0].name)
+	switch {
+	case help:
+		return nil
+	case len(rest) == 0:
+		return fmt.Errorf("%w: %q needs one of: %s", ErrUsage, group, strings.Join(names, ", "))
+	default:
+		return fmt.Errorf("%w: unknown command %q (%q takes one of: %s)", ErrUsage, group+" "+rest[0], group, strings.Join(names, ", "))
+	}
+}
+
 func printOverview(w io.Writer) {
 	fmt.Fprintln(w, "outpost: store-and-forward delivery for industrial sites, on Temporal.\n\nCommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'outpost COMMAND --help' for a command's flags and an example.")
 }

@@ -163,17 +163,102 @@ func (s *stack) startCentral() {
 	s.t.Cleanup(func() { cancel(); require.NoError(s.t, <-done) })
 }
 
+// siteProc is one running site daemon.
+type siteProc struct {
+	t      *testing.T
+	cfg    config.Site
+	url    string
+	daemon *site.Daemon
+}
+
 func (s *stack) startSite() {
+	s.t.Helper()
+	p := s.runSite(s.cfg.Site)
+	s.daemon, s.siteURL = p.daemon, p.url
+}
+
+// addSite runs another site daemon: site id, its own store and API port,
+// the same external systems and databases as the first site.
+func (s *stack) addSite(id string) *siteProc {
+	s.t.Helper()
+	cfg := s.cfg.Site
+	cfg.ID = id
+	cfg.Store = filepath.Join(s.dir, "site-"+id+".db")
+	cfg.Listen = "127.0.0.1:0"
+	return s.runSite(cfg)
+}
+
+// firstSite is the stack's own site daemon as a siteProc.
+func (s *stack) firstSite() *siteProc {
+	return &siteProc{t: s.t, cfg: s.cfg.Site, url: s.siteURL, daemon: s.daemon}
+}
+
+func (s *stack) runSite(cfg config.Site) *siteProc {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tc, err := temporalclient.Lazy(s.cfg.Temporal, s.log)
 	require.NoError(s.t, err)
-	d, err := site.StartDaemon(ctx, s.cfg.Site, tc, s.log)
+	d, err := site.StartDaemon(ctx, cfg, tc, s.log.With(zap.String("site", cfg.ID)))
 	require.NoError(s.t, err)
-	s.daemon, s.siteURL = d, "http://"+d.Addr()
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	s.t.Cleanup(func() { cancel(); require.NoError(s.t, <-done); tc.Close() })
+	return &siteProc{t: s.t, cfg: cfg, url: "http://" + d.Addr(), daemon: d}
+}
+
+// call posts a cached call to this site's API.
+func (p *siteProc) call(system, method string, params map[string]any) (site.CallResult, int) {
+	p.t.Helper()
+	var res site.CallResult
+	code := p.post("/v1/calls", site.CallRequest{System: system, Method: method, Params: params, Script: "e2e"}, &res)
+	return res, code
+}
+
+// notify posts a notification to this site's API and returns its id.
+func (p *siteProc) notify(list, subject string) string {
+	p.t.Helper()
+	var acc site.Accepted
+	code := p.post("/v1/notifications", site.Notification{List: list, Subject: subject, Body: "body of " + subject, Script: "e2e"}, &acc)
+	require.Equal(p.t, http.StatusAccepted, code)
+	return acc.ID
+}
+
+func (p *siteProc) post(path string, body, out any) int {
+	p.t.Helper()
+	data, err := json.Marshal(body)
+	require.NoError(p.t, err)
+	resp, err := http.Post(p.url+path, "application/json", bytes.NewReader(data))
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	require.NoError(p.t, json.NewDecoder(resp.Body).Decode(out))
+	return resp.StatusCode
+}
+
+// operation reads a tracking row through this site's API (code 404: none).
+func (p *siteProc) operation(id string) (workflows.TrackedOperation, int) {
+	p.t.Helper()
+	var row workflows.TrackedOperation
+	code := p.get("/v1/operations/"+id, &row)
+	return row, code
+}
+
+// notification reads a notification's status through this site's API.
+func (p *siteProc) notification(id string) (workflows.NotificationState, int) {
+	p.t.Helper()
+	var st workflows.NotificationState
+	code := p.get("/v1/notifications/"+id, &st)
+	return st, code
+}
+
+func (p *siteProc) get(path string, out any) int {
+	p.t.Helper()
+	resp, err := http.Get(p.url + path)
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		require.NoError(p.t, json.NewDecoder(resp.Body).Decode(out))
+	}
+	return resp.StatusCode
 }
 
 // centralStore opens the central SQLite file beside the worker.

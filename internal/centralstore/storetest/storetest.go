@@ -29,6 +29,13 @@ func Exercise(t *testing.T, store *centralstore.Store) {
 	t.Run("SiteCallsLargeBatch", func(t *testing.T) { siteCallsLargeBatch(t, store) })
 	t.Run("ReconcileCursorOnlyAdvances", func(t *testing.T) { reconcileCursorOnlyAdvances(t, store) })
 	t.Run("ListSiteCallsBySite", func(t *testing.T) { listSiteCallsBySite(t, store) })
+	t.Run("TerminalTimeOfNotifications", func(t *testing.T) { terminalTimeOfNotifications(t, store) })
+	t.Run("AuditInsertIfNotExists", func(t *testing.T) { auditInsertIfNotExists(t, store) })
+	t.Run("AuditLargeBatch", func(t *testing.T) { auditLargeBatch(t, store) })
+	t.Run("AuditListByOperation", func(t *testing.T) { auditListByOperation(t, store) })
+	t.Run("PurgeDeletesOnlyTerminalRowsPastRetention", func(t *testing.T) { purgeDeletesOnlyDueRows(t, store) })
+	t.Run("PurgeStopsAtMaxRows", func(t *testing.T) { purgeStopsAtMaxRows(t, store) })
+	t.Run("KPIsAndOperatorItems", func(t *testing.T) { kpiSuite(t, store) })
 }
 
 func newRow() centralstore.Notification {

@@ -1,0 +1,245 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/internal/audit"
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+var centralT0 = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+
+// openCentral is a real central store in a SQLite file and its path.
+func openCentral(t *testing.T) (*centralstore.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "central.db")
+	store, err := centralstore.OpenSQLite(context.Background(), path)
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	return store, path
+}
+
+// newAuditWriter writes to store with short delays and is closed after the test.
+func newAuditWriter(t *testing.T, store *centralstore.Store) *audit.Writer {
+	t.Helper()
+	w := audit.NewWriter(store, audit.Options{Delay: time.Millisecond, RetryInterval: 10 * time.Millisecond})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = w.Close(ctx)
+	})
+	return w
+}
+
+// renameTable renames a table of the central file through its own connection.
+func renameTable(t *testing.T, path, from, to string) {
+	t.Helper()
+	db, err := sqlitedb.Open(context.Background(), path)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`ALTER TABLE ` + from + ` RENAME TO ` + to)
+	require.NoError(t, err)
+}
+
+// switchSender fails every send with a connection error until recover.
+type switchSender struct {
+	mu      sync.Mutex
+	failing bool
+	sent    []mailer.Email
+}
+
+func (s *switchSender) Send(_ context.Context, e mailer.Email) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failing {
+		return errors.New("dial tcp 127.0.0.1:2525: connect: connection refused")
+	}
+	s.sent = append(s.sent, e)
+	return nil
+}
+
+func (s *switchSender) recover() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing = false
+}
+
+// auditTrail waits until the writer has written everything and returns the
+// operation's events as "Event Status operator".
+func auditTrail(t *testing.T, store *centralstore.Store, w *audit.Writer, id string) []string {
+	t.Helper()
+	require.Eventually(t, func() bool { return w.Pending() == 0 }, 10*time.Second, 5*time.Millisecond)
+	events, err := store.ListAuditEvents(context.Background(), id)
+	require.NoError(t, err)
+	out := []string{}
+	for i, e := range events {
+		if i > 0 {
+			require.False(t, e.At.Before(events[i-1].At), "events in time order")
+		}
+		out = append(out, fmt.Sprintf("%s %s %s", e.Event, e.Status, e.Operator))
+	}
+	return out
+}
+
+// notificationRun is NotificationWorkflow on Temporal's test environment with
+// the real notification activities over a real central store.
+type notificationRun struct {
+	env    *testsuite.TestWorkflowEnvironment
+	acts   *activities.NotificationActivities
+	sender *switchSender
+	sub    workflows.NotificationSubmission
+}
+
+func newNotificationRun(t *testing.T, store *centralstore.Store, w *audit.Writer, failing bool) *notificationRun {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.SetStartTime(centralT0)
+	r := &notificationRun{env: env, sender: &switchSender{failing: failing}}
+	r.acts = &activities.NotificationActivities{
+		Store: store, Sender: r.sender,
+		Lists:  func(name string) ([]string, bool) { return []string{"ops@example.com"}, name == "ops" },
+		Policy: workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
+		Now:    env.Now, Audit: w,
+	}
+	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
+	env.RegisterActivity(r.acts)
+	r.sub = workflows.NotificationSubmission{
+		NotificationID: uuid.NewString(), ListName: "ops", Subject: "Pump 3 tripped", Body: "Pressure low",
+		SourceSiteID: "plant-1", SiteEnqueuedAt: centralT0.Add(-time.Second),
+	}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalSubmit, r.sub) }, 0)
+	return r
+}
+
+func (r *notificationRun) execute(t *testing.T) workflows.NotificationState {
+	t.Helper()
+	r.env.ExecuteWorkflow("NotificationWorkflow")
+	require.True(t, r.env.IsWorkflowCompleted())
+	require.NoError(t, r.env.GetWorkflowError())
+	var st workflows.NotificationState
+	require.NoError(t, r.env.GetWorkflowResult(&st))
+	return st
+}
+
+// A notification that retries, parks, is retried by an operator and is
+// delivered leaves Enqueued, every Attempt, both Terminal events and the
+// operator's action in the audit log.
+func TestNotificationDeliveryIsAudited(t *testing.T) {
+	t.Parallel()
+	store, _ := openCentral(t)
+	w := newAuditWriter(t, store)
+	r := newNotificationRun(t, store, w, true)
+	r.env.RegisterDelayedCallback(func() {
+		r.sender.recover()
+		r.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"})
+	}, time.Hour)
+	require.Equal(t, workflows.StatusDelivered, r.execute(t).Status)
+
+	// Times: enqueued -1s; attempts at 0, 1m, 2m (parks); at 1h the operator
+	// retries and attempt 4 delivers (the test clock stands still during
+	// it, so the last three share a time).
+	trail := auditTrail(t, store, w, r.sub.NotificationID)
+	require.Equal(t, []string{
+		"Enqueued Pending ", "Attempt Retrying ", "Attempt Retrying ", "Attempt Parked ", "Terminal Parked ",
+	}, trail[:5])
+	require.ElementsMatch(t, []string{"OperatorRetry Pending ana", "Attempt Delivered ", "Terminal Delivered "}, trail[5:])
+
+	events, err := store.ListAuditEvents(context.Background(), r.sub.NotificationID)
+	require.NoError(t, err)
+	byID := map[string]centralstore.AuditEvent{}
+	for _, e := range events {
+		byID[e.EventID] = e
+		require.Equal(t, "plant-1", e.SiteID, e.EventID)
+		require.Equal(t, workflows.KindNotification, e.Kind, e.EventID)
+	}
+	prefix := workflows.NotificationWorkflowID(r.sub.NotificationID)
+	require.Contains(t, byID[prefix+"/attempt/1"].Detail, "retry count 1: smtp send: dial tcp")
+	require.Equal(t, centralT0, byID[prefix+"/attempt/1"].At)
+	require.Contains(t, byID[prefix+"/terminal/Parked/3"].Detail, "retries exhausted (2)")
+	require.Equal(t, "relay fixed", byID[prefix+"/operator/1"].Reason)
+	require.Equal(t, "delivered to ops@example.com", byID[prefix+"/terminal/Delivered"].Detail)
+	require.Equal(t, centralT0.Add(-time.Second), byID[prefix+"/enqueued"].At)
+	require.Len(t, r.sender.sent, 1)
+}
+
+// An audit table that cannot be written changes nothing of the delivery;
+// the failed writes are counted and the events written once it is back.
+func TestAuditFailureNeverChangesTheOutcome(t *testing.T) {
+	t.Parallel()
+	store, path := openCentral(t)
+	w := newAuditWriter(t, store)
+	renameTable(t, path, "audit_log", "audit_log_away")
+	r := newNotificationRun(t, store, w, false)
+	require.Equal(t, workflows.StatusDelivered, r.execute(t).Status)
+	row, err := store.GetNotification(context.Background(), r.sub.NotificationID)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDelivered, row.Status)
+	require.Eventually(t, func() bool { return w.Failures() > 0 }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, 3, w.Pending())
+
+	renameTable(t, path, "audit_log_away", "audit_log")
+	require.Equal(t, []string{"Enqueued Pending ", "Attempt Delivered ", "Terminal Delivered "},
+		auditTrail(t, store, w, r.sub.NotificationID))
+}
+
+// Mirrored tracking rows are audited once each, however often they arrive.
+func TestMirroredRowsAreAudited(t *testing.T) {
+	t.Parallel()
+	store, _ := openCentral(t)
+	w := newAuditWriter(t, store)
+	acts := &activities.MirrorActivities{Store: store, Audit: w}
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+
+	at := func(d time.Duration) *time.Time { t := centralT0.Add(d); return &t }
+	row := func(seq int64, status workflows.Status, retries int, attempt *time.Time) workflows.TrackedOperation {
+		r := workflows.TrackedOperation{
+			OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", Status: status,
+			RetryCount: retries, SourceSiteID: "plant-1", CreatedAt: centralT0, UpdatedAt: centralT0.Add(time.Duration(seq) * time.Minute),
+			LastAttemptAt: attempt, Seq: seq,
+		}
+		if status.Terminal() {
+			r.TerminalAt = attempt
+		}
+		return r
+	}
+	history := []workflows.TrackedOperation{
+		row(1, workflows.StatusPending, 0, nil),
+		row(2, workflows.StatusPending, 0, at(time.Second)),
+		row(3, workflows.StatusRetrying, 1, at(time.Minute)),
+		row(4, workflows.StatusParked, 2, at(2*time.Minute)),
+		row(5, workflows.StatusRetrying, 0, at(2*time.Minute)), // an operator's retry
+		row(6, workflows.StatusParked, 2, at(5*time.Minute)),   // parked again
+		row(7, workflows.StatusRetrying, 0, at(5*time.Minute)),
+		row(8, workflows.StatusDelivered, 1, at(10*time.Minute)),
+	}
+	_, err := env.ExecuteActivity(acts.MirrorSiteCalls, history[:4])
+	require.NoError(t, err)
+	_, err = env.ExecuteActivity(acts.MirrorSiteCalls, history[2:]) // a replayed overlap
+	require.NoError(t, err)
+	_, err = env.ExecuteActivity(acts.MirrorReconciled, workflows.MirrorReconciledInput{SiteID: "plant-1", Rows: history[7:], Cursor: 8})
+	require.NoError(t, err)
+
+	require.Equal(t, []string{
+		"Enqueued Pending ", "Attempt Pending ", "Attempt Retrying ",
+		"Attempt Parked ", "Terminal Parked ", "Attempt Parked ", "Terminal Parked ",
+		"Attempt Delivered ", "Terminal Delivered ",
+	}, auditTrail(t, store, w, "op-1"))
+}

@@ -1,0 +1,61 @@
+package activities
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// purgeBatchesPerCall bounds one PurgeCentralStore call; PurgeWorkflow calls
+// again while rows remain.
+const purgeBatchesPerCall = 100
+
+// PurgeActivities delete central rows past their retention.
+type PurgeActivities struct {
+	Store *centralstore.Store
+	// Retention is central.retention. A zero duration keeps its table's rows.
+	Retention config.Retention
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// PurgeCentralStore deletes terminal notifications (by terminal_at: delivery
+// or discard time) and terminal site_calls rows (Delivered, Failed,
+// Discarded, by terminal_at) older than their retention, and audit_log rows
+// older than theirs (by at), in transactions of Retention.PurgeBatch rows,
+// up to purgeBatchesPerCall of them. It heartbeats after every batch.
+func (a *PurgeActivities) PurgeCentralStore(ctx context.Context) (workflows.PurgeResult, error) {
+	now := utcNow(a.Now)
+	batch := a.Retention.PurgeBatch
+	if batch <= 0 {
+		batch = 1000
+	}
+	res, err := a.Store.Purge(ctx, centralstore.PurgeRequest{
+		NotificationsBefore: cutoff(now, a.Retention.Notifications),
+		SiteCallsBefore:     cutoff(now, a.Retention.SiteCalls),
+		AuditLogBefore:      cutoff(now, a.Retention.AuditLog),
+		Batch:               batch,
+		MaxRows:             batch * purgeBatchesPerCall,
+		Progress:            func(p centralstore.PurgeResult) { activity.RecordHeartbeat(ctx, p) },
+	})
+	out := workflows.PurgeResult{Notifications: res.Notifications, SiteCalls: res.SiteCalls, AuditLog: res.AuditLog, More: res.More}
+	if err != nil {
+		return out, err
+	}
+	activity.GetLogger(ctx).Info("purged central store", "notifications", out.Notifications,
+		"siteCalls", out.SiteCalls, "auditLog", out.AuditLog, "batches", res.Batches, "more", out.More)
+	return out, nil
+}
+
+// cutoff is now minus retention; zero (nothing is older) for no retention.
+func cutoff(now time.Time, retention time.Duration) time.Time {
+	if retention <= 0 {
+		return time.Time{}
+	}
+	return now.Add(-retention)
+}

@@ -1,0 +1,180 @@
+// Package audit derives the audit log's events from what central sees of an
+// operation, and writes them to the central store in the background
+// (Writer), so that an audit write never slows or fails a delivery.
+//
+// Event ids are deterministic: the same fact always gets the same id, and
+// audit_log stores an id once, so recording an event again (a retried
+// activity, a telemetry batch and a reconciliation carrying the same row) is
+// harmless. An id is the operation's workflow id followed by:
+//
+//	/enqueued
+//	/attempt/<n>                     a notification's nth delivery attempt of its run (from 1)
+//	/attempt/<retries>/<unix ms>     a cached call's attempt: retry count after it, and its time
+//	/terminal/<status>               Delivered, Failed, Discarded
+//	/terminal/Parked/<attempt key>   a park (it can happen again after an operator retry)
+//	/operator/<n>                    the nth operator retry or discard of the run
+//
+// for example notification/343ebf6c-…/attempt/3 or call/9b1c…/terminal/Delivered.
+package audit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// NotificationEnqueued is the event of central recording notification n, at
+// the time the site accepted it.
+func NotificationEnqueued(n centralstore.Notification) centralstore.AuditEvent {
+	return centralstore.AuditEvent{
+		EventID: workflows.NotificationWorkflowID(n.NotificationID) + "/enqueued", OperationID: n.NotificationID,
+		Kind: workflows.KindNotification, SiteID: n.SourceSiteID, Event: centralstore.AuditEnqueued,
+		Status: workflows.StatusPending, Detail: "list " + n.ListName, At: n.SiteEnqueuedAt,
+	}
+}
+
+// NotificationDelivered is the successful delivery attempt number attempt
+// (DeliverNotificationInput.Attempt) of notification id and its Terminal
+// event.
+func NotificationDelivered(id, siteID string, attempt, retryCount int, at time.Time, recipients []string) []centralstore.AuditEvent {
+	prefix := workflows.NotificationWorkflowID(id)
+	base := centralstore.AuditEvent{
+		OperationID: id, Kind: workflows.KindNotification, SiteID: siteID, Status: workflows.StatusDelivered, At: at,
+	}
+	attemptEvent, terminal := base, base
+	attemptEvent.EventID, attemptEvent.Event = prefix+"/attempt/"+strconv.Itoa(attempt), centralstore.AuditAttempt
+	attemptEvent.Detail = retryDetail(retryCount, "")
+	terminal.EventID, terminal.Event = prefix+"/terminal/"+string(workflows.StatusDelivered), centralstore.AuditTerminal
+	terminal.Detail = "delivered to " + strings.Join(recipients, ", ")
+	return []centralstore.AuditEvent{attemptEvent, terminal}
+}
+
+// NotificationUpdated is the events a status change written by the
+// NotificationWorkflow records: a failed attempt (Retrying or Parked, and a
+// park's Terminal event), an operator's retry or discard, a discard's
+// Terminal event. A change that records none of these gives none.
+func NotificationUpdated(u workflows.NotificationUpdate) []centralstore.AuditEvent {
+	prefix := workflows.NotificationWorkflowID(u.NotificationID)
+	base := centralstore.AuditEvent{
+		OperationID: u.NotificationID, Kind: workflows.KindNotification, SiteID: u.SiteID, Status: u.Status, At: u.At,
+	}
+	var out []centralstore.AuditEvent
+	if u.Attempt > 0 {
+		e := base
+		e.EventID, e.Event = prefix+"/attempt/"+strconv.Itoa(u.Attempt), centralstore.AuditAttempt
+		e.Detail = retryDetail(u.RetryCount, u.LastError)
+		if u.LastAttemptAt != nil {
+			e.At = *u.LastAttemptAt
+		}
+		out = append(out, e)
+		if u.Status == workflows.StatusParked {
+			park := e
+			park.EventID, park.Event = prefix+"/terminal/Parked/"+strconv.Itoa(u.Attempt), centralstore.AuditTerminal
+			out = append(out, park)
+		}
+	}
+	if u.OperatorAction != nil && u.OperatorSeq > 0 {
+		out = append(out, operatorEvent(base, prefix, u.OperatorSeq, u.Status != workflows.StatusDiscarded, *u.OperatorAction))
+	}
+	if u.Status == workflows.StatusDiscarded {
+		e := base
+		e.EventID, e.Event, e.Detail = prefix+"/terminal/"+string(workflows.StatusDiscarded), centralstore.AuditTerminal, u.LastError
+		out = append(out, e)
+	}
+	return out
+}
+
+// OperatorAction is the event of an operator's retry or discard of a parked
+// cached call.
+func OperatorAction(a workflows.OperatorActionAudit) centralstore.AuditEvent {
+	base := centralstore.AuditEvent{OperationID: a.OperationID, Kind: a.Kind, SiteID: a.SiteID, Status: a.Status, At: a.At}
+	return operatorEvent(base, workflows.CachedCallWorkflowID(a.OperationID), a.Seq, a.Retry, a.Action)
+}
+
+func operatorEvent(base centralstore.AuditEvent, prefix string, seq int, retry bool, action workflows.OperatorAction) centralstore.AuditEvent {
+	e := base
+	e.EventID, e.Event = prefix+"/operator/"+strconv.Itoa(seq), centralstore.AuditOperatorDiscard
+	if retry {
+		e.Event = centralstore.AuditOperatorRetry
+	}
+	e.Operator, e.Reason = action.Operator, action.Reason
+	return e
+}
+
+// SiteCallEvents is what a mirrored tracking row shows of its cached call:
+// always Enqueued (stored once); an Attempt when the row is the outcome of
+// one (it has a last attempt, and is not an operator's discard or the
+// reset of an operator's retry); a Terminal event for Delivered, Failed,
+// Discarded and Parked. Rows central never receives (telemetry sends a
+// row's latest state) leave no events: their attempts are not audited.
+func SiteCallEvents(row workflows.TrackedOperation) []centralstore.AuditEvent {
+	prefix := workflows.CachedCallWorkflowID(row.OperationID)
+	base := centralstore.AuditEvent{
+		OperationID: row.OperationID, Kind: row.Kind, SiteID: row.SourceSiteID, Status: row.Status,
+	}
+	enqueued := base
+	enqueued.EventID, enqueued.Event, enqueued.Status = prefix+"/enqueued", centralstore.AuditEnqueued, workflows.StatusPending
+	enqueued.Detail, enqueued.At = "target "+row.Target, row.CreatedAt
+	out := []centralstore.AuditEvent{enqueued}
+
+	key := attemptKey(row)
+	if row.LastAttemptAt != nil && isAttemptOutcome(row) {
+		e := base
+		e.EventID, e.Event = prefix+"/attempt/"+key, centralstore.AuditAttempt
+		e.Detail, e.At = retryDetail(row.RetryCount, row.LastError), *row.LastAttemptAt
+		out = append(out, e)
+	}
+	switch row.Status {
+	case workflows.StatusParked:
+		e := base
+		e.EventID, e.Event = prefix+"/terminal/Parked/"+key, centralstore.AuditTerminal
+		e.Detail, e.At = retryDetail(row.RetryCount, row.LastError), row.UpdatedAt
+		if row.LastAttemptAt != nil {
+			e.At = *row.LastAttemptAt
+		}
+		out = append(out, e)
+	case workflows.StatusDelivered, workflows.StatusFailed, workflows.StatusDiscarded:
+		e := base
+		e.EventID, e.Event = prefix+"/terminal/"+string(row.Status), centralstore.AuditTerminal
+		e.Detail, e.At = retryDetail(row.RetryCount, row.LastError), row.UpdatedAt
+		if row.TerminalAt != nil {
+			e.At = *row.TerminalAt
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// isAttemptOutcome reports whether row's state was made by a delivery
+// attempt: not by a discard, nor by an operator's retry (Retrying with the
+// count reset; a retry's own outcome counts from 1).
+func isAttemptOutcome(row workflows.TrackedOperation) bool {
+	switch row.Status {
+	case workflows.StatusDiscarded:
+		return false
+	case workflows.StatusRetrying:
+		return row.RetryCount > 0
+	}
+	return true
+}
+
+// attemptKey names a cached call's attempt: its retry count restarts after
+// an operator retry, so the attempt's time goes with it.
+func attemptKey(row workflows.TrackedOperation) string {
+	at := row.UpdatedAt
+	if row.LastAttemptAt != nil {
+		at = *row.LastAttemptAt
+	}
+	return strconv.Itoa(row.RetryCount) + "/" + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+func retryDetail(retryCount int, lastError string) string {
+	if lastError == "" {
+		return fmt.Sprintf("retry count %d", retryCount)
+	}
+	return fmt.Sprintf("retry count %d: %s", retryCount, lastError)
+}

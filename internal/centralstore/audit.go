@@ -1,0 +1,155 @@
+package centralstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outpost-dev/outpost/internal/dbtx"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// AuditEventType is what happened to an operation.
+type AuditEventType string
+
+// Audit event types.
+const (
+	// AuditEnqueued: central learned of the operation (at: when the site accepted it).
+	AuditEnqueued AuditEventType = "Enqueued"
+	// AuditAttempt: one delivery attempt; Status is the outcome, Detail the
+	// retry count and last error.
+	AuditAttempt AuditEventType = "Attempt"
+	// AuditTerminal: the operation reached Delivered, Failed, Discarded or
+	// Parked (which waits for an operator).
+	AuditTerminal AuditEventType = "Terminal"
+	// AuditOperatorRetry and AuditOperatorDiscard: an operator acted on a
+	// parked operation; Operator and Reason are what the signal carried.
+	AuditOperatorRetry   AuditEventType = "OperatorRetry"
+	AuditOperatorDiscard AuditEventType = "OperatorDiscard"
+)
+
+// AuditEvent is one row of audit_log. EventID is deterministic (see package
+// audit), so writing an event twice stores it once.
+type AuditEvent struct {
+	EventID     string
+	OperationID string
+	Kind        string // workflows.KindNotification, KindExternalCall or KindDatabaseWrite
+	SiteID      string
+	Event       AuditEventType
+	Status      workflows.Status
+	Detail      string
+	Operator    string
+	Reason      string
+	At          time.Time
+}
+
+// auditColumns is every column of audit_log, in the order of auditArgs and
+// scanAuditEvent.
+var auditColumns = []string{
+	"event_id", "operation_id", "kind", "site_id", "event", "status", "detail", "operator", "reason", "at",
+}
+
+// Longest values stored: a longer operator name would fail SQL Server's
+// column, and one bad event must not block the batches behind it.
+const (
+	maxAuditOperator = 256
+	maxAuditText     = 4000
+)
+
+// InsertAuditEvents stores the events whose id is not stored yet, with one
+// statement per chunk in one transaction, and returns how many it inserted.
+// An event repeated in events is stored once.
+func (s *Store) InsertAuditEvents(ctx context.Context, events []AuditEvent) (int, error) {
+	events = firstByEventID(events)
+	if len(events) == 0 {
+		return 0, nil
+	}
+	var total int64
+	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+		for chunk := range slices.Chunk(events, s.dialect.auditChunk) {
+			args := make([]any, 0, len(chunk)*len(auditColumns))
+			for _, e := range chunk {
+				args = auditArgs(args, e)
+			}
+			res, err := tx.ExecContext(ctx, s.bind(s.dialect.insertAuditEvents(len(chunk))), args...)
+			if err != nil {
+				return fmt.Errorf("write %d events: %w", len(chunk), err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("count written events: %w", err)
+			}
+			total += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("insert audit events: %w", err)
+	}
+	return int(total), nil
+}
+
+// ListAuditEvents returns the events of one operation (a notification id or a
+// tracked operation id), oldest first.
+func (s *Store) ListAuditEvents(ctx context.Context, operationID string) ([]AuditEvent, error) {
+	rows, err := s.db.QueryContext(ctx, s.bind(`SELECT `+strings.Join(auditColumns, ", ")+`
+		FROM audit_log WHERE operation_id = ? ORDER BY at, event_id`), operationID)
+	if err != nil {
+		return nil, fmt.Errorf("list audit events of %s: %w", operationID, err)
+	}
+	defer rows.Close()
+	var out []AuditEvent
+	for rows.Next() {
+		e, err := scanAuditEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list audit events of %s: %w", operationID, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list audit events of %s: %w", operationID, err)
+	}
+	return out, nil
+}
+
+// firstByEventID keeps the first event of each id, in order: SQL Server's
+// MERGE would insert both copies of an id new to the table.
+func firstByEventID(events []AuditEvent) []AuditEvent {
+	seen := make(map[string]bool, len(events))
+	out := make([]AuditEvent, 0, len(events))
+	for _, e := range events {
+		if !seen[e.EventID] {
+			seen[e.EventID] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func auditArgs(args []any, e AuditEvent) []any {
+	return append(args, e.EventID, e.OperationID, e.Kind, e.SiteID, string(e.Event), string(e.Status),
+		truncate(e.Detail, maxAuditText), truncate(e.Operator, maxAuditOperator), truncate(e.Reason, maxAuditText), utc(e.At))
+}
+
+func scanAuditEvent(row scanner) (AuditEvent, error) {
+	var e AuditEvent
+	var event, status string
+	err := row.Scan(&e.EventID, &e.OperationID, &e.Kind, &e.SiteID, &event, &status, &e.Detail, &e.Operator, &e.Reason, &e.At)
+	if err != nil {
+		return AuditEvent{}, err
+	}
+	e.Event, e.Status, e.At = AuditEventType(event), workflows.Status(status), e.At.UTC()
+	return e, nil
+}
+
+// truncate cuts s to at most n characters, on a character boundary.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}

@@ -1,0 +1,507 @@
+package centralstore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// Kinds lists the operation kinds in the order reports show them.
+var Kinds = []string{workflows.KindNotification, workflows.KindExternalCall, workflows.KindDatabaseWrite}
+
+// KPIs are the outbox indicators of one slice of the central tables (one
+// kind, one site, or everything).
+type KPIs struct {
+	// Queue is how many items wait for delivery: Pending or Retrying.
+	Queue int `json:"queue"`
+	// Stuck is how many queued items (Pending or Retrying) were created more
+	// than the stuck age ago. Parked items are counted apart, in Parked.
+	Stuck int `json:"stuck"`
+	// Parked is how many items wait for an operator's retry or discard.
+	Parked int `json:"parked"`
+	// Delivered is how many items were delivered within the window before
+	// the report's time.
+	Delivered int `json:"delivered"`
+	// OldestPendingAt is when the oldest queued item (Pending or Retrying;
+	// parked items excluded) was created; nil when the queue is empty.
+	OldestPendingAt *time.Time `json:"oldestPendingAt,omitempty"`
+	// OldestPendingAgeSeconds is the report's time minus OldestPendingAt;
+	// 0 when the queue is empty.
+	OldestPendingAgeSeconds float64 `json:"oldestPendingAgeSeconds"`
+}
+
+// OldestPendingAge is the age of the oldest queued item; 0 when none.
+func (k KPIs) OldestPendingAge() time.Duration {
+	return time.Duration(k.OldestPendingAgeSeconds * float64(time.Second))
+}
+
+// add folds o into k; the age is recomputed by the caller.
+func (k *KPIs) add(o KPIs) {
+	k.Queue += o.Queue
+	k.Stuck += o.Stuck
+	k.Parked += o.Parked
+	k.Delivered += o.Delivered
+	if o.OldestPendingAt != nil && (k.OldestPendingAt == nil || o.OldestPendingAt.Before(*k.OldestPendingAt)) {
+		at := *o.OldestPendingAt
+		k.OldestPendingAt = &at
+	}
+}
+
+func (k *KPIs) setAge(now time.Time) {
+	k.OldestPendingAgeSeconds = 0
+	if k.OldestPendingAt != nil {
+		k.OldestPendingAgeSeconds = now.Sub(*k.OldestPendingAt).Seconds()
+	}
+}
+
+// KindKPIs are the KPIs of one kind.
+type KindKPIs struct {
+	// Kind is workflows.KindNotification, KindExternalCall or KindDatabaseWrite.
+	Kind string `json:"kind"`
+	KPIs
+}
+
+// KPIGroup is every kind's KPIs for one site, or for all sites.
+type KPIGroup struct {
+	// Site is the source site; empty in the global group.
+	Site string `json:"site,omitempty"`
+	// Total sums every kind.
+	Total KPIs `json:"total"`
+	// Kinds has one entry per kind, in the order of Kinds, zeros included.
+	Kinds []KindKPIs `json:"kinds"`
+}
+
+// Kind returns the KPIs of kind (zeros for an unknown kind).
+func (g KPIGroup) Kind(kind string) KPIs {
+	for _, k := range g.Kinds {
+		if k.Kind == kind {
+			return k.KPIs
+		}
+	}
+	return KPIs{}
+}
+
+// KPIReport is the outbox at one instant: notifications from the
+// notifications table, cached calls (ExternalCall, DatabaseWrite) from the
+// site_calls mirror.
+type KPIReport struct {
+	// At is the instant the report describes.
+	At time.Time `json:"at"`
+	// StuckAgeSeconds is the age past which a queued item counts as stuck.
+	StuckAgeSeconds float64 `json:"stuckAgeSeconds"`
+	// WindowSeconds is how far back Delivered counts.
+	WindowSeconds float64 `json:"windowSeconds"`
+	// Global is every site together.
+	Global KPIGroup `json:"global"`
+	// Sites is one group per source site, ordered by site id. A site with
+	// nothing queued, parked or delivered in the window is left out.
+	Sites []KPIGroup `json:"sites"`
+}
+
+// KPIs computes the outbox indicators at now: per kind, globally and per
+// source site. An item is stuck when it is Pending or Retrying and was
+// created more than stuckAge before now (exactly stuckAge is not stuck);
+// Delivered counts deliveries at or after now-window. Times are passed as
+// parameters, so both dialects compare them the same way.
+func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.Duration) (KPIReport, error) {
+	now = now.UTC()
+	stuckBefore, deliveredSince := now.Add(-stuckAge), now.Add(-window)
+	cells := map[[2]string]*KPIs{} // (site, kind) → KPIs
+	cell := func(site, kind string) *KPIs {
+		k := [2]string{site, kind}
+		if cells[k] == nil {
+			cells[k] = &KPIs{}
+		}
+		return cells[k]
+	}
+
+	// Queued and parked rows: the status index finds them, however many
+	// terminal rows the tables keep.
+	queued := `SELECT source_site_id, %s,
+		SUM(CASE WHEN status IN ('Pending', 'Retrying') THEN 1 ELSE 0 END),
+		SUM(CASE WHEN status IN ('Pending', 'Retrying') AND created_at < ? THEN 1 ELSE 0 END),
+		SUM(CASE WHEN status = 'Parked' THEN 1 ELSE 0 END),
+		MIN(CASE WHEN status IN ('Pending', 'Retrying') THEN created_at END)
+		FROM %s WHERE status IN ('Pending', 'Retrying', 'Parked')
+		GROUP BY source_site_id%s`
+	for _, q := range []string{
+		fmt.Sprintf(queued, "'"+workflows.KindNotification+"'", "notifications", ""),
+		fmt.Sprintf(queued, "kind", "site_calls", ", kind"),
+	} {
+		err := s.eachRow(ctx, q, []any{stuckBefore}, func(rows *sql.Rows) error {
+			var site, kind string
+			var queue, stuck, parked int
+			var oldest dbTime
+			if err := rows.Scan(&site, &kind, &queue, &stuck, &parked, &oldest); err != nil {
+				return err
+			}
+			c := cell(site, kind)
+			c.Queue, c.Stuck, c.Parked = queue, stuck, parked
+			if oldest.Valid {
+				at := oldest.Time
+				c.OldestPendingAt = &at
+			}
+			return nil
+		})
+		if err != nil {
+			return KPIReport{}, fmt.Errorf("kpis: count queued items: %w", err)
+		}
+	}
+
+	delivered := `SELECT source_site_id, %s, COUNT(*) FROM %s
+		WHERE status = 'Delivered' AND %s >= ? GROUP BY source_site_id%s`
+	for _, q := range []string{
+		fmt.Sprintf(delivered, "'"+workflows.KindNotification+"'", "notifications", "delivered_at", ""),
+		fmt.Sprintf(delivered, "kind", "site_calls", "terminal_at", ", kind"),
+	} {
+		err := s.eachRow(ctx, q, []any{deliveredSince}, func(rows *sql.Rows) error {
+			var site, kind string
+			var n int
+			if err := rows.Scan(&site, &kind, &n); err != nil {
+				return err
+			}
+			cell(site, kind).Delivered = n
+			return nil
+		})
+		if err != nil {
+			return KPIReport{}, fmt.Errorf("kpis: count deliveries: %w", err)
+		}
+	}
+
+	report := KPIReport{At: now, StuckAgeSeconds: stuckAge.Seconds(), WindowSeconds: window.Seconds(), Global: newGroup(""), Sites: []KPIGroup{}}
+	bySite := map[string]*KPIGroup{}
+	for k, c := range cells {
+		site, kind := k[0], k[1]
+		g := bySite[site]
+		if g == nil {
+			ng := newGroup(site)
+			g = &ng
+			bySite[site] = g
+		}
+		for _, grp := range []*KPIGroup{g, &report.Global} {
+			grp.Total.add(*c)
+			i := slices.Index(Kinds, kind)
+			if i < 0 {
+				// A kind this build does not know still counts in the total.
+				grp.Kinds = append(grp.Kinds, KindKPIs{Kind: kind})
+				i = len(grp.Kinds) - 1
+			}
+			grp.Kinds[i].add(*c)
+		}
+	}
+	for _, g := range bySite {
+		report.Sites = append(report.Sites, *g)
+	}
+	slices.SortFunc(report.Sites, func(a, b KPIGroup) int { return cmp.Compare(a.Site, b.Site) })
+	for _, g := range append([]*KPIGroup{&report.Global}, pointers(report.Sites)...) {
+		g.Total.setAge(now)
+		for i := range g.Kinds {
+			g.Kinds[i].setAge(now)
+		}
+	}
+	return report, nil
+}
+
+func newGroup(site string) KPIGroup {
+	g := KPIGroup{Site: site, Kinds: make([]KindKPIs, len(Kinds))}
+	for i, k := range Kinds {
+		g.Kinds[i].Kind = k
+	}
+	return g
+}
+
+func pointers(gs []KPIGroup) []*KPIGroup {
+	out := make([]*KPIGroup, len(gs))
+	for i := range gs {
+		out[i] = &gs[i]
+	}
+	return out
+}
+
+// eachRow runs query (with "?" placeholders) and calls fn for every row.
+func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(*sql.Rows) error) error {
+	rows, err := s.db.QueryContext(ctx, s.bind(query), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Values of ItemFilter.Status besides Parked, Pending and Retrying.
+const (
+	// ItemsStuckOrParked (the empty filter) is every stuck and every parked item.
+	ItemsStuckOrParked = ""
+	// ItemsStuck is Pending and Retrying items older than the stuck age.
+	ItemsStuck = "Stuck"
+)
+
+// ItemFilter selects the items of ListOperatorItems. Zero fields do not filter.
+type ItemFilter struct {
+	// Now and StuckAge define stuck: Pending or Retrying and created before
+	// Now-StuckAge. Now defaults to the current time.
+	Now      time.Time
+	StuckAge time.Duration
+	// Status is ItemsStuckOrParked (default), ItemsStuck, or one status:
+	// Parked, or Pending or Retrying (stuck ones only).
+	Status string
+	// Kind is a workflows.Kind* value.
+	Kind string
+	// Site is the exact source site id.
+	Site string
+	// Target is the exact list name of a notification, or a call's target
+	// ("system.method" or the database name).
+	Target string
+	// CreatedFrom (inclusive) and CreatedTo (exclusive) bound the creation time.
+	CreatedFrom, CreatedTo time.Time
+	// Query is a substring of a notification's subject or of a call's
+	// target, matched case-insensitively for ASCII letters.
+	Query string
+	// Limit is the most items returned. Default 200.
+	Limit int
+}
+
+// ErrInvalidFilter is returned for a filter value ListOperatorItems does not know.
+var ErrInvalidFilter = errors.New("invalid filter")
+
+// OperatorItem is a stuck or parked notification or cached call.
+type OperatorItem struct {
+	// Kind is workflows.KindNotification, KindExternalCall or KindDatabaseWrite.
+	Kind string `json:"kind"`
+	// ID is the NotificationId or TrackedOperationId.
+	ID     string           `json:"id"`
+	Site   string           `json:"site"`
+	Status workflows.Status `json:"status"`
+	// Stuck is true for a Pending or Retrying item older than the stuck age.
+	Stuck bool `json:"stuck"`
+	// Target is a notification's list or a call's target.
+	Target string `json:"target"`
+	// Subject is a notification's subject; empty for calls.
+	Subject       string     `json:"subject,omitempty"`
+	RetryCount    int        `json:"retryCount"`
+	LastError     string     `json:"lastError,omitempty"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+}
+
+// WorkflowID is the id of the item's Temporal workflow.
+func (i OperatorItem) WorkflowID() string {
+	if i.Kind == workflows.KindNotification {
+		return workflows.NotificationWorkflowID(i.ID)
+	}
+	return workflows.CachedCallWorkflowID(i.ID)
+}
+
+// OperatorItems is the answer of ListOperatorItems.
+type OperatorItems struct {
+	// Items, newest first.
+	Items []OperatorItem `json:"items"`
+	// More is true when more items matched than the limit.
+	More bool `json:"more"`
+}
+
+const defaultItemLimit = 200
+
+// ListOperatorItems lists stuck and parked notifications and cached calls
+// matching f, newest first.
+func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorItems, error) {
+	if f.Now.IsZero() {
+		f.Now = time.Now()
+	}
+	if f.Limit <= 0 {
+		f.Limit = defaultItemLimit
+	}
+	stateSQL, stateArgs, err := itemState(f.Status, f.Now.UTC().Add(-f.StuckAge))
+	if err != nil {
+		return OperatorItems{}, err
+	}
+	if f.Kind != "" && !slices.Contains(Kinds, f.Kind) {
+		return OperatorItems{}, fmt.Errorf("%w: kind %q is not one of %s", ErrInvalidFilter, f.Kind, strings.Join(Kinds, ", "))
+	}
+
+	var items []OperatorItem
+	if f.Kind == "" || f.Kind == workflows.KindNotification {
+		where, args := itemWhere(f, stateSQL, stateArgs, "list_name", "subject")
+		q := `SELECT notification_id, source_site_id, status, list_name, subject, retry_count, last_error,
+			created_at, last_attempt_at, next_attempt_at FROM notifications WHERE ` + where +
+			` ORDER BY created_at DESC, notification_id` + s.limitClause()
+		err := s.eachRow(ctx, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
+			it := OperatorItem{Kind: workflows.KindNotification}
+			if err := scanItem(rows, &it, &it.Subject); err != nil {
+				return err
+			}
+			items = append(items, it)
+			return nil
+		})
+		if err != nil {
+			return OperatorItems{}, fmt.Errorf("list stuck and parked notifications: %w", err)
+		}
+	}
+	if f.Kind != workflows.KindNotification {
+		where, args := itemWhere(f, stateSQL, stateArgs, "target", "target")
+		if f.Kind != "" {
+			where += " AND kind = ?"
+			args = append(args, f.Kind)
+		}
+		q := `SELECT operation_id, source_site_id, status, target, kind, retry_count, last_error,
+			created_at, last_attempt_at, next_attempt_at FROM site_calls WHERE ` + where +
+			` ORDER BY created_at DESC, operation_id` + s.limitClause()
+		err := s.eachRow(ctx, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
+			var it OperatorItem
+			if err := scanItem(rows, &it, &it.Kind); err != nil {
+				return err
+			}
+			items = append(items, it)
+			return nil
+		})
+		if err != nil {
+			return OperatorItems{}, fmt.Errorf("list stuck and parked calls: %w", err)
+		}
+	}
+
+	cutoff := f.Now.Add(-f.StuckAge)
+	for i := range items {
+		items[i].Stuck = items[i].Status != workflows.StatusParked && items[i].CreatedAt.Before(cutoff)
+	}
+	slices.SortStableFunc(items, func(a, b OperatorItem) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	out := OperatorItems{Items: items}
+	if len(items) > f.Limit {
+		out.Items, out.More = items[:f.Limit], true
+	}
+	return out, nil
+}
+
+// itemState is the WHERE condition selecting stuck or parked rows.
+func itemState(status string, stuckBefore time.Time) (string, []any, error) {
+	switch workflows.Status(status) {
+	case ItemsStuckOrParked:
+		return `(status = 'Parked' OR (status IN ('Pending', 'Retrying') AND created_at < ?))`, []any{stuckBefore}, nil
+	case ItemsStuck:
+		return `status IN ('Pending', 'Retrying') AND created_at < ?`, []any{stuckBefore}, nil
+	case workflows.StatusPending, workflows.StatusRetrying:
+		return `status = ? AND created_at < ?`, []any{status, stuckBefore}, nil
+	case workflows.StatusParked:
+		return `status = 'Parked'`, nil, nil
+	}
+	return "", nil, fmt.Errorf("%w: status %q is not one of Stuck, Parked, Pending, Retrying", ErrInvalidFilter, status)
+}
+
+// itemWhere adds the filters shared by both tables; targetCol is matched
+// exactly by Target and queryCol by the Query substring.
+func itemWhere(f ItemFilter, state string, stateArgs []any, targetCol, queryCol string) (string, []any) {
+	where := []string{state}
+	args := slices.Clone(stateArgs)
+	if f.Site != "" {
+		where, args = append(where, "source_site_id = ?"), append(args, f.Site)
+	}
+	if f.Target != "" {
+		where, args = append(where, targetCol+" = ?"), append(args, f.Target)
+	}
+	if !f.CreatedFrom.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, f.CreatedFrom.UTC())
+	}
+	if !f.CreatedTo.IsZero() {
+		where, args = append(where, "created_at < ?"), append(args, f.CreatedTo.UTC())
+	}
+	if f.Query != "" {
+		where, args = append(where, queryCol+` LIKE ? ESCAPE '\'`), append(args, "%"+likeEscaper.Replace(f.Query)+"%")
+	}
+	return strings.Join(where, " AND "), args
+}
+
+// likeEscaper escapes LIKE's wildcards, and "[" which SQL Server reads as a
+// character class; SQLite takes an escaped "[" literally too.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`, `[`, `\[`)
+
+// limitClause ends an ordered query with a row limit taken from the last
+// argument.
+func (s *Store) limitClause() string {
+	if s.dialect.numbered { // SQL Server has no LIMIT
+		return " OFFSET 0 ROWS FETCH NEXT ? ROWS ONLY"
+	}
+	return " LIMIT ?"
+}
+
+// scanItem reads the columns shared by both item queries; the fifth column
+// goes to fifth (a notification's subject, a call's kind).
+func scanItem(rows *sql.Rows, it *OperatorItem, fifth *string) error {
+	var status string
+	var created, lastAttempt, nextAttempt dbTime
+	if err := rows.Scan(&it.ID, &it.Site, &status, &it.Target, fifth, &it.RetryCount, &it.LastError,
+		&created, &lastAttempt, &nextAttempt); err != nil {
+		return err
+	}
+	it.Status, it.CreatedAt = workflows.Status(status), created.Time
+	it.LastAttemptAt, it.NextAttemptAt = lastAttempt.ptr(), nextAttempt.ptr()
+	return nil
+}
+
+// dbTime scans a time from either dialect: SQL Server and SQLite columns
+// declared DATETIME arrive as time.Time, but SQLite hands back an aggregate
+// (MIN) of them as the text modernc.org/sqlite wrote.
+type dbTime struct {
+	Time  time.Time
+	Valid bool
+}
+
+// sqliteTimeLayouts are the layouts modernc.org/sqlite writes (time.Time's
+// String, its default) and reads.
+var sqliteTimeLayouts = []string{
+	"2006-01-02 15:04:05.999999999 -0700 MST",
+	time.RFC3339Nano,
+	"2006-01-02 15:04:05.999999999-07:00",
+	"2006-01-02T15:04:05.999999999-07:00",
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999",
+}
+
+// Scan implements sql.Scanner.
+func (t *dbTime) Scan(v any) error {
+	switch v := v.(type) {
+	case nil:
+		*t = dbTime{}
+		return nil
+	case time.Time:
+		*t = dbTime{Time: v.UTC(), Valid: true}
+		return nil
+	case []byte:
+		return t.Scan(string(v))
+	case string:
+		for _, layout := range sqliteTimeLayouts {
+			if parsed, err := time.Parse(layout, v); err == nil {
+				*t = dbTime{Time: parsed.UTC(), Valid: true}
+				return nil
+			}
+		}
+		return fmt.Errorf("unrecognised time %q", v)
+	}
+	return fmt.Errorf("cannot scan %T as a time", v)
+}
+
+func (t dbTime) ptr() *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	at := t.Time
+	return &at
+}
+
+// DB is the underlying database, for read-only checks in tests and tools
+// (e.g. counting rows to cross-check KPIs). Named parameters (@name with
+// sql.Named) work on both dialects.
+func (s *Store) DB() *sql.DB { return s.db }

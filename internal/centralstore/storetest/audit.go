@@ -1,0 +1,120 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+func newAuditEvent(opID string, n int, at time.Time) centralstore.AuditEvent {
+	return centralstore.AuditEvent{
+		EventID: fmt.Sprintf("call/%s/attempt/%d", opID, n), OperationID: opID, Kind: workflows.KindExternalCall,
+		SiteID: "plant-1", Event: centralstore.AuditAttempt, Status: workflows.StatusRetrying,
+		Detail: fmt.Sprintf("retry count %d: HTTP 503 — ünïcode", n), At: at.UTC().Truncate(time.Millisecond),
+	}
+}
+
+// requireSameEvents compares times with Equal and every other field exactly.
+func requireSameEvents(t *testing.T, want, got []centralstore.AuditEvent) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i := range want {
+		require.True(t, want[i].At.Equal(got[i].At), "event %d at: want %s, got %s", i, want[i].At, got[i].At)
+		w, g := want[i], got[i]
+		w.At, g.At = time.Time{}, time.Time{}
+		require.Equal(t, w, g, "event %d", i)
+	}
+}
+
+func auditInsertIfNotExists(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	op := uuid.NewString()
+	first := newAuditEvent(op, 1, time.Now())
+	first.Event, first.Status, first.Operator, first.Reason = centralstore.AuditOperatorRetry, workflows.StatusPending, "ana", "relay fixed"
+	n, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{first})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	// The same id again, even with other fields, is not stored again.
+	rewrite := first
+	rewrite.Detail, rewrite.Operator = "a rewrite must not overwrite", "bo"
+	n, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{rewrite})
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// One batch holding an id twice, and an id stored already, stores the new one once.
+	second := newAuditEvent(op, 2, time.Now().Add(time.Second))
+	n, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{second, first, second})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	got, err := store.ListAuditEvents(ctx, op)
+	require.NoError(t, err)
+	requireSameEvents(t, []centralstore.AuditEvent{first, second}, got)
+
+	// Over-long operator names and texts are cut, not refused: one bad
+	// event must not block the batch it travels in.
+	long := newAuditEvent(op, 3, time.Now().Add(2*time.Second))
+	long.Operator, long.Reason = strings.Repeat("é", 300), strings.Repeat("r", 5000)
+	n, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{long})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got, err = store.ListAuditEvents(ctx, op)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, strings.Repeat("é", 256), got[2].Operator)
+	require.Len(t, got[2].Reason, 4000)
+}
+
+// A batch larger than one statement's chunk is stored whole, and written
+// again stores nothing.
+func auditLargeBatch(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	op := uuid.NewString()
+	t0 := time.Now()
+	events := make([]centralstore.AuditEvent, 1234)
+	for i := range events {
+		events[i] = newAuditEvent(op, i, t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	n, err := store.InsertAuditEvents(ctx, events)
+	require.NoError(t, err)
+	require.Equal(t, len(events), n)
+	got, err := store.ListAuditEvents(ctx, op)
+	require.NoError(t, err)
+	requireSameEvents(t, events, got)
+
+	n, err = store.InsertAuditEvents(ctx, events)
+	require.NoError(t, err)
+	require.Zero(t, n, "a rewritten batch stores nothing")
+}
+
+// ListAuditEvents returns one operation's events, oldest first, whatever the
+// order they were written in.
+func auditListByOperation(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	op, other := uuid.NewString(), uuid.NewString()
+	t0 := time.Now()
+	enqueued := newAuditEvent(op, 0, t0)
+	enqueued.EventID, enqueued.Event, enqueued.Status = "call/"+op+"/enqueued", centralstore.AuditEnqueued, workflows.StatusPending
+	attempt := newAuditEvent(op, 1, t0.Add(time.Minute))
+	terminal := newAuditEvent(op, 1, t0.Add(time.Minute))
+	terminal.EventID, terminal.Event, terminal.Status = "call/"+op+"/terminal/Delivered", centralstore.AuditTerminal, workflows.StatusDelivered
+	_, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{terminal, newAuditEvent(other, 1, t0), attempt, enqueued})
+	require.NoError(t, err)
+
+	got, err := store.ListAuditEvents(ctx, op)
+	require.NoError(t, err)
+	requireSameEvents(t, []centralstore.AuditEvent{enqueued, attempt, terminal}, got)
+
+	got, err = store.ListAuditEvents(ctx, uuid.NewString())
+	require.NoError(t, err)
+	require.Empty(t, got)
+}

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/outbox"
+	"github.com/outpost-dev/outpost/workers"
+)
+
+var kpiCommand = command{
+	name:    "kpi",
+	summary: "print the outbox KPIs from the central store",
+	usage:   "[--config FILE] [--window 1h] [--json]",
+	help: `Reads the central store named in the config and prints, globally and per
+source site, for each kind (Notification, ExternalCall, DatabaseWrite):
+
+  queue           items waiting for delivery (Pending + Retrying)
+  stuck           queued items created more than central.stuck_age ago
+  parked          items waiting for an operator's retry or discard
+  delivered/WIN   items delivered within the last --window
+  oldest pending  age of the oldest queued item (parked items excluded)
+
+Sites with nothing queued, parked or delivered in the window are left out.
+--json prints the same report as JSON (ages and durations in seconds).
+
+Example:
+  outpost kpi --config /etc/outpost/outpost.yaml --window 24h
+  outpost kpi --config /etc/outpost/outpost.yaml --json | jq '.global.total.parked'`,
+	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
+		asJSON := fs.Bool("json", false, "print JSON instead of a table")
+		window := fs.Duration("window", time.Hour, "count deliveries within this `DURATION` before now")
+		return withConfig(fs, args, config.Default(), "config `FILE` naming the central store (defaults apply when omitted)", func(cfg config.Config, _ *zap.Logger) error {
+			if *window <= 0 {
+				return fmt.Errorf("%w: --window must be positive, got %s", ErrUsage, *window)
+			}
+			return runKPI(ctx, env.Stdout, cfg.Central, *window, *asJSON)
+		})
+	},
+}
+
+func runKPI(ctx context.Context, w io.Writer, cfg config.Central, window time.Duration, asJSON bool) error {
+	store, err := workers.OpenCentralStore(ctx, cfg.Store)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	report, err := store.KPIs(ctx, time.Now(), cfg.StuckAge, window)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return printKPIs(w, report, cfg.StuckAge, window)
+}
+
+// printKPIs writes report as one table: the global rows first, then each
+// site's, every group ending with its total ("all").
+func printKPIs(w io.Writer, report centralstore.KPIReport, stuckAge, window time.Duration) error {
+	fmt.Fprintf(w, "Outbox at %s (stuck: queued longer than %s; delivered: last %s)\n\n",
+		report.At.Format(time.RFC3339), outbox.FormatAge(stuckAge), outbox.FormatAge(window))
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "site\tkind\tqueue\tstuck\tparked\tdelivered/%s\toldest pending\n", outbox.FormatAge(window))
+	for _, g := range append([]centralstore.KPIGroup{report.Global}, report.Sites...) {
+		site := g.Site
+		if site == "" {
+			site = "(global)"
+		}
+		// A row of empty cells separates groups and keeps one column width.
+		fmt.Fprint(tw, "\t\t\t\t\t\t\n")
+		for _, k := range g.Kinds {
+			kpiRow(tw, site, k.Kind, k.KPIs)
+			site = ""
+		}
+		kpiRow(tw, "", "all", g.Total)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for line := range strings.Lines(table.String()) {
+		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+	}
+	if len(report.Sites) == 0 {
+		fmt.Fprintln(w, "\nNo site has anything queued, parked or delivered in the window.")
+	}
+	return nil
+}
+
+func kpiRow(w io.Writer, site, kind string, k centralstore.KPIs) {
+	oldest := "-"
+	if k.OldestPendingAt != nil {
+		oldest = outbox.FormatAge(k.OldestPendingAge())
+	}
+	fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", site, kind, k.Queue, k.Stuck, k.Parked, k.Delivered, oldest)
+}

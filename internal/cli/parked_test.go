@@ -1,0 +1,497 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/enums/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// fakeTemporal stands in for Temporal in the operator commands' unit tests
+// (the end-to-end tests in internal/e2e run them on the real dev server).
+// ListWorkflow understands the clauses parkedFilter.query writes.
+type fakeTemporal struct {
+	mu        sync.Mutex
+	workflows map[string]*fakeWorkflow
+	pageSize  int
+	queries   []string
+	signals   []fakeSignal
+	failOn    map[string]error // signal errors by workflow id
+}
+
+type fakeWorkflow struct {
+	info    *workflowpb.WorkflowExecutionInfo
+	state   any // NotificationState or TrackedOperation
+	summary string
+	pending []*workflowpb.PendingActivityInfo
+}
+
+type fakeSignal struct {
+	workflowID, name string
+	action           workflows.OperatorAction
+}
+
+func newFake() *fakeTemporal {
+	return &fakeTemporal{workflows: map[string]*fakeWorkflow{}, pageSize: 2, failOn: map[string]error{}}
+}
+
+var t0 = time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+
+func payload(v any) *commonpb.Payload {
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// addCall adds a cached call's workflow, started at t0+age minutes.
+func (f *fakeTemporal) addCall(id, site, target string, status workflows.Status, minute int) *fakeWorkflow {
+	wid := workflows.CachedCallWorkflowID(id)
+	last := t0.Add(time.Duration(minute)*time.Minute + 30*time.Second)
+	return f.add(wid, "CachedCallWorkflow", workflows.KindExternalCall, site, target, status, minute, "Call "+target+" from "+site,
+		workflows.TrackedOperation{
+			OperationID: id, Kind: workflows.KindExternalCall, Target: target, Status: status, RetryCount: 3,
+			LastError: "retries exhausted (3): HTTP 503 Service Unavailable", SourceSiteID: site,
+			CreatedAt: t0.Add(time.Duration(minute) * time.Minute), LastAttemptAt: &last,
+		})
+}
+
+func (f *fakeTemporal) addNotification(id, site, list string, status workflows.Status, minute int) *fakeWorkflow {
+	wid := workflows.NotificationWorkflowID(id)
+	last := t0.Add(time.Duration(minute)*time.Minute + 20*time.Second)
+	return f.add(wid, "NotificationWorkflow", workflows.KindNotification, site, list, status, minute, "Notify "+list+": Pump 3 tripped",
+		workflows.NotificationState{
+			NotificationID: id, Status: status, RetryCount: 2, LastError: "retries exhausted (2): dial tcp: connection refused",
+			SiteEnqueuedAt: t0.Add(time.Duration(minute) * time.Minute), CreatedAt: t0.Add(time.Duration(minute) * time.Minute), LastAttemptAt: &last,
+		})
+}
+
+func (f *fakeTemporal) add(wid, typ, kind, site, target string, status workflows.Status, minute int, summary string, state any) *fakeWorkflow {
+	exec := enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	var closed *timestamppb.Timestamp
+	if status.Terminal() {
+		exec, closed = enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, timestamppb.New(t0.Add(time.Duration(minute+1)*time.Minute))
+	}
+	w := &fakeWorkflow{
+		info: &workflowpb.WorkflowExecutionInfo{
+			Execution: &commonpb.WorkflowExecution{WorkflowId: wid, RunId: "run-" + wid},
+			Type:      &commonpb.WorkflowType{Name: typ}, TaskQueue: workflows.CentralTaskQueue, Status: exec,
+			StartTime: timestamppb.New(t0.Add(time.Duration(minute) * time.Minute)), CloseTime: closed, HistoryLength: 42,
+			SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
+				"OutpostStatus": payload(string(status)), "OutpostKind": payload(kind),
+				"OutpostSite": payload(site), "OutpostTarget": payload(target),
+			}},
+		},
+		state: state, summary: summary,
+	}
+	f.workflows[wid] = w
+	return w
+}
+
+func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = append(f.queries, req.GetQuery())
+	var match []*workflowpb.WorkflowExecutionInfo
+	for _, w := range f.workflows {
+		ok, err := matches(w.info, req.GetQuery())
+		if err != nil {
+			return nil, serviceerror.NewInvalidArgument(err.Error())
+		}
+		if ok {
+			match = append(match, w.info)
+		}
+	}
+	sort.Slice(match, func(i, j int) bool { return match[i].StartTime.AsTime().After(match[j].StartTime.AsTime()) })
+	from := 0
+	if len(req.NextPageToken) > 0 {
+		from, _ = strconv.Atoi(string(req.NextPageToken))
+	}
+	to := min(from+f.pageSize, len(match))
+	resp := &workflowservice.ListWorkflowExecutionsResponse{Executions: match[from:to]}
+	if to < len(match) {
+		resp.NextPageToken = []byte(strconv.Itoa(to))
+	}
+	return resp, nil
+}
+
+// matches evaluates the AND of clauses parkedFilter.query writes.
+func matches(info *workflowpb.WorkflowExecutionInfo, query string) (bool, error) {
+	for _, clause := range strings.Split(query, " AND ") {
+		if attr, v, ok := strings.Cut(clause, " < "); ok && attr == "StartTime" {
+			at, err := time.Parse(time.RFC3339, strings.Trim(v, `"`))
+			if err != nil {
+				return false, err
+			}
+			if !info.StartTime.AsTime().Before(at) {
+				return false, nil
+			}
+			continue
+		}
+		attr, quoted, ok := strings.Cut(clause, "=")
+		if !ok {
+			return false, fmt.Errorf("clause %q", clause)
+		}
+		want, err := strconv.Unquote(quoted)
+		if err != nil {
+			return false, fmt.Errorf("clause %q: %w", clause, err)
+		}
+		got := info.Status.String()
+		if attr != "ExecutionStatus" {
+			_ = converter.GetDefaultDataConverter().FromPayload(info.SearchAttributes.IndexedFields[attr], &got)
+		}
+		if got != want {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, workflowID, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.workflows[workflowID]
+	if !ok {
+		return nil, serviceerror.NewNotFound("workflow not found for ID: " + workflowID)
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{
+		WorkflowExecutionInfo: w.info,
+		ExecutionConfig:       &workflowpb.WorkflowExecutionConfig{UserMetadata: &sdkpb.UserMetadata{Summary: payload(w.summary)}},
+		PendingActivities:     w.pending,
+	}, nil
+}
+
+func (f *fakeTemporal) QueryWorkflow(_ context.Context, workflowID, _, queryType string, _ ...any) (converter.EncodedValue, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.workflows[workflowID]
+	if !ok || queryType != workflows.QueryStatus {
+		return nil, serviceerror.NewNotFound("no " + queryType + " for " + workflowID)
+	}
+	return jsonValue{w.state}, nil
+}
+
+func (f *fakeTemporal) GetWorkflow(_ context.Context, workflowID, _ string) client.WorkflowRun {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fakeRun{state: f.workflows[workflowID].state}
+}
+
+func (f *fakeTemporal) SignalWorkflow(_ context.Context, workflowID, _, name string, arg any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.failOn[workflowID]; err != nil {
+		return err
+	}
+	if _, ok := f.workflows[workflowID]; !ok {
+		return serviceerror.NewNotFound("workflow not found for ID: " + workflowID)
+	}
+	f.signals = append(f.signals, fakeSignal{workflowID: workflowID, name: name, action: arg.(workflows.OperatorAction)})
+	return nil
+}
+
+func (f *fakeTemporal) signalled() []fakeSignal {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeSignal(nil), f.signals...)
+}
+
+type jsonValue struct{ v any }
+
+func (j jsonValue) HasValue() bool { return j.v != nil }
+
+func (j jsonValue) Get(ptr any) error {
+	data, err := json.Marshal(j.v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, ptr)
+}
+
+type fakeRun struct {
+	client.WorkflowRun // only Get is used
+	state              any
+}
+
+func (r fakeRun) Get(_ context.Context, ptr any) error { return jsonValue{r.state}.Get(ptr) }
+
+// useFake makes the operator commands talk to f until the test ends. The
+// tests that call it do not run in parallel: dialOperator is shared.
+func useFake(t *testing.T, f *fakeTemporal) {
+	t.Helper()
+	prev := dialOperator
+	dialOperator = func(config.Temporal, *zap.Logger) (temporalAPI, func(), error) { return f, func() {}, nil }
+	t.Cleanup(func() { dialOperator = prev })
+}
+
+func runWith(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := Run(context.Background(), args, Env{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader(stdin)})
+	return stdout.String(), stderr.String(), err
+}
+
+// quietConfig keeps the logger out of the way.
+func quietConfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "outpost.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("log:\n  level: error\ncentral:\n  temporal_ui_url: http://ui.example:8233/\n"), 0o644))
+	return path
+}
+
+func TestParkedFilterQuery(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.FixedZone("CEST", 2*3600))
+	for _, tc := range []struct {
+		name    string
+		filter  parkedFilter
+		want    string
+		wantErr string
+	}{
+		{name: "none", want: `OutpostStatus="Parked" AND ExecutionStatus="Running"`},
+		{name: "site", filter: parkedFilter{site: "plant-1"}, want: `OutpostStatus="Parked" AND ExecutionStatus="Running" AND OutpostSite="plant-1"`},
+		{
+			name:   "all",
+			filter: parkedFilter{site: "plant-1", kind: "externalcall", target: "erp.createOrder", olderThan: 2 * time.Hour},
+			want: `OutpostStatus="Parked" AND ExecutionStatus="Running" AND OutpostSite="plant-1" AND OutpostKind="ExternalCall"` +
+				` AND OutpostTarget="erp.createOrder" AND StartTime < "2026-05-01T08:00:00Z"`,
+		},
+		{name: "bad kind", filter: parkedFilter{kind: "Email"}, wantErr: `--kind "Email": want Notification, ExternalCall, DatabaseWrite`},
+		{name: "double quote", filter: parkedFilter{site: `x" OR OutpostSite!="`}, wantErr: "quotes, backslashes"},
+		{name: "single quote", filter: parkedFilter{target: `o'neil`}, wantErr: "quotes, backslashes"},
+		{name: "backslash", filter: parkedFilter{target: `a\`}, wantErr: "quotes, backslashes"},
+		{name: "newline", filter: parkedFilter{site: "a\nb"}, wantErr: "control characters"},
+		{name: "negative age", filter: parkedFilter{olderThan: -time.Hour}, wantErr: "must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.filter.query(now)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestCandidateWorkflowIDs(t *testing.T) {
+	t.Parallel()
+	ids, err := candidateWorkflowIDs("9b1c")
+	require.NoError(t, err)
+	require.Equal(t, []string{"notification/9b1c", "call/9b1c"}, ids)
+	ids, err = candidateWorkflowIDs("call/9b1c")
+	require.NoError(t, err)
+	require.Equal(t, []string{"call/9b1c"}, ids)
+	ids, err = candidateWorkflowIDs("notification/9b1c")
+	require.NoError(t, err)
+	require.Equal(t, []string{"notification/9b1c"}, ids)
+	_, err = candidateWorkflowIDs("telemetry/plant-1/3")
+	require.ErrorContains(t, err, "is not an operation id")
+	_, err = candidateWorkflowIDs(" ")
+	require.Error(t, err)
+	require.Equal(t, "9b1c", operationID("call/9b1c"))
+	require.Equal(t, "9b1c", operationID("notification/9b1c"))
+}
+
+func newFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func TestParseInterspersed(t *testing.T) {
+	t.Parallel()
+	fs := newFlagSet()
+	yes := fs.Bool("yes", false, "")
+	reason := fs.String("reason", "", "")
+	rest, err := parseInterspersed(fs, []string{"a", "--yes", "b", "--reason", "fixed it", "c", "--", "--d"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "c", "--d"}, rest)
+	require.True(t, *yes)
+	require.Equal(t, "fixed it", *reason)
+}
+
+func TestParkedGroupUsage(t *testing.T) {
+	t.Parallel()
+	out, _, err := run(t, "parked", "--help")
+	require.NoError(t, err)
+	require.Contains(t, out, "parked list")
+	require.Contains(t, out, "parked discard")
+	_, stderr, err := run(t, "parked")
+	require.ErrorIs(t, err, ErrUsage)
+	require.ErrorContains(t, err, "list, retry, discard")
+	require.Contains(t, stderr, "parked retry")
+	_, _, err = run(t, "parked", "requeue")
+	require.ErrorIs(t, err, ErrUsage)
+	require.ErrorContains(t, err, `unknown command "parked requeue"`)
+	for _, name := range []string{"list", "retry", "discard"} {
+		_, stderr, err := run(t, "parked", name, "--help")
+		require.NoError(t, err)
+		require.Contains(t, stderr, "Example:\n  outpost parked "+name)
+	}
+	_, stderr, err = run(t, "status", "--help")
+	require.NoError(t, err)
+	require.Contains(t, stderr, "Example:\n  outpost status")
+}
+
+// Refusals happen before Temporal is asked: no dial, no signal.
+func TestParkedActionRefusals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"parked", "retry"}, "needs ids, a filter (--site, --kind, --target, --older-than) or --all"},
+		{[]string{"parked", "discard", "abc", "--site", "plant-1"}, "ids or a filter (or --all), not both"},
+		{[]string{"parked", "retry", "--all", "--site", "plant-1"}, "drop --all"},
+		{[]string{"parked", "retry", "--site", `a"b`}, "quotes, backslashes"},
+		{[]string{"parked", "retry", "--kind", "Fax"}, `--kind "Fax"`},
+		{[]string{"parked", "retry", "nope/abc"}, "is not an operation id"},
+		{[]string{"parked", "list", "plant-1"}, "takes no arguments"},
+		{[]string{"status"}, "status takes one operation ID, got 0"},
+		{[]string{"status", "a", "b"}, "got 2"},
+	} {
+		_, _, err := run(t, tc.args...)
+		require.ErrorIs(t, err, ErrUsage, "%v", tc.args)
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
+}
+
+func TestParkedList(t *testing.T) {
+	f := newFake()
+	f.addCall("c1", "plant-1", "erp.createOrder", workflows.StatusParked, 3)
+	f.addCall("c2", "plant-1", "erp.getOrder", workflows.StatusParked, 1)
+	f.addNotification("n1", "plant-1", "ops", workflows.StatusParked, 2)
+	f.addCall("c3", "plant-2", "erp.createOrder", workflows.StatusParked, 4)
+	f.addCall("c4", "plant-1", "erp.createOrder", workflows.StatusDelivered, 0)
+	f.addCall("c5", "plant-1", "erp.createOrder", workflows.StatusRetrying, 5)
+	useFake(t, f)
+	cfg := quietConfig(t)
+
+	out, _, err := runWith(t, "", "parked", "list", "--config", cfg, "--site", "plant-1", "--json")
+	require.NoError(t, err)
+	var items []parkedItem
+	require.NoError(t, json.Unmarshal([]byte(out), &items))
+	require.Len(t, items, 3, "paged through every match (page size 2)")
+	require.Equal(t, []string{"c2", "n1", "c1"}, []string{items[0].ID, items[1].ID, items[2].ID}, "oldest first")
+	require.Equal(t, workflows.KindNotification, items[1].Kind)
+	require.Equal(t, "notification/n1", items[1].WorkflowID)
+	require.Equal(t, "retries exhausted (2): dial tcp: connection refused", items[1].LastError, "decoded as NotificationState")
+	require.Equal(t, "retries exhausted (3): HTTP 503 Service Unavailable", items[0].LastError, "decoded as TrackedOperation")
+	require.Equal(t, 3, items[0].RetryCount)
+	require.Equal(t, t0.Add(time.Minute+30*time.Second), *items[0].ParkedAt)
+	require.Equal(t, t0.Add(time.Minute), items[0].ReceivedAt)
+
+	out, _, err = runWith(t, "", "parked", "list", "--config", cfg, "--kind", "Notification")
+	require.NoError(t, err)
+	require.Contains(t, out, "KIND")
+	require.Contains(t, out, "n1")
+	require.Contains(t, out, "retries exhausted (2)")
+	require.Contains(t, out, "1 parked item(s).")
+	require.NotContains(t, out, "c1")
+
+	out, _, err = runWith(t, "", "parked", "list", "--config", cfg, "--site", "plant-9")
+	require.NoError(t, err)
+	require.Contains(t, out, `No parked items match (OutpostStatus="Parked" AND ExecutionStatus="Running" AND OutpostSite="plant-9")`)
+	out, _, err = runWith(t, "", "parked", "list", "--config", cfg, "--site", "plant-9", "--json")
+	require.NoError(t, err)
+	require.Equal(t, "[]\n", out, "an empty JSON array, never null")
+}
+
+func TestParkedRetryAsksBeforeBulk(t *testing.T) {
+	f := newFake()
+	f.addCall("c1", "plant-1", "erp.createOrder", workflows.StatusParked, 1)
+	f.addCall("c2", "plant-1", "erp.createOrder", workflows.StatusParked, 2)
+	f.addCall("c3", "plant-2", "erp.createOrder", workflows.StatusParked, 3)
+	useFake(t, f)
+	cfg := quietConfig(t)
+
+	for _, answer := range []string{"n\n", "\n", "", "maybe\n"} {
+		out, _, err := runWith(t, answer, "parked", "retry", "--config", cfg, "--site", "plant-1", "--operator", "ana")
+		require.NoError(t, err)
+		require.Contains(t, out, "Retry 2 parked items? [y/N] ")
+		require.Contains(t, out, "c1")
+		require.Contains(t, out, "Nothing signalled.")
+		require.Empty(t, f.signalled(), "answer %q", answer)
+	}
+	out, _, err := run(t, "parked", "retry", "--config", cfg, "--site", "plant-1") // no stdin at all
+	require.NoError(t, err)
+	require.Contains(t, out, "No answer (no input); use --yes to act without asking.")
+	require.Empty(t, f.signalled())
+
+	out, _, err = runWith(t, "y\n", "parked", "retry", "--config", cfg, "--site", "plant-1", "--operator", "ana", "--reason", "ERP is back")
+	require.NoError(t, err)
+	require.Contains(t, out, "Sent retry to 2 item(s) as ana; 0 skipped, 0 failed.")
+	want := workflows.OperatorAction{Operator: "ana", Reason: "ERP is back"}
+	require.ElementsMatch(t, []fakeSignal{{"call/c1", "retry", want}, {"call/c2", "retry", want}}, f.signalled())
+
+	// Several ids are bulk too; --yes skips the question.
+	f.signals = nil
+	out, _, err = runWith(t, "", "parked", "discard", "c3", "call/c1", "--config", cfg, "--operator", "bob", "--yes")
+	require.NoError(t, err)
+	require.NotContains(t, out, "[y/N]")
+	require.Contains(t, out, "Sent discard to 2 item(s) as bob")
+	require.ElementsMatch(t, []fakeSignal{{"call/c3", "discard", workflows.OperatorAction{Operator: "bob"}}, {"call/c1", "discard", workflows.OperatorAction{Operator: "bob"}}}, f.signalled())
+}
+
+func TestParkedRetryByID(t *testing.T) {
+	f := newFake()
+	f.addNotification("n1", "plant-1", "ops", workflows.StatusParked, 1)
+	f.addCall("c2", "plant-1", "erp.createOrder", workflows.StatusDelivered, 2)
+	f.addCall("c3", "plant-1", "erp.createOrder", workflows.StatusRetrying, 3)
+	f.addCall("c4", "plant-1", "erp.createOrder", workflows.StatusParked, 4)
+	useFake(t, f)
+	cfg := quietConfig(t)
+
+	// One id: no question; a bare UUID finds its kind.
+	out, _, err := runWith(t, "", "parked", "retry", "n1", "--config", cfg, "--operator", "ana")
+	require.NoError(t, err)
+	require.NotContains(t, out, "[y/N]")
+	require.Contains(t, out, "retried")
+	require.Equal(t, []fakeSignal{{"notification/n1", "retry", workflows.OperatorAction{Operator: "ana"}}}, f.signalled())
+
+	// Not parked: skipped with a note, no signal; unknown: failed, non-zero exit.
+	f.signals = nil
+	out, _, err = runWith(t, "", "parked", "retry", "c2", "c3", "missing", "--config", cfg, "--yes")
+	require.ErrorContains(t, err, "1 of 3 retry signal(s) failed")
+	require.Contains(t, out, "not parked: Delivered, its workflow is completed")
+	require.Contains(t, out, "not parked: Retrying")
+	require.Contains(t, out, "central has no workflow for missing")
+	require.Empty(t, f.signalled())
+
+	// A failing signal is reported and makes the exit non-zero; the others still go.
+	f.failOn["call/c4"] = serviceerror.NewUnavailable("frontend unavailable")
+	f.addCall("c5", "plant-1", "erp.createOrder", workflows.StatusParked, 5)
+	out, _, err = runWith(t, "", "parked", "discard", "--config", cfg, "--all", "--yes")
+	require.ErrorContains(t, err, "1 of 3 discard signal(s) failed")
+	require.Contains(t, out, "FAILED")
+	require.Contains(t, out, "frontend unavailable")
+	require.Len(t, f.signalled(), 2)
+}

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/outpost-dev/outpost/workers"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// SMTP down: the notification retries and parks, the operator ana retries it
+// and it is delivered; audit_log tells that story, each event once. The
+// central worker has created the daily purge schedule, and triggering it
+// runs PurgeWorkflow.
+func TestAuditNotificationParkedThenRetriedByOperator(t *testing.T) {
+	s := newStack(t, nil)
+	s.requirePurgeSchedule()
+
+	s.stopSMTP()
+	id := s.notify("ops", "audited while smtp is down")
+	s.waitStatus(workflows.StatusParked, time.Minute, id)
+	s.startSMTP()
+	s.signal(id, workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "relay back"})
+	s.waitStatus(workflows.StatusDelivered, 30*time.Second, id)
+
+	// max_retries 2: attempts 1 and 2 fail and retry, attempt 3 parks.
+	s.waitAudit(id, []string{
+		"enqueued Enqueued Pending",
+		"attempt/1 Attempt Retrying",
+		"attempt/2 Attempt Retrying",
+		"attempt/3 Attempt Parked",
+		"terminal/Parked/3 Terminal Parked",
+		"operator/1 OperatorRetry Pending ana relay back",
+		"attempt/4 Attempt Delivered",
+		"terminal/Delivered Terminal Delivered",
+	})
+}
+
+// A cached call that parks and is retried by an operator: its attempts and
+// terminal states come from the site_calls mirror, the operator's retry from
+// the workflow.
+func TestAuditCachedCallParkedThenRetriedByOperator(t *testing.T) {
+	s := newStack(t, nil)
+	s.demo.FailNext(-1, http.StatusBadGateway)
+	res, code := s.call("erp", "createOrder", map[string]any{"sku": "audit-me"})
+	require.Equal(t, http.StatusAccepted, code)
+	parked := s.waitOperation(res.ID, workflows.StatusParked, time.Minute)
+	s.waitMirror(res.ID, workflows.StatusParked)
+
+	s.demo.Recover()
+	s.signalCall(res.ID, workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "ERP is back"})
+	delivered := s.waitOperation(res.ID, workflows.StatusDelivered, 30*time.Second)
+	s.waitMirror(res.ID, workflows.StatusDelivered)
+
+	key := func(row workflows.TrackedOperation) string {
+		return fmt.Sprintf("%d/%d", row.RetryCount, row.LastAttemptAt.UnixMilli())
+	}
+	// The immediate attempt (retry count 0) and retries 1 and 2 fail, retry 3
+	// parks; after the operator's retry, retry 1 delivers.
+	events := s.waitAuditPrefix(res.ID, 4, []string{
+		"enqueued Enqueued Pending",
+		"attempt/0/ Attempt Pending",
+		"attempt/1/ Attempt Retrying",
+		"attempt/2/ Attempt Retrying",
+		"attempt/" + key(parked) + " Attempt Parked",
+		"terminal/Parked/" + key(parked) + " Terminal Parked",
+		"operator/1 OperatorRetry Retrying ana ERP is back",
+		"attempt/" + key(delivered) + " Attempt Delivered",
+		"terminal/Delivered Terminal Delivered",
+	})
+	require.Len(t, events, 9)
+}
+
+// auditLines is the audit trail of one operation, one line per event: the
+// event id after the workflow id, event, status, then operator and reason
+// when set.
+func (s *stack) auditLines(id string) []string {
+	s.t.Helper()
+	events, err := s.centralStore().ListAuditEvents(context.Background(), id)
+	require.NoError(s.t, err)
+	out := []string{}
+	for _, e := range events {
+		_, suffix, _ := strings.Cut(e.EventID, id+"/")
+		out = append(out, strings.TrimSpace(strings.Join([]string{suffix, string(e.Event), string(e.Status), e.Operator, e.Reason}, " ")))
+	}
+	return out
+}
+
+// waitAudit waits until the operation's audit trail is exactly want.
+func (s *stack) waitAudit(id string, want []string) {
+	s.t.Helper()
+	var got []string
+	require.Eventually(s.t, func() bool {
+		got = s.auditLines(id)
+		return strings.Join(got, "\n") == strings.Join(want, "\n")
+	}, 30*time.Second, 100*time.Millisecond, "audit trail of %s:\n%s\nwant:\n%s", id, strings.Join(got, "\n"), strings.Join(want, "\n"))
+}
+
+// waitAuditPrefix is waitAudit where each line of want may be a prefix of
+// the id up to its first space (the first `loose` lines carry attempt
+// times the test does not know).
+func (s *stack) waitAuditPrefix(id string, loose int, want []string) []string {
+	s.t.Helper()
+	var got []string
+	match := func() bool {
+		if len(got) != len(want) {
+			return false
+		}
+		for i := range want {
+			if i == 0 || i > loose {
+				if got[i] != want[i] {
+					return false
+				}
+				continue
+			}
+			wantID, wantRest, _ := strings.Cut(want[i], " ")
+			gotID, gotRest, _ := strings.Cut(got[i], " ")
+			if !strings.HasPrefix(gotID, wantID) || gotRest != wantRest {
+				return false
+			}
+		}
+		return true
+	}
+	require.Eventually(s.t, func() bool {
+		got = s.auditLines(id)
+		return match()
+	}, 30*time.Second, 100*time.Millisecond, "audit trail of %s:\n%s\nwant:\n%s", id, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	return got
+}
+
+// requirePurgeSchedule checks the schedule the central worker created,
+// ensures it again (the update path of a restart), and triggers one run.
+func (s *stack) requirePurgeSchedule() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(s.t, workers.EnsurePurgeSchedule(ctx, s.client), "ensuring an existing schedule updates it")
+	h := s.client.ScheduleClient().GetHandle(ctx, workflows.PurgeScheduleID)
+	desc, err := h.Describe(ctx)
+	require.NoError(s.t, err)
+	action, ok := desc.Schedule.Action.(*client.ScheduleWorkflowAction)
+	require.True(s.t, ok, "action %T", desc.Schedule.Action)
+	require.Equal(s.t, workflows.WorkflowPurge, action.Workflow)
+	require.Equal(s.t, workflows.CentralTaskQueue, action.TaskQueue)
+	require.Equal(s.t, enums.SCHEDULE_OVERLAP_POLICY_SKIP, desc.Schedule.Policy.Overlap)
+	require.Len(s.t, desc.Schedule.Spec.Calendars, 1)
+	require.Equal(s.t, []client.ScheduleRange{{Start: 3, End: 3, Step: 1}}, desc.Schedule.Spec.Calendars[0].Hour)
+	require.False(s.t, desc.Schedule.State.Paused)
+
+	require.NoError(s.t, h.Trigger(ctx, client.ScheduleTriggerOptions{}))
+	var run *client.ScheduleWorkflowExecution
+	require.Eventually(s.t, func() bool {
+		d, err := h.Describe(ctx)
+		if err != nil || len(d.Info.RecentActions) == 0 {
+			return false
+		}
+		run = d.Info.RecentActions[0].StartWorkflowResult
+		return run != nil
+	}, 30*time.Second, 100*time.Millisecond, "the triggered purge starts")
+	var res workflows.PurgeResult
+	require.NoError(s.t, s.client.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res))
+	require.Equal(s.t, workflows.PurgeResult{}, res, "nothing is past a year's retention yet")
+}

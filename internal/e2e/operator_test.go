@@ -1,0 +1,322 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/outpost-dev/outpost/internal/cli"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// operatorOp is one operation the operator test made on a site.
+type operatorOp struct {
+	id, kind string
+	site     *siteProc
+}
+
+// listedItem is what the test reads of `outpost parked list --json`.
+type listedItem struct {
+	Kind       string           `json:"kind"`
+	ID         string           `json:"id"`
+	WorkflowID string           `json:"workflowId"`
+	Site       string           `json:"site"`
+	Target     string           `json:"target"`
+	Status     workflows.Status `json:"status"`
+	RetryCount int              `json:"retryCount"`
+	LastError  string           `json:"lastError"`
+	QueryError string           `json:"queryError"`
+}
+
+// Parks 50 items across two sites (20 calls and 5 notifications each),
+// lists them by site, bulk-retries one site's items after the target is
+// fixed and discards the other site's; every item ends where it should, on
+// its site and in its workflow's result.
+func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
+	s := newStack(t, nil)
+	plant1, plant2 := s.firstSite(), s.addSite("plant-2")
+	s.demo.FailNext(-1, http.StatusServiceUnavailable)
+	s.stopSMTP()
+
+	const calls, notifications = 20, 5
+	ops := map[string][]operatorOp{}
+	for _, p := range []*siteProc{plant1, plant2} {
+		for i := range calls {
+			res, code := p.call("erp", "createOrder", map[string]any{"sku": fmt.Sprintf("%s/%d", p.cfg.ID, i)})
+			require.Equal(t, http.StatusAccepted, code, "a 503 is transient: %s", res.Error)
+			ops[p.cfg.ID] = append(ops[p.cfg.ID], operatorOp{res.ID, workflows.KindExternalCall, p})
+		}
+		for i := range notifications {
+			id := p.notify("ops", fmt.Sprintf("%s alarm %d", p.cfg.ID, i))
+			ops[p.cfg.ID] = append(ops[p.cfg.ID], operatorOp{id, workflows.KindNotification, p})
+		}
+	}
+	s.waitParkedCount(`OutpostStatus="Parked"`, 2*(calls+notifications), 2*time.Minute)
+
+	// Listed by site: exactly that site's items, with their last errors.
+	var listed []listedItem
+	s.outpostJSON(&listed, "", "parked", "list", "--site", "plant-1", "--json")
+	require.ElementsMatch(t, idsOf(ops["plant-1"]), listedIDs(listed), "exactly plant-1's items")
+	for _, it := range listed {
+		require.Equal(t, "plant-1", it.Site)
+		require.Equal(t, workflows.StatusParked, it.Status)
+		require.Empty(t, it.QueryError)
+		if it.Kind == workflows.KindNotification {
+			require.Equal(t, "ops", it.Target)
+			require.Equal(t, workflows.NotificationWorkflowID(it.ID), it.WorkflowID)
+			require.Contains(t, it.LastError, "retries exhausted (2)")
+		} else {
+			require.Equal(t, workflows.KindExternalCall, it.Kind)
+			require.Equal(t, "erp.createOrder", it.Target)
+			require.Equal(t, 3, it.RetryCount)
+			require.Contains(t, it.LastError, "retries exhausted (3)")
+		}
+	}
+	s.outpostJSON(&listed, "", "parked", "list", "--kind", "Notification", "--json")
+	require.Len(t, listed, 2*notifications)
+	s.outpostJSON(&listed, "", "parked", "list", "--site", "plant-2", "--target", "erp.createOrder", "--json")
+	require.Len(t, listed, calls)
+	s.outpostJSON(&listed, "", "parked", "list", "--older-than", "1h", "--json")
+	require.Empty(t, listed, "age counts from when central got it: minutes ago")
+	out, err := s.outpost("", "parked", "list", "--site", "plant-2")
+	require.NoError(t, err)
+	require.Contains(t, out, "LAST ERROR")
+	require.Contains(t, out, fmt.Sprintf("%d parked item(s).", calls+notifications))
+
+	// Asked, answered no: nothing is signalled.
+	out, err = s.outpost("n\n", "parked", "retry", "--site", "plant-1", "--operator", "ana")
+	require.NoError(t, err)
+	require.Contains(t, out, fmt.Sprintf("Retry %d parked items? [y/N]", calls+notifications))
+	require.Contains(t, out, "Nothing signalled.")
+	for _, op := range ops["plant-1"] {
+		require.Zero(t, s.signalsReceived(workflowIDOf(op), workflows.SignalRetry), "declined: %s not signalled", op.id)
+	}
+
+	// The target and the mail server are fixed: retry plant-1, discard plant-2.
+	s.demo.Recover()
+	s.startSMTP()
+	out, err = s.outpost("", "parked", "retry", "--site", "plant-1", "--operator", "ana", "--reason", "fixed", "--yes")
+	require.NoError(t, err, out)
+	require.Contains(t, out, fmt.Sprintf("Sent retry to %d item(s) as ana; 0 skipped, 0 failed.", calls+notifications))
+	out, err = s.outpost("", "parked", "discard", "--site", "plant-2", "--operator", "bob", "--yes")
+	require.NoError(t, err, out)
+	require.Contains(t, out, fmt.Sprintf("Sent discard to %d item(s) as bob; 0 skipped, 0 failed.", calls+notifications))
+
+	want := map[string]workflows.Status{"plant-1": workflows.StatusDelivered, "plant-2": workflows.StatusDiscarded}
+	for siteID, siteOps := range ops {
+		for _, op := range siteOps {
+			s.waitOnSite(op, want[siteID], time.Minute)
+			require.Equal(t, want[siteID], s.workflowResult(op), "workflow result of %s", op.id)
+		}
+	}
+	// Each site answers for its own operations only.
+	_, code := plant1.operation(ops["plant-2"][0].id)
+	require.Equal(t, http.StatusNotFound, code)
+
+	delivered := map[string]int{}
+	for _, r := range s.demo.Requests() {
+		if r.Status == http.StatusOK {
+			var body struct{ SKU string }
+			require.NoError(t, json.Unmarshal(r.Body, &body))
+			delivered[body.SKU]++
+		}
+	}
+	require.Len(t, delivered, calls, "only plant-1's calls reached the target")
+	for sku, n := range delivered {
+		require.True(t, strings.HasPrefix(sku, "plant-1/"), sku)
+		require.Equal(t, 1, n, "%s delivered once", sku)
+	}
+	mail := s.received()
+	for siteID, siteOps := range ops {
+		for _, op := range siteOps {
+			if op.kind == workflows.KindNotification {
+				require.Equal(t, map[string]int{"plant-1": 1, "plant-2": 0}[siteID], mail[op.id], "emails for %s of %s", op.id, siteID)
+			}
+		}
+	}
+	s.waitParkedCount(`OutpostStatus="Parked"`, 0, 30*time.Second)
+	s.outpostJSON(&listed, "", "parked", "list", "--json")
+	require.Empty(t, listed)
+
+	// One delivered call's and one delivered notification's whole story.
+	call, note := ops["plant-1"][0], ops["plant-1"][calls]
+	out, err = s.outpost("", "status", call.id)
+	require.NoError(t, err)
+	for _, want := range []string{
+		"Operation", call.id, "ExternalCall (target erp.createOrder, site plant-1)", "Call erp.createOrder from plant-1",
+		"Delivered", "workflow call/" + call.id + " (CachedCallWorkflow), Completed on task queue outpost-central",
+		"attempts run on outpost-site-plant-1", "Web UI", "/namespaces/default/workflows/call%2F" + call.id + "/",
+	} {
+		require.Contains(t, out, want)
+	}
+	var story struct {
+		OperationID    string                    `json:"operationId"`
+		Kind           string                    `json:"kind"`
+		Status         workflows.Status          `json:"status"`
+		Site           string                    `json:"site"`
+		Target         string                    `json:"target"`
+		FinishedAt     *time.Time                `json:"finishedAt"`
+		OperatorAction *workflows.OperatorAction `json:"operatorAction"`
+		Workflow       struct{ ID, Status string }
+		WebUI          string `json:"webUI"`
+	}
+	s.outpostJSON(&story, "", "status", "--json", workflows.NotificationWorkflowID(note.id))
+	require.Equal(t, note.id, story.OperationID)
+	require.Equal(t, workflows.KindNotification, story.Kind)
+	require.Equal(t, workflows.StatusDelivered, story.Status)
+	require.Equal(t, "plant-1", story.Site)
+	require.Equal(t, "ops", story.Target)
+	require.NotNil(t, story.FinishedAt)
+	require.Equal(t, &workflows.OperatorAction{Operator: "ana", Reason: "fixed"}, story.OperatorAction)
+	require.Equal(t, "Completed", story.Workflow.Status)
+	require.Contains(t, story.WebUI, "/workflows/notification%2F"+note.id)
+
+	_, err = s.outpost("", "status", "00000000-0000-4000-8000-000000000000")
+	require.ErrorContains(t, err, "central has no workflow for 00000000-0000-4000-8000-000000000000: it may still be buffered on its site")
+}
+
+// outpost runs the outpost command line in process against this stack's
+// Temporal, with stdin as its input, and returns its output.
+func (s *stack) outpost(stdin string, args ...string) (string, error) {
+	s.t.Helper()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args = append(args, "--config", s.operatorConfig())
+	err := cli.Run(ctx, args, cli.Env{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader(stdin)})
+	if stderr.Len() > 0 {
+		s.t.Logf("outpost %s: stderr:\n%s", strings.Join(args, " "), stderr.String())
+	}
+	return stdout.String(), err
+}
+
+// outpostJSON runs a command with --json and decodes its output into v.
+func (s *stack) outpostJSON(v any, stdin string, args ...string) {
+	s.t.Helper()
+	out, err := s.outpost(stdin, args...)
+	require.NoError(s.t, err, out)
+	require.NoError(s.t, json.Unmarshal([]byte(out), v), out)
+}
+
+// operatorConfig is a config file an operator would use for this stack.
+func (s *stack) operatorConfig() string {
+	path := filepath.Join(s.dir, "operator.yaml")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	yaml := fmt.Sprintf("temporal:\n  address: %s\n  namespace: %s\ncentral:\n  temporal_ui_url: http://127.0.0.1:8233\nlog:\n  level: warn\n",
+		s.cfg.Temporal.Address, s.cfg.Temporal.Namespace)
+	require.NoError(s.t, os.WriteFile(path, []byte(yaml), 0o644))
+	return path
+}
+
+// waitParkedCount waits until visibility counts n workflows for query.
+func (s *stack) waitParkedCount(query string, n int, timeout time.Duration) {
+	s.t.Helper()
+	var got int64 = -1
+	waitFor(s.t, timeout, func() bool {
+		resp, err := s.client.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+			Namespace: s.cfg.Temporal.Namespace, Query: query,
+		})
+		got = resp.GetCount()
+		return err == nil && got == int64(n)
+	}, func() string { return fmt.Sprintf("%d workflows with %s (last count %d)", n, query, got) })
+}
+
+// waitFor polls cond until it holds; what describes the wait when it times out.
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// signalsReceived counts the signals named name in a workflow's history.
+func (s *stack) signalsReceived(workflowID, name string) int {
+	s.t.Helper()
+	n := 0
+	iter := s.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(s.t, err)
+		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == name {
+			n++
+		}
+	}
+	return n
+}
+
+// waitOnSite waits until the operation's own site reports want.
+func (s *stack) waitOnSite(op operatorOp, want workflows.Status, timeout time.Duration) {
+	s.t.Helper()
+	var got workflows.Status
+	waitFor(s.t, timeout, func() bool {
+		if op.kind == workflows.KindNotification {
+			st, _ := op.site.notification(op.id)
+			got = st.Status
+		} else {
+			row, _ := op.site.operation(op.id)
+			got = row.Status
+		}
+		return got == want
+	}, func() string {
+		return fmt.Sprintf("%s %s on %s to be %s (last seen %q)", op.kind, op.id, op.site.cfg.ID, want, got)
+	})
+}
+
+// workflowResult is the status in the operation's workflow result.
+func (s *stack) workflowResult(op operatorOp) workflows.Status {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run := s.client.GetWorkflow(ctx, workflowIDOf(op), "")
+	if op.kind == workflows.KindNotification {
+		var st workflows.NotificationState
+		require.NoError(s.t, run.Get(ctx, &st))
+		return st.Status
+	}
+	var row workflows.TrackedOperation
+	require.NoError(s.t, run.Get(ctx, &row))
+	return row.Status
+}
+
+func workflowIDOf(op operatorOp) string {
+	if op.kind == workflows.KindNotification {
+		return workflows.NotificationWorkflowID(op.id)
+	}
+	return workflows.CachedCallWorkflowID(op.id)
+}
+
+func idsOf(ops []operatorOp) []string {
+	ids := make([]string, 0, len(ops))
+	for _, op := range ops {
+		ids = append(ids, op.id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func listedIDs(items []listedItem) []string {
+	ids := make([]string, 0, len(items))
+	for _, it := range items {
+		ids = append(ids, it.ID)
+	}
+	sort.Strings(ids)
+	return ids
+}

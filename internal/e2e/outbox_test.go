@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/outbox"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// The outbox page in a real headless Chromium, on a real stack: a
+// notification parked while SMTP is down and a call parked while its target
+// fails show in the tiles and the list; Retry on the notification (SMTP
+// back) delivers it and Discard on the call ends it Discarded, through the
+// same signals an operator sends. OUTPOST_SCREENSHOTS=1 writes the page to
+// docs/outbox.png.
+func TestOutboxPageInChromium(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("headless Chromium not installed: apt-get install chromium (CI installs it)")
+	}
+	s := newStack(t, nil)
+	s.stopSMTP()
+	const subject = "Pump 3 tripped <b>now</b>"
+	note := s.notify("ops", subject)
+	s.demo.FailNext(-1, http.StatusServiceUnavailable)
+	call, code := s.call("erp", "createOrder", map[string]any{"sku": "outbox-page"})
+	require.Equal(t, http.StatusAccepted, code)
+	s.waitStatus(workflows.StatusParked, time.Minute, note)
+	s.waitOperation(call.ID, workflows.StatusParked, time.Minute)
+	s.waitMirror(call.ID, workflows.StatusParked)
+
+	srv := httptest.NewServer(outbox.New(s.centralStore(), s.client, outbox.Options{
+		TemporalUIURL: s.cfg.Central.TemporalUIURL, Namespace: s.cfg.Temporal.Namespace,
+		StuckAge: s.cfg.Central.StuckAge, Window: time.Hour,
+	}))
+	t.Cleanup(srv.Close)
+	ctx := newBrowser(t, chromium)
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.EmulateViewport(1400, 900),
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#items")),
+	))
+	tiles := map[string]string{}
+	for _, name := range []string{"queue", "stuck", "parked", "delivered", "oldest"} {
+		tiles[name] = text(t, ctx, "#tile-"+name+" .value")
+	}
+	require.Equal(t, map[string]string{"queue": "0", "stuck": "0", "parked": "2", "delivered": "0", "oldest": "-"}, tiles)
+	body := text(t, ctx, "body")
+	require.Contains(t, body, subject, "the subject shows as text, not markup")
+	require.Contains(t, body, "erp.createOrder")
+	require.Contains(t, body, workflows.NotificationWorkflowID(note))
+	href, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#item-"+note+" a"), "href"))
+	require.NoError(t, err)
+	require.Equal(t, s.cfg.Central.TemporalUIURL+"/namespaces/default/workflows/notification%2F"+note, href.Value)
+
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "a PNG screenshot")
+	if os.Getenv("OUTPOST_SCREENSHOTS") == "1" {
+		dir := filepath.Join("..", "..", "docs")
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "outbox.png"), png, 0o644))
+	}
+
+	// Retry the notification from the page once SMTP is back.
+	s.startSMTP()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#item-"+note+" input[name=operator]"), "ana"),
+		chromedp.SetValue(chromedp.CSS("#item-"+note+" input[name=reason]"), "relay fixed"),
+	))
+	submit(t, ctx, "#item-"+note+" button.retry")
+	require.Contains(t, text(t, ctx, ".flash"), "Sent retry to "+workflows.NotificationWorkflowID(note)+" as ana.")
+	s.waitStatus(workflows.StatusDelivered, 30*time.Second, note)
+	require.Equal(t, 1, s.received()[note], "delivered once")
+
+	// Discard the call from the page.
+	submit(t, ctx, "#item-"+call.ID+" button.discard")
+	require.Contains(t, text(t, ctx, ".flash"), "Sent discard to "+workflows.CachedCallWorkflowID(call.ID)+" as "+outbox.DefaultOperator+".")
+	s.waitOperation(call.ID, workflows.StatusDiscarded, 30*time.Second)
+	s.waitMirror(call.ID, workflows.StatusDiscarded)
+
+	// Reloaded, the page has nothing parked and one delivery in the window.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#items"))))
+	require.Equal(t, "0", text(t, ctx, "#tile-parked .value"))
+	require.Equal(t, "1", text(t, ctx, "#tile-delivered .value"))
+	require.Contains(t, text(t, ctx, "#items"), "Nothing stuck or parked matches.")
+}
+
+// newBrowser starts headless Chromium for the test, with the flags it needs
+// as root in a container.
+func newBrowser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(cancelTab)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// submit clicks a form's button and waits for the page it leads to (the
+// action redirects back to the list) to load.
+func submit(t *testing.T, ctx context.Context, button string) {
+	t.Helper()
+	_, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(button))))
+	require.NoError(t, err, button)
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(".flash.ok"))))
+}
+
+// text is the visible text of the first element matching the CSS selector.
+func text(t *testing.T, ctx context.Context, css string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+	require.NoError(t, err, css)
+	return strings.TrimSpace(s)
+}

@@ -1,0 +1,362 @@
+// Package outbox is the operator's outbox page, served by the central worker:
+// KPI tiles, a per-site table, and the stuck and parked notifications and
+// cached calls with a filter form, each linked to its workflow in the
+// Temporal Web UI, parked ones with Retry and Discard buttons that send the
+// same signals an operator sends from the Web UI or the temporal CLI.
+//
+// The page is server-rendered (html/template) and needs no JavaScript.
+package outbox
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// Options configures the page. Zero fields take the defaults below.
+type Options struct {
+	// TemporalUIURL is the Temporal Web UI each item links to.
+	// Default http://127.0.0.1:8233 (config central.temporal_ui_url).
+	TemporalUIURL string
+	// Namespace holds Outpost's workflows. Default "default".
+	Namespace string
+	// StuckAge is how old a Pending or Retrying item must be to count as
+	// stuck. Default 10m (config central.stuck_age).
+	StuckAge time.Duration
+	// Window is how far back the delivered KPI counts. Default 1h.
+	Window time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Limit is the most items listed. Default 200.
+	Limit int
+}
+
+// DefaultOperator is recorded as the operator of a retry or discard whose
+// form leaves the operator empty.
+const DefaultOperator = "outbox-page"
+
+// Limits on the form fields an operator types.
+const (
+	maxOperatorChars = 128
+	maxReasonChars   = 1000
+	maxFilterChars   = 256
+	maxFormBytes     = 16 << 10
+)
+
+const flashCookie = "outpost_outbox_flash"
+
+type handler struct {
+	store *centralstore.Store
+	tc    client.Client
+	opts  Options
+}
+
+// New returns the outbox page: GET / renders it; POST
+// /items/{kind}/{id}/retry and /items/{kind}/{id}/discard signal a workflow
+// and redirect back (303) with a message. Mount it at a path ending in "/"
+// (http.StripPrefix works). Cross-origin POSTs are refused.
+func New(store *centralstore.Store, tc client.Client, opts Options) http.Handler {
+	if opts.TemporalUIURL == "" {
+		opts.TemporalUIURL = "http://127.0.0.1:8233"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.StuckAge <= 0 {
+		opts.StuckAge = 10 * time.Minute
+	}
+	if opts.Window <= 0 {
+		opts.Window = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Limit <= 0 {
+		opts.Limit = 200
+	}
+	h := &handler{store: store, tc: tc, opts: opts}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.page)
+	mux.HandleFunc("POST /items/{kind}/{id}/{action}", h.act)
+	return http.NewCrossOriginProtection().Handler(mux)
+}
+
+// filterKeys are the page's GET parameters, in form order.
+var filterKeys = []string{"status", "kind", "site", "target", "from", "to", "q"}
+
+// statuses are the values of the status filter.
+var statuses = []string{centralstore.ItemsStuck, string(workflows.StatusParked), string(workflows.StatusPending), string(workflows.StatusRetrying)}
+
+// badRequest is input the page refuses with 400 and its message.
+type badRequest struct{ msg string }
+
+func (e badRequest) Error() string { return e.msg }
+
+func badf(format string, args ...any) error { return badRequest{fmt.Sprintf(format, args...)} }
+
+// parseFilter reads the filter parameters of q.
+func parseFilter(q url.Values) (centralstore.ItemFilter, error) {
+	var f centralstore.ItemFilter
+	for _, k := range filterKeys {
+		if v := q.Get(k); utf8.RuneCountInString(v) > maxFilterChars || !utf8.ValidString(v) {
+			return f, badf("%s: at most %d characters of UTF-8", k, maxFilterChars)
+		}
+	}
+	f.Status, f.Kind = q.Get("status"), q.Get("kind")
+	if f.Status != "" && !slices.Contains(statuses, f.Status) {
+		return f, badf("status %q: want one of %s", f.Status, strings.Join(statuses, ", "))
+	}
+	if f.Kind != "" && !slices.Contains(centralstore.Kinds, f.Kind) {
+		return f, badf("kind %q: want one of %s", f.Kind, strings.Join(centralstore.Kinds, ", "))
+	}
+	f.Site, f.Target, f.Query = strings.TrimSpace(q.Get("site")), strings.TrimSpace(q.Get("target")), strings.TrimSpace(q.Get("q"))
+	var err error
+	if f.CreatedFrom, err = parseTime("from", q.Get("from")); err != nil {
+		return f, err
+	}
+	if f.CreatedTo, err = parseTime("to", q.Get("to")); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// timeLayouts are accepted for from and to: the datetime-local input's
+// value (read as UTC, the zone the page shows), RFC 3339, or a date.
+var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339Nano, "2006-01-02"}
+
+func parseTime(name, v string) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range timeLayouts {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, badf("%s %q: want a time like 2026-01-31T14:05 (UTC) or 2026-01-31", name, v)
+}
+
+// filterQuery keeps only the filter parameters of q, so a redirect can
+// carry the operator back to the list they acted from and nowhere else.
+func filterQuery(q url.Values) string {
+	out := url.Values{}
+	for _, k := range filterKeys {
+		if v := q.Get(k); v != "" {
+			out.Set(k, v)
+		}
+	}
+	return out.Encode()
+}
+
+func (h *handler) page(w http.ResponseWriter, r *http.Request) {
+	filter, err := parseFilter(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	now := h.opts.Now().UTC()
+	filter.Now, filter.StuckAge, filter.Limit = now, h.opts.StuckAge, h.opts.Limit
+	report, err := h.store.KPIs(r.Context(), now, h.opts.StuckAge, h.opts.Window)
+	if err != nil {
+		http.Error(w, "central store: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	items, err := h.store.ListOperatorItems(r.Context(), filter)
+	if err != nil {
+		http.Error(w, "central store: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	data := pageData{
+		Now: now, StuckAge: h.opts.StuckAge, Window: h.opts.Window, Report: report, Items: items,
+		Form: formValues(r.URL.Query()), Back: filterQuery(r.URL.Query()),
+		Statuses: statuses, Kinds: centralstore.Kinds, Flash: readFlash(w, r),
+		uiURL: strings.TrimRight(h.opts.TemporalUIURL, "/"), namespace: h.opts.Namespace,
+	}
+	render(w, data)
+}
+
+// formValues echoes the filter parameters into the form.
+func formValues(q url.Values) map[string]string {
+	m := make(map[string]string, len(filterKeys))
+	for _, k := range filterKeys {
+		m[k] = q.Get(k)
+	}
+	return m
+}
+
+// actions maps a URL action to its signal.
+var actions = map[string]string{"retry": workflows.SignalRetry, "discard": workflows.SignalDiscard}
+
+func (h *handler) act(w http.ResponseWriter, r *http.Request) {
+	kind, id, action := r.PathValue("kind"), r.PathValue("id"), r.PathValue("action")
+	signal, err := checkAction(kind, id, action)
+	if err == nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		err = r.ParseForm()
+		if err != nil {
+			err = badf("read form: %v", err)
+		}
+	}
+	var act workflows.OperatorAction
+	if err == nil {
+		act, err = operatorAction(r.PostForm)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := h.checkItem(r.Context(), kind, id); err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, centralstore.ErrNotFound) {
+			code = http.StatusNotFound
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+
+	item := centralstore.OperatorItem{Kind: kind, ID: id}
+	f := flash{OK: true, Message: fmt.Sprintf("Sent %s to %s as %s. A parked item acts on it; any other ignores it.", signal, item.WorkflowID(), act.Operator)}
+	if h.tc == nil {
+		f = flash{Message: "Not sent: the page has no Temporal client."}
+	} else if err := h.tc.SignalWorkflow(r.Context(), item.WorkflowID(), "", signal, act); err != nil {
+		f = flash{Message: fmt.Sprintf("Could not send %s to %s: %v", signal, item.WorkflowID(), err)}
+	}
+	page := pagePath(r)
+	setFlash(w, page, f)
+	back := page
+	if q, err := url.ParseQuery(r.PostForm.Get("back")); err == nil {
+		if enc := filterQuery(q); enc != "" {
+			back += "?" + enc
+		}
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// checkAction validates the path: a known kind, a canonical UUID, retry or
+// discard. Returns the signal name.
+func checkAction(kind, id, action string) (string, error) {
+	if !slices.Contains(centralstore.Kinds, kind) {
+		return "", badf("kind %q: want one of %s", kind, strings.Join(centralstore.Kinds, ", "))
+	}
+	if u, err := uuid.Parse(id); err != nil || u.String() != id {
+		return "", badf("id %q is not a UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11", id)
+	}
+	signal, ok := actions[action]
+	if !ok {
+		return "", badf("action %q: want retry or discard", action)
+	}
+	return signal, nil
+}
+
+// operatorAction reads the operator and reason fields.
+func operatorAction(form url.Values) (workflows.OperatorAction, error) {
+	a := workflows.OperatorAction{Operator: strings.TrimSpace(form.Get("operator")), Reason: strings.TrimSpace(form.Get("reason"))}
+	if !utf8.ValidString(a.Operator) || utf8.RuneCountInString(a.Operator) > maxOperatorChars {
+		return a, badf("operator: at most %d characters of UTF-8", maxOperatorChars)
+	}
+	if !utf8.ValidString(a.Reason) || utf8.RuneCountInString(a.Reason) > maxReasonChars {
+		return a, badf("reason: at most %d characters of UTF-8", maxReasonChars)
+	}
+	if a.Operator == "" {
+		a.Operator = DefaultOperator
+	}
+	return a, nil
+}
+
+// checkItem makes sure central knows the item as that kind, so a button
+// never signals a workflow the page did not list.
+func (h *handler) checkItem(ctx context.Context, kind, id string) error {
+	if kind == workflows.KindNotification {
+		_, err := h.store.GetNotification(ctx, id)
+		return err
+	}
+	row, err := h.store.GetSiteCall(ctx, id)
+	if err != nil {
+		return err
+	}
+	if row.Kind != kind {
+		return fmt.Errorf("%s %s: %w (it is a %s)", kind, id, centralstore.ErrNotFound, row.Kind)
+	}
+	return nil
+}
+
+// pagePath is the path the page is served at, as the browser sees it: the
+// request's original path without "items/{kind}/{id}/{action}", so the
+// redirect and the flash cookie work behind http.StripPrefix too.
+func pagePath(r *http.Request) string {
+	orig := r.URL.Path
+	if u, err := url.ParseRequestURI(r.RequestURI); err == nil && r.RequestURI != "" {
+		orig = u.Path
+	}
+	if rest := strings.TrimPrefix(r.URL.Path, "/"); strings.HasSuffix(orig, rest) {
+		return strings.TrimSuffix(orig, rest)
+	}
+	return "/"
+}
+
+// flash is the one-time message shown after an action.
+type flash struct {
+	OK      bool   `json:"ok"`
+	Message string `json:"message"`
+}
+
+func setFlash(w http.ResponseWriter, path string, f flash) {
+	data, _ := json.Marshal(f)
+	http.SetCookie(w, &http.Cookie{
+		Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString(data), Path: path,
+		MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteLaxMode,
+	})
+}
+
+// readFlash returns the pending message, if any, and clears it.
+func readFlash(w http.ResponseWriter, r *http.Request) *flash {
+	c, err := r.Cookie(flashCookie)
+	if err != nil {
+		return nil
+	}
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Path: pagePath(r), MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	data, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil {
+		return nil
+	}
+	var f flash
+	if json.Unmarshal(data, &f) != nil || f.Message == "" {
+		return nil
+	}
+	return &f
+}
+
+// FormatAge renders an age for people in its two largest units, truncated:
+// "45s", "12m5s", "2h30m", "3d4h", "10m".
+func FormatAge(d time.Duration) string {
+	units := []struct {
+		size time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}}
+	for i, u := range units[:len(units)-1] {
+		if d >= u.size {
+			next := units[i+1]
+			s := fmt.Sprintf("%d%s", d/u.size, u.name)
+			if rest := d % u.size / next.size; rest > 0 {
+				s += fmt.Sprintf("%d%s", rest, next.name)
+			}
+			return s
+		}
+	}
+	return fmt.Sprintf("%ds", max(d, 0)/time.Second)
+}

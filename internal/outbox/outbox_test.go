@@ -1,0 +1,296 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/outbox"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// signals records what the page sends. Only SignalWorkflow is implemented:
+// the page uses nothing else of the client, and the end-to-end test
+// (internal/e2e/outbox_test.go) sends the same signals to a real server.
+type signals struct {
+	client.Client
+	mu   sync.Mutex
+	sent []signal
+	err  error
+}
+
+type signal struct {
+	workflowID, name string
+	action           workflows.OperatorAction
+}
+
+func (s *signals) SignalWorkflow(_ context.Context, workflowID, runID, name string, arg any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.sent = append(s.sent, signal{workflowID, name, arg.(workflows.OperatorAction)})
+	return nil
+}
+
+func (s *signals) all() []signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]signal(nil), s.sent...)
+}
+
+// fixture is a central store with a parked notification whose subject
+// tries to inject markup, a stuck call and a parked write.
+type fixture struct {
+	store                  *centralstore.Store
+	now                    time.Time
+	note, call, write, new string
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	ctx := context.Background()
+	store, err := centralstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "central.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	now := time.Now().UTC().Truncate(time.Second)
+	f := fixture{store: store, now: now, note: uuid.NewString(), new: uuid.NewString()}
+
+	for _, n := range []struct {
+		id      string
+		created time.Duration
+		parked  bool
+	}{{f.note, 3 * time.Hour, true}, {f.new, time.Minute, false}} {
+		_, err = store.InsertNotification(ctx, centralstore.Notification{
+			NotificationID: n.id, Type: centralstore.NotificationTypeEmail, ListName: "ops",
+			Subject: `Pump 3 <script>alert("x")</script> tripped`, Body: "b", Status: workflows.StatusPending,
+			SourceSiteID: "plant-1", CreatedAt: now.Add(-n.created), SiteEnqueuedAt: now.Add(-n.created),
+		})
+		require.NoError(t, err)
+		if n.parked {
+			require.NoError(t, store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{
+				NotificationID: n.id, Status: workflows.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): connection refused",
+			}))
+		}
+	}
+	call := workflows.TrackedOperation{
+		OperationID: uuid.NewString(), Kind: workflows.KindExternalCall, Target: "erp.createOrder", Status: workflows.StatusRetrying,
+		RetryCount: 1, LastError: "HTTP 503", SourceSiteID: "plant-2", CreatedAt: now.Add(-time.Hour), UpdatedAt: now, Seq: 1,
+	}
+	write := call
+	write.OperationID, write.Kind, write.Target, write.Status, write.Seq = uuid.NewString(), workflows.KindDatabaseWrite, "historian", workflows.StatusParked, 2
+	_, err = store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{call, write})
+	require.NoError(t, err)
+	f.call, f.write = call.OperationID, write.OperationID
+	return f
+}
+
+func (f fixture) handler(tc client.Client) http.Handler {
+	return outbox.New(f.store, tc, outbox.Options{
+		TemporalUIURL: "http://ui.example:8233/", Namespace: "prod ns", StuckAge: 10 * time.Minute,
+		Now: func() time.Time { return f.now },
+	})
+}
+
+func get(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+	return rec
+}
+
+func post(t *testing.T, h http.Handler, target string, form url.Values) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, target, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestPageShowsKPIsAndItems(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rec := get(t, f.handler(&signals{}), "/")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
+	require.Contains(t, rec.Header().Get("Content-Security-Policy"), "default-src 'none'")
+	body := rec.Body.String()
+
+	require.Contains(t, body, `id="tile-queue"><span class="value">2</span>`)
+	require.Contains(t, body, `id="tile-stuck"><span class="value">1</span>`)
+	require.Contains(t, body, `id="tile-parked"><span class="value">2</span>`)
+	require.Contains(t, body, `id="tile-oldest"><span class="value">1h</span>`)
+	// Escaped, never markup.
+	require.NotContains(t, body, "<script>")
+	require.Contains(t, body, "Pump 3 &lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; tripped")
+	// Workflow links: the id's slash and the namespace are path-escaped.
+	require.Contains(t, body, `href="http://ui.example:8233/namespaces/prod%20ns/workflows/notification%2F`+f.note+`"`)
+	require.Contains(t, body, `/workflows/call%2F`+f.call+`"`)
+	// Buttons on parked items only; the fresh notification is not listed.
+	require.Contains(t, body, `action="items/Notification/`+f.note+`/retry"`)
+	require.Contains(t, body, `formaction="items/DatabaseWrite/`+f.write+`/discard"`)
+	require.NotContains(t, body, "items/ExternalCall/"+f.call)
+	require.NotContains(t, body, f.new)
+
+	// Filters narrow the list and come back in the form.
+	body = get(t, f.handler(&signals{}), "/?status=Parked&kind=DatabaseWrite&q=hist").Body.String()
+	require.Contains(t, body, f.write)
+	require.NotContains(t, body, "item-"+f.note)
+	require.Contains(t, body, `<option selected>DatabaseWrite</option>`)
+	require.Contains(t, body, `name="q" value="hist"`)
+	require.Contains(t, body, `name="back" value="kind=DatabaseWrite&amp;q=hist&amp;status=Parked"`)
+	body = get(t, f.handler(&signals{}), "/?site=plant-1&from=2000-01-01T00:00&to=2000-01-02").Body.String()
+	require.Contains(t, body, "Nothing stuck or parked matches.")
+}
+
+func TestPageRefusesBadFilters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	h := f.handler(&signals{})
+	for target, msg := range map[string]string{
+		"/?status=Delivered":              `status "Delivered": want one of Stuck, Parked, Pending, Retrying`,
+		"/?kind=Fax":                      `kind "Fax"`,
+		"/?from=yesterday":                `from "yesterday": want a time`,
+		"/?to=2026-13-01":                 `to "2026-13-01"`,
+		"/?q=" + strings.Repeat("x", 300): "q: at most 256 characters",
+	} {
+		rec := get(t, h, target)
+		require.Equal(t, http.StatusBadRequest, rec.Code, target)
+		require.Contains(t, rec.Body.String(), msg, target)
+	}
+	require.Equal(t, http.StatusNotFound, get(t, h, "/nope").Code)
+}
+
+func TestActionValidation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tc := &signals{}
+	h := f.handler(tc)
+	for _, c := range []struct {
+		target string
+		form   url.Values
+		code   int
+		msg    string
+	}{
+		{"/items/Fax/" + f.note + "/retry", nil, http.StatusBadRequest, `kind "Fax": want one of Notification, ExternalCall, DatabaseWrite`},
+		{"/items/notification/" + f.note + "/retry", nil, http.StatusBadRequest, `kind "notification"`},
+		{"/items/Notification/not-a-uuid/retry", nil, http.StatusBadRequest, `id "not-a-uuid" is not a UUID`},
+		{"/items/Notification/" + strings.ToUpper(f.note) + "/retry", nil, http.StatusBadRequest, "is not a UUID"},
+		{"/items/Notification/%3Cb%3E/retry", nil, http.StatusBadRequest, `id "<b>" is not a UUID`},
+		{"/items/Notification/" + f.note + "/purge", nil, http.StatusBadRequest, `action "purge": want retry or discard`},
+		{"/items/Notification/" + f.note + "/retry", url.Values{"operator": {strings.Repeat("a", 129)}}, http.StatusBadRequest, "operator: at most 128"},
+		{"/items/Notification/" + f.note + "/retry", url.Values{"reason": {strings.Repeat("r", 1001)}}, http.StatusBadRequest, "reason: at most 1000"},
+		{"/items/Notification/" + uuid.NewString() + "/retry", nil, http.StatusNotFound, "not found"},
+		{"/items/ExternalCall/" + f.write + "/discard", nil, http.StatusNotFound, "it is a DatabaseWrite"},
+		{"/items/DatabaseWrite/" + f.note + "/discard", nil, http.StatusNotFound, "not found"},
+	} {
+		rec := post(t, h, c.target, c.form)
+		require.Equal(t, c.code, rec.Code, c.target)
+		require.Contains(t, rec.Body.String(), c.msg, c.target)
+		require.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"))
+	}
+	require.Empty(t, tc.all(), "nothing is signalled for bad input")
+	require.Equal(t, http.StatusMethodNotAllowed, get(t, h, "/items/Notification/"+f.note+"/retry").Code)
+
+	// A cross-site form post is refused before it reaches the handler.
+	req := httptest.NewRequest(http.MethodPost, "/items/Notification/"+f.note+"/retry", nil)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.Empty(t, tc.all())
+}
+
+func TestActionsSignalAndRedirect(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tc := &signals{}
+	srv := httptest.NewServer(f.handler(tc))
+	t.Cleanup(srv.Close)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Jar: jar}
+
+	// The redirect keeps the filter and nothing else from "back".
+	resp, err := browser.PostForm(srv.URL+"/items/Notification/"+f.note+"/retry", url.Values{
+		"back": {"status=Parked&evil=1"}, "operator": {"  "}, "reason": {"relay fixed"},
+	})
+	require.NoError(t, err)
+	body := readBody(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "/?status=Parked", resp.Request.URL.RequestURI())
+	require.Contains(t, body, "Sent retry to notification/"+f.note+" as outbox-page.")
+	require.Equal(t, []signal{{workflows.NotificationWorkflowID(f.note), workflows.SignalRetry,
+		workflows.OperatorAction{Operator: outbox.DefaultOperator, Reason: "relay fixed"}}}, tc.all())
+	// The message shows once.
+	resp, err = browser.Get(srv.URL + "/")
+	require.NoError(t, err)
+	require.NotContains(t, readBody(t, resp), "Sent retry")
+
+	resp, err = browser.PostForm(srv.URL+"/items/DatabaseWrite/"+f.write+"/discard", url.Values{"operator": {"ana"}})
+	require.NoError(t, err)
+	require.Contains(t, readBody(t, resp), "Sent discard to call/"+f.write+" as ana.")
+	require.Equal(t, signal{workflows.CachedCallWorkflowID(f.write), workflows.SignalDiscard, workflows.OperatorAction{Operator: "ana"}}, tc.all()[1])
+
+	// A failed signal comes back as an error message, not a success.
+	tc.err = errors.New("workflow execution already completed")
+	resp, err = browser.PostForm(srv.URL+"/items/Notification/"+f.note+"/discard", nil)
+	require.NoError(t, err)
+	body = readBody(t, resp)
+	require.Contains(t, body, `class="flash err"`)
+	require.Contains(t, body, "Could not send discard to notification/"+f.note+": workflow execution already completed")
+}
+
+// Mounted under a prefix, the redirect and the message follow the prefix.
+func TestActionsUnderPrefix(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	mux := http.NewServeMux()
+	mux.Handle("/outbox/", http.StripPrefix("/outbox", f.handler(&signals{})))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.PostForm(srv.URL+"/outbox/items/Notification/"+f.note+"/retry", nil)
+	require.NoError(t, err)
+	body := readBody(t, resp)
+	require.Equal(t, "/outbox/", resp.Request.URL.Path)
+	require.Contains(t, body, "Sent retry to notification/"+f.note)
+	require.Contains(t, body, `action="items/Notification/`+f.note+`/retry"`)
+}
+
+func TestFormatAge(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		-time.Second: "0s", 0: "0s", 45 * time.Second: "45s", 10 * time.Minute: "10m",
+		12*time.Minute + 5*time.Second + 300*time.Millisecond: "12m5s", 150 * time.Minute: "2h30m",
+		time.Hour: "1h", 76 * time.Hour: "3d4h",
+	} {
+		require.Equal(t, want, outbox.FormatAge(d), "%s", d)
+	}
+}
+
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(data)
+}

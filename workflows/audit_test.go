@@ -1,0 +1,139 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// recorder keeps the audit events handed to it.
+type recorder struct {
+	mu     sync.Mutex
+	events []centralstore.AuditEvent
+}
+
+func (r *recorder) Record(events ...centralstore.AuditEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, events...)
+}
+
+// A cached call's operator actions reach the audit log through a local
+// activity on central, with who, why and the status they led to.
+func TestCachedCallOperatorActionsAreAudited(t *testing.T) {
+	t.Parallel()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.SetStartTime(callT0)
+	env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
+	site := &activities.SiteActivities{}
+	env.RegisterActivity(site)
+	env.SetActivityTaskQueue(workflows.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
+	rec := &recorder{}
+	env.RegisterActivity(&activities.AuditActivities{Audit: rec})
+
+	parked := callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503")
+	delivers := []workflows.TrackedOperation{parked, parked}
+	resolves := []workflows.TrackedOperation{callRow(workflows.StatusRetrying, 0, ""), callRow(workflows.StatusDiscarded, 0, "")}
+	env.OnActivity(workflows.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+		func(context.Context, workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+			row := delivers[0]
+			delivers = delivers[1:]
+			return row, nil
+		})
+	env.OnActivity(workflows.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
+		func(context.Context, workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+			row := resolves[0]
+			resolves = resolves[1:]
+			return row, nil
+		})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalSubmit, callSubmission()) }, 0)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "erp is back"})
+	}, time.Hour)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{Operator: "bo", Reason: "entered by hand"})
+	}, 2*time.Hour)
+	env.ExecuteWorkflow("CachedCallWorkflow")
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	require.Equal(t, []centralstore.AuditEvent{
+		{EventID: "call/op-1/operator/1", OperationID: "op-1", Kind: workflows.KindExternalCall, SiteID: callSite,
+			Event: centralstore.AuditOperatorRetry, Status: workflows.StatusRetrying, Operator: "ana", Reason: "erp is back",
+			At: callT0.Add(time.Hour)},
+		{EventID: "call/op-1/operator/2", OperationID: "op-1", Kind: workflows.KindExternalCall, SiteID: callSite,
+			Event: centralstore.AuditOperatorDiscard, Status: workflows.StatusDiscarded, Operator: "bo", Reason: "entered by hand",
+			At: callT0.Add(2 * time.Hour)},
+	}, rec.events)
+}
+
+// The notification workflow numbers its attempts across operator retries and
+// hands each failed attempt and operator action to the status update,
+// without any extra command.
+func TestNotificationUpdatesCarryTheAuditFields(t *testing.T) {
+	t.Parallel()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	t0 := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	env.SetStartTime(t0)
+	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
+	env.RegisterActivity(&activities.NotificationActivities{})
+	env.OnActivity(workflows.ActivityRecordNotification, mock.Anything, mock.Anything).Return(
+		workflows.RecordNotificationResult{
+			State:  workflows.NotificationState{NotificationID: sub.NotificationID, Status: workflows.StatusPending},
+			Policy: workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 1, AttemptTimeout: time.Minute},
+		}, nil)
+	var attempts []int
+	env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+			attempts = append(attempts, in.Attempt)
+			if in.Attempt == 4 {
+				return delivered(), nil
+			}
+			return workflows.DeliverNotificationResult{}, errors.New("connection refused")
+		})
+	var updates []workflows.NotificationUpdate
+	env.OnActivity(workflows.ActivityUpdateNotification, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, u workflows.NotificationUpdate) error {
+			updates = append(updates, u)
+			return nil
+		})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalSubmit, sub) }, 0)
+	ana := workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalRetry, ana) }, time.Hour)
+	env.ExecuteWorkflow("NotificationWorkflow")
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	require.Equal(t, []int{1, 2, 3, 4}, attempts)
+	type audited struct {
+		Status   workflows.Status
+		Attempt  int
+		Operator *workflows.OperatorAction
+		Seq      int
+		At       time.Time
+	}
+	var got []audited
+	for _, u := range updates {
+		require.Equal(t, sub.SourceSiteID, u.SiteID)
+		got = append(got, audited{u.Status, u.Attempt, u.OperatorAction, u.OperatorSeq, u.At})
+	}
+	require.Equal(t, []audited{
+		{workflows.StatusRetrying, 1, nil, 0, t0},
+		{workflows.StatusParked, 2, nil, 0, t0.Add(time.Minute)},
+		{workflows.StatusPending, 0, &ana, 1, t0.Add(time.Hour)},
+		{workflows.StatusRetrying, 3, nil, 0, t0.Add(time.Hour)},
+	}, got)
+}
