@@ -28,14 +28,16 @@ type Central struct {
 	worker worker.Worker
 	store  *centralstore.Store
 	audit  *audit.Writer
+	http   *centralHTTP
 }
 
 // auditCloseTimeout bounds the final audit write when the worker stops.
 const auditCloseTimeout = 10 * time.Second
 
 // NewCentral opens the central store, makes sure the daily purge schedule
-// exists, and registers the workflows and activities with a worker on tc.
-func NewCentral(ctx context.Context, cfg config.Central, tc client.Client) (*Central, error) {
+// exists, registers the workflows and activities with a worker on tc, and
+// binds central.listen for the outbox page, metrics and health.
+func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc client.Client) (*Central, error) {
 	store, err := OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -44,7 +46,10 @@ func NewCentral(ctx context.Context, cfg config.Central, tc client.Client) (*Cen
 		store.Close()
 		return nil, err
 	}
-	writer := audit.NewWriter(store, audit.Options{})
+	events := newDeliveryEvents()
+	writer := audit.NewWriter(store, audit.Options{Observe: func(e centralstore.AuditEvent) {
+		events.WithLabelValues(e.Kind, string(e.Event), string(e.Status)).Inc()
+	}})
 	w := worker.New(tc, workflows.CentralTaskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
@@ -69,8 +74,16 @@ func NewCentral(ctx context.Context, cfg config.Central, tc client.Client) (*Cen
 		},
 		Audit: writer,
 	})
-	return &Central{worker: w, store: store, audit: writer}, nil
+	page, err := startCentralHTTP(cfg, namespace, store, tc, writer, events)
+	if err != nil {
+		store.Close()
+		return nil, errors.Join(err, writer.Close(ctx))
+	}
+	return &Central{worker: w, store: store, audit: writer, http: page}, nil
 }
+
+// Addr is where the outbox page, /metrics, /healthz and /readyz are served.
+func (c *Central) Addr() string { return c.http.listener.Addr().String() }
 
 // Audit is the worker's audit log writer: its Failures, Dropped and Pending
 // counts are the audit log's health.
@@ -92,12 +105,14 @@ func OpenCentralStore(ctx context.Context, cfg config.CentralStore) (*centralsto
 // queued (an error says how many could not be).
 func (c *Central) Run(ctx context.Context) error {
 	defer c.store.Close()
+	served := make(chan error, 1)
+	go func() { served <- c.http.serve() }()
 	if err := c.worker.Start(); err != nil {
-		return errors.Join(fmt.Errorf("start central worker: %w", err), c.closeAudit())
+		return errors.Join(fmt.Errorf("start central worker: %w", err), c.http.shutdown(), <-served, c.closeAudit())
 	}
 	<-ctx.Done()
 	c.worker.Stop()
-	return c.closeAudit()
+	return errors.Join(c.http.shutdown(), <-served, c.closeAudit())
 }
 
 func (c *Central) closeAudit() error {

@@ -32,6 +32,9 @@ type Options struct {
 	MaxQueue int
 	// WriteTimeout bounds one write. Default 30s.
 	WriteTimeout time.Duration
+	// Observe, when set, sees every event as it is recorded (metrics count
+	// attempts and outcomes with it). It must not block.
+	Observe func(centralstore.AuditEvent)
 }
 
 func (o Options) withDefaults() Options {
@@ -107,6 +110,9 @@ func (w *Writer) Record(events ...centralstore.AuditEvent) {
 		}
 		w.pending[e.EventID] = struct{}{}
 		w.queue = append(w.queue, e)
+		if w.opts.Observe != nil {
+			w.opts.Observe(e)
+		}
 	}
 	w.dropOverflow()
 	w.mu.Unlock()

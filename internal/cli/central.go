@@ -40,7 +40,7 @@ func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	if err := workers.EnsureSearchAttributes(ctx, tc, cfg.Temporal.Namespace, log); err != nil {
 		return err
 	}
-	central, err := workers.NewCentral(ctx, cfg.Central, tc)
+	central, err := workers.NewCentral(ctx, cfg.Central, cfg.Temporal.Namespace, tc)
 	if err != nil {
 		return err
 	}

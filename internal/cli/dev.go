@@ -162,7 +162,8 @@ func printStack(env Env, cfg config.Config, sinkURL string) {
 		host, _, _ := net.SplitHostPort(cfg.Temporal.Address)
 		fmt.Fprintf(w, "  Temporal Web UI   http://%s\n", net.JoinHostPort(host, strconv.Itoa(cfg.Dev.TemporalUIPort)))
 	}
-	fmt.Fprintf(w, "  Site API          http://%s (site %s)\n", cfg.Site.Listen, cfg.Site.ID)
+	fmt.Fprintf(w, "  Outbox page       http://%s (and /metrics, /healthz, /readyz)\n", cfg.Central.Listen)
+	fmt.Fprintf(w, "  Site API          http://%s (site %s; /metrics, /healthz, /readyz)\n", cfg.Site.Listen, cfg.Site.ID)
 	fmt.Fprintf(w, "  SMTP              %s:%d\n", cfg.Central.SMTP.Host, cfg.Central.SMTP.Port)
 	if sinkURL != "" {
 		fmt.Fprintf(w, "  SMTP sink mail    %s\n", sinkURL)

@@ -54,11 +54,12 @@ site:
   databases:
     historian: {dsn: %q}
 central:
+  listen: "127.0.0.1:%d"
   store: {path: %q}
   smtp: {port: %d}
 dev: {data_dir: %q, temporal_ui_port: %d, sink_http: "127.0.0.1:%d", demo_system: "127.0.0.1:%d", demo_database: %q}
 log: {level: warn}
-`, testutil.FreePort(t), sitePort, filepath.Join(dir, "site.db"), demoPort, demoDB, filepath.Join(dir, "central.db"),
+`, testutil.FreePort(t), sitePort, filepath.Join(dir, "site.db"), demoPort, demoDB, testutil.FreePort(t), filepath.Join(dir, "central.db"),
 		testutil.FreePort(t), filepath.Join(dir, "data"), testutil.FreePort(t), sinkPort, demoPort, demoDB)), 0o644))
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -51,6 +51,8 @@ type stack struct {
 
 	mu    sync.Mutex
 	sinks []*smtpsink.Sink
+	// centralURL serves the outbox page, /metrics, /healthz and /readyz.
+	centralURL string
 	// demo is the external system "erp" of cached calls.
 	demo *demosystem.System
 }
@@ -67,6 +69,7 @@ func newStack(t *testing.T, tweak func(*config.Config)) *stack {
 	cfg.Site.ForwardInterval = time.Second
 	cfg.Site.PollInterval = 50 * time.Millisecond
 	cfg.Central.Store.Path = filepath.Join(dir, "central.db")
+	cfg.Central.Listen = "127.0.0.1:0"
 	cfg.Central.SMTP.Port = testutil.FreePort(t)
 	cfg.Central.SMTP.TLS = mailer.TLSNone
 	cfg.Central.SMTP.Timeout = 5 * time.Second
@@ -156,8 +159,9 @@ func (s *stack) startCentral() {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, s.client, s.cfg.Temporal.Namespace, s.log))
-	central, err := workers.NewCentral(ctx, s.cfg.Central, s.client)
+	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal.Namespace, s.client)
 	require.NoError(s.t, err)
+	s.centralURL = "http://" + central.Addr()
 	done := make(chan error, 1)
 	go func() { done <- central.Run(ctx) }()
 	s.t.Cleanup(func() { cancel(); require.NoError(s.t, <-done) })

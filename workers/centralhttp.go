@@ -1,0 +1,154 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/outpost-dev/outpost/internal/audit"
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/outbox"
+)
+
+// centralHTTP is what the central worker serves at central.listen: the
+// outbox page at /, Prometheus /metrics, /healthz and /readyz.
+type centralHTTP struct {
+	listener net.Listener
+	server   *http.Server
+}
+
+// newDeliveryEvents counts delivery attempts and outcomes by kind as central
+// records them in the audit log (at least once: an event derived again from
+// a re-sent tracking row is counted again).
+func newDeliveryEvents() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "outpost_central_delivery_events_total",
+		Help: "Delivery events recorded by central, by kind, event (Enqueued, Attempt, Terminal, OperatorRetry, OperatorDiscard) and status.",
+	}, []string{"kind", "event", "status"})
+}
+
+func startCentralHTTP(cfg config.Central, namespace string, store *centralstore.Store, tc client.Client,
+	writer *audit.Writer, events *prometheus.CounterVec) (*centralHTTP, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("central page and metrics: listen on %s (central.listen): %w", cfg.Listen, err)
+	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(events)
+	registry.MustRegister(auditCollectors(writer)...)
+	registry.MustRegister(&kpiCollector{store: store, stuckAge: cfg.StuckAge})
+
+	mux := http.NewServeMux()
+	mux.Handle("/", outbox.New(store, tc, outbox.Options{TemporalUIURL: cfg.TemporalUIURL, Namespace: namespace, StuckAge: cfg.StuckAge}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", centralReadyz(store, tc))
+	return &centralHTTP{listener: ln, server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
+}
+
+func (h *centralHTTP) serve() error {
+	if err := h.server.Serve(h.listener); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("central page and metrics: %w", err)
+	}
+	return nil
+}
+
+func (h *centralHTTP) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return h.server.Shutdown(ctx)
+}
+
+// centralReadyz answers 200 when the central store and Temporal both
+// answer: the worker can deliver. Otherwise 503 and what is wrong.
+func centralReadyz(store *centralstore.Store, tc client.Client) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		var problems []error
+		if err := store.DB().PingContext(ctx); err != nil {
+			problems = append(problems, fmt.Errorf("central store: %w", err))
+		}
+		if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+			problems = append(problems, fmt.Errorf("temporal: %w", err))
+		}
+		if err := errors.Join(problems...); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	}
+}
+
+// auditCollectors expose the audit writer's health: a failed audit write
+// never changes a delivery, so it must be visible here.
+func auditCollectors(w *audit.Writer) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "outpost_central_audit_write_failures_total",
+			Help: "Audit log writes that failed (their events are kept and written again).",
+		}, func() float64 { return float64(w.Failures()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "outpost_central_audit_dropped_total",
+			Help: "Audit events dropped because too many were waiting for a failing store.",
+		}, func() float64 { return float64(w.Dropped()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "outpost_central_audit_pending",
+			Help: "Audit events waiting to be written.",
+		}, func() float64 { return float64(w.Pending()) }),
+	}
+}
+
+var kpiDescs = struct{ queue, stuck, parked, delivered, oldest *prometheus.Desc }{
+	queue:     prometheus.NewDesc("outpost_central_queue_depth", "Operations Pending or Retrying, by source site and kind.", []string{"site", "kind"}, nil),
+	stuck:     prometheus.NewDesc("outpost_central_stuck", "Operations Pending or Retrying for longer than central.stuck_age.", []string{"site", "kind"}, nil),
+	parked:    prometheus.NewDesc("outpost_central_parked", "Parked operations waiting for an operator.", []string{"site", "kind"}, nil),
+	delivered: prometheus.NewDesc("outpost_central_delivered_last_hour", "Operations delivered in the last hour.", []string{"site", "kind"}, nil),
+	oldest:    prometheus.NewDesc("outpost_central_oldest_pending_age_seconds", "Age of the oldest Pending or Retrying operation (0 when none).", []string{"site", "kind"}, nil),
+}
+
+// kpiCollector computes the KPIs from the central tables at scrape time.
+// Series are per site and kind; sum (or max, for the age) across sites for
+// the global view.
+type kpiCollector struct {
+	store    *centralstore.Store
+	stuckAge time.Duration
+}
+
+func (c *kpiCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{kpiDescs.queue, kpiDescs.stuck, kpiDescs.parked, kpiDescs.delivered, kpiDescs.oldest} {
+		ch <- d
+	}
+}
+
+func (c *kpiCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	report, err := c.store.KPIs(ctx, time.Now(), c.stuckAge, time.Hour)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(kpiDescs.queue, err)
+		return
+	}
+	for _, site := range report.Sites {
+		for _, k := range site.Kinds {
+			gauge := func(d *prometheus.Desc, v float64) {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, site.Site, k.Kind)
+			}
+			gauge(kpiDescs.queue, float64(k.Queue))
+			gauge(kpiDescs.stuck, float64(k.Stuck))
+			gauge(kpiDescs.parked, float64(k.Parked))
+			gauge(kpiDescs.delivered, float64(k.Delivered))
+			gauge(kpiDescs.oldest, k.OldestPendingAgeSeconds)
+		}
+	}
+}
