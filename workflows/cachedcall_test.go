@@ -64,6 +64,7 @@ func (s *cachedCallSuite) SetupTest() {
 	s.env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
 	site := &activities.SiteActivities{}
 	s.env.RegisterActivity(site)
+	s.env.RegisterActivity(&activities.AuditActivities{}) // audits nothing here
 	// The site activities exist only on the site's own queue: an activity
 	// scheduled anywhere else finds no worker and fails the test.
 	s.env.SetActivityTaskQueue(workflows.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
