@@ -98,10 +98,7 @@ func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
 func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 	t.Parallel()
 	var failWith atomic.Int32
-	erp := erpServer(t, &failWith)
-	dir := t.TempDir()
-	cfg := siteDefinitions(erp.URL, filepath.Join(dir, "historian.db"))
-	cfg.Store, cfg.Listen = filepath.Join(dir, "site.db"), "127.0.0.1:0"
+	cfg := daemonSiteConfig(t, &failWith)
 	cfg.TrackingRetention, cfg.PurgeInterval = 500*time.Millisecond, 100*time.Millisecond
 	d, ctx := startDaemonCentralDown(t, cfg)
 
@@ -132,6 +129,17 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 	row, err = d.Client.Tracking().Status(ctx, unsent.ID)
 	require.NoError(t, err, "a terminal row central has not received is kept")
 	require.Equal(t, workflows.StatusFailed, row.Status)
+}
+
+// daemonSiteConfig is a site in a temporary folder whose external system
+// "erp" answers 200, or the status in failWith when it is set.
+func daemonSiteConfig(t *testing.T, failWith *atomic.Int32) config.Site {
+	t.Helper()
+	erp := erpServer(t, failWith)
+	dir := t.TempDir()
+	cfg := siteDefinitions(erp.URL, filepath.Join(dir, "historian.db"))
+	cfg.Store, cfg.Listen = filepath.Join(dir, "site.db"), "127.0.0.1:0"
+	return cfg
 }
 
 // startDaemonCentralDown runs a site daemon whose Temporal address has

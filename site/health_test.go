@@ -3,7 +3,6 @@ package site
 import (
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,10 +20,7 @@ import (
 func TestDaemonMetricsAndHealthWithCentralDown(t *testing.T) {
 	t.Parallel()
 	var failWith atomic.Int32
-	erp := erpServer(t, &failWith)
-	dir := t.TempDir()
-	cfg := siteDefinitions(erp.URL, filepath.Join(dir, "historian.db"))
-	cfg.Store, cfg.Listen = filepath.Join(dir, "site.db"), "127.0.0.1:0"
+	cfg := daemonSiteConfig(t, &failWith)
 	cfg.ForwardInterval, cfg.PollInterval = 200*time.Millisecond, 50*time.Millisecond
 	d, ctx := startDaemonCentralDown(t, cfg)
 	base := "http://" + d.Addr()
