@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
@@ -36,8 +37,9 @@ const auditCloseTimeout = 10 * time.Second
 
 // NewCentral opens the central store, makes sure the daily purge schedule
 // exists, registers the workflows and activities with a worker on tc, and
-// binds central.listen for the outbox page, metrics and health.
-func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc client.Client) (*Central, error) {
+// binds central.listen for the outbox page, metrics (into registry, which
+// holds the SDK's metrics too: see NewCentralMetrics) and health.
+func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc client.Client, registry *prometheus.Registry) (*Central, error) {
 	store, err := OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -74,7 +76,7 @@ func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc cl
 		},
 		Audit: writer,
 	})
-	page, err := startCentralHTTP(cfg, namespace, store, tc, writer, events)
+	page, err := startCentralHTTP(cfg, namespace, store, tc, registry, writer, events)
 	if err != nil {
 		store.Close()
 		return nil, errors.Join(err, writer.Close(ctx))

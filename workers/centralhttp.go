@@ -37,12 +37,11 @@ func newDeliveryEvents() *prometheus.CounterVec {
 }
 
 func startCentralHTTP(cfg config.Central, namespace string, store *centralstore.Store, tc client.Client,
-	writer *audit.Writer, events *prometheus.CounterVec) (*centralHTTP, error) {
+	registry *prometheus.Registry, writer *audit.Writer, events *prometheus.CounterVec) (*centralHTTP, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("central page and metrics: listen on %s (central.listen): %w", cfg.Listen, err)
 	}
-	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry.MustRegister(events)
 	registry.MustRegister(auditCollectors(writer)...)

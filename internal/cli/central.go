@@ -32,7 +32,12 @@ Example:
 }
 
 func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
-	tc, err := temporalclient.Dial(cfg.Temporal, log)
+	metrics, err := workers.NewCentralMetrics()
+	if err != nil {
+		return err
+	}
+	defer metrics.Close()
+	tc, err := temporalclient.Dial(cfg.Temporal, log, metrics.SDK)
 	if err != nil {
 		return err
 	}
@@ -40,7 +45,7 @@ func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	if err := workers.EnsureSearchAttributes(ctx, tc, cfg.Temporal.Namespace, log); err != nil {
 		return err
 	}
-	central, err := workers.NewCentral(ctx, cfg.Central, cfg.Temporal.Namespace, tc)
+	central, err := workers.NewCentral(ctx, cfg.Central, cfg.Temporal.Namespace, tc, metrics.Registry)
 	if err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ type temporalAPI interface {
 
 // dialOperator connects an operator command to Temporal. Tests replace it.
 var dialOperator = func(cfg config.Temporal, log *zap.Logger) (temporalAPI, func(), error) {
-	c, err := temporalclient.Dial(cfg, log)
+	c, err := temporalclient.Dial(cfg, log, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (check temporal.address and temporal.namespace in --config)", err)
 	}

@@ -36,6 +36,7 @@ func TestCentralAndSiteMetricsAndHealth(t *testing.T) {
 	require.GreaterOrEqual(t, testutil.MetricValue(central, "outpost_central_delivery_events_total",
 		map[string]string{"kind": workflows.KindExternalCall, "event": "Terminal", "status": "Parked"}), 1.0)
 	require.Equal(t, 0.0, testutil.MetricValue(central, "outpost_central_audit_write_failures_total", nil))
+	require.Contains(t, central, "temporal_activity_execution_latency_seconds", "the Temporal SDK's own metrics are served too")
 
 	site := testutil.ScrapeMetrics(t, s.siteURL+"/metrics")
 	require.Equal(t, 1.0, testutil.MetricValue(site, "outpost_site_tracking_rows", map[string]string{"status": "Parked"}))

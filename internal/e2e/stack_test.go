@@ -51,6 +51,8 @@ type stack struct {
 
 	mu    sync.Mutex
 	sinks []*smtpsink.Sink
+	// metrics is central's registry, with the SDK metrics of client.
+	metrics *workers.CentralMetrics
 	// centralURL serves the outbox page, /metrics, /healthz and /readyz.
 	centralURL string
 	// demo is the external system "erp" of cached calls.
@@ -89,10 +91,13 @@ func newStack(t *testing.T, tweak func(*config.Config)) *stack {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	s := &stack{t: t, cfg: cfg, log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), dir: dir, demo: demo}
+	metrics, err := workers.NewCentralMetrics()
+	require.NoError(t, err)
+	t.Cleanup(func() { metrics.Close() })
+	s := &stack{t: t, cfg: cfg, log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), dir: dir, demo: demo, metrics: metrics}
 	s.startTemporal()
 	s.startSMTP()
-	c, err := temporalclient.Dial(cfg.Temporal, s.log)
+	c, err := temporalclient.Dial(cfg.Temporal, s.log, s.metrics.SDK)
 	require.NoError(t, err)
 	s.client = c
 	t.Cleanup(c.Close)
@@ -159,7 +164,7 @@ func (s *stack) startCentral() {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, s.client, s.cfg.Temporal.Namespace, s.log))
-	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal.Namespace, s.client)
+	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal.Namespace, s.client, s.metrics.Registry)
 	require.NoError(s.t, err)
 	s.centralURL = "http://" + central.Addr()
 	done := make(chan error, 1)

@@ -29,9 +29,12 @@ func Options(cfg config.Temporal, logger *zap.Logger) client.Options {
 	return opts
 }
 
-// Dial connects now and fails if Temporal is unreachable (central worker).
-func Dial(cfg config.Temporal, logger *zap.Logger) (client.Client, error) {
-	c, err := client.Dial(Options(cfg, logger))
+// Dial connects now and fails if Temporal is unreachable (central worker,
+// operator commands). metrics, when not nil, receives the SDK's metrics.
+func Dial(cfg config.Temporal, logger *zap.Logger, metrics client.MetricsHandler) (client.Client, error) {
+	opts := Options(cfg, logger)
+	opts.MetricsHandler = metrics
+	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to temporal at %s (namespace %s): %w", cfg.Address, cfg.Namespace, err)
 	}
