@@ -24,12 +24,11 @@ type CentralMetrics struct {
 
 // NewCentralMetrics returns a registry with the SDK's metrics (named
 // temporal_*) reporting into it.
-func NewCentralMetrics() (*CentralMetrics, error) {
+func NewCentralMetrics() *CentralMetrics {
 	registry := prometheus.NewRegistry()
-	reporter, err := tallyprom.Configuration{TimerType: "histogram"}.NewReporter(tallyprom.ConfigurationOptions{Registry: registry})
-	if err != nil {
-		return nil, err
-	}
+	// NewReporter, not Configuration.NewReporter: the latter also mounts
+	// /metrics on http.DefaultServeMux, once per process.
+	reporter := tallyprom.NewReporter(tallyprom.Options{Registerer: registry, DefaultTimerType: tallyprom.HistogramTimerType})
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		CachedReporter:  reporter,
 		Separator:       tallyprom.DefaultSeparator,
@@ -39,7 +38,7 @@ func NewCentralMetrics() (*CentralMetrics, error) {
 		Registry: registry,
 		SDK:      sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)),
 		closer:   closer,
-	}, nil
+	}
 }
 
 // Close stops reporting SDK metrics.

@@ -32,10 +32,7 @@ Example:
 }
 
 func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
-	metrics, err := workers.NewCentralMetrics()
-	if err != nil {
-		return err
-	}
+	metrics := workers.NewCentralMetrics()
 	defer metrics.Close()
 	tc, err := temporalclient.Dial(cfg.Temporal, log, metrics.SDK)
 	if err != nil {
