@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -302,41 +300,24 @@ func lockDatabase(t *testing.T, path string) (release func()) {
 	return release
 }
 
-// call posts a cached call to the site API.
+// call posts a cached call to the stack's site API.
 func (s *stack) call(system, method string, params map[string]any) (site.CallResult, int) {
 	s.t.Helper()
-	return s.postOperation("/v1/calls", site.CallRequest{System: system, Method: method, Params: params, Script: "e2e"})
+	return s.firstSite().call(system, method, params)
 }
 
-// write posts a cached write to the site API.
+// write posts a cached write to the stack's site API.
 func (s *stack) write(connection, sql string, args ...any) (site.CallResult, int) {
 	s.t.Helper()
-	return s.postOperation("/v1/writes", site.WriteRequest{Connection: connection, SQL: sql, Args: args, Script: "e2e"})
-}
-
-func (s *stack) postOperation(path string, body any) (site.CallResult, int) {
-	s.t.Helper()
-	data, err := json.Marshal(body)
-	require.NoError(s.t, err)
-	resp, err := http.Post(s.siteURL+path, "application/json", bytes.NewReader(data))
-	require.NoError(s.t, err)
-	defer resp.Body.Close()
 	var res site.CallResult
-	require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&res))
-	return res, resp.StatusCode
+	code := s.firstSite().post("/v1/writes", site.WriteRequest{Connection: connection, SQL: sql, Args: args, Script: "e2e"}, &res)
+	return res, code
 }
 
-// operation reads a tracking row through the site API.
+// operation reads a tracking row through the stack's site API.
 func (s *stack) operation(id string) (workflows.TrackedOperation, int) {
 	s.t.Helper()
-	resp, err := http.Get(s.siteURL + "/v1/operations/" + id)
-	require.NoError(s.t, err)
-	defer resp.Body.Close()
-	var row workflows.TrackedOperation
-	if resp.StatusCode == http.StatusOK {
-		require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&row))
-	}
-	return row, resp.StatusCode
+	return s.firstSite().operation(id)
 }
 
 // waitOperation waits until the site reports want for id and returns the row.

@@ -228,6 +228,7 @@ func (p *siteProc) notify(list, subject string) string {
 	var acc site.Accepted
 	code := p.post("/v1/notifications", site.Notification{List: list, Subject: subject, Body: "body of " + subject, Script: "e2e"}, &acc)
 	require.Equal(p.t, http.StatusAccepted, code)
+	require.Equal(p.t, "Forwarding", acc.Status)
 	return acc.ID
 }
 
@@ -278,31 +279,16 @@ func (s *stack) centralStore() *centralstore.Store {
 	return store
 }
 
-// notify posts a notification to the site API and returns its id.
+// notify posts a notification to the stack's site API and returns its id.
 func (s *stack) notify(list, subject string) string {
 	s.t.Helper()
-	body, _ := json.Marshal(site.Notification{List: list, Subject: subject, Body: "body of " + subject, Script: "e2e"})
-	resp, err := http.Post(s.siteURL+"/v1/notifications", "application/json", bytes.NewReader(body))
-	require.NoError(s.t, err)
-	defer resp.Body.Close()
-	require.Equal(s.t, http.StatusAccepted, resp.StatusCode)
-	var acc site.Accepted
-	require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&acc))
-	require.Equal(s.t, "Forwarding", acc.Status)
-	return acc.ID
+	return s.firstSite().notify(list, subject)
 }
 
-// status asks the site API for a notification's status.
+// status asks the stack's site API for a notification's status.
 func (s *stack) status(id string) (workflows.NotificationState, int) {
 	s.t.Helper()
-	resp, err := http.Get(s.siteURL + "/v1/notifications/" + id)
-	require.NoError(s.t, err)
-	defer resp.Body.Close()
-	var st workflows.NotificationState
-	if resp.StatusCode == http.StatusOK {
-		require.NoError(s.t, json.NewDecoder(resp.Body).Decode(&st))
-	}
-	return st, resp.StatusCode
+	return s.firstSite().notification(id)
 }
 
 // waitStatus waits until the site API reports want for every id.
