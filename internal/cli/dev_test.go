@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +15,6 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while the command writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // `outpost dev` brings the whole stack up, delivers a notification into its
 // SMTP sink, a call to its demo system and a write to its demo database,
@@ -64,7 +44,7 @@ log: {level: warn}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout := &syncBuffer{}
+	stdout := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, []string{"dev", "--config", cfgFile}, Env{Stdout: stdout, Stderr: stdout}) }()
 
@@ -119,7 +99,7 @@ log: {level: warn}
 // waitUp waits until `outpost dev` prints that it is up; it fails at once,
 // with the reason, if the command exits first (a port taken, a bad config).
 // The first run on a fresh machine builds the pinned CLI: minutes.
-func waitUp(t *testing.T, stdout *syncBuffer, done chan error) {
+func waitUp(t *testing.T, stdout *testutil.SyncBuffer, done chan error) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Minute)
 	for !strings.Contains(stdout.String(), "Ctrl-C stops everything") {

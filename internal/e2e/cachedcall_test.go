@@ -331,7 +331,9 @@ func (s *stack) waitOperation(id string, want workflows.Status, timeout time.Dur
 	return row
 }
 
-// waitMirror waits until central's site_calls shows want for id.
+// waitMirror waits until central's site_calls shows want for id. The wait
+// covers a telemetry batch caught by a Temporal restart: its ingest run may
+// only give way to a resend after its one-minute execution timeout.
 func (s *stack) waitMirror(id string, want workflows.Status) workflows.TrackedOperation {
 	s.t.Helper()
 	store := s.centralStore()
@@ -340,7 +342,7 @@ func (s *stack) waitMirror(id string, want workflows.Status) workflows.TrackedOp
 		var err error
 		row, err = store.GetSiteCall(context.Background(), id)
 		return err == nil && row.Status == want
-	}, 30*time.Second, 100*time.Millisecond, "waiting for site_calls row %s to be %s (last seen %q)", id, want, row.Status)
+	}, 90*time.Second, 100*time.Millisecond, "waiting for site_calls row %s to be %s (last seen %q)", id, want, row.Status)
 	return row
 }
 

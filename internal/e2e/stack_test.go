@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -113,10 +114,23 @@ func (s *stack) startTemporal() {
 	srv, err := devserver.Start(ctx, devserver.Options{
 		Address: s.cfg.Temporal.Address, Namespace: s.cfg.Temporal.Namespace,
 		DBFile: filepath.Join(s.dir, "temporal.db"), Logger: logging.NewTemporal(s.log),
+		Output: s.serverLog(),
 	})
 	require.NoError(s.t, err)
 	s.server = srv
 	s.t.Cleanup(func() { s.stopTemporal() })
+}
+
+// serverLog collects the dev server's own log (errors only) and prints it
+// if the test fails: a stalled workflow is often explained there.
+func (s *stack) serverLog() io.Writer {
+	var buf testutil.SyncBuffer
+	s.t.Cleanup(func() {
+		if s.t.Failed() && buf.String() != "" {
+			s.t.Logf("temporal dev server log:\n%s", buf.String())
+		}
+	})
+	return &buf
 }
 
 // stopTemporal stops the dev server; its state stays in the test's DB file.
