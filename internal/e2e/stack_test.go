@@ -58,10 +58,21 @@ type stack struct {
 	centralURL string
 	// demo is the external system "erp" of cached calls.
 	demo *demosystem.System
+	// uiPort serves the dev server's Web UI; 0 runs it headless.
+	uiPort int
+}
+
+// stackOption changes how newStack starts the stack.
+type stackOption func(*stack)
+
+// withWebUI starts the dev server with its Web UI on a free port (see
+// uiURL). Off by default: the UI costs memory and start-up time.
+func withWebUI() stackOption {
+	return func(s *stack) { s.uiPort = testutil.FreePort(s.t) }
 }
 
 // newStack starts everything with short intervals; tweak adjusts the config.
-func newStack(t *testing.T, tweak func(*config.Config)) *stack {
+func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
@@ -95,6 +106,9 @@ func newStack(t *testing.T, tweak func(*config.Config)) *stack {
 	metrics := workers.NewCentralMetrics()
 	t.Cleanup(func() { metrics.Close() })
 	s := &stack{t: t, cfg: cfg, log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), dir: dir, demo: demo, metrics: metrics}
+	for _, opt := range opts {
+		opt(s)
+	}
 	s.startTemporal()
 	s.startSMTP()
 	c, err := temporalclient.Dial(cfg.Temporal, s.log, s.metrics.SDK)
@@ -113,12 +127,19 @@ func (s *stack) startTemporal() {
 	defer cancel()
 	srv, err := devserver.Start(ctx, devserver.Options{
 		Address: s.cfg.Temporal.Address, Namespace: s.cfg.Temporal.Namespace,
-		DBFile: filepath.Join(s.dir, "temporal.db"), Logger: logging.NewTemporal(s.log),
+		DBFile: filepath.Join(s.dir, "temporal.db"), UIPort: s.uiPort, Logger: logging.NewTemporal(s.log),
 		Output: s.serverLog(),
 	})
 	require.NoError(s.t, err)
 	s.server = srv
 	s.t.Cleanup(func() { s.stopTemporal() })
+}
+
+// uiURL is the dev server's Web UI (the stack must run withWebUI).
+func (s *stack) uiURL() string {
+	s.t.Helper()
+	require.NotZero(s.t, s.uiPort, "the stack runs the dev server headless: start it withWebUI()")
+	return fmt.Sprintf("http://127.0.0.1:%d", s.uiPort)
 }
 
 // serverLog collects the dev server's own log (errors only) and prints it
