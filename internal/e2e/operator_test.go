@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/cli"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -43,7 +44,8 @@ type listedItem struct {
 // Parks 50 items across two sites (20 calls and 5 notifications each),
 // lists them by site, bulk-retries one site's items after the target is
 // fixed and discards the other site's; every item ends where it should, on
-// its site and in its workflow's result.
+// its site and in its workflow's result, and central's audit log names the
+// operator who acted on it and why.
 func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 	s := newStack(t, nil)
 	plant1, plant2 := s.firstSite(), s.addSite("plant-2")
@@ -110,7 +112,7 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 	out, err = s.outpost("", "parked", "retry", "--site", "plant-1", "--operator", "ana", "--reason", "fixed", "--yes")
 	require.NoError(t, err, out)
 	require.Contains(t, out, fmt.Sprintf("Sent retry to %d item(s) as ana; 0 skipped, 0 failed.", calls+notifications))
-	out, err = s.outpost("", "parked", "discard", "--site", "plant-2", "--operator", "bob", "--yes")
+	out, err = s.outpost("", "parked", "discard", "--site", "plant-2", "--operator", "bob", "--reason", "orders entered by hand", "--yes")
 	require.NoError(t, err, out)
 	require.Contains(t, out, fmt.Sprintf("Sent discard to %d item(s) as bob; 0 skipped, 0 failed.", calls+notifications))
 
@@ -121,6 +123,35 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 			require.Equal(t, want[siteID], s.workflowResult(op), "workflow result of %s", op.id)
 		}
 	}
+	// The audit log shows who: every item has exactly one operator event,
+	// ana's retry on plant-1 and bob's discard on plant-2, each with its reason.
+	store := s.centralStore()
+	wantAction := map[string]centralstore.AuditEvent{
+		"plant-1": {Event: centralstore.AuditOperatorRetry, Operator: "ana", Reason: "fixed"},
+		"plant-2": {Event: centralstore.AuditOperatorDiscard, Operator: "bob", Reason: "orders entered by hand"},
+	}
+	for _, siteOps := range ops {
+		for _, op := range siteOps {
+			// Audit rows are written in batches beside delivery: wait for them.
+			waitFor(t, 30*time.Second, func() bool { return len(s.operatorEvents(store, op.id)) > 0 },
+				func() string { return fmt.Sprintf("an operator event for %s %s", op.kind, op.id) })
+		}
+	}
+	for siteID, siteOps := range ops {
+		w := wantAction[siteID]
+		for _, op := range siteOps {
+			got := s.operatorEvents(store, op.id)
+			require.Len(t, got, 1, "operator events of %s %s", op.kind, op.id)
+			e := got[0]
+			require.Equal(t, workflowIDOf(op)+"/operator/1", e.EventID)
+			require.Equal(t, w.Event, e.Event, "event of %s %s", op.kind, op.id)
+			require.Equal(t, w.Operator, e.Operator, "operator of %s %s", op.kind, op.id)
+			require.Equal(t, w.Reason, e.Reason, "reason of %s %s", op.kind, op.id)
+			require.Equal(t, siteID, e.SiteID)
+			require.Equal(t, op.kind, e.Kind)
+		}
+	}
+
 	// Each site answers for its own operations only.
 	_, code := plant1.operation(ops["plant-2"][0].id)
 	require.Equal(t, http.StatusNotFound, code)
@@ -294,6 +325,21 @@ func (s *stack) workflowResult(op operatorOp) workflows.Status {
 	var row workflows.TrackedOperation
 	require.NoError(s.t, run.Get(ctx, &row))
 	return row.Status
+}
+
+// operatorEvents is the OperatorRetry and OperatorDiscard events in an
+// operation's audit trail.
+func (s *stack) operatorEvents(store *centralstore.Store, id string) []centralstore.AuditEvent {
+	s.t.Helper()
+	events, err := store.ListAuditEvents(context.Background(), id)
+	require.NoError(s.t, err)
+	var out []centralstore.AuditEvent
+	for _, e := range events {
+		if e.Event == centralstore.AuditOperatorRetry || e.Event == centralstore.AuditOperatorDiscard {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func workflowIDOf(op operatorOp) string {
