@@ -140,7 +140,7 @@ func newSite(t *testing.T, status int) *site {
 	t.Helper()
 	s := &site{t: t, erp: newERPServer(t, status), now: siteT0}
 	clock := func() time.Time { return s.now }
-	store, err := sitestore.Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), clock)
+	store, err := sitestore.Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), sitestore.Options{Now: clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	reg := targets.New(map[string]config.ExternalSystem{"erp": {

@@ -79,7 +79,7 @@ type Client struct {
 // Open opens the site store at path for a script that sends notifications.
 // Calls and writes need the site's definitions: use OpenConfig.
 func Open(ctx context.Context, path string, opts Options) (*Client, error) {
-	store, err := sitestore.Open(ctx, path, opts.Now)
+	store, err := sitestore.Open(ctx, path, sitestore.Options{Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -99,11 +99,16 @@ func OpenConfig(ctx context.Context, file string, opts Options) (*Client, error)
 
 func openSite(ctx context.Context, cfg config.Site, opts Options) (*Client, error) {
 	opts = withSiteDefaults(opts, cfg)
-	store, err := sitestore.Open(ctx, cfg.Store, opts.Now)
+	store, err := openStore(ctx, cfg, opts.Now)
 	if err != nil {
 		return nil, err
 	}
 	return newClient(store, targets.New(cfg.ExternalSystems, cfg.Databases), opts), nil
+}
+
+// openStore opens the site's store with the config's group commit settings.
+func openStore(ctx context.Context, cfg config.Site, now func() time.Time) (*sitestore.Store, error) {
+	return sitestore.Open(ctx, cfg.Store, sitestore.Options{Now: now, CommitBatch: cfg.CommitBatch, CommitDelay: cfg.CommitDelay})
 }
 
 func withSiteDefaults(opts Options, cfg config.Site) Options {

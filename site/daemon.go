@@ -15,7 +15,6 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
 
@@ -35,7 +34,7 @@ type Daemon struct {
 
 // StartDaemon opens the store and binds the API address; Run serves.
 func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *zap.Logger) (*Daemon, error) {
-	store, err := sitestore.Open(ctx, cfg.Store, nil)
+	store, err := openStore(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}

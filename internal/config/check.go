@@ -166,6 +166,8 @@ func (c *checker) validate(cfg Config) {
 	c.positive("site.forward_batch", cfg.Site.ForwardBatch)
 	c.positive("site.forward_parallelism", cfg.Site.ForwardParallelism)
 	c.positive("site.max_body_bytes", cfg.Site.MaxBodyBytes)
+	c.positive("site.commit_batch", cfg.Site.CommitBatch)
+	c.positiveDuration("site.commit_delay", cfg.Site.CommitDelay)
 	c.positiveDuration("site.tracking_retention", cfg.Site.TrackingRetention)
 	c.positiveDuration("site.purge_interval", cfg.Site.PurgeInterval)
 	c.positive("site.telemetry_batch", cfg.Site.TelemetryBatch)

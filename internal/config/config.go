@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/internal/sitestore"
 )
 
 // Config is the whole file.
@@ -60,6 +61,12 @@ type Site struct {
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// MaxBodyBytes limits a notification body. Default 65536 (64 KiB).
 	MaxBodyBytes int `yaml:"max_body_bytes"`
+	// CommitBatch is the most operations one group commit of the site store
+	// holds: concurrent enqueues share one transaction and one fsync. Default 256.
+	CommitBatch int `yaml:"commit_batch"`
+	// CommitDelay is the longest an enqueue waits for others to share its
+	// commit, and only while several callers are active. Default 2ms.
+	CommitDelay time.Duration `yaml:"commit_delay"`
 	// TrackingRetention is how long terminal tracking rows (Delivered,
 	// Failed, Discarded) stay on the site before it purges them (a row
 	// central has not received yet waits for it). Default 168h (7 days).
@@ -295,6 +302,7 @@ func Default() Config {
 			ID: "site-1", Node: "node-a", Store: "outpost-site.db", Listen: "127.0.0.1:8480",
 			ForwardInterval: 10 * time.Second, ForwardBatch: 100, ForwardParallelism: 8,
 			PollInterval: 250 * time.Millisecond, MaxBodyBytes: 64 << 10,
+			CommitBatch: sitestore.DefaultCommitBatch, CommitDelay: sitestore.DefaultCommitDelay,
 			TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
 			TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
 		},

@@ -72,8 +72,22 @@ type Message struct {
 type Store struct {
 	db  *sql.DB
 	now func() time.Time
+	// writer commits every change to the file, batching concurrent ones.
+	writer *committer
 	// changed is signalled after every committed tracking change.
 	changed chan struct{}
+}
+
+// Options configures a Store.
+type Options struct {
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// CommitBatch is the most buffer rows one group commit holds;
+	// DefaultCommitBatch when 0.
+	CommitBatch int
+	// CommitDelay is the longest a write waits for others to share its
+	// commit; DefaultCommitDelay when 0.
+	CommitDelay time.Duration
 }
 
 // migrations bring a site file up to date, in order; PRAGMA user_version
@@ -145,9 +159,8 @@ var migrations = []string{
 	INSERT INTO meta (name, value) VALUES ('tracking_seq', 0), ('telemetry_cursor', 0);`,
 }
 
-// Open opens (creating if needed) the site store at path. now is the clock
-// (time.Now when nil).
-func Open(ctx context.Context, path string, now func() time.Time) (*Store, error) {
+// Open opens (creating if needed) the site store at path.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	db, err := sqlitedb.Open(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("site store: %w", err)
@@ -156,10 +169,19 @@ func Open(ctx context.Context, path string, now func() time.Time) (*Store, error
 		db.Close()
 		return nil, fmt.Errorf("site store %s: %w", path, err)
 	}
-	if now == nil {
-		now = time.Now
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	return &Store{db: db, now: now, changed: make(chan struct{}, 1)}, nil
+	if opts.CommitBatch == 0 {
+		opts.CommitBatch = DefaultCommitBatch
+	}
+	if opts.CommitDelay == 0 {
+		opts.CommitDelay = DefaultCommitDelay
+	}
+	return &Store{
+		db: db, now: opts.Now, writer: newCommitter(db, opts.CommitBatch, opts.CommitDelay),
+		changed: make(chan struct{}, 1),
+	}, nil
 }
 
 // migrate applies the migrations the file has not run yet, each in its own
@@ -187,76 +209,95 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
-
-// Enqueue commits msgs to the buffer in one transaction, each with its HLC
-// timestamp and chain link, and returns them as stored. When it returns nil
-// every message is on disk.
-func (s *Store) Enqueue(ctx context.Context, msgs ...NewMessage) ([]Message, error) {
-	var stored []Message
-	err := s.inTx(ctx, "enqueue", func(tx *sql.Tx) error {
-		var err error
-		stored, err = appendMessages(ctx, tx, s.now().UTC(), msgs)
-		return err
-	})
-	return stored, err
+// Close stops the writer and closes the file.
+func (s *Store) Close() error {
+	s.writer.close()
+	return s.db.Close()
 }
 
-// appendMessages inserts msgs in tx, each with its HLC timestamp and chain
-// link, and advances the chain heads.
-func appendMessages(ctx context.Context, tx *sql.Tx, now time.Time, msgs []NewMessage) ([]Message, error) {
-	heads := map[string]*chainHead{}
-	stored := make([]Message, 0, len(msgs))
-	for _, m := range msgs {
-		head, err := loadHead(ctx, tx, heads, m.Provenance.Node)
-		if err != nil {
-			return nil, err
-		}
-		msg := head.append(m, now)
-		if err := insertMessage(ctx, tx, msg); err != nil {
-			return nil, err
-		}
-		stored = append(stored, msg)
-	}
-	for node, head := range heads {
-		if err := head.save(ctx, tx, node); err != nil {
-			return nil, err
-		}
+// Commits is how many transactions the store's writer has committed: with
+// concurrent callers, far fewer than the writes they carried.
+func (s *Store) Commits() int64 { return s.writer.commits.Load() }
+
+// Enqueue commits msgs to the buffer, each with its HLC timestamp and chain
+// link, and returns them as stored. Concurrent calls share a commit; when
+// Enqueue returns nil every message is on disk.
+func (s *Store) Enqueue(ctx context.Context, msgs ...NewMessage) ([]Message, error) {
+	var stored []Message
+	if err := s.writer.do(ctx, len(msgs), s.appendWrite(msgs, &stored)); err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
 	}
 	return stored, nil
 }
 
-// chainHead is a node's clock and last link, advanced in memory inside one
-// transaction and saved before it commits.
+// appendWrite is the write that appends msgs to the buffer; stored receives
+// them as stored.
+func (s *Store) appendWrite(msgs []NewMessage, stored *[]Message) func(*writeTx) error {
+	hashes := payloadHashes(msgs) // here, in the caller's goroutine: the writer is the bottleneck
+	return func(tx *writeTx) (err error) {
+		*stored, err = appendMessages(tx, s.now().UTC(), msgs, hashes)
+		return err
+	}
+}
+
+func payloadHashes(msgs []NewMessage) [][]byte {
+	hashes := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		hashes[i] = hlc.PayloadHash(m.Payload)
+	}
+	return hashes
+}
+
+// appendMessages inserts msgs (whose payload hashes are hashes) in tx, each
+// with its HLC timestamp and chain link, advancing the batch's chain heads.
+func appendMessages(tx *writeTx, now time.Time, msgs []NewMessage, hashes [][]byte) ([]Message, error) {
+	stored := make([]Message, 0, len(msgs))
+	for i, m := range msgs {
+		head, err := loadHead(tx, m.Provenance.Node)
+		if err != nil {
+			return nil, err
+		}
+		msg := head.append(m, hashes[i], now)
+		if err := insertMessage(tx, msg); err != nil {
+			return nil, err
+		}
+		tx.heads[m.Provenance.Node] = head
+		stored = append(stored, msg)
+	}
+	return stored, nil
+}
+
+// chainHead is a node's clock and last link, advanced in memory by a batch
+// and saved before it commits.
 type chainHead struct {
 	last hlc.Timestamp
 	link []byte
 }
 
-func loadHead(ctx context.Context, tx *sql.Tx, heads map[string]*chainHead, node string) (*chainHead, error) {
-	if h, ok := heads[node]; ok {
+// loadHead is node's chain head as the batch left it, read from the file
+// on the batch's first row of that node.
+func loadHead(tx *writeTx, node string) (chainHead, error) {
+	if h, ok := tx.heads[node]; ok {
 		return h, nil
 	}
-	h := &chainHead{link: []byte{}}
+	h := chainHead{link: []byte{}}
 	var last string
-	err := tx.QueryRowContext(ctx, `SELECT last_hlc, head FROM chain WHERE node = ?`, node).Scan(&last, &h.link)
+	err := tx.QueryRowContext(tx.ctx, `SELECT last_hlc, head FROM chain WHERE node = ?`, node).Scan(&last, &h.link)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
-		return nil, fmt.Errorf("enqueue: read chain head of node %s: %w", node, err)
+		return chainHead{}, fmt.Errorf("read chain head of node %s: %w", node, err)
 	default:
 		if h.last, err = hlc.Parse(last); err != nil {
-			return nil, fmt.Errorf("enqueue: chain head of node %s: %w", node, err)
+			return chainHead{}, fmt.Errorf("chain head of node %s: %w", node, err)
 		}
 	}
-	heads[node] = h
 	return h, nil
 }
 
-func (h *chainHead) append(m NewMessage, now time.Time) Message {
+// append stamps m with the next HLC timestamp and link, and advances h.
+func (h *chainHead) append(m NewMessage, payloadHash []byte, now time.Time) Message {
 	ts := hlc.Next(h.last, now.UnixMilli())
-	payloadHash := hlc.PayloadHash(m.Payload)
 	link := hlc.Link(h.link, m.ID, ts, payloadHash)
 	next := now
 	if m.NotBefore.After(now) {
@@ -270,25 +311,36 @@ func (h *chainHead) append(m NewMessage, now time.Time) Message {
 	return msg
 }
 
-func (h *chainHead) save(ctx context.Context, tx *sql.Tx, node string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO chain (node, last_hlc, head) VALUES (?, ?, ?)
-		ON CONFLICT (node) DO UPDATE SET last_hlc = excluded.last_hlc, head = excluded.head`,
-		node, h.last.String(), h.link)
-	if err != nil {
-		return fmt.Errorf("enqueue: save chain head of node %s: %w", node, err)
+// saveHeads writes the chain heads the batch advanced.
+func saveHeads(tx *writeTx) error {
+	for node, h := range tx.heads {
+		_, err := tx.ExecContext(tx.ctx, `INSERT INTO chain (node, last_hlc, head) VALUES (?, ?, ?)
+			ON CONFLICT (node) DO UPDATE SET last_hlc = excluded.last_hlc, head = excluded.head`,
+			node, h.last.String(), h.link)
+		if err != nil {
+			return fmt.Errorf("save chain head of node %s: %w", node, err)
+		}
 	}
 	return nil
 }
 
-func insertMessage(ctx context.Context, tx *sql.Tx, m Message) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO buffer (message_id, category, tracked_operation_id, target,
-		payload, status, created_at, next_attempt_at, site_id, node, instance, script, hlc, payload_hash,
-		prev_link, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload, m.Status, m.CreatedAt.UnixNano(),
-		m.NextAttemptAt.UnixNano(), m.Provenance.SiteID, m.Provenance.Node, m.Provenance.Instance,
-		m.Provenance.Script, m.HLC.String(), m.PayloadHash, m.PrevLink, m.Link)
+const insertBufferSQL = `INSERT INTO buffer (message_id, category, tracked_operation_id, target, payload,
+	status, created_at, next_attempt_at, site_id, node, instance, script, hlc, payload_hash, prev_link, link)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+func insertMessage(tx *writeTx, m Message) error {
+	if tx.insert == nil {
+		stmt, err := tx.PrepareContext(tx.ctx, insertBufferSQL)
+		if err != nil {
+			return fmt.Errorf("prepare buffer insert: %w", err)
+		}
+		tx.insert = stmt
+	}
+	_, err := tx.insert.ExecContext(tx.ctx, m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload,
+		m.Status, m.CreatedAt.UnixNano(), m.NextAttemptAt.UnixNano(), m.Provenance.SiteID, m.Provenance.Node,
+		m.Provenance.Instance, m.Provenance.Script, m.HLC.String(), m.PayloadHash, m.PrevLink, m.Link)
 	if err != nil {
-		return fmt.Errorf("enqueue %s %s: %w", m.Category, m.ID, err)
+		return fmt.Errorf("insert %s %s: %w", m.Category, m.ID, err)
 	}
 	return nil
 }
@@ -340,12 +392,12 @@ func (s *Store) Delete(ctx context.Context, ids ...string) error {
 	return s.inOneTx(ctx, "delete handed-off messages", ids, `DELETE FROM buffer WHERE message_id = ?`)
 }
 
-// inOneTx runs stmt once per id in one transaction.
+// inOneTx runs stmt once per id in one write.
 func (s *Store) inOneTx(ctx context.Context, what string, ids []string, stmt string) error {
-	return s.inTx(ctx, what, func(tx *sql.Tx) error {
+	return s.inTx(ctx, what, func(tx *writeTx) error {
 		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, stmt, id); err != nil {
-				return fmt.Errorf("%s: %s: %w", what, id, err)
+			if _, err := tx.ExecContext(tx.ctx, stmt, id); err != nil {
+				return fmt.Errorf("%s: %w", id, err)
 			}
 		}
 		return nil
@@ -354,13 +406,12 @@ func (s *Store) inOneTx(ctx context.Context, what string, ids []string, stmt str
 
 // RecordFailedAttempt notes a failed hand-off and schedules the next one.
 func (s *Store) RecordFailedAttempt(ctx context.Context, id string, at, next time.Time, reason string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE buffer SET status = ?, retry_count = retry_count + 1,
-		last_error = ?, last_attempt_at = ?, next_attempt_at = ? WHERE message_id = ?`,
-		BufferRetrying, reason, at.UnixNano(), next.UnixNano(), id)
-	if err != nil {
-		return fmt.Errorf("record failed hand-off of %s: %w", id, err)
-	}
-	return nil
+	return s.inTx(ctx, "record failed hand-off of "+id, func(tx *writeTx) error {
+		_, err := tx.ExecContext(tx.ctx, `UPDATE buffer SET status = ?, retry_count = retry_count + 1,
+			last_error = ?, last_attempt_at = ?, next_attempt_at = ? WHERE message_id = ?`,
+			BufferRetrying, reason, at.UnixNano(), next.UnixNano(), id)
+		return err
+	})
 }
 
 // Depth is the number of buffered messages.

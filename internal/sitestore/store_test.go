@@ -14,7 +14,7 @@ import (
 
 func openTest(t *testing.T, path string, now func() time.Time) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), path, now)
+	s, err := Open(context.Background(), path, Options{Now: now})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s

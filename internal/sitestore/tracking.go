@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outpost-dev/outpost/internal/dbtx"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -62,8 +61,13 @@ const trackingColumns = `operation_id, kind, target, status, retry_count, last_e
 func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (workflows.TrackedOperation, error) {
 	now := s.now().UTC()
 	var row workflows.TrackedOperation
-	err := s.inTx(ctx, "begin operation "+op.OperationID, func(tx *sql.Tx) error {
-		seq, err := nextSeq(ctx, tx)
+	buffered := []NewMessage{{
+		ID: op.OperationID, Category: op.Kind, TrackedOperationID: op.OperationID, Target: op.Target,
+		Payload: op.Payload, Provenance: op.Provenance, NotBefore: now.Add(op.AttemptGrace),
+	}}
+	hashes := payloadHashes(buffered)
+	err := s.inTx(ctx, "begin operation "+op.OperationID, func(tx *writeTx) error {
+		seq, err := nextSeq(tx)
 		if err != nil {
 			return err
 		}
@@ -73,13 +77,10 @@ func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (workflows.
 			SourceInstance: op.Provenance.Instance, SourceScript: op.Provenance.Script,
 			CreatedAt: now, UpdatedAt: now, Seq: seq,
 		}
-		if err := insertTracking(ctx, tx, row); err != nil {
+		if err := insertTracking(tx, row); err != nil {
 			return err
 		}
-		_, err = appendMessages(ctx, tx, now, []NewMessage{{
-			ID: op.OperationID, Category: op.Kind, TrackedOperationID: op.OperationID, Target: op.Target,
-			Payload: op.Payload, Provenance: op.Provenance, NotBefore: now.Add(op.AttemptGrace),
-		}})
+		_, err = appendMessages(tx, now, buffered, hashes)
 		return err
 	})
 	if err == nil {
@@ -107,8 +108,8 @@ func (s *Store) signalChanged() {
 func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (workflows.TrackedOperation, error) {
 	now := s.now().UTC()
 	var row workflows.TrackedOperation
-	err := s.inTx(ctx, "record attempt of "+a.OperationID, func(tx *sql.Tx) error {
-		current, err := getTracking(ctx, tx, a.OperationID)
+	err := s.inTx(ctx, "record attempt of "+a.OperationID, func(tx *writeTx) error {
+		current, err := getTracking(tx, a.OperationID)
 		if err != nil {
 			return err
 		}
@@ -119,15 +120,15 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (workflows.Tracked
 			row = current
 			return fmt.Errorf("immediate attempt of %s: %w", a.OperationID, ErrSuperseded)
 		}
-		seq, err := nextSeq(ctx, tx)
+		seq, err := nextSeq(tx)
 		if err != nil {
 			return err
 		}
 		row = applyAttempt(current, a, now, seq)
-		if err := updateTracking(ctx, tx, row); err != nil {
+		if err := updateTracking(tx, row); err != nil {
 			return err
 		}
-		return updateBufferFor(ctx, tx, row, now)
+		return updateBufferFor(tx, row, now)
 	})
 	if err == nil {
 		s.signalChanged()
@@ -154,16 +155,16 @@ func applyAttempt(row workflows.TrackedOperation, a Attempt, now time.Time, seq 
 	return row
 }
 
-func updateBufferFor(ctx context.Context, tx *sql.Tx, row workflows.TrackedOperation, now time.Time) error {
+func updateBufferFor(tx *writeTx, row workflows.TrackedOperation, now time.Time) error {
 	var err error
 	switch {
 	case row.Status.Terminal():
-		_, err = tx.ExecContext(ctx, `DELETE FROM buffer WHERE tracked_operation_id = ?`, row.OperationID)
+		_, err = tx.ExecContext(tx.ctx, `DELETE FROM buffer WHERE tracked_operation_id = ?`, row.OperationID)
 	case row.Status == workflows.StatusPending:
-		_, err = tx.ExecContext(ctx, `UPDATE buffer SET last_error = ?, last_attempt_at = ?, next_attempt_at = ?
+		_, err = tx.ExecContext(tx.ctx, `UPDATE buffer SET last_error = ?, last_attempt_at = ?, next_attempt_at = ?
 			WHERE tracked_operation_id = ?`, row.LastError, nanosPtr(row.LastAttemptAt), now.UnixNano(), row.OperationID)
 	default:
-		_, err = tx.ExecContext(ctx, `UPDATE buffer SET status = ?, retry_count = ?, last_error = ?, last_attempt_at = ?
+		_, err = tx.ExecContext(tx.ctx, `UPDATE buffer SET status = ?, retry_count = ?, last_error = ?, last_attempt_at = ?
 			WHERE tracked_operation_id = ?`, string(row.Status), row.RetryCount, row.LastError,
 			nanosPtr(row.LastAttemptAt), row.OperationID)
 	}
@@ -248,11 +249,10 @@ func (s *Store) TelemetryCursor(ctx context.Context) (int64, error) {
 // AdvanceTelemetryCursor moves the cursor to seq once central persisted
 // every change up to it; it never moves back.
 func (s *Store) AdvanceTelemetryCursor(ctx context.Context, seq int64) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'telemetry_cursor' AND value < ?`, seq, seq)
-	if err != nil {
-		return fmt.Errorf("advance telemetry cursor to %d: %w", seq, err)
-	}
-	return nil
+	return s.inTx(ctx, fmt.Sprintf("advance telemetry cursor to %d", seq), func(tx *writeTx) error {
+		_, err := tx.ExecContext(tx.ctx, `UPDATE meta SET value = ? WHERE name = 'telemetry_cursor' AND value < ?`, seq, seq)
+		return err
+	})
 }
 
 // TelemetryBacklog counts tracking changes central has not persisted yet,
@@ -273,20 +273,25 @@ func (s *Store) TelemetryBacklog(ctx context.Context, limit int) (int, error) {
 // a terminal row waits while central is away longer than the retention, so
 // site_calls never keeps an outdated state for good.
 func (s *Store) PurgeTerminal(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM tracking WHERE operation_id IN (
-		SELECT operation_id FROM tracking WHERE terminal_at IS NOT NULL AND terminal_at < ?
-		AND seq <= (SELECT value FROM meta WHERE name = 'telemetry_cursor') LIMIT ?)`,
-		cutoff.UnixNano(), limit)
-	if err != nil {
-		return 0, fmt.Errorf("purge tracking rows terminal before %s: %w", cutoff.Format(time.RFC3339), err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	var purged int64
+	err := s.inTx(ctx, "purge tracking rows terminal before "+cutoff.Format(time.RFC3339), func(tx *writeTx) error {
+		res, err := tx.ExecContext(tx.ctx, `DELETE FROM tracking WHERE operation_id IN (
+			SELECT operation_id FROM tracking WHERE terminal_at IS NOT NULL AND terminal_at < ?
+			AND seq <= (SELECT value FROM meta WHERE name = 'telemetry_cursor') LIMIT ?)`,
+			cutoff.UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		purged, err = res.RowsAffected()
+		return err
+	})
+	return int(purged), err
 }
 
-// inTx runs fn in one transaction; what names it in errors.
-func (s *Store) inTx(ctx context.Context, what string, fn func(*sql.Tx) error) error {
-	if err := dbtx.Run(ctx, s.db, fn); err != nil {
+// inTx runs fn as one write (see committer): its changes commit together,
+// possibly with other callers' writes; what names it in errors.
+func (s *Store) inTx(ctx context.Context, what string, fn func(*writeTx) error) error {
+	if err := s.writer.do(ctx, 1, fn); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
@@ -294,17 +299,17 @@ func (s *Store) inTx(ctx context.Context, what string, fn func(*sql.Tx) error) e
 
 // nextSeq takes the next site-wide change number. It is a counter, not
 // max(seq)+1, so purging the newest rows never reuses a number.
-func nextSeq(ctx context.Context, tx *sql.Tx) (int64, error) {
+func nextSeq(tx *writeTx) (int64, error) {
 	var seq int64
-	err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value + 1 WHERE name = 'tracking_seq' RETURNING value`).Scan(&seq)
+	err := tx.QueryRowContext(tx.ctx, `UPDATE meta SET value = value + 1 WHERE name = 'tracking_seq' RETURNING value`).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("next change number: %w", err)
 	}
 	return seq, nil
 }
 
-func insertTracking(ctx context.Context, tx *sql.Tx, r workflows.TrackedOperation) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO tracking (`+trackingColumns+`)
+func insertTracking(tx *writeTx, r workflows.TrackedOperation) error {
+	_, err := tx.ExecContext(tx.ctx, `INSERT INTO tracking (`+trackingColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
 	if err != nil {
 		return fmt.Errorf("insert tracking row %s: %w", r.OperationID, err)
@@ -312,8 +317,8 @@ func insertTracking(ctx context.Context, tx *sql.Tx, r workflows.TrackedOperatio
 	return nil
 }
 
-func updateTracking(ctx context.Context, tx *sql.Tx, r workflows.TrackedOperation) error {
-	_, err := tx.ExecContext(ctx, `UPDATE tracking SET status = ?, retry_count = ?, last_error = ?,
+func updateTracking(tx *writeTx, r workflows.TrackedOperation) error {
+	_, err := tx.ExecContext(tx.ctx, `UPDATE tracking SET status = ?, retry_count = ?, last_error = ?,
 		updated_at = ?, last_attempt_at = ?, next_attempt_at = ?, terminal_at = ?, seq = ?
 		WHERE operation_id = ?`, string(r.Status), r.RetryCount, r.LastError, r.UpdatedAt.UnixNano(),
 		nanosPtr(r.LastAttemptAt), nanosPtr(r.NextAttemptAt), nanosPtr(r.TerminalAt), r.Seq, r.OperationID)
@@ -323,8 +328,8 @@ func updateTracking(ctx context.Context, tx *sql.Tx, r workflows.TrackedOperatio
 	return nil
 }
 
-func getTracking(ctx context.Context, tx *sql.Tx, id string) (workflows.TrackedOperation, error) {
-	row, err := scanTracking(tx.QueryRowContext(ctx, `SELECT `+trackingColumns+` FROM tracking WHERE operation_id = ?`, id))
+func getTracking(tx *writeTx, id string) (workflows.TrackedOperation, error) {
+	row, err := scanTracking(tx.QueryRowContext(tx.ctx, `SELECT `+trackingColumns+` FROM tracking WHERE operation_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return workflows.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
 	}

@@ -29,7 +29,7 @@ func openTracking(t *testing.T) (*Store, *trackingClock, string) {
 	t.Helper()
 	clock := &trackingClock{t: trackingT0}
 	path := filepath.Join(t.TempDir(), "site.db")
-	s, err := Open(context.Background(), path, clock.now)
+	s, err := Open(context.Background(), path, Options{Now: clock.now})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s, clock, path
@@ -382,7 +382,7 @@ func TestPurgingNewestRowDoesNotReuseSeq(t *testing.T) {
 	require.Equal(t, int64(3), begin(t, s, "b", 0).Seq)
 
 	require.NoError(t, s.Close())
-	s, err = Open(ctx, path, clock.now)
+	s, err = Open(ctx, path, Options{Now: clock.now})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	require.Equal(t, int64(4), begin(t, s, "c", 0).Seq)
@@ -430,7 +430,7 @@ func TestMigratesVersion1File(t *testing.T) {
 	require.NoError(t, db.Close())
 
 	clock := &trackingClock{t: trackingT0.Add(time.Minute)}
-	s, err := Open(ctx, path, clock.now)
+	s, err := Open(ctx, path, Options{Now: clock.now})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 
@@ -455,7 +455,7 @@ func TestMigratesVersion1File(t *testing.T) {
 
 	// Opening again runs nothing twice.
 	require.NoError(t, s.Close())
-	s, err = Open(ctx, path, clock.now)
+	s, err = Open(ctx, path, Options{Now: clock.now})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	_, err = s.GetOperation(ctx, "op-1")

@@ -1,0 +1,200 @@
+package sitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrClosed is returned for a write to a closed store.
+var ErrClosed = errors.New("site store is closed")
+
+// Group commit defaults: a batch holds up to 256 rows and waits at most 2 ms
+// for more callers. Measured on 2 cores (outpost bench): one fsync per 256
+// rows is past the point where bigger batches help, and 2 ms keeps p99 far
+// under 10 ms at 5,000 operations/s.
+const (
+	DefaultCommitBatch = 256
+	DefaultCommitDelay = 2 * time.Millisecond
+)
+
+// writeTx is the transaction one batch of writes shares.
+type writeTx struct {
+	*sql.Tx
+	ctx context.Context
+	// heads are the chain heads the batch advanced, saved before commit.
+	heads map[string]chainHead
+	// insert is the buffer insert, prepared once per batch.
+	insert *sql.Stmt
+}
+
+// write is one caller's share of a batch.
+type write struct {
+	ctx  context.Context
+	rows int
+	fn   func(*writeTx) error
+	done chan error
+}
+
+// committer is the store's single writer: it gathers concurrent writes into
+// one transaction (up to batch rows, waiting at most delay for them) and
+// answers each caller only after that transaction committed, with the
+// commit's error if it failed (seed 004's debounce-and-flush). One writer
+// also means the process never contends with itself for SQLite's write lock.
+type committer struct {
+	db    *sql.DB
+	batch int
+	delay time.Duration
+	// writes is unbuffered: a write is accepted only when the writer takes it.
+	writes   chan *write
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	// expected is the size of the last batch: how many writers are active.
+	expected int
+	// commits counts committed batches.
+	commits atomic.Int64
+}
+
+func newCommitter(db *sql.DB, batch int, delay time.Duration) *committer {
+	c := &committer{
+		db: db, batch: batch, delay: delay, expected: 1,
+		writes: make(chan *write), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	go c.run()
+	return c
+}
+
+// do runs fn in the next batch and returns once that batch committed (nil)
+// or failed. rows is how many buffer rows fn adds, for the batch limit. Once
+// the writer took fn, do waits for the commit even if ctx ends: answering
+// "failed" for a write that then commits would invite a duplicate resend.
+func (c *committer) do(ctx context.Context, rows int, fn func(*writeTx) error) error {
+	w := &write{ctx: ctx, rows: rows, fn: fn, done: make(chan error, 1)}
+	select {
+	case c.writes <- w:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stop:
+		return ErrClosed
+	}
+	return <-w.done
+}
+
+// close stops the writer after the batch in flight; closing twice is harmless.
+func (c *committer) close() {
+	c.stopOnce.Do(func() { close(c.stop) })
+	<-c.done
+}
+
+func (c *committer) run() {
+	defer close(c.done)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case first := <-c.writes:
+			batch := c.gather(first)
+			c.expected = len(batch)
+			c.commit(batch)
+		}
+	}
+}
+
+// gather adds writes to first until the batch holds its row limit, or as
+// many writes as the last batch (the callers it answered are likely back),
+// or delay has passed. Writes already waiting are always taken: under load
+// a batch grows to the callers present, and one fsync serves them all.
+func (c *committer) gather(first *write) []*write {
+	batch, rows := []*write{first}, first.rows
+	add := func(w *write) { batch, rows = append(batch, w), rows+w.rows }
+drain:
+	for rows < c.batch {
+		select {
+		case w := <-c.writes:
+			add(w)
+		default:
+			break drain
+		}
+	}
+	if rows >= c.batch || len(batch) >= c.expected {
+		return batch
+	}
+	timer := time.NewTimer(c.delay)
+	defer timer.Stop()
+	for rows < c.batch && len(batch) < c.expected {
+		select {
+		case w := <-c.writes:
+			add(w)
+		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
+}
+
+// commit runs the batch's writes in one transaction and answers each caller.
+func (c *committer) commit(batch []*write) {
+	for i, err := range c.runBatch(batch) {
+		batch[i].done <- err
+	}
+}
+
+// runBatch commits the batch and returns each write's outcome. A write that
+// fails (a duplicate id, an operation already terminal) gets its error, and
+// the batch runs again without it in a fresh transaction: failures are rare,
+// so the common path pays for no savepoints. When begin, the chain heads or
+// the commit fail, every remaining write gets that error: none of it is on disk.
+func (c *committer) runBatch(batch []*write) []error {
+	results := make([]error, len(batch))
+	var run []int // the writes still to commit
+	for i, w := range batch {
+		if results[i] = w.ctx.Err(); results[i] == nil {
+			run = append(run, i) // else the caller gave up before its turn: nothing written
+		}
+	}
+	for len(run) > 0 {
+		failed, err := c.tryBatch(batch, run)
+		if failed < 0 {
+			for _, i := range run {
+				results[i] = err
+			}
+			if err == nil {
+				c.commits.Add(1)
+			}
+			return results
+		}
+		results[run[failed]] = err
+		run = append(run[:failed], run[failed+1:]...)
+	}
+	return results
+}
+
+// tryBatch runs the writes run indexes in one transaction. It returns the
+// position in run of the first write that failed, with its error (nothing
+// committed), or -1 with the outcome of the commit.
+func (c *committer) tryBatch(batch []*write, run []int) (int, error) {
+	ctx := context.Background() // the batch is shared: no caller's ctx may cancel it
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return -1, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() // a no-op after Commit
+	wtx := &writeTx{Tx: tx, ctx: ctx, heads: map[string]chainHead{}}
+	for pos, i := range run {
+		if err := batch[i].fn(wtx); err != nil {
+			return pos, err
+		}
+	}
+	if err := saveHeads(wtx); err != nil {
+		return -1, err
+	}
+	if err := tx.Commit(); err != nil {
+		return -1, fmt.Errorf("commit: %w", err)
+	}
+	return -1, nil
+}

@@ -1,0 +1,117 @@
+package sitestore
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/hlc"
+)
+
+// requireChain checks every buffered row links to the one before it, in HLC
+// order, from the start of node-a's chain.
+func requireChain(t *testing.T, s *Store, want int) {
+	t.Helper()
+	due, err := s.Due(context.Background(), time.Now().Add(time.Hour), want+1)
+	require.NoError(t, err)
+	require.Len(t, due, want)
+	prev := []byte{}
+	for _, m := range due {
+		require.Equal(t, string(prev), string(m.PrevLink), "row %s links to the row before it", m.ID)
+		require.Equal(t, hlc.Link(prev, m.ID, m.HLC, hlc.PayloadHash(m.Payload)), m.Link)
+		prev = m.Link
+	}
+}
+
+// 64 concurrent callers: every enqueue is stored once, the chain is
+// unbroken, and the rows share far fewer commits than there were enqueues.
+func TestConcurrentEnqueuesShareCommits(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
+	const callers, each = 64, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*each)
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				_, err := s.Enqueue(context.Background(), msg(c*each+i))
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	requireChain(t, s, callers*each)
+	commits := s.Commits()
+	t.Logf("%d enqueues in %d commits", callers*each, commits)
+	require.Less(t, commits, int64(callers*each/4), "concurrent enqueues share commits")
+}
+
+// One write of a batch fails (a duplicate id): only its caller gets the
+// error, the others commit, and the chain skips the failed row.
+func TestFailedWriteLeavesTheRestOfItsBatch(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
+	ctx := context.Background()
+	_, err := s.Enqueue(ctx, msg(1))
+	require.NoError(t, err)
+
+	batch := []*write{enqueueWrite(s, msg(2)), enqueueWrite(s, msg(1)), enqueueWrite(s, msg(3))}
+	s.writer.commit(batch)
+	require.NoError(t, <-batch[0].done)
+	require.ErrorContains(t, <-batch[1].done, "UNIQUE")
+	require.NoError(t, <-batch[2].done)
+	requireChain(t, s, 3)
+}
+
+// A write whose caller gave up before its batch ran is not written.
+func TestCancelledWriteIsNotWritten(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
+	cancelled := enqueueWrite(s, msg(1))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cancelled.ctx = ctx
+	batch := []*write{cancelled, enqueueWrite(s, msg(2))}
+	s.writer.commit(batch)
+	require.ErrorIs(t, <-batch[0].done, context.Canceled)
+	require.NoError(t, <-batch[1].done)
+	_, err := s.Get(context.Background(), msg(1).ID)
+	require.ErrorIs(t, err, ErrNotFound)
+	requireChain(t, s, 1)
+}
+
+// When the commit itself fails, every caller of the batch gets the error.
+func TestFailedCommitFailsEveryCaller(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
+	require.NoError(t, s.db.Close()) // the file is gone from under the writer
+	batch := []*write{enqueueWrite(s, msg(1)), enqueueWrite(s, msg(2))}
+	s.writer.commit(batch)
+	for _, w := range batch {
+		require.ErrorContains(t, <-w.done, "database is closed")
+	}
+}
+
+// A closed store refuses writes with ErrClosed.
+func TestClosedStoreRefusesWrites(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
+	require.NoError(t, s.Close())
+	_, err := s.Enqueue(context.Background(), msg(1))
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+// enqueueWrite is the write Enqueue hands the writer, for driving a batch by hand.
+func enqueueWrite(s *Store, m NewMessage) *write {
+	return &write{ctx: context.Background(), rows: 1, done: make(chan error, 1), fn: s.appendWrite([]NewMessage{m}, new([]Message))}
+}
