@@ -68,17 +68,25 @@ func (f *Forwarder) Wake() {
 	}
 }
 
-// Run forwards until ctx ends.
+// Run forwards until ctx ends: each sweep hands off every due row, then the
+// forwarder waits for a new row (Wake) or the poll interval. After a sweep
+// that found central unreachable it waits the forward interval instead:
+// new rows would only wait out the same timeout.
 func (f *Forwarder) Run(ctx context.Context) error {
 	poll := time.NewTicker(f.opts.PollInterval)
 	defer poll.Stop()
 	for {
-		full, err := f.Pass(ctx)
+		unreachable, err := f.Sweep(ctx)
 		if err != nil && ctx.Err() == nil {
-			f.log.Error("forwarder pass failed", zap.Error(err))
+			f.log.Error("forwarder sweep failed", zap.Error(err))
 		}
-		if full && err == nil {
-			continue // more rows are due: no wait
+		if unreachable {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(f.opts.Interval):
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -89,22 +97,129 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	}
 }
 
-// Pass hands off one batch of due rows and reports whether the batch was full.
-func (f *Forwarder) Pass(ctx context.Context) (bool, error) {
-	due, err := f.store.Due(ctx, f.now(), f.opts.Batch)
-	if err != nil {
-		return false, err
+// Sweep hands off every row due now, oldest first, with up to Parallelism
+// hand-offs in flight and no pause between pages of the backlog; it holds
+// at most one page (Batch rows) in memory. Acknowledged rows are settled in
+// batches as acks arrive. The first "central unreachable" failure ends the
+// sweep: rows in flight fail with it at once, rows not yet sent stay due.
+func (f *Forwarder) Sweep(ctx context.Context) (unreachable bool, err error) {
+	sweepCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	s := &sweep{f: f, ctx: sweepCtx, stop: stop, rows: make(chan sitestore.Message),
+		acks: make(chan sitestore.Message, f.opts.Batch), failed: map[string]string{}}
+	var workers sync.WaitGroup
+	for range f.opts.Parallelism {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			s.handOffRows()
+		}()
 	}
-	acked, failed := f.handOffAll(ctx, due)
-	if err := f.settle(ctx, acked); err != nil {
-		// The rows stay due and are handed off again: harmless, central
-		// ignores a duplicate submit.
-		return false, err
-	}
+	settled := make(chan error, 1)
+	go func() { settled <- f.settleAcks(ctx, s.acks) }()
+
+	readErr := s.feed()
+	workers.Wait()
+	close(s.acks)
+	settleErr := <-settled
 	if ctx.Err() == nil {
-		f.recordFailures(ctx, failed)
+		f.recordFailures(ctx, s.failed)
 	}
-	return len(due) == f.opts.Batch, nil
+	return s.unreachable != "", errors.Join(readErr, settleErr)
+}
+
+// sweep is one pass over the due rows.
+type sweep struct {
+	f    *Forwarder
+	ctx  context.Context
+	stop context.CancelFunc
+	// rows carries due rows to the hand-off workers; acks carries the
+	// acknowledged ones to be settled.
+	rows, acks chan sitestore.Message
+
+	mu          sync.Mutex
+	failed      map[string]string // row id → why its hand-off failed
+	unreachable string
+}
+
+// feed reads the due rows a page at a time and gives them to the workers,
+// until none is left or the sweep is stopped.
+func (s *sweep) feed() error {
+	defer close(s.rows)
+	var after sitestore.DueCursor
+	for s.ctx.Err() == nil {
+		page, err := s.f.store.DueAfter(s.ctx, s.f.now(), after, s.f.opts.Batch)
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		for _, m := range page {
+			select {
+			case s.rows <- m:
+			case <-s.ctx.Done():
+				return nil
+			}
+		}
+		after = page[len(page)-1].Cursor()
+	}
+	return nil
+}
+
+// handOffRows is one worker: it hands off rows until the feed ends.
+func (s *sweep) handOffRows() {
+	for m := range s.rows {
+		err := s.f.handOff(s.ctx, m)
+		s.f.countHandoff(m.Category, err)
+		if err == nil {
+			s.acks <- m
+			continue
+		}
+		s.noteFailure(m.ID, err)
+	}
+}
+
+// noteFailure records why a row's hand-off failed. The first "central
+// unreachable" failure stops the sweep, and every failure after it gets
+// the same reason.
+func (s *sweep) noteFailure(id string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.unreachable != "":
+		s.failed[id] = s.unreachable
+	case isUnreachable(err):
+		s.unreachable = fmt.Sprintf("central unreachable (no ack within %s): %v", s.f.opts.CallTimeout, err)
+		s.failed[id] = s.unreachable
+		s.stop()
+	default:
+		s.failed[id] = err.Error()
+	}
+}
+
+// settleAcks settles acknowledged rows in batches: whatever has arrived
+// since the last batch, up to Batch rows. It keeps taking acks after a
+// failure (unsettled rows are handed off again later: central ignores a
+// duplicate submit) and returns the first error.
+func (f *Forwarder) settleAcks(ctx context.Context, acks <-chan sitestore.Message) error {
+	var firstErr error
+	for m := range acks {
+		batch := []sitestore.Message{m}
+	gather:
+		for len(batch) < f.opts.Batch {
+			select {
+			case next, ok := <-acks:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, next)
+			default:
+				break gather
+			}
+		}
+		if err := f.settle(ctx, batch); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
 }
 
 // settle deletes acknowledged notifications (central owns them now) and
@@ -127,48 +242,6 @@ func (f *Forwarder) settle(ctx context.Context, acked []sitestore.Message) error
 		return f.store.MarkHandedOff(ctx, calls...)
 	}
 	return nil
-}
-
-// handOffAll hands off msgs with bounded parallelism. It returns the acked
-// messages and the reason each other row failed. The first "central unreachable"
-// failure stops the pass: the remaining rows fail with it at once instead of
-// each waiting out its own call timeout.
-func (f *Forwarder) handOffAll(ctx context.Context, msgs []sitestore.Message) ([]sitestore.Message, map[string]string) {
-	passCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var (
-		mu          sync.Mutex
-		acked       []sitestore.Message
-		failed      = map[string]string{}
-		unreachable string
-		wg          sync.WaitGroup
-		slots       = make(chan struct{}, f.opts.Parallelism)
-	)
-	for _, m := range msgs {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			err := f.handOff(passCtx, m)
-			f.countHandoff(m.Category, err)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				acked = append(acked, m)
-			case unreachable != "":
-				failed[m.ID] = unreachable
-			case isUnreachable(err):
-				unreachable = fmt.Sprintf("central unreachable (no ack within %s): %v", f.opts.CallTimeout, err)
-				failed[m.ID] = unreachable
-				stop()
-			default:
-				failed[m.ID] = err.Error()
-			}
-		}()
-	}
-	wg.Wait()
-	return acked, failed
 }
 
 func (f *Forwarder) countHandoff(category string, err error) {

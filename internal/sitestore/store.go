@@ -349,11 +349,33 @@ const messageColumns = `message_id, category, tracked_operation_id, target, payl
 	last_error, created_at, last_attempt_at, next_attempt_at, site_id, node, instance, script, hlc,
 	payload_hash, prev_link, link`
 
+// DueCursor is where a sweep over due messages has got to: the order key
+// of the last message it read.
+type DueCursor struct {
+	NextAttemptAt int64
+	HLC           string
+	MessageID     string
+}
+
+// Cursor is m's place in due order.
+func (m Message) Cursor() DueCursor {
+	return DueCursor{NextAttemptAt: m.NextAttemptAt.UnixNano(), HLC: m.HLC.String(), MessageID: m.ID}
+}
+
 // Due returns up to limit messages whose next attempt is due at now, oldest
 // (in HLC order) first.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]Message, error) {
+	return s.DueAfter(ctx, now, DueCursor{}, limit)
+}
+
+// DueAfter is Due from after on: a sweep reads the backlog a page at a
+// time, never holding more than one page, and never rereads a row it
+// already has in hand.
+func (s *Store) DueAfter(ctx context.Context, now time.Time, after DueCursor, limit int) ([]Message, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+messageColumns+` FROM buffer
-		WHERE handed_off = 0 AND next_attempt_at <= ? ORDER BY next_attempt_at, hlc LIMIT ?`, now.UnixNano(), limit)
+		WHERE handed_off = 0 AND next_attempt_at <= ? AND (next_attempt_at, hlc, message_id) > (?, ?, ?)
+		ORDER BY next_attempt_at, hlc, message_id LIMIT ?`,
+		now.UnixNano(), after.NextAttemptAt, after.HLC, after.MessageID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read due messages: %w", err)
 	}
