@@ -195,31 +195,42 @@ func (s *sweep) noteFailure(id string, err error) {
 	}
 }
 
-// settleAcks settles acknowledged rows in batches: whatever has arrived
-// since the last batch, up to Batch rows. It keeps taking acks after a
+// settleWait is how long the first ack of a settle batch waits for company.
+// A row settled late is only handed off again after a crash, and central
+// ignores that duplicate; a commit per ack would cost the writer dearly.
+const settleWait = 50 * time.Millisecond
+
+// settleAcks settles acknowledged rows in batches: up to Batch rows, or what
+// arrived within settleWait of the first. It keeps taking acks after a
 // failure (unsettled rows are handed off again later: central ignores a
 // duplicate submit) and returns the first error.
 func (f *Forwarder) settleAcks(ctx context.Context, acks <-chan sitestore.Message) error {
 	var firstErr error
 	for m := range acks {
-		batch := []sitestore.Message{m}
-	gather:
-		for len(batch) < f.opts.Batch {
-			select {
-			case next, ok := <-acks:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, next)
-			default:
-				break gather
-			}
-		}
-		if err := f.settle(ctx, batch); err != nil && firstErr == nil {
+		if err := f.settle(ctx, f.gatherAcks(m, acks)); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
 	return firstErr
+}
+
+// gatherAcks adds to first the acks that arrive within settleWait, up to Batch.
+func (f *Forwarder) gatherAcks(first sitestore.Message, acks <-chan sitestore.Message) []sitestore.Message {
+	batch := []sitestore.Message{first}
+	timeout := time.NewTimer(settleWait)
+	defer timeout.Stop()
+	for len(batch) < f.opts.Batch {
+		select {
+		case m, ok := <-acks:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, m)
+		case <-timeout.C:
+			return batch
+		}
+	}
+	return batch
 }
 
 // settle deletes acknowledged notifications (central owns them now) and
