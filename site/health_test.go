@@ -47,6 +47,8 @@ func TestDaemonMetricsAndHealthWithCentralDown(t *testing.T) {
 	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_tracking_rows", map[string]string{"status": "Pending"}))
 	require.Equal(t, 2.0, testutil.MetricValue(families, "outpost_site_telemetry_backlog", nil), "two tracking rows central has not seen")
 	require.Greater(t, testutil.MetricValue(families, "outpost_site_telemetry_lag_seconds", nil), 0.0)
+	require.GreaterOrEqual(t, testutil.MetricValue(families, "outpost_site_store_commits_total", nil), 4.0,
+		"a notification, two calls' begin and outcome, a failed hand-off: each a commit of its own")
 	require.Contains(t, families, "go_goroutines", "process metrics too")
 
 	resp, err := http.Get(base + "/healthz")

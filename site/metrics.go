@@ -47,6 +47,8 @@ var (
 		"Tracking changes central has not persisted yet.", nil, nil)
 	telemetryLagDesc = prometheus.NewDesc("outpost_site_telemetry_lag_seconds",
 		"Age of the oldest tracking change central has not persisted yet (0 when none).", nil, nil)
+	storeCommitsDesc = prometheus.NewDesc("outpost_site_store_commits_total",
+		"Transactions the site store's group-commit writer committed; enqueues per commit is the batching at work.", nil, nil)
 )
 
 // storeCollector reads the site store at scrape time: the numbers are
@@ -58,7 +60,7 @@ type storeCollector struct {
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{bufferDepthDesc, bufferOldestDesc, notificationBacklogDesc,
-		trackingRowsDesc, telemetryBacklogDesc, telemetryLagDesc} {
+		trackingRowsDesc, telemetryBacklogDesc, telemetryLagDesc, storeCommitsDesc} {
 		ch <- d
 	}
 }
@@ -67,6 +69,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	now := c.now()
+	ch <- prometheus.MustNewConstMetric(storeCommitsDesc, prometheus.CounterValue, float64(c.store.Commits()))
 	c.collectBuffer(ctx, ch, now)
 	counts, err := c.store.TrackingCounts(ctx)
 	if err != nil {
