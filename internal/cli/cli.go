@@ -36,7 +36,7 @@ type command struct {
 var commands = []command{
 	devCommand, centralCommand, siteCommand, configCheckCommand,
 	parkedListCommand, parkedRetryCommand, parkedDiscardCommand, statusCommand,
-	kpiCommand,
+	kpiCommand, benchCommand,
 }
 
 // ErrUsage is a command line that could not be understood; usage was printed.

@@ -1,0 +1,225 @@
+// Package bench is `outpost bench`: it measures the site's durable enqueue,
+// the hand-off to Temporal, end-to-end delivery, the drain of a backlog and
+// Tracking.Status on a big store, each beside a baseline measured in the
+// same run on the same machine and file system, and checks the figures
+// against the targets of the issue "Site write path and handoff at hardware
+// speed". Only ratios and figures from one run mean anything: the baselines
+// carry the machine's noise too.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Sections, in the order Run runs them.
+const (
+	// SectionEnqueue is durable enqueue throughput per caller count.
+	SectionEnqueue = "enqueue"
+	// SectionLatency is enqueue latency at a fixed offered load.
+	SectionLatency = "latency"
+	// SectionHandoff is the forwarder's hand-off rate to a dev server.
+	SectionHandoff = "handoff"
+	// SectionEndToEnd is notifications delivered per second, site to SMTP.
+	SectionEndToEnd = "e2e"
+	// SectionDrain is a site daemon draining a backlog.
+	SectionDrain = "drain"
+	// SectionStatus is Tracking.Status and the daemon's RSS on a big store.
+	SectionStatus = "status"
+)
+
+// Sections lists every section in run order.
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff}
+
+// Options says what to run and how big. Defaults are the issue's sizes.
+type Options struct {
+	// Dir is where the run makes its temporary directory (site stores, the
+	// dev servers' state, logs): every file of the run, baselines
+	// included, lives on this one file system. Default os.TempDir().
+	Dir string `json:"dir,omitempty"`
+	// Keep leaves the temporary directory in place. It is always kept when
+	// the run fails. Default false.
+	Keep bool `json:"keep"`
+	// Only names the sections to run. Default: all (Sections).
+	Only []string `json:"only,omitempty"`
+	// Callers are the concurrent caller counts of the enqueue section.
+	// Default 1, 8, 64 (the targets apply at 64).
+	Callers []int `json:"callers"`
+	// PayloadBytes is each notification's body size. Default 512.
+	PayloadBytes int `json:"payloadBytes"`
+	// EnqueueDuration is how long each enqueue throughput run lasts.
+	// Default 5s.
+	EnqueueDuration time.Duration `json:"-"`
+	// Rate is the offered load of the latency section, enqueues per second.
+	// Default 5000.
+	Rate int `json:"rate"`
+	// LatencyDuration is how long the latency section offers its load.
+	// Default 10s.
+	LatencyDuration time.Duration `json:"-"`
+	// Handoff is how many notifications the hand-off section prefills and
+	// forwards (and the bare loop starts). Default 5000.
+	Handoff int `json:"handoff"`
+	// Parallelism is how many hand-offs (and bare starts) run at once.
+	// Default 8 (site.forward_parallelism's default).
+	Parallelism int `json:"parallelism"`
+	// EndToEnd is how many notifications the end-to-end section delivers
+	// (and bare workflows it runs). Default 2000.
+	EndToEnd int `json:"e2e"`
+	// Drain is the backlog the site daemon drains. Default 50000.
+	Drain int `json:"drain"`
+	// Rows is how many buffered rows the status section's store holds: half
+	// notifications, half cached calls, each call with its tracking row.
+	// Default 1000000.
+	Rows int `json:"rows"`
+	// StatusRequests is how many GET /v1/operations/{id} the status section
+	// times. Default 10000.
+	StatusRequests int `json:"statusRequests"`
+	// Progress receives a line per step; nil: none.
+	Progress io.Writer `json:"-"`
+}
+
+// Defaults returns the issue's sizes.
+func Defaults() Options {
+	return Options{
+		Callers: []int{1, 8, 64}, PayloadBytes: 512, EnqueueDuration: 5 * time.Second,
+		Rate: 5000, LatencyDuration: 10 * time.Second, Handoff: 5000, Parallelism: 8,
+		EndToEnd: 2000, Drain: 50000, Rows: 1000000, StatusRequests: 10000,
+	}
+}
+
+// Validate reports the first option that cannot run.
+func (o Options) Validate() error {
+	for _, s := range o.Only {
+		if !slices.Contains(Sections, s) {
+			return fmt.Errorf("unknown section %q (sections: %s)", s, strings.Join(Sections, ", "))
+		}
+	}
+	for _, n := range o.Callers {
+		if n < 1 {
+			return fmt.Errorf("callers must be at least 1, got %d", n)
+		}
+	}
+	switch {
+	case len(o.Callers) == 0:
+		return errors.New("callers: name at least one caller count")
+	case o.PayloadBytes < 1:
+		return fmt.Errorf("payload must be at least 1 byte, got %d", o.PayloadBytes)
+	case o.EnqueueDuration <= 0 || o.LatencyDuration <= 0:
+		return errors.New("durations must be positive")
+	case o.Rate < 1 || o.Parallelism < 1:
+		return errors.New("rate and parallelism must be at least 1")
+	case o.Handoff < 2 || o.EndToEnd < 2:
+		return errors.New("handoff and e2e need at least 2 notifications (the bare loop runs in two halves)")
+	case o.Drain < 1 || o.Rows < 2 || o.StatusRequests < 1:
+		return errors.New("drain, rows and status requests must be positive (rows at least 2)")
+	}
+	return nil
+}
+
+func (o Options) runs(section string) bool {
+	return len(o.Only) == 0 || slices.Contains(o.Only, section)
+}
+
+// run is one benchmark run: its options, its temporary directory, the log
+// of the SDK and the in-process site parts (bench.log there).
+type run struct {
+	opts    Options
+	dir     string
+	log     *zap.Logger
+	started time.Time
+}
+
+// sections maps each section to what runs it.
+var sections = map[string]func(*run, context.Context) ([]Row, error){
+	SectionEnqueue: (*run).enqueue,
+	SectionLatency: (*run).latency,
+	SectionHandoff: (*run).handoff,
+}
+
+// Run runs the selected sections in order. The report holds the rows of
+// every section that finished, also when a later one failed; the error
+// then names the section and the kept directory with the logs.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	r, err := newRun(opts)
+	if err != nil {
+		return nil, err
+	}
+	report := newReport(opts, r.dir)
+	for _, name := range Sections {
+		if !opts.runs(name) {
+			continue
+		}
+		rows, err := sections[name](r, ctx)
+		report.Rows = append(report.Rows, rows...)
+		if err != nil {
+			r.close(true)
+			return report, fmt.Errorf("bench %s: %w (files and logs kept in %s)", name, err, r.dir)
+		}
+	}
+	report.Took = time.Since(r.started).Round(time.Second).String()
+	r.close(opts.Keep)
+	return report, nil
+}
+
+func newRun(opts Options) (*run, error) {
+	dir, err := os.MkdirTemp(opts.Dir, "outpost-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("make the run's directory: %w", err)
+	}
+	log, err := fileLogger(filepath.Join(dir, "bench.log"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &run{opts: opts, dir: dir, log: log, started: time.Now()}, nil
+}
+
+// fileLogger logs at info to path: the SDK's and the forwarder's messages
+// are for a post-mortem, not for the table on stdout.
+func fileLogger(path string) (*zap.Logger, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create log: %w", err)
+	}
+	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zap.InfoLevel)), nil
+}
+
+// close syncs the log and removes the directory unless keep.
+func (r *run) close(keep bool) {
+	_ = r.log.Sync()
+	if !keep {
+		os.RemoveAll(r.dir)
+	}
+}
+
+// path is a file in the run's directory.
+func (r *run) path(name string) string { return filepath.Join(r.dir, name) }
+
+// step tells the progress writer what the run is doing now.
+func (r *run) step(format string, args ...any) {
+	if r.opts.Progress == nil {
+		return
+	}
+	elapsed := time.Since(r.started).Truncate(time.Second)
+	fmt.Fprintf(r.opts.Progress, "[%6s] %s\n", elapsed, fmt.Sprintf(format, args...))
+}
+
+// body is a notification body of PayloadBytes printable bytes.
+func (r *run) body() string {
+	const text = "Pump 3 tripped: discharge pressure below the low-low limit for 30 s. "
+	return strings.Repeat(text, r.opts.PayloadBytes/len(text)+1)[:r.opts.PayloadBytes]
+}

@@ -1,0 +1,104 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/bench"
+	"github.com/outpost-dev/outpost/internal/cli"
+)
+
+// TestMain lets this test binary stand in for `outpost`: the drain and
+// status sections run the site daemon as its own process by re-executing
+// their own binary as `outpost site --config FILE`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "site" {
+		os.Exit(runOutpost(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func runOutpost(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cli.Run(ctx, args, cli.Env{Stdout: os.Stdout, Stderr: os.Stderr}); err != nil {
+		fmt.Fprintln(os.Stderr, "outpost:", err)
+		return 1
+	}
+	return 0
+}
+
+// quick is every section at sizes that run in about a minute: the figures
+// mean nothing, the code paths are all exercised.
+func quick(t *testing.T) bench.Options {
+	opts := bench.Defaults()
+	opts.Dir = t.TempDir()
+	opts.Callers = []int{1, 4}
+	opts.EnqueueDuration = 200 * time.Millisecond
+	opts.Rate, opts.LatencyDuration = 500, time.Second
+	opts.Handoff, opts.Parallelism, opts.EndToEnd = 40, 4, 20
+	opts.Drain, opts.Rows, opts.StatusRequests = 60, 2000, 50
+	return opts
+}
+
+func TestQuickRun(t *testing.T) {
+	opts := quick(t)
+	report, err := bench.Run(context.Background(), opts)
+	require.NoError(t, err)
+
+	sections := map[string]int{}
+	for _, row := range report.Rows {
+		sections[row.Section]++
+		require.Positive(t, row.Value, "%s", row.Measure)
+		require.NotNil(t, row.Baseline, "%s has no baseline", row.Measure)
+		require.Positive(t, row.Baseline.Value, "%s: %s", row.Measure, row.Baseline.Name)
+		require.InDelta(t, row.Value/row.Baseline.Value, row.Ratio, 1e-9, "%s", row.Measure)
+	}
+	for _, s := range bench.Sections {
+		require.Positive(t, sections[s], "section %s has no rows", s)
+	}
+	require.Equal(t, 2*len(opts.Callers), sections[bench.SectionEnqueue], "each caller count against both baselines")
+
+	var table bytes.Buffer
+	require.NoError(t, report.WriteTable(&table))
+	require.Contains(t, table.String(), "enqueue, 4 callers (SDK Notify)")
+	require.Contains(t, table.String(), "Targets: ")
+
+	var js bytes.Buffer
+	require.NoError(t, report.WriteJSON(&js))
+	var decoded bench.Report
+	require.NoError(t, json.Unmarshal(js.Bytes(), &decoded))
+	require.Len(t, decoded.Rows, len(report.Rows))
+
+	entries, err := os.ReadDir(opts.Dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the run's directory is removed unless kept")
+}
+
+func TestTargetsAt64Callers(t *testing.T) {
+	opts := quick(t)
+	opts.Only, opts.Callers, opts.EnqueueDuration = []string{bench.SectionEnqueue}, []int{64}, 100*time.Millisecond
+	report, err := bench.Run(context.Background(), opts)
+	require.NoError(t, err)
+	require.Len(t, report.Rows, 2)
+	for _, row := range report.Rows {
+		require.NotNil(t, row.Target, "%s against %s", row.Measure, row.Baseline.Name)
+	}
+	require.Equal(t, "≥ 0.6×", report.Rows[0].Target.Text)
+	require.Equal(t, "≥ 10×", report.Rows[1].Target.Text)
+}
+
+func TestOptionsRejectUnknownSection(t *testing.T) {
+	opts := bench.Defaults()
+	opts.Only = []string{"enqueue", "warp"}
+	require.ErrorContains(t, opts.Validate(), `unknown section "warp"`)
+}

@@ -1,0 +1,290 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is one run's figures, each beside its baseline.
+type Report struct {
+	// At is when the run started (UTC).
+	At      time.Time `json:"at"`
+	Machine Machine   `json:"machine"`
+	// Dir is the run's temporary directory (removed unless kept).
+	Dir     string  `json:"dir"`
+	Options Options `json:"options"`
+	Rows    []Row   `json:"rows"`
+	// Took is how long the whole run took.
+	Took string `json:"took,omitempty"`
+}
+
+// Machine is what the figures were measured on.
+type Machine struct {
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	CPUs       int    `json:"cpus"`
+	CPUModel   string `json:"cpuModel,omitempty"`
+	GoVersion  string `json:"goVersion"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+}
+
+// Row is one figure beside one baseline measured in the same run.
+type Row struct {
+	Section string  `json:"section"`
+	Measure string  `json:"measure"`
+	Value   float64 `json:"value"`
+	// Unit is "/s", "ms", "MB" or "s".
+	Unit     string  `json:"unit"`
+	Baseline *Figure `json:"baseline,omitempty"`
+	// Ratio is Value / Baseline.Value (0 without a baseline).
+	Ratio  float64 `json:"ratio,omitempty"`
+	Target *Target `json:"target,omitempty"`
+	// Detail is what else an engineer reading the figure needs.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Figure is a baseline.
+type Figure struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+}
+
+// Target is the issue's target for a row, and whether the row met it.
+type Target struct {
+	Text string `json:"text"`
+	Pass bool   `json:"pass"`
+}
+
+// optionsJSON is Options with durations as text ("5s"), for people and jq alike.
+type optionsJSON struct {
+	plainOptions
+	EnqueueDuration string `json:"enqueueDuration"`
+	LatencyDuration string `json:"latencyDuration"`
+}
+
+type plainOptions Options
+
+// MarshalJSON writes durations as text.
+func (o Options) MarshalJSON() ([]byte, error) {
+	return json.Marshal(optionsJSON{plainOptions(o), o.EnqueueDuration.String(), o.LatencyDuration.String()})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (o *Options) UnmarshalJSON(data []byte) error {
+	var in optionsJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	*o = Options(in.plainOptions)
+	var err error
+	if o.EnqueueDuration, err = time.ParseDuration(in.EnqueueDuration); err != nil {
+		return fmt.Errorf("EnqueueDuration: %w", err)
+	}
+	if o.LatencyDuration, err = time.ParseDuration(in.LatencyDuration); err != nil {
+		return fmt.Errorf("LatencyDuration: %w", err)
+	}
+	return nil
+}
+
+func newReport(opts Options, dir string) *Report {
+	return &Report{At: time.Now().UTC().Truncate(time.Second), Machine: thisMachine(), Dir: dir, Options: opts}
+}
+
+func thisMachine() Machine {
+	return Machine{
+		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: cpuModel(),
+		GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+	}
+}
+
+// cpuModel is /proc/cpuinfo's model name; empty where there is none.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if name, value, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(name) == "model name" {
+			return strings.TrimSpace(value)
+		}
+	}
+	return ""
+}
+
+// compare is a row of value against baseline, with the ratio.
+func compare(section, measure string, value float64, unit string, base Figure) Row {
+	row := Row{Section: section, Measure: measure, Value: value, Unit: unit, Baseline: &base}
+	if base.Value != 0 {
+		row.Ratio = value / base.Value
+	}
+	return row
+}
+
+// atLeastRatio sets the target "ratio ≥ min".
+func (row Row) atLeastRatio(min float64) Row {
+	row.Target = &Target{Text: "≥ " + strconv.FormatFloat(min, 'f', -1, 64) + "×", Pass: row.Ratio >= min}
+	return row
+}
+
+// atMost sets the target "value ≤ max" in the row's unit.
+func (row Row) atMost(max float64) Row {
+	row.Target = &Target{Text: "≤ " + strconv.FormatFloat(max, 'f', -1, 64) + " " + row.Unit, Pass: row.Value <= max}
+	return row
+}
+
+func (row Row) withDetail(format string, args ...any) Row {
+	row.Detail = fmt.Sprintf(format, args...)
+	return row
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteTable writes the report for people: a header naming the machine, one
+// line per figure and baseline, the targets met and missed, then the details.
+func (rep *Report) WriteTable(w io.Writer) error {
+	m := rep.Machine
+	fmt.Fprintf(w, "outpost bench, %s, %s/%s, %d CPUs", rep.At.Format("2006-01-02 15:04 UTC"), m.OS, m.Arch, m.CPUs)
+	if m.CPUModel != "" {
+		fmt.Fprintf(w, " (%s)", m.CPUModel)
+	}
+	fmt.Fprintf(w, ", %s\n\n", m.GoVersion)
+	if err := rep.writeRows(w); err != nil {
+		return err
+	}
+	rep.writeSummary(w)
+	rep.writeDetails(w)
+	return nil
+}
+
+func (rep *Report) writeRows(w io.Writer) error {
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "measure\tvalue\tbaseline (same run)\tbaseline\tratio\ttarget\tresult")
+	for _, row := range rep.Rows {
+		base, baseValue, ratio := "-", "", ""
+		if row.Baseline != nil {
+			base, baseValue = row.Baseline.Name, formatValue(row.Baseline.Value, row.Baseline.Unit)
+			ratio = strconv.FormatFloat(row.Ratio, 'f', 2, 64)
+		}
+		target, result := "", ""
+		if row.Target != nil {
+			target, result = row.Target.Text, "MISS"
+			if row.Target.Pass {
+				result = "PASS"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Measure, formatValue(row.Value, row.Unit), base, baseValue, ratio, target, result)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for line := range strings.Lines(buf.String()) {
+		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+	}
+	return nil
+}
+
+func (rep *Report) writeSummary(w io.Writer) {
+	var pass, miss []string
+	for _, row := range rep.Rows {
+		switch {
+		case row.Target == nil:
+		case row.Target.Pass:
+			pass = append(pass, row.Measure)
+		default:
+			miss = append(miss, row.Measure)
+		}
+	}
+	fmt.Fprintf(w, "\nTargets: %d met, %d missed", len(pass), len(miss))
+	if len(miss) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(miss, "; "))
+	}
+	if rep.Took != "" {
+		fmt.Fprintf(w, ". Run took %s", rep.Took)
+	}
+	fmt.Fprintln(w, ".")
+}
+
+func (rep *Report) writeDetails(w io.Writer) {
+	first := true
+	for _, row := range rep.Rows {
+		if row.Detail == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nDetails:")
+			first = false
+		}
+		fmt.Fprintf(w, "  %s: %s\n", row.Measure, row.Detail)
+	}
+}
+
+// formatValue renders v in unit: rates with thousands separators,
+// milliseconds with two decimals under 10 ms, sizes and seconds with one.
+func formatValue(v float64, unit string) string {
+	switch unit {
+	case "/s":
+		return thousands(int64(v+0.5)) + "/s"
+	case "ms":
+		if v < 10 {
+			return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
+		}
+		return strconv.FormatFloat(v, 'f', 1, 64) + " ms"
+	default:
+		return strconv.FormatFloat(v, 'f', 1, 64) + " " + unit
+	}
+}
+
+// thousands renders n with commas: 41230 → "41,230".
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// plural is "1 caller", "8 callers".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return thousands(int64(n)) + " " + noun + "s"
+}
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// perSecond is n operations over d.
+func perSecond(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}

@@ -1,0 +1,266 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outpost-dev/outpost/internal/dbtx"
+	"github.com/outpost-dev/outpost/internal/hlc"
+	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
+	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// Names and provenance of everything the benchmark buffers and sends.
+const (
+	benchSite    = "bench"
+	benchNode    = "node-a"
+	benchList    = "bench"
+	benchScript  = "outpost-bench"
+	benchSubject = "Pump 3 tripped"
+	benchSystem  = "erp"
+	benchMethod  = "createOrder"
+)
+
+// siteOptions is the SDK's provenance for the benchmark's notifications.
+func siteOptions() site.Options {
+	return site.Options{SiteID: benchSite, Node: benchNode, Script: benchScript}
+}
+
+// createStore makes a site store file with the site's schema and indexes
+// (the SDK creates them) and closes it.
+func createStore(ctx context.Context, path string) error {
+	c, err := site.Open(ctx, path, siteOptions())
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// openRaw creates a site store file and opens it the way the site does
+// (sqlitedb: WAL, synchronous=FULL) for the raw SQL of baselines and prefill.
+func openRaw(ctx context.Context, path string) (*sql.DB, error) {
+	if err := createStore(ctx, path); err != nil {
+		return nil, err
+	}
+	return sqlitedb.Open(ctx, path)
+}
+
+// bufferRow is one row of the site's buffer table, as the SDK writes it.
+type bufferRow struct {
+	ID                 string
+	Category           string
+	TrackedOperationID string
+	Target             string
+	Payload            []byte
+	CreatedAt          int64 // Unix nanoseconds
+	HLC                string
+	PayloadHash        []byte
+	PrevLink           []byte
+	Link               []byte
+}
+
+// rowMaker makes buffer rows of one node: notifications with fresh ids and
+// cached calls, each stamped with its HLC timestamp and chain link.
+type rowMaker struct {
+	body string
+	last hlc.Timestamp
+	link []byte
+}
+
+func newRowMaker(body string) *rowMaker { return &rowMaker{body: body, link: []byte{}} }
+
+// notification is a notification as Notify buffers it.
+func (m *rowMaker) notification(now time.Time) (bufferRow, error) {
+	id := uuid.NewString()
+	payload, err := json.Marshal(submission(id, m.body, now))
+	if err != nil {
+		return bufferRow{}, fmt.Errorf("encode notification: %w", err)
+	}
+	return m.stamp(bufferRow{ID: id, Category: sitestore.CategoryNotification, Target: benchList, Payload: payload}, now), nil
+}
+
+// submission is what the site hands to central for notification id.
+func submission(id, body string, now time.Time) workflows.NotificationSubmission {
+	return workflows.NotificationSubmission{
+		NotificationID: id, ListName: benchList, Subject: benchSubject, Body: body,
+		SourceSiteID: benchSite, SourceNode: benchNode, SourceScript: benchScript, SiteEnqueuedAt: now.UTC(),
+	}
+}
+
+// call is cached call id's buffer row (its payload carries the body) as
+// BeginOperation writes it.
+func (m *rowMaker) call(id string, now time.Time) (bufferRow, error) {
+	payload, err := targets.Encode(targets.Request{
+		Kind: workflows.KindExternalCall, System: benchSystem, Method: benchMethod, Params: map[string]any{"note": m.body},
+	})
+	if err != nil {
+		return bufferRow{}, err
+	}
+	return m.stamp(bufferRow{
+		ID: id, Category: sitestore.CategoryExternalCall, TrackedOperationID: id,
+		Target: benchSystem + "." + benchMethod, Payload: payload,
+	}, now), nil
+}
+
+func (m *rowMaker) stamp(row bufferRow, now time.Time) bufferRow {
+	ts := hlc.Next(m.last, now.UnixMilli())
+	row.CreatedAt, row.HLC = now.UnixNano(), ts.String()
+	row.PayloadHash = hlc.PayloadHash(row.Payload)
+	row.PrevLink, row.Link = m.link, hlc.Link(m.link, row.ID, ts, row.PayloadHash)
+	m.last, m.link = ts, row.Link
+	return row
+}
+
+// callID is the id of the i-th prefilled cached call: derived from i, so
+// the status section picks random existing ids without keeping a list.
+func callID(i int) string {
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte("outpost-bench-call-"+strconv.Itoa(i))).String()
+}
+
+const insertBufferSQL = `INSERT INTO buffer (message_id, category, tracked_operation_id, target, payload,
+	status, created_at, next_attempt_at, site_id, node, script, hlc, payload_hash, prev_link, link)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// insertRows commits rows in one transaction.
+func insertRows(ctx context.Context, db *sql.DB, rows []bufferRow) error {
+	return dbtx.Run(ctx, db, func(tx *sql.Tx) error { return insertBuffer(ctx, tx, rows) })
+}
+
+func insertBuffer(ctx context.Context, tx *sql.Tx, rows []bufferRow) error {
+	stmt, err := tx.PrepareContext(ctx, insertBufferSQL)
+	if err != nil {
+		return fmt.Errorf("prepare buffer insert: %w", err)
+	}
+	defer stmt.Close()
+	for _, r := range rows {
+		_, err := stmt.ExecContext(ctx, r.ID, r.Category, r.TrackedOperationID, r.Target, r.Payload,
+			sitestore.BufferPending, r.CreatedAt, r.CreatedAt, benchSite, benchNode, benchScript,
+			r.HLC, r.PayloadHash, r.PrevLink, r.Link)
+		if err != nil {
+			return fmt.Errorf("insert buffer row %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// insertTracking writes the Pending tracking rows of calls, with change
+// numbers from seq+1 on.
+func insertTracking(ctx context.Context, tx *sql.Tx, calls []bufferRow, seq int64) error {
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO tracking (operation_id, kind, target, status, site_id,
+		node, script, created_at, updated_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("prepare tracking insert: %w", err)
+	}
+	defer stmt.Close()
+	for i, c := range calls {
+		_, err := stmt.ExecContext(ctx, c.ID, workflows.KindExternalCall, c.Target, string(workflows.StatusPending),
+			benchSite, benchNode, benchScript, c.CreatedAt, c.CreatedAt, seq+int64(i)+1)
+		if err != nil {
+			return fmt.Errorf("insert tracking row %s: %w", c.ID, err)
+		}
+	}
+	return nil
+}
+
+// prefillChunk is how many rows one prefill transaction writes.
+const prefillChunk = 10000
+
+// prefill writes notifications and calls (cached calls waiting for their
+// hand-off: a tracking row and a buffer row each) straight into a fresh site
+// store at path, in large transactions: a site after a long outage, made in
+// seconds rather than hours. The rows are the SDK's (payloads, HLC
+// timestamps, hash chain), so the daemon forwards them as its own. Calls
+// are spread evenly among the notifications and have the ids callID(0…).
+func prefill(ctx context.Context, path, body string, notifications, calls int) error {
+	db, err := openRaw(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// One connection, so the pragma below holds for every statement; a
+	// big page cache keeps random-id inserts from rereading the B-trees.
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, `PRAGMA cache_size = -262144`); err != nil {
+		return fmt.Errorf("prefill %s: %w", path, err)
+	}
+	p := &prefiller{maker: newRowMaker(body), total: notifications + calls, calls: calls}
+	for p.done < p.total {
+		if err := dbtx.Run(ctx, db, func(tx *sql.Tx) error { return p.chunk(ctx, tx) }); err != nil {
+			return fmt.Errorf("prefill %s: %w", path, err)
+		}
+	}
+	if err := dbtx.Run(ctx, db, p.saveHeads(ctx)); err != nil {
+		return fmt.Errorf("prefill %s: %w", path, err)
+	}
+	return nil
+}
+
+// prefiller is a prefill under way.
+type prefiller struct {
+	maker        *rowMaker
+	total, calls int
+	done         int
+	callsDone    int
+}
+
+// chunk writes the next prefillChunk rows.
+func (p *prefiller) chunk(ctx context.Context, tx *sql.Tx) error {
+	end := min(p.done+prefillChunk, p.total)
+	rows := make([]bufferRow, 0, end-p.done)
+	var calls []bufferRow
+	now := time.Now()
+	for i := p.done; i < end; i++ {
+		// Row i is a call when the calls' even share steps up at i.
+		row, err := p.next(i, len(calls), now)
+		if err != nil {
+			return err
+		}
+		if row.TrackedOperationID != "" {
+			calls = append(calls, row)
+		}
+		rows = append(rows, row)
+	}
+	if err := insertBuffer(ctx, tx, rows); err != nil {
+		return err
+	}
+	if err := insertTracking(ctx, tx, calls, int64(p.callsDone)); err != nil {
+		return err
+	}
+	p.done, p.callsDone = end, p.callsDone+len(calls)
+	return nil
+}
+
+// next is row i: a call when the calls' even share steps up at i, else a
+// notification. pending is how many calls the chunk has made so far.
+func (p *prefiller) next(i, pending int, now time.Time) (bufferRow, error) {
+	if (i+1)*p.calls/p.total > i*p.calls/p.total {
+		return p.maker.call(callID(p.callsDone+pending), now)
+	}
+	return p.maker.notification(now)
+}
+
+// saveHeads records the node's chain head and the change counter, so the
+// site carries on from the prefilled rows as from its own.
+func (p *prefiller) saveHeads(ctx context.Context) func(*sql.Tx) error {
+	return func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO chain (node, last_hlc, head) VALUES (?, ?, ?)
+			ON CONFLICT (node) DO UPDATE SET last_hlc = excluded.last_hlc, head = excluded.head`,
+			benchNode, p.maker.last.String(), p.maker.link)
+		if err != nil {
+			return fmt.Errorf("save chain head: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'tracking_seq'`, p.callsDone); err != nil {
+			return fmt.Errorf("save change counter: %w", err)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/outpost-dev/outpost/internal/devserver"
+	"github.com/outpost-dev/outpost/internal/logging"
+)
+
+// namespace is the dev server's namespace.
+const namespace = "default"
+
+// temporalServer is a fresh Temporal dev server for one section: no
+// section sees another's workflows.
+type temporalServer struct {
+	srv  *testsuite.DevServer
+	addr string
+	log  *os.File
+}
+
+// startTemporal runs the pinned dev server, its log in <name>-temporal.log.
+// Its state is in memory: with a file, the server's own SQLite commits
+// bound it (about 110 starts/s on 2 cores against 300 in memory) and would
+// hide the site's share of every figure.
+func (r *run) startTemporal(ctx context.Context, name string) (*temporalServer, error) {
+	r.step("%s: starting a Temporal dev server (the first run on a machine builds the pinned CLI: about three minutes)", name)
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	log, err := os.Create(r.path(name + "-temporal.log"))
+	if err != nil {
+		return nil, fmt.Errorf("create dev server log: %w", err)
+	}
+	srv, err := devserver.Start(ctx, devserver.Options{
+		Address: addr, Namespace: namespace,
+		Output: log, Logger: logging.NewTemporal(r.log.Named(name)),
+	})
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	return &temporalServer{srv: srv, addr: addr, log: log}, nil
+}
+
+// client is the server's client, for the benchmark's every call.
+func (t *temporalServer) client() client.Client { return t.srv.Client() }
+
+func (t *temporalServer) stop() error {
+	t.srv.Client().Close()
+	return errors.Join(t.srv.Stop(), t.log.Close())
+}

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/outpost-dev/outpost/internal/bench"
+)
+
+var benchCommand = command{
+	name:    "bench",
+	summary: "measure the site write path and hand-off against baselines on this machine",
+	usage:   "[--only SECTION,...] [--json] [--dir DIR] [--keep] [size flags]",
+	help: `Measures, on this machine, each figure beside a baseline run at the same
+time on the same file system, and checks the targets (PASS/MISS):
+
+  enqueue  durable enqueue throughput through the site SDK (Notify returns
+           after commit) with --callers concurrent callers, 512-byte bodies,
+           against raw SQLite inserts 100 per transaction from one writer and
+           against one transaction per enqueue from the same callers.
+           Targets at 64 callers: >= 0.6x raw batched, >= 10x one tx each.
+  latency  enqueue p50/p99 at --rate enqueues/s offered, open loop (each is
+           due at a fixed time and timed from it), against a one-row commit
+           unloaded. Target: p99 <= 10 ms.
+  handoff  the forwarder handing a prefilled buffer to a Temporal dev server
+           with no worker, against bare SignalWithStart calls of the same
+           workflow at the same parallelism. Target: >= 0.9x.
+  e2e      notifications delivered per second, site SDK to the SMTP sink
+           through the central worker, against a bare workflow with one
+           activity sending the same mail. Target: >= 0.7x.
+  drain    a site daemon (its own process) draining a --drain backlog to a
+           dev server: time and peak RSS, against the idle daemon's RSS.
+  status   GET /v1/operations/{id} (Tracking.Status) on a daemon whose store
+           holds --rows buffered rows with central unreachable: p50/p99
+           against GET /healthz on the same daemon, and the daemon's RSS.
+           Targets: p99 <= 1 ms, RSS <= 100 MB.
+
+The Temporal sections start the pinned dev server (the first run builds it:
+about three minutes); run from the checkout. A full run takes a few minutes
+and about 2 GB of disk in --dir; the temporary directory is removed unless
+--keep, and kept with its logs when the run fails. Progress goes to stderr,
+the table (or --json) to stdout.
+
+Example:
+  go run ./cmd/outpost bench
+  go run ./cmd/outpost bench --only enqueue,latency --callers 64
+  go run ./cmd/outpost bench --only status --rows 100000 --json | jq '.rows[]'`,
+	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
+		opts := bench.Defaults()
+		only := fs.String("only", "", "run only these comma-separated `SECTIONS` ("+strings.Join(bench.Sections, ", ")+")")
+		callers := fs.String("callers", joinInts(opts.Callers), "comma-separated concurrent caller `COUNTS` of the enqueue section")
+		asJSON := fs.Bool("json", false, "print JSON instead of a table")
+		fs.StringVar(&opts.Dir, "dir", "", "make the run's temporary directory in `DIR` (default the system's temp dir)")
+		fs.BoolVar(&opts.Keep, "keep", false, "keep the temporary directory (stores, logs)")
+		fs.IntVar(&opts.PayloadBytes, "payload", opts.PayloadBytes, "notification body `BYTES`")
+		fs.DurationVar(&opts.EnqueueDuration, "enqueue-duration", opts.EnqueueDuration, "length of each enqueue throughput run")
+		fs.IntVar(&opts.Rate, "rate", opts.Rate, "offered load of the latency section, enqueues `PER_SECOND`")
+		fs.DurationVar(&opts.LatencyDuration, "latency-duration", opts.LatencyDuration, "how long the latency section offers its load")
+		fs.IntVar(&opts.Handoff, "handoff", opts.Handoff, "notifications the handoff section forwards (and the bare loop starts)")
+		fs.IntVar(&opts.Parallelism, "parallelism", opts.Parallelism, "hand-offs (and bare starts) in flight at once")
+		fs.IntVar(&opts.EndToEnd, "e2e", opts.EndToEnd, "notifications the e2e section delivers (and bare workflows it runs)")
+		fs.IntVar(&opts.Drain, "drain", opts.Drain, "backlog the drain section's daemon drains")
+		fs.IntVar(&opts.Rows, "rows", opts.Rows, "buffered rows in the status section's store (half cached calls with tracking rows)")
+		fs.IntVar(&opts.StatusRequests, "status-requests", opts.StatusRequests, "Status requests the status section times")
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		var err error
+		if opts.Callers, err = parseInts(*callers); err != nil {
+			return fmt.Errorf("%w: --callers: %v", ErrUsage, err)
+		}
+		if *only != "" {
+			opts.Only = strings.Split(*only, ",")
+		}
+		if err := opts.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		opts.Progress = env.Stderr
+		return runBench(ctx, env, opts, *asJSON)
+	},
+}
+
+// runBench prints the report, a partial one too when a section failed.
+func runBench(ctx context.Context, env Env, opts bench.Options, asJSON bool) error {
+	report, err := bench.Run(ctx, opts)
+	if report != nil {
+		write := report.WriteTable
+		if asJSON {
+			write = report.WriteJSON
+		}
+		if werr := write(env.Stdout); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
