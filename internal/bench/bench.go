@@ -39,7 +39,7 @@ const (
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd}
 
 // Options says what to run and how big. Defaults are the issue's sizes.
 type Options struct {
@@ -73,7 +73,7 @@ type Options struct {
 	// Default 8 (site.forward_parallelism's default).
 	Parallelism int `json:"parallelism"`
 	// EndToEnd is how many notifications the end-to-end section delivers
-	// (and bare workflows it runs). Default 2000.
+	// (and bare workflows it runs). Default 1000.
 	EndToEnd int `json:"e2e"`
 	// Drain is the backlog the site daemon drains. Default 50000.
 	Drain int `json:"drain"`
@@ -93,7 +93,7 @@ func Defaults() Options {
 	return Options{
 		Callers: []int{1, 8, 64}, PayloadBytes: 512, EnqueueDuration: 5 * time.Second,
 		Rate: 5000, LatencyDuration: 10 * time.Second, Handoff: 5000, Parallelism: 8,
-		EndToEnd: 2000, Drain: 50000, Rows: 1000000, StatusRequests: 10000,
+		EndToEnd: 1000, Drain: 50000, Rows: 1000000, StatusRequests: 10000,
 	}
 }
 
@@ -141,9 +141,10 @@ type run struct {
 
 // sections maps each section to what runs it.
 var sections = map[string]func(*run, context.Context) ([]Row, error){
-	SectionEnqueue: (*run).enqueue,
-	SectionLatency: (*run).latency,
-	SectionHandoff: (*run).handoff,
+	SectionEnqueue:  (*run).enqueue,
+	SectionLatency:  (*run).latency,
+	SectionHandoff:  (*run).handoff,
+	SectionEndToEnd: (*run).endToEnd,
 }
 
 // Run runs the selected sections in order. The report holds the rows of

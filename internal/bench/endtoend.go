@@ -1,0 +1,244 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/workers"
+)
+
+// endToEnd measures notifications delivered per second through the whole
+// system: the site (its daemon in this process: the SDK client behind the
+// API, which wakes the forwarder) to central's worker (NotificationWorkflow:
+// central row, SMTP send, audit) to an SMTP sink in this process, from the
+// first Notify until the sink has every email. The baseline is BareWorkflow
+// (one activity sending the same email with the same mailer to the same
+// recipients) on its own task queue of the same server, started as many
+// times from the same parallelism, until the sink has every email; it runs
+// half before and half after the site.
+func (r *run) endToEnd(ctx context.Context) (rows []Row, err error) {
+	srv, err := r.startTemporal(ctx, SectionEndToEnd)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = joinStop(err, srv.stop()) }()
+	sink, err := smtpsink.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer sink.Close()
+	box := newMailbox(sink)
+	e, err := r.startEndToEnd(ctx, srv.client(), sink.Port())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = joinStop(err, e.stop()) }()
+	return r.timeEndToEnd(ctx, e, box)
+}
+
+func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox) ([]Row, error) {
+	n, p := r.opts.EndToEnd, r.opts.Parallelism
+	warm := min(50, n/10+1)
+	r.step("e2e: warm-up, %d through the site and %d bare workflows, untimed", warm, warm)
+	if _, err := box.time(ctx, warm, e.throughSite(warm)); err != nil {
+		return nil, fmt.Errorf("warm-up through the site: %w", err)
+	}
+	if _, err := box.time(ctx, warm, e.bare(warm)); err != nil {
+		return nil, fmt.Errorf("warm-up of the bare workflow: %w", err)
+	}
+	r.step("e2e: bare workflow + activity, %s from %d in parallel, first half", thousands(int64(n/2)), p)
+	bare1, err := box.time(ctx, n/2, e.bare(n/2))
+	if err != nil {
+		return nil, fmt.Errorf("bare workflow: %w", err)
+	}
+	r.step("e2e: %s notifications through site SDK, forwarder, central worker and SMTP", thousands(int64(n)))
+	through, err := box.time(ctx, n, e.throughSite(n))
+	if err != nil {
+		return nil, fmt.Errorf("through the site: %w", err)
+	}
+	r.step("e2e: bare workflow + activity, second half")
+	bare2, err := box.time(ctx, n-n/2, e.bare(n-n/2))
+	if err != nil {
+		return nil, fmt.Errorf("bare workflow: %w", err)
+	}
+	row := compare(SectionEndToEnd, "end to end, delivered (site to SMTP)", perSecond(n, through), "/s",
+		Figure{Name: fmt.Sprintf("bare workflow + 1 activity, %d in flight", p), Value: perSecond(n, bare1+bare2), Unit: "/s"})
+	return []Row{row.atLeastRatio(0.7).withDetail("%s notifications in %.2f s; the bare runs took %.2f s (%.2f s before, %.2f s after); %s",
+		thousands(int64(n)), through.Seconds(), (bare1 + bare2).Seconds(), bare1.Seconds(), bare2.Seconds(), box.duplicates())}, nil
+}
+
+// endToEnd is the system under test: central worker, bare worker and the
+// site daemon, all on one Temporal server.
+type endToEnd struct {
+	tc    client.Client
+	site  *site.Daemon
+	body  string
+	par   int
+	stops []func() error
+}
+
+func (r *run) startEndToEnd(ctx context.Context, tc client.Client, smtpPort int) (*endToEnd, error) {
+	e := &endToEnd{tc: tc, body: r.body(), par: r.opts.Parallelism}
+	central := r.centralConfig(smtpPort)
+	err := e.startCentral(ctx, central)
+	if err == nil {
+		err = e.startBare(central)
+	}
+	if err == nil {
+		err = e.startSite(ctx, r.siteConfig(), r)
+	}
+	if err != nil {
+		return nil, errors.Join(err, e.stop())
+	}
+	return e, nil
+}
+
+// centralConfig is the central worker's config: defaults, its store in the
+// run's directory, mail to the sink, list benchList with one recipient.
+func (r *run) centralConfig(smtpPort int) config.Central {
+	c := config.Default().Central
+	c.Store.Path = r.path("e2e-central.db")
+	c.Listen = "127.0.0.1:0"
+	c.SMTP.Port, c.SMTP.TLS, c.SMTP.Timeout = smtpPort, mailer.TLSNone, 10*time.Second
+	c.Lists = map[string][]string{benchList: {"ops@example.com"}}
+	return c
+}
+
+// siteConfig is the in-process site daemon's config: defaults, its store in
+// the run's directory, the run's parallelism, any free API port.
+func (r *run) siteConfig() config.Site {
+	c := config.Default().Site
+	c.ID, c.Node, c.Store, c.Listen = benchSite, benchNode, r.path("e2e-site.db"), "127.0.0.1:0"
+	c.ForwardParallelism = r.opts.Parallelism
+	return c
+}
+
+func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
+	metrics := workers.NewCentralMetrics()
+	central, err := workers.NewCentral(ctx, cfg, namespace, e.tc, metrics.Registry)
+	if err != nil {
+		return errors.Join(err, metrics.Close())
+	}
+	e.run(ctx, central.Run, metrics.Close)
+	return nil
+}
+
+func (e *endToEnd) startBare(cfg config.Central) error {
+	w := worker.New(e.tc, bareTaskQueue, worker.Options{})
+	w.RegisterWorkflow(BareWorkflow)
+	w.RegisterActivity(&BareActivities{Mailer: mailer.New(cfg.Mailer()), To: cfg.Lists[benchList]})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start bare worker: %w", err)
+	}
+	e.stops = append(e.stops, func() error { w.Stop(); return nil })
+	return nil
+}
+
+func (e *endToEnd) startSite(ctx context.Context, cfg config.Site, r *run) error {
+	d, err := site.StartDaemon(ctx, cfg, e.tc, r.log.Named("site"))
+	if err != nil {
+		return err
+	}
+	e.site = d
+	e.run(ctx, d.Run, nil)
+	return nil
+}
+
+// run runs fn until stop, which cancels it, waits for it, then calls after.
+func (e *endToEnd) run(ctx context.Context, fn func(context.Context) error, after func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	e.stops = append(e.stops, func() error {
+		cancel()
+		err := <-done
+		if after != nil {
+			err = errors.Join(err, after())
+		}
+		return err
+	})
+}
+
+// stop stops everything started, last first.
+func (e *endToEnd) stop() error {
+	var errs []error
+	for i := len(e.stops) - 1; i >= 0; i-- {
+		errs = append(errs, e.stops[i]())
+	}
+	e.stops = nil
+	return errors.Join(errs...)
+}
+
+// throughSite notifies n times through the site SDK, Parallelism at once.
+func (e *endToEnd) throughSite(n int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return parallel(ctx, n, e.par, func(ctx context.Context, _ int) error {
+			_, err := e.site.Client.Notify(ctx, benchList, benchSubject, e.body)
+			return err
+		})
+	}
+}
+
+// bare starts BareWorkflow n times, Parallelism at once.
+func (e *endToEnd) bare(n int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return parallel(ctx, n, e.par, func(ctx context.Context, _ int) error {
+			id := uuid.NewString()
+			_, err := e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "bare/" + id, TaskQueue: bareTaskQueue},
+				BareWorkflow, BareInput{ID: id, Subject: benchSubject, Body: e.body})
+			return err
+		})
+	}
+}
+
+// mailbox counts what the SMTP sink received.
+type mailbox struct {
+	sink     *smtpsink.Sink
+	received atomic.Int64
+}
+
+func newMailbox(sink *smtpsink.Sink) *mailbox {
+	b := &mailbox{sink: sink}
+	sink.OnEmail(func(smtpsink.Message) { b.received.Add(1) })
+	return b
+}
+
+// time runs send and returns how long until n more emails arrived.
+func (b *mailbox) time(ctx context.Context, n int, send func(context.Context) error) (time.Duration, error) {
+	want := b.received.Load() + int64(n)
+	start := time.Now()
+	if err := send(ctx); err != nil {
+		return 0, err
+	}
+	err := waitFor(ctx, drainTimeout(n), nil, func(context.Context) (bool, error) {
+		return b.received.Load() >= want, nil
+	}, func() string {
+		return fmt.Sprintf("%s of %s emails received", thousands(b.received.Load()-want+int64(n)), thousands(int64(n)))
+	})
+	return time.Since(start), err
+}
+
+// duplicates says whether any notification was mailed twice.
+func (b *mailbox) duplicates() string {
+	twice := 0
+	for _, n := range b.sink.CountByNotification() {
+		if n > 1 {
+			twice++
+		}
+	}
+	if twice == 0 {
+		return "no email sent twice"
+	}
+	return fmt.Sprintf("%d emails sent more than once", twice)
+}
