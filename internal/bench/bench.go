@@ -39,7 +39,7 @@ const (
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus}
 
 // Options says what to run and how big. Defaults are the sizes.
 type Options struct {
@@ -145,6 +145,8 @@ var sections = map[string]func(*run, context.Context) ([]Row, error){
 	SectionLatency:  (*run).latency,
 	SectionHandoff:  (*run).handoff,
 	SectionEndToEnd: (*run).endToEnd,
+	SectionDrain:    (*run).drain,
+	SectionStatus:   (*run).status,
 }
 
 // Run runs the selected sections in order. The report holds the rows of

@@ -212,14 +212,18 @@ func (rep *Report) writeSummary(w io.Writer) {
 			miss = append(miss, row.Measure)
 		}
 	}
-	fmt.Fprintf(w, "\nTargets: %d met, %d missed", len(pass), len(miss))
-	if len(miss) > 0 {
-		fmt.Fprintf(w, " (%s)", strings.Join(miss, "; "))
+	fmt.Fprintln(w)
+	if len(pass)+len(miss) > 0 {
+		fmt.Fprintf(w, "Targets: %d met, %d missed", len(pass), len(miss))
+		if len(miss) > 0 {
+			fmt.Fprintf(w, " (%s)", strings.Join(miss, "; "))
+		}
+		fmt.Fprint(w, ". ")
 	}
 	if rep.Took != "" {
-		fmt.Fprintf(w, ". Run took %s", rep.Took)
+		fmt.Fprintf(w, "The run took %s.", rep.Took)
 	}
-	fmt.Fprintln(w, ".")
+	fmt.Fprintln(w)
 }
 
 func (rep *Report) writeDetails(w io.Writer) {

@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// siteProcess is a site daemon in its own process (`outpost site`), so the
+// RSS read from /proc is the site's alone, not the benchmark's.
+type siteProcess struct {
+	cmd *exec.Cmd
+	url string
+	// done is closed when the process has exited.
+	done chan struct{}
+	log  string
+}
+
+// httpClient serves every request to a site daemon: one kept-alive
+// connection, as a script polling its operations would use.
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+// startSiteProcess re-executes this binary as `outpost site --config
+// <name>-site.yaml` on store against the Temporal frontend at temporalAddr,
+// its output in <name>-site.log, and returns once /healthz answers. The
+// config is the site's defaults (JSON logs at info, as in production) but
+// for the store, a free API port, the address and the run's parallelism.
+func (r *run) startSiteProcess(ctx context.Context, name, store, temporalAddr string) (*siteProcess, error) {
+	listen, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := r.writeSiteConfig(name, store, listen, temporalAddr)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this program to run `outpost site`: %w", err)
+	}
+	p := &siteProcess{url: "http://" + listen, done: make(chan struct{}), log: r.path(name + "-site.log")}
+	if err := p.start(exe, cfg); err != nil {
+		return nil, err
+	}
+	if err := p.waitHealthy(ctx); err != nil {
+		return nil, errors.Join(err, p.stop())
+	}
+	return p, nil
+}
+
+func (r *run) writeSiteConfig(name, store, listen, temporalAddr string) (string, error) {
+	data, err := yaml.Marshal(map[string]any{
+		"temporal": map[string]any{"address": temporalAddr, "namespace": namespace},
+		"site": map[string]any{
+			"id": benchSite, "node": benchNode, "store": store, "listen": listen,
+			"forward_parallelism": r.opts.Parallelism,
+		},
+		"log": map[string]any{"format": "json"},
+	})
+	if err != nil {
+		return "", fmt.Errorf("site config: %w", err)
+	}
+	path := r.path(name + "-site.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "", fmt.Errorf("site config: %w", err)
+	}
+	return path, nil
+}
+
+func (p *siteProcess) start(exe, cfg string) error {
+	out, err := os.Create(p.log)
+	if err != nil {
+		return fmt.Errorf("site daemon log: %w", err)
+	}
+	p.cmd = exec.Command(exe, "site", "--config", cfg)
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	if err := p.cmd.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("start %s site: %w", exe, err)
+	}
+	go func() {
+		_ = p.cmd.Wait() // its log says why; stop and waitFor see done
+		out.Close()
+		close(p.done)
+	}()
+	return nil
+}
+
+func (p *siteProcess) waitHealthy(ctx context.Context) error {
+	return waitFor(ctx, time.Minute, p.done, func(ctx context.Context) (bool, error) {
+		return p.get(ctx, "/healthz") == nil, nil
+	}, func() string { return "waiting for the site daemon's /healthz (log: " + p.log + ")" })
+}
+
+// get requests path and reads the whole answer; anything but 200 is an error.
+func (p *siteProcess) get(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// stopGrace is how long the daemon may take to stop on SIGTERM.
+const stopGrace = 10 * time.Second
+
+// stop sends SIGTERM and waits; a daemon still running after stopGrace is
+// killed and reported.
+func (p *siteProcess) stop() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(stopGrace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("the site daemon did not stop within %s of SIGTERM; killed (log: %s)", stopGrace, p.log)
+	}
+}
+
+// memory is a process's resident set size now and at its peak, in MiB.
+type memory struct {
+	rss, peak float64
+}
+
+// memory reads VmRSS and VmHWM from /proc/<pid>/status (Linux only).
+func (p *siteProcess) memory() (memory, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/status")
+	if err != nil {
+		return memory{}, fmt.Errorf("read the site daemon's RSS (needs Linux's /proc): %w", err)
+	}
+	defer f.Close()
+	var m memory
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, value, _ := strings.Cut(sc.Text(), ":")
+		switch name {
+		case "VmRSS":
+			m.rss, err = kibToMiB(value)
+		case "VmHWM":
+			m.peak, err = kibToMiB(value)
+		}
+		if err != nil {
+			return memory{}, fmt.Errorf("/proc/%d/status: %s: %w", p.cmd.Process.Pid, name, err)
+		}
+	}
+	if m.peak == 0 {
+		return memory{}, fmt.Errorf("/proc/%d/status has no VmHWM", p.cmd.Process.Pid)
+	}
+	return m, sc.Err()
+}
+
+// kibToMiB reads "  12345 kB".
+func kibToMiB(v string) (float64, error) {
+	kib, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+	return kib / 1024, err
+}
+
+// idleFor is how long the idle daemon runs before its RSS is read: long
+// enough to start its forwarder, worker and telemetry.
+const idleFor = 3 * time.Second
+
+// idleSite is the RSS of a daemon on an empty store against temporalAddr,
+// idleFor after it answered /healthz: the baseline of the daemon's RSS.
+func (r *run) idleSite(ctx context.Context, name, temporalAddr string) (mem memory, err error) {
+	r.step("%s: idle site daemon on an empty store, %s", name, idleFor)
+	store := r.path(name + "-site.db")
+	if err := createStore(ctx, store); err != nil {
+		return memory{}, err
+	}
+	p, err := r.startSiteProcess(ctx, name, store, temporalAddr)
+	if err != nil {
+		return memory{}, err
+	}
+	defer func() { err = joinStop(err, p.stop()) }()
+	if err := sleepUntil(ctx, time.Now().Add(idleFor)); err != nil {
+		return memory{}, err
+	}
+	return p.memory()
+}
