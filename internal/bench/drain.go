@@ -27,7 +27,7 @@ func (r *run) drain(ctx context.Context) (rows []Row, err error) {
 	n := r.opts.Drain
 	var took time.Duration
 	var mem memory
-	bare, err := r.bareAround(ctx, srv.client(), min(n, r.opts.Handoff), func() error {
+	bare, err := r.bareAround(ctx, SectionDrain, srv.client(), min(n, r.opts.Handoff), func() error {
 		var err error
 		took, mem, err = r.drainBacklog(ctx, srv.addr)
 		return err

@@ -29,7 +29,7 @@ func (r *run) handoff(ctx context.Context) (rows []Row, err error) {
 	defer func() { err = joinStop(err, srv.stop()) }()
 	n, p := r.opts.Handoff, r.opts.Parallelism
 	var fwd time.Duration
-	bare, err := r.bareAround(ctx, srv.client(), n, func() error {
+	bare, err := r.bareAround(ctx, SectionHandoff, srv.client(), n, func() error {
 		r.step("handoff: prefill %s notifications, then the forwarder hands them off", thousands(int64(n)))
 		var err error
 		if fwd, err = r.forwardPrefilled(ctx, srv.client()); err != nil {
@@ -60,12 +60,12 @@ func (b bareRuns) String() string {
 // bareAround warms the server up, then runs measured between two halves of
 // n bare SignalWithStart calls, so a server that slows as it fills weighs
 // on both alike.
-func (r *run) bareAround(ctx context.Context, tc client.Client, n int, measured func() error) (bareRuns, error) {
+func (r *run) bareAround(ctx context.Context, section string, tc client.Client, n int, measured func() error) (bareRuns, error) {
 	b := bareRuns{n: n}
-	if err := r.warmUp(ctx, tc); err != nil {
+	if err := r.warmUp(ctx, section, tc); err != nil {
 		return b, err
 	}
-	r.step("bare SignalWithStart, %s from %d in parallel, first half", thousands(int64(n/2)), r.opts.Parallelism)
+	r.step("%s: bare SignalWithStart, %s from %d in parallel, first half", section, thousands(int64(n/2)), r.opts.Parallelism)
 	var err error
 	if b.before, err = r.bareSignalWithStart(ctx, tc, n/2); err != nil {
 		return b, fmt.Errorf("bare SignalWithStart: %w", err)
@@ -73,7 +73,7 @@ func (r *run) bareAround(ctx context.Context, tc client.Client, n int, measured 
 	if err := measured(); err != nil {
 		return b, err
 	}
-	r.step("bare SignalWithStart, second half")
+	r.step("%s: bare SignalWithStart, second half", section)
 	if b.after, err = r.bareSignalWithStart(ctx, tc, n-n/2); err != nil {
 		return b, fmt.Errorf("bare SignalWithStart: %w", err)
 	}
@@ -82,9 +82,9 @@ func (r *run) bareAround(ctx context.Context, tc client.Client, n int, measured 
 
 // warmUp makes untimed bare starts, so the first timed run does not pay
 // for the fresh server's cold start.
-func (r *run) warmUp(ctx context.Context, tc client.Client) error {
+func (r *run) warmUp(ctx context.Context, section string, tc client.Client) error {
 	n := min(200, r.opts.Handoff/10+1)
-	r.step("warm-up: %d bare SignalWithStart, untimed", n)
+	r.step("%s: warm-up, %d bare SignalWithStart, untimed", section, n)
 	if _, err := r.bareSignalWithStart(ctx, tc, n); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
@@ -100,12 +100,12 @@ func (r *run) forwardPrefilled(ctx context.Context, tc client.Client) (time.Dura
 	if err := prefill(ctx, path, r.body(), r.opts.Handoff, 0); err != nil {
 		return 0, err
 	}
-	store, err := sitestore.Open(ctx, path, sitestore.Options{})
+	cfg := config.Default().Site
+	store, err := sitestore.Open(ctx, path, sitestore.Options{CommitBatch: cfg.CommitBatch, CommitDelay: cfg.CommitDelay})
 	if err != nil {
 		return 0, err
 	}
 	defer store.Close()
-	cfg := config.Default().Site
 	fwd := site.NewForwarder(store, targets.New(nil, nil), tc, site.ForwarderOptions{
 		Interval: cfg.ForwardInterval, Batch: cfg.ForwardBatch, Parallelism: r.opts.Parallelism, PollInterval: cfg.PollInterval,
 	}, r.log.Named("forwarder"))

@@ -209,7 +209,7 @@ func (rep *Report) writeSummary(w io.Writer) {
 		case row.Target.Pass:
 			pass = append(pass, row.Measure)
 		default:
-			miss = append(miss, row.Measure)
+			miss = append(miss, row.Measure+" vs "+row.Baseline.Name)
 		}
 	}
 	fmt.Fprintln(w)

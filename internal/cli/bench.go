@@ -36,13 +36,14 @@ time on the same file system, and checks the targets (PASS/MISS):
   status   GET /v1/operations/{id} (Tracking.Status) on a daemon whose store
            holds --rows buffered rows with central unreachable: p50/p99
            against GET /healthz on the same daemon, and the daemon's RSS.
-           Targets: p99 <= 1 ms, RSS <= 100 MB.
+           Targets: p99 <= 1 ms, peak RSS (VmHWM) <= 100 MiB.
 
 The Temporal sections start the pinned dev server (the first run builds it:
-about three minutes); run from the checkout. A full run takes a few minutes
-and about 2 GB of disk in --dir; the temporary directory is removed unless
---keep, and kept with its logs when the run fails. Progress goes to stderr,
-the table (or --json) to stdout.
+about three minutes); run from the checkout. A full run takes about six
+minutes on 2 cores and 2 GB of disk in --dir; the temporary directory is
+removed unless --keep, and kept with its logs when the run fails. Progress
+goes to stderr, the table (or --json) to stdout. Ratios, not figures, are
+what compare across machines; on a busy machine rerun before trusting one.
 
 Example:
   go run ./cmd/outpost bench
