@@ -146,6 +146,12 @@ func (p *siteProcess) stop() error {
 	}
 }
 
+// cpu is the CPU time the stopped daemon used (user and system).
+func (p *siteProcess) cpu() time.Duration {
+	<-p.done
+	return p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
+}
+
 // memory is a process's resident set size now and at its peak, in MiB.
 type memory struct {
 	rss, peak float64

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outpost-dev/outpost/site"
@@ -25,51 +27,96 @@ func (r *run) drain(ctx context.Context) (rows []Row, err error) {
 		return nil, fmt.Errorf("idle daemon: %w", err)
 	}
 	n := r.opts.Drain
-	var took time.Duration
-	var mem memory
+	var res drained
 	bare, err := r.bareAround(ctx, SectionDrain, srv.client(), min(n, r.opts.Handoff), func() error {
 		var err error
-		took, mem, err = r.drainBacklog(ctx, srv.addr)
+		res, err = r.drainBacklog(ctx, srv.addr)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	return drainRows(n, r.opts.Parallelism, res, bare, idle), nil
+}
+
+func drainRows(n, parallelism int, res drained, bare bareRuns, idle memory) []Row {
 	backlog := thousands(int64(n))
-	rate := compare(SectionDrain, "drain "+backlog+" backlog (daemon process)", perSecond(n, took), "/s",
-		Figure{Name: fmt.Sprintf("bare SignalWithStart, %d in flight", r.opts.Parallelism), Value: perSecond(bare.n, bare.took()), Unit: "/s"}).
-		withDetail("%s notifications in %.1f s, from the daemon's start to an empty buffer; bare: %s", backlog, took.Seconds(), bare)
-	peak := compare(SectionDrain, "drain "+backlog+": site peak RSS", mem.peak, "MiB",
+	rate := compare(SectionDrain, "drain "+backlog+" backlog (daemon process)", perSecond(n, res.took), "/s",
+		Figure{Name: fmt.Sprintf("bare SignalWithStart, %d in flight, %s", parallelism, thousands(int64(bare.n))), Value: perSecond(bare.n, bare.took()), Unit: "/s"}).
+		withDetail("%s notifications in %.1f s, from the daemon's start to an empty buffer (%s); the daemon used %.1f CPU-s (%.0f%% of one core); bare: %s",
+			backlog, res.took.Seconds(), res.timeline, res.cpu.Seconds(), 100*res.cpu.Seconds()/res.took.Seconds(), bare)
+	peak := compare(SectionDrain, "drain "+backlog+": site peak RSS", res.mem.peak, "MiB",
 		Figure{Name: "idle site daemon, empty store", Value: idle.peak, Unit: "MiB"}).
-		withDetail("VmHWM of the daemon process (VmRSS %.1f MiB when the buffer was empty); idle: VmHWM after %s", mem.rss, idleFor)
-	return []Row{rate, peak}, nil
+		withDetail("VmHWM of the daemon process (VmRSS %.1f MiB when the buffer was empty); idle: VmHWM after %s", res.mem.rss, idleFor)
+	return []Row{rate, peak}
+}
+
+// drained is what draining the backlog took.
+type drained struct {
+	took     time.Duration
+	timeline *timeline
+	// mem is the daemon's memory when its buffer was empty.
+	mem memory
+	// cpu is the daemon's CPU time, start to stop.
+	cpu time.Duration
 }
 
 // drainBacklog prefills the drain store, runs the daemon process on it
-// until the buffer is empty and returns the time that took and the
-// daemon's memory then.
-func (r *run) drainBacklog(ctx context.Context, temporalAddr string) (took time.Duration, mem memory, err error) {
+// until the buffer is empty, then reads its memory and stops it.
+func (r *run) drainBacklog(ctx context.Context, temporalAddr string) (res drained, err error) {
 	n, store := r.opts.Drain, r.path("drain-site.db")
 	r.step("drain: prefill %s notifications", thousands(int64(n)))
 	if err := prefill(ctx, store, r.body(), n, 0); err != nil {
-		return 0, memory{}, err
+		return res, err
 	}
 	watch, err := site.Open(ctx, store, siteOptions()) // only reads the depth
 	if err != nil {
-		return 0, memory{}, err
+		return res, err
 	}
 	defer watch.Close()
 	r.step("drain: a site daemon process hands them off")
-	start := time.Now()
+	res.timeline = &timeline{n: n, start: time.Now()}
 	p, err := r.startSiteProcess(ctx, SectionDrain, store, temporalAddr)
 	if err != nil {
-		return 0, memory{}, err
+		return res, err
 	}
 	defer func() { err = joinStop(err, p.stop()) }()
-	if err := waitEmpty(ctx, watch.BufferDepth, n, p.done); err != nil {
-		return 0, memory{}, fmt.Errorf("%w (site log: %s)", err, p.log)
+	if err := waitEmpty(ctx, watch.BufferDepth, n, p.done, res.timeline.observe); err != nil {
+		return res, fmt.Errorf("%w (site log: %s)", err, p.log)
 	}
-	took = time.Since(start)
-	mem, err = p.memory()
-	return took, mem, err
+	res.took = time.Since(res.timeline.start)
+	if res.mem, err = p.memory(); err != nil {
+		return res, err
+	}
+	if err := p.stop(); err != nil {
+		return res, err
+	}
+	res.cpu = p.cpu()
+	return res, nil
+}
+
+// timeline notes when a draining backlog of n first fell to each fifth of
+// its size: a drain that slows as it goes shows here.
+type timeline struct {
+	n     int
+	start time.Time
+	// marks[k] is when the depth first was at most n*(4-k)/5.
+	marks []time.Duration
+}
+
+func (t *timeline) observe(depth int) {
+	for len(t.marks) < 5 && depth <= t.n*(4-len(t.marks))/5 {
+		t.marks = append(t.marks, time.Since(t.start))
+	}
+}
+
+// String lists how long each fifth took.
+func (t *timeline) String() string {
+	parts := make([]string, len(t.marks))
+	var last time.Duration
+	for i, m := range t.marks {
+		parts[i] = strconv.FormatFloat((m - last).Seconds(), 'f', 1, 64)
+		last = m
+	}
+	return "each fifth of it took " + strings.Join(parts, ", ") + " s"
 }

@@ -113,17 +113,21 @@ func (r *run) forwardPrefilled(ctx context.Context, tc client.Client) (time.Dura
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- fwd.Run(runCtx) }()
-	err = waitEmpty(ctx, store.Depth, r.opts.Handoff, nil)
+	err = waitEmpty(ctx, store.Depth, r.opts.Handoff, nil, nil)
 	took := time.Since(start)
 	stop()
 	return took, joinStop(err, <-done)
 }
 
-// waitEmpty waits until depth reports an empty buffer (n rows at the start).
-func waitEmpty(ctx context.Context, depth func(context.Context) (int, error), n int, exited <-chan struct{}) error {
+// waitEmpty waits until depth reports an empty buffer (n rows at the
+// start); observe, when not nil, sees every depth read.
+func waitEmpty(ctx context.Context, depth func(context.Context) (int, error), n int, exited <-chan struct{}, observe func(int)) error {
 	left := n
 	return waitFor(ctx, drainTimeout(n), exited, func(ctx context.Context) (bool, error) {
 		d, err := depth(ctx)
+		if err == nil && observe != nil {
+			observe(d)
+		}
 		left = d
 		return err == nil && d == 0, err
 	}, func() string {
