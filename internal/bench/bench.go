@@ -161,6 +161,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	report := newReport(opts, r.dir)
+	r.step("files and logs in %s (removed at the end unless --keep or a section fails)", r.dir)
 	for _, name := range Sections {
 		if !opts.runs(name) {
 			continue
