@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/outbox"
+	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -27,19 +28,10 @@ import (
 // same signals an operator sends. OUTPOST_SCREENSHOTS=1 writes the page to
 // docs/outbox.png.
 func TestOutboxPageInChromium(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("headless Chromium not installed: apt-get install chromium (CI installs it)")
-	}
+	chromium := chromiumOrSkip(t)
 	s := newStack(t, nil)
-	s.stopSMTP()
 	const subject = "Pump 3 tripped <b>now</b>"
-	note := s.notify("ops", subject)
-	s.demo.FailNext(-1, http.StatusServiceUnavailable)
-	call, code := s.call("erp", "createOrder", map[string]any{"sku": "outbox-page"})
-	require.Equal(t, http.StatusAccepted, code)
-	s.waitStatus(workflows.StatusParked, time.Minute, note)
-	s.waitOperation(call.ID, workflows.StatusParked, time.Minute)
+	note, call := s.parkOneOfEach(subject, "outbox-page")
 	s.waitMirror(call.ID, workflows.StatusParked)
 
 	srv := httptest.NewServer(outbox.New(s.centralStore(), s.client, outbox.Options{
@@ -67,14 +59,7 @@ func TestOutboxPageInChromium(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, s.cfg.Central.TemporalUIURL+"/namespaces/default/workflows/notification%2F"+note, href.Value)
 
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	require.NoError(t, err)
-	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "a PNG screenshot")
-	if os.Getenv("OUTPOST_SCREENSHOTS") == "1" {
-		dir := filepath.Join("..", "..", "docs")
-		require.NoError(t, os.MkdirAll(dir, 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "outbox.png"), png, 0o644))
-	}
+	screenshot(t, ctx, chromedp.FullScreenshot(100), "outbox.png")
 
 	// Retry the notification from the page once SMTP is back.
 	s.startSMTP()
@@ -132,4 +117,43 @@ func text(t *testing.T, ctx context.Context, css string) string {
 	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
 	require.NoError(t, err, css)
 	return strings.TrimSpace(s)
+}
+
+// parkOneOfEach parks a notification (SMTP stopped) and a cached call (erp
+// answering 503 from now on) and returns their ids.
+func (s *stack) parkOneOfEach(subject, sku string) (noteID string, call site.CallResult) {
+	s.t.Helper()
+	s.stopSMTP()
+	noteID = s.notify("ops", subject)
+	s.demo.FailNext(-1, http.StatusServiceUnavailable)
+	call, code := s.call("erp", "createOrder", map[string]any{"sku": sku})
+	require.Equal(s.t, http.StatusAccepted, code, "a 503 is transient: %s", call.Error)
+	s.waitStatus(workflows.StatusParked, time.Minute, noteID)
+	s.waitOperation(call.ID, workflows.StatusParked, time.Minute)
+	return noteID, call
+}
+
+// chromiumOrSkip is the path of Debian's headless chromium; the test skips
+// without it.
+func chromiumOrSkip(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("headless Chromium not installed: apt-get install chromium (CI installs it)")
+	}
+	return path
+}
+
+// screenshot takes a PNG of the page with shot and, when
+// OUTPOST_SCREENSHOTS=1, writes it to docs/name for the README.
+func screenshot(t *testing.T, ctx context.Context, shot chromedp.Action[[]byte], name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, shot)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "a PNG screenshot")
+	if os.Getenv("OUTPOST_SCREENSHOTS") == "1" {
+		dir := filepath.Join("..", "..", "docs")
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+	}
 }

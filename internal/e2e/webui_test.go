@@ -1,14 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,21 +22,12 @@ import (
 // is the filter's doing. OUTPOST_SCREENSHOTS=1 writes the filtered list to
 // docs/webui-parked.png.
 func TestWebUIListsParkedWorkflows(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("headless Chromium not installed: apt-get install chromium (CI installs it)")
-	}
+	chromium := chromiumOrSkip(t)
 	s := newStack(t, nil, withWebUI())
 	delivered := s.notify("ops", "Shift report line 2")
 	s.waitStatus(workflows.StatusDelivered, time.Minute, delivered)
 
-	s.stopSMTP()
-	note := s.notify("ops", "Pump 3 tripped")
-	s.demo.FailNext(-1, http.StatusServiceUnavailable)
-	call, code := s.call("erp", "createOrder", map[string]any{"sku": "web-ui"})
-	require.Equal(t, http.StatusAccepted, code, "a 503 is transient: %s", call.Error)
-	s.waitStatus(workflows.StatusParked, time.Minute, note)
-	s.waitOperation(call.ID, workflows.StatusParked, time.Minute)
+	note, call := s.parkOneOfEach("Pump 3 tripped", "web-ui")
 	// Visibility lags the workflows a little; the UI reads visibility.
 	const parkedQuery = `OutpostStatus="Parked"`
 	s.waitParkedCount(parkedQuery, 2, 30*time.Second)
@@ -58,14 +44,7 @@ func TestWebUIListsParkedWorkflows(t *testing.T) {
 	body := waitPageText(t, ctx, 2*time.Minute, parked...)
 	require.NotContains(t, body, deliveredID, "the filter leaves out what was delivered")
 
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	require.NoError(t, err)
-	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "a PNG screenshot")
-	if os.Getenv("OUTPOST_SCREENSHOTS") == "1" {
-		dir := filepath.Join("..", "..", "docs")
-		require.NoError(t, os.MkdirAll(dir, 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "webui-parked.png"), png, 0o644))
-	}
+	screenshot(t, ctx, chromedp.CaptureScreenshot(), "webui-parked.png")
 
 	// Unfiltered, the delivered notification is listed beside the parked ones.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(list)))
