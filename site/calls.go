@@ -100,7 +100,10 @@ func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, 
 	if err != nil {
 		return CallResult{}, err
 	}
-	id := uuid.NewString()
+	id, err := NewID()
+	if err != nil {
+		return CallResult{}, err
+	}
 	_, err = c.store.BeginOperation(ctx, sitestore.NewOperation{
 		OperationID: id, Kind: req.Kind, Target: c.targets.Target(req), Payload: payload,
 		Provenance:   sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: instance, Script: script},

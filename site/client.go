@@ -155,12 +155,26 @@ func (c *Client) Notify(ctx context.Context, list, subject, body string) (string
 	return c.Send(ctx, Notification{List: list, Subject: subject, Body: body, Instance: c.opts.Instance, Script: c.opts.Script})
 }
 
+// NewID is a new NotificationId or TrackedOperationId: a version 7 UUID.
+// Its time order keeps the buffer's primary-key index growing at its end
+// instead of at random pages: fewer pages written per commit in a burst.
+func NewID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("new operation id: %w", err)
+	}
+	return id.String(), nil
+}
+
 // Send is Notify with explicit provenance.
 func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
 	if err := c.validate(n); err != nil {
 		return "", err
 	}
-	id := uuid.NewString()
+	id, err := NewID()
+	if err != nil {
+		return "", err
+	}
 	now := c.now()
 	sub := workflows.NotificationSubmission{
 		NotificationID: id, ListName: n.List, Subject: n.Subject, Body: n.Body,

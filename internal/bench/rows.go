@@ -80,7 +80,10 @@ func newRowMaker(body string) *rowMaker { return &rowMaker{body: body, link: []b
 
 // notification is a notification as Notify buffers it.
 func (m *rowMaker) notification(now time.Time) (bufferRow, error) {
-	id := uuid.NewString()
+	id, err := site.NewID()
+	if err != nil {
+		return bufferRow{}, err
+	}
 	payload, err := json.Marshal(submission(id, m.body, now))
 	if err != nil {
 		return bufferRow{}, fmt.Errorf("encode notification: %w", err)

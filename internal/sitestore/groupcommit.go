@@ -46,7 +46,9 @@ type write struct {
 // commit's error if it failed (seed 004's debounce-and-flush). One writer
 // also means the process never contends with itself for SQLite's write lock.
 type committer struct {
-	db    *sql.DB
+	// conn is the writer's own connection: its page cache stays warm from
+	// one batch to the next (a pooled connection would reread the pages).
+	conn  *sql.Conn
 	batch int
 	delay time.Duration
 	// writes is unbuffered: a write is accepted only when the writer takes it.
@@ -60,13 +62,17 @@ type committer struct {
 	commits atomic.Int64
 }
 
-func newCommitter(db *sql.DB, batch int, delay time.Duration) *committer {
+func newCommitter(ctx context.Context, db *sql.DB, batch int, delay time.Duration) (*committer, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("writer connection: %w", err)
+	}
 	c := &committer{
-		db: db, batch: batch, delay: delay, expected: 1,
+		conn: conn, batch: batch, delay: delay, expected: 1,
 		writes: make(chan *write), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go c.run()
-	return c
+	return c, nil
 }
 
 // do runs fn in the next batch and returns once that batch committed (nil)
@@ -93,6 +99,7 @@ func (c *committer) close() {
 
 func (c *committer) run() {
 	defer close(c.done)
+	defer c.conn.Close()
 	for {
 		select {
 		case <-c.stop:
@@ -179,7 +186,7 @@ func (c *committer) runBatch(batch []*write) []error {
 // committed), or -1 with the outcome of the commit.
 func (c *committer) tryBatch(batch []*write, run []int) (int, error) {
 	ctx := context.Background() // the batch is shared: no caller's ctx may cancel it
-	tx, err := c.db.BeginTx(ctx, nil)
+	tx, err := c.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return -1, fmt.Errorf("begin: %w", err)
 	}

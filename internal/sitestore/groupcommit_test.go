@@ -2,6 +2,7 @@ package sitestore
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -94,11 +95,11 @@ func TestCancelledWriteIsNotWritten(t *testing.T) {
 func TestFailedCommitFailsEveryCaller(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
-	require.NoError(t, s.db.Close()) // the file is gone from under the writer
+	require.NoError(t, s.writer.conn.Close()) // the file is gone from under the writer
 	batch := []*write{enqueueWrite(s, msg(1)), enqueueWrite(s, msg(2))}
 	s.writer.commit(batch)
 	for _, w := range batch {
-		require.ErrorContains(t, <-w.done, "database is closed")
+		require.ErrorIs(t, <-w.done, sql.ErrConnDone)
 	}
 }
 

@@ -178,10 +178,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.CommitDelay == 0 {
 		opts.CommitDelay = DefaultCommitDelay
 	}
-	return &Store{
-		db: db, now: opts.Now, writer: newCommitter(db, opts.CommitBatch, opts.CommitDelay),
-		changed: make(chan struct{}, 1),
-	}, nil
+	writer, err := newCommitter(ctx, db, opts.CommitBatch, opts.CommitDelay)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("site store %s: %w", path, err)
+	}
+	return &Store{db: db, now: opts.Now, writer: writer, changed: make(chan struct{}, 1)}, nil
 }
 
 // migrate applies the migrations the file has not run yet, each in its own
