@@ -61,7 +61,7 @@ const ErrTypeUnknownOperation = "UnknownOperation"
 // operator's retry or discard. The site's tracking row is the record: every
 // attempt and every operator action is written there by a site activity,
 // and reaches central's site_calls through telemetry.
-func CachedCallWorkflow(ctx workflow.Context) (TrackedOperation, error) {
+func CachedCallWorkflow(ctx workflow.Context) (CachedCallState, error) {
 	var sub CachedCallSubmission
 	workflow.GetSignalChannel(ctx, SignalSubmit).Receive(ctx, &sub)
 	ignoreDuplicateSubmits(ctx)
@@ -70,20 +70,32 @@ func CachedCallWorkflow(ctx workflow.Context) (TrackedOperation, error) {
 		OperationID: sub.OperationID, Kind: sub.Kind, Target: sub.Target, Status: StatusPending,
 		LastError: sub.LastError, SourceSiteID: sub.SiteID, CreatedAt: sub.CreatedAt, LastAttemptAt: sub.LastAttemptAt,
 	}}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TrackedOperation, error) {
-		return c.state, nil
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CachedCallState, error) {
+		return c.answer(), nil
 	}); err != nil {
-		return TrackedOperation{}, fmt.Errorf("register status query: %w", err)
+		return CachedCallState{}, fmt.Errorf("register status query: %w", err)
 	}
 	if err := c.waitFirstRetry(ctx); err != nil {
-		return c.state, err
+		return c.answer(), err
 	}
-	return c.run(ctx)
+	err := c.run(ctx)
+	return c.answer(), err
+}
+
+// CachedCallState is what a cached call's workflow answers (status query
+// and result): its tracking row, and the last operator action applied to
+// it. The row's fields stay at the top level of the JSON, so a reader of a
+// plain TrackedOperation still decodes it.
+type CachedCallState struct {
+	TrackedOperation
+	LastOperatorAction *OperatorAction `json:"lastOperatorAction,omitempty"`
 }
 
 type cachedCall struct {
 	sub   CachedCallSubmission
 	state TrackedOperation
+	// lastAction is the last operator action, who and why.
+	lastAction *OperatorAction
 	// operatorActions counts this run's operator actions, for the audit log.
 	operatorActions int
 }
@@ -101,12 +113,16 @@ func (c *cachedCall) waitFirstRetry(ctx workflow.Context) error {
 	return workflow.Sleep(ctx, wait)
 }
 
-func (c *cachedCall) run(ctx workflow.Context) (TrackedOperation, error) {
+func (c *cachedCall) answer() CachedCallState {
+	return CachedCallState{TrackedOperation: c.state, LastOperatorAction: c.lastAction}
+}
+
+func (c *cachedCall) run(ctx workflow.Context) error {
 	retryCh := workflow.GetSignalChannel(ctx, SignalRetry)
 	discardCh := workflow.GetSignalChannel(ctx, SignalDiscard)
 	for {
 		if err := c.retryUntilSettled(ctx); err != nil || c.state.Status != StatusParked {
-			return c.state, err
+			return err
 		}
 		drainStale(retryCh, discardCh)
 		action, retry := waitForOperator(ctx, retryCh, discardCh)
@@ -114,15 +130,16 @@ func (c *cachedCall) run(ctx workflow.Context) (TrackedOperation, error) {
 			"retry", retry, "operator", action.Operator, "reason", action.Reason)
 		in := ResolveParkedCallInput{OperationID: c.state.OperationID, Retry: retry, Action: action}
 		if err := c.onSite(ctx, ActivityResolveParkedCall, in); err != nil {
-			return c.state, err
+			return err
 		}
+		c.lastAction = &action
 		c.operatorActions++
 		auditOperatorAction(ctx, OperatorActionAudit{
 			OperationID: c.state.OperationID, Kind: c.sub.Kind, SiteID: c.sub.SiteID, Retry: retry,
 			Action: action, Seq: c.operatorActions, Status: c.state.Status,
 		})
 		if c.state.Status.Terminal() {
-			return c.state, nil
+			return nil
 		}
 	}
 }

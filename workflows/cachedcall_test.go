@@ -106,18 +106,20 @@ func (s *cachedCallSuite) resolveReturns(rows ...workflows.TrackedOperation) {
 		})
 }
 
-func (s *cachedCallSuite) result() workflows.TrackedOperation {
+func (s *cachedCallSuite) result() workflows.TrackedOperation { return s.resultState().TrackedOperation }
+
+func (s *cachedCallSuite) resultState() workflows.CachedCallState {
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
-	var st workflows.TrackedOperation
+	var st workflows.CachedCallState
 	s.Require().NoError(s.env.GetWorkflowResult(&st))
 	return st
 }
 
-func (s *cachedCallSuite) queryStatus() workflows.TrackedOperation {
+func (s *cachedCallSuite) queryStatus() workflows.CachedCallState {
 	v, err := s.env.QueryWorkflow(workflows.QueryStatus)
 	s.Require().NoError(err)
-	var st workflows.TrackedOperation
+	var st workflows.CachedCallState
 	s.Require().NoError(v.Get(&st))
 	return st
 }
@@ -180,13 +182,16 @@ func (s *cachedCallSuite) TestParksThenOperatorRetryDelivers() {
 	s.resolveReturns(callRow(workflows.StatusRetrying, 0, "retries exhausted (2): HTTP 503 Service Unavailable"))
 	s.env.RegisterDelayedCallback(func() {
 		s.Equal(workflows.StatusParked, s.queryStatus().Status)
+		s.Nil(s.queryStatus().LastOperatorAction)
 		s.Empty(s.resolves, "nothing happens to a parked call before the operator acts")
 		s.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "fixed"})
 	}, time.Hour)
 	s.env.ExecuteWorkflow("CachedCallWorkflow")
 
-	st := s.result()
+	st := s.resultState()
 	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(&workflows.OperatorAction{Operator: "ana", Reason: "fixed"}, st.LastOperatorAction,
+		"who retried it, and why, stays on the item after the delivery that followed")
 	s.Require().Len(s.resolves, 1)
 	s.Equal(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true,
 		Action: workflows.OperatorAction{Operator: "ana", Reason: "fixed"}}, s.resolves[0])
@@ -287,11 +292,11 @@ func (s *cachedCallSuite) TestStatusQueryAnswersCurrentRow() {
 		s.Equal(workflows.TrackedOperation{
 			OperationID: sub.OperationID, Kind: sub.Kind, Target: sub.Target, Status: workflows.StatusPending,
 			LastError: sub.LastError, SourceSiteID: sub.SiteID, CreatedAt: sub.CreatedAt, LastAttemptAt: sub.LastAttemptAt,
-		}, s.queryStatus())
+		}, s.queryStatus().TrackedOperation)
 	}, 30*time.Second)
 	// Parked: exactly the row the site returned.
 	s.env.RegisterDelayedCallback(func() {
-		s.Equal(parked, s.queryStatus())
+		s.Equal(workflows.CachedCallState{TrackedOperation: parked}, s.queryStatus())
 		s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{})
 	}, time.Hour)
 	s.env.ExecuteWorkflow("CachedCallWorkflow")

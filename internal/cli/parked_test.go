@@ -75,11 +75,20 @@ func (f *fakeTemporal) addCall(id, site, target string, status workflows.Status,
 	wid := workflows.CachedCallWorkflowID(id)
 	last := t0.Add(time.Duration(minute)*time.Minute + 30*time.Second)
 	return f.add(wid, "CachedCallWorkflow", workflows.KindExternalCall, site, target, status, minute, "Call "+target+" from "+site,
-		workflows.TrackedOperation{
+		workflows.CachedCallState{TrackedOperation: workflows.TrackedOperation{
 			OperationID: id, Kind: workflows.KindExternalCall, Target: target, Status: status, RetryCount: 3,
 			LastError: "retries exhausted (3): HTTP 503 Service Unavailable", SourceSiteID: site,
 			CreatedAt: t0.Add(time.Duration(minute) * time.Minute), LastAttemptAt: &last,
-		})
+		}, LastOperatorAction: deliveredAfterRetry(status)})
+}
+
+// deliveredAfterRetry is the operator action of a fake call: a delivered
+// one was retried by ana once its target was fixed.
+func deliveredAfterRetry(status workflows.Status) *workflows.OperatorAction {
+	if status != workflows.StatusDelivered {
+		return nil
+	}
+	return &workflows.OperatorAction{Operator: "ana", Reason: "erp back"}
 }
 
 func (f *fakeTemporal) addNotification(id, site, list string, status workflows.Status, minute int) *fakeWorkflow {

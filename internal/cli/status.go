@@ -236,11 +236,11 @@ func kindOf(workflowID string, sa *commonpb.SearchAttributes) string {
 }
 
 // opState is the answer of the status query (or the workflow's result),
-// decoded by kind: NotificationState for notifications, TrackedOperation
+// decoded by kind: NotificationState for notifications, CachedCallState
 // for calls and writes.
 type opState struct {
 	Notification *workflows.NotificationState
-	Call         *workflows.TrackedOperation
+	Call         *workflows.CachedCallState
 }
 
 func decodeState(workflowID string, get func(any) error) (opState, error) {
@@ -251,7 +251,7 @@ func decodeState(workflowID string, get func(any) error) (opState, error) {
 		}
 		return opState{Notification: &n}, nil
 	}
-	var c workflows.TrackedOperation
+	var c workflows.CachedCallState
 	if err := get(&c); err != nil {
 		return opState{}, err
 	}
@@ -438,7 +438,8 @@ func (s *operationStory) apply(st opState) {
 		s.OperatorAction = n.LastOperatorAction
 	case st.Call != nil:
 		c := st.Call
-		s.Call, s.Status, s.RetryCount, s.LastError = c, c.Status, c.RetryCount, c.LastError
+		s.Call, s.Status, s.RetryCount, s.LastError = &c.TrackedOperation, c.Status, c.RetryCount, c.LastError
+		s.OperatorAction = c.LastOperatorAction
 		s.AcceptedAt, s.LastAttemptAt, s.NextAttemptAt, s.FinishedAt = timePtr(c.CreatedAt), c.LastAttemptAt, c.NextAttemptAt, c.TerminalAt
 		if c.Kind != "" {
 			s.Kind = c.Kind

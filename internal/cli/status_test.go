@@ -40,6 +40,7 @@ func TestStatusCommand(t *testing.T) {
 		"Status            Delivered",
 		"Retry count       3",
 		"Accepted          2026-05-01T08:01:00Z",
+		"Operator action   by ana: erp back",
 		"workflow call/c1 (CachedCallWorkflow), Completed on task queue outpost-central; attempts run on outpost-site-plant-1",
 		"Web UI            http://ui.example:8233/namespaces/default/workflows/call%2Fc1/run-call%2Fc1/history",
 	} {
