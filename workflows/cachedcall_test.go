@@ -106,7 +106,9 @@ func (s *cachedCallSuite) resolveReturns(rows ...workflows.TrackedOperation) {
 		})
 }
 
-func (s *cachedCallSuite) result() workflows.TrackedOperation { return s.resultState().TrackedOperation }
+func (s *cachedCallSuite) result() workflows.TrackedOperation {
+	return s.resultState().TrackedOperation
+}
 
 func (s *cachedCallSuite) resultState() workflows.CachedCallState {
 	s.Require().True(s.env.IsWorkflowCompleted())
