@@ -119,11 +119,7 @@ func (s *cachedCallSuite) resultState() workflows.CachedCallState {
 }
 
 func (s *cachedCallSuite) queryStatus() workflows.CachedCallState {
-	v, err := s.env.QueryWorkflow(workflows.QueryStatus)
-	s.Require().NoError(err)
-	var st workflows.CachedCallState
-	s.Require().NoError(v.Get(&st))
-	return st
+	return queryStatusAs[workflows.CachedCallState](s.T(), s.env)
 }
 
 func (s *cachedCallSuite) retryCounts() []int {

@@ -77,10 +77,15 @@ func (s *notificationSuite) statuses() []workflows.Status {
 }
 
 func (s *notificationSuite) queryStatus() workflows.NotificationState {
-	v, err := s.env.QueryWorkflow(workflows.QueryStatus)
-	s.Require().NoError(err)
-	var st workflows.NotificationState
-	s.Require().NoError(v.Get(&st))
+	return queryStatusAs[workflows.NotificationState](s.T(), s.env)
+}
+
+// queryStatusAs is the answer of the workflow's status query, decoded as T.
+func queryStatusAs[T any](t require.TestingT, env *testsuite.TestWorkflowEnvironment) T {
+	v, err := env.QueryWorkflow(workflows.QueryStatus)
+	require.NoError(t, err)
+	var st T
+	require.NoError(t, v.Get(&st))
 	return st
 }
 
