@@ -156,6 +156,12 @@ func withConfig(fs *flag.FlagSet, args []string, base config.Config, flagDoc str
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	// "outpost site /etc/outpost.yaml" would otherwise run on the defaults
+	// (another store, another site id) without a word.
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: unexpected argument %q (the config file goes after --config)", ErrUsage, fs.Arg(0))
+	}
 	cfg := base
 	if *path != "" {
 		var err error

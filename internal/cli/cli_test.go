@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,9 +46,20 @@ func TestUsage(t *testing.T) {
 	require.ErrorIs(t, err, ErrUsage)
 	require.Contains(t, stderr, "Commands:")
 
-	_, stderr, err = run(t, "central", "--help")
-	require.NoError(t, err)
-	require.Contains(t, stderr, "Example:")
+	for _, c := range commands {
+		_, stderr, err = run(t, append(strings.Fields(c.name), "--help")...)
+		require.NoError(t, err, c.name)
+		require.Contains(t, stderr, "Usage: outpost "+c.name, c.name)
+		require.Contains(t, stderr, "Example:", c.name)
+	}
 	_, _, err = run(t, "config", "check")
 	require.ErrorIs(t, err, ErrUsage)
+
+	// A config file given without --config must not run on the defaults.
+	for _, name := range []string{"central", "site", "dev", "kpi"} {
+		_, stderr, err = run(t, name, "/etc/outpost/outpost.yaml")
+		require.ErrorIs(t, err, ErrUsage, name)
+		require.ErrorContains(t, err, `unexpected argument "/etc/outpost/outpost.yaml" (the config file goes after --config)`, name)
+		require.Contains(t, stderr, "Usage: outpost "+name, name)
+	}
 }

@@ -49,8 +49,8 @@ Example:
 }
 
 func runDev(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) error {
-	if err := os.MkdirAll(cfg.Dev.DataDir, 0o755); err != nil {
-		return fmt.Errorf("create dev data dir: %w", err)
+	if err := makeDevDirs(cfg); err != nil {
+		return err
 	}
 	if cfg.Dev.StartTemporal {
 		fmt.Fprintln(env.Stdout, "Starting the Temporal dev server (the first run builds the pinned CLI: about three minutes)...")
@@ -150,6 +150,24 @@ func createDemoDatabase(ctx context.Context, path string) error {
 		tag TEXT NOT NULL, value REAL NOT NULL, at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)`)
 	if err != nil {
 		return fmt.Errorf("demo database %s: create table readings: %w", path, err)
+	}
+	return nil
+}
+
+// makeDevDirs creates the data folder and the folders of the files the dev
+// stack writes, wherever a config file put them.
+func makeDevDirs(cfg config.Config) error {
+	dirs := []string{cfg.Dev.DataDir, filepath.Dir(cfg.Site.Store)}
+	if cfg.Central.Store.Driver == config.DriverSQLite {
+		dirs = append(dirs, filepath.Dir(cfg.Central.Store.Path))
+	}
+	if cfg.Dev.DemoDatabase != "" {
+		dirs = append(dirs, filepath.Dir(cfg.Dev.DemoDatabase))
+	}
+	for _, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("dev stack: create folder %s: %w", dir, err)
+		}
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ import (
 func TestDevStackDeliversAndStops(t *testing.T) {
 	dir := t.TempDir()
 	sitePort, sinkPort, demoPort := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
-	demoDB := filepath.Join(dir, "historian.db")
+	demoDB := filepath.Join(dir, "demo", "historian.db") // folders outpost dev must create
 	cfgFile := filepath.Join(dir, "dev.yaml")
 	require.NoError(t, os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
 temporal: {address: "127.0.0.1:%d"}
@@ -39,7 +39,7 @@ central:
   smtp: {port: %d}
 dev: {data_dir: %q, temporal_ui_port: %d, sink_http: "127.0.0.1:%d", demo_system: "127.0.0.1:%d", demo_database: %q}
 log: {level: warn}
-`, testutil.FreePort(t), sitePort, filepath.Join(dir, "site.db"), demoPort, demoDB, testutil.FreePort(t), filepath.Join(dir, "central.db"),
+`, testutil.FreePort(t), sitePort, filepath.Join(dir, "site", "site.db"), demoPort, demoDB, testutil.FreePort(t), filepath.Join(dir, "central", "central.db"),
 		testutil.FreePort(t), filepath.Join(dir, "data"), testutil.FreePort(t), sinkPort, demoPort, demoDB)), 0o644))
 
 	ctx, cancel := context.WithCancel(context.Background())

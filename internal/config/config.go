@@ -265,7 +265,10 @@ type SMTP struct {
 
 // Dev configures `outpost dev`.
 type Dev struct {
-	// DataDir holds the dev server's database and the stores. Default .outpost-dev.
+	// DataDir holds the Temporal dev server's database (temporal.db). The
+	// stores are where site.store, central.store.path and dev.demo_database
+	// say (under .outpost-dev in the dev defaults); `outpost dev` creates
+	// their folders. Default .outpost-dev.
 	DataDir string `yaml:"data_dir"`
 	// StartTemporal starts the pinned Temporal dev server at temporal.address;
 	// false uses an existing server there. Default true.
