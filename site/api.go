@@ -41,6 +41,11 @@ func NewAPI(c *Client, log *zap.Logger) http.Handler {
 // requestOverhead is room for the JSON around a body of the maximum size.
 const requestOverhead = 8 << 10
 
+// jsonEscapeFactor allows for a body sent as JSON escapes (\u00e9 is six
+// bytes for one character): such a body under site.max_body_bytes must get
+// through to the size check, which names the field and the limit.
+const jsonEscapeFactor = 6
+
 // Accepted is the answer to a buffered operation.
 type Accepted struct {
 	ID     string `json:"id"`
@@ -49,7 +54,10 @@ type Accepted struct {
 
 func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 	var n Notification
-	if err := decodeStrict(w, r, a.client.opts.MaxBodyBytes+requestOverhead, &n, "list, subject, body, instance, script"); err != nil {
+	limit := request{bytes: jsonEscapeFactor*a.client.opts.MaxBodyBytes + requestOverhead,
+		note: fmt.Sprintf("a notification body is limited to %d bytes by site.max_body_bytes", a.client.opts.MaxBodyBytes),
+		known: "list, subject, body, instance, script"}
+	if err := decodeStrict(w, r, limit, &n); err != nil {
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
@@ -69,9 +77,14 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 // maxCallRequestBytes bounds a call or write request.
 const maxCallRequestBytes = 1 << 20
 
+var (
+	callRequest  = request{bytes: maxCallRequestBytes, note: "a call request is limited to 1 MiB", known: "system, method, params, instance, script"}
+	writeRequest = request{bytes: maxCallRequestBytes, note: "a write request is limited to 1 MiB", known: "connection, sql, args, instance, script"}
+)
+
 func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
 	var req CallRequest
-	if err := decodeStrict(w, r, maxCallRequestBytes, &req, "system, method, params, instance, script"); err != nil {
+	if err := decodeStrict(w, r, callRequest, &req); err != nil {
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
@@ -81,7 +94,7 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
 	var req WriteRequest
-	if err := decodeStrict(w, r, maxCallRequestBytes, &req, "connection, sql, args, instance, script"); err != nil {
+	if err := decodeStrict(w, r, writeRequest, &req); err != nil {
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
@@ -157,15 +170,21 @@ func statusOf(err error) int {
 	return http.StatusBadRequest
 }
 
+// request describes what an endpoint accepts, for its error messages.
+type request struct {
+	bytes int    // the largest request read
+	note  string // why, for the 413 message
+	known string // the fields, for the unknown-field message
+}
+
 // decodeStrict reads one JSON object into v: unknown fields, trailing data and
 // oversize requests are errors that say what was wrong.
-// known lists the fields for the unknown-field message.
-func decodeStrict(w http.ResponseWriter, r *http.Request, limit int, v any, known string) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(limit)))
+func decodeStrict(w http.ResponseWriter, r *http.Request, req request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(req.bytes)))
 	dec.DisallowUnknownFields()
 	dec.UseNumber() // integer arguments stay integers
 	if err := dec.Decode(v); err != nil {
-		return describeDecodeError(err, limit, known)
+		return describeDecodeError(err, req)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return &requestError{http.StatusBadRequest, "malformed JSON: unexpected data after the object"}
@@ -173,21 +192,23 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, limit int, v any, know
 	return nil
 }
 
-func describeDecodeError(err error, limit int, known string) error {
+func describeDecodeError(err error, req request) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request is over %d bytes (a notification body is limited by site.max_body_bytes)", limit)}
+		return &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request is over %d bytes (%s)", req.bytes, req.note)}
 	case errors.Is(err, io.EOF):
 		return &requestError{http.StatusBadRequest, "malformed JSON: empty request body"}
 	case errors.As(err, &syntax):
 		return &requestError{http.StatusBadRequest, fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, err)}
+	case errors.As(err, &typ) && typ.Field == "":
+		return &requestError{http.StatusBadRequest, fmt.Sprintf("request body must be a JSON object, got %s", typ.Value)}
 	case errors.As(err, &typ):
 		return &requestError{http.StatusBadRequest, fmt.Sprintf("field %q must be a %s, got %s", typ.Field, typ.Type, typ.Value)}
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return &requestError{http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: ") + " (known: " + known + ")"}
+		return &requestError{http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: ") + " (known: " + req.known + ")"}
 	default:
 		return &requestError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
 	}

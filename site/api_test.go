@@ -43,7 +43,7 @@ func TestPostNotificationRejectsBadInput(t *testing.T) {
 		mentions   string
 	}{
 		{"malformed JSON", `{"list": "ops",`, 400, "malformed JSON"},
-		{"not an object", `["ops"]`, 400, "must be a"},
+		{"not an object", `["ops"]`, 400, "request body must be a JSON object, got array"},
 		{"empty body", ``, 400, "empty request body"},
 		{"trailing data", `{"list":"ops","subject":"s"} {}`, 400, "unexpected data after the object"},
 		{"missing list", `{"subject":"Pump 3","body":"b"}`, 400, "list: required"},
@@ -51,7 +51,7 @@ func TestPostNotificationRejectsBadInput(t *testing.T) {
 		{"missing subject", `{"list":"ops","body":"b"}`, 400, "subject: required"},
 		{"two-line subject", `{"list":"ops","subject":"a\nb"}`, 400, "subject: must be one line"},
 		{"body over limit", `{"list":"ops","subject":"s","body":"` + strings.Repeat("x", 1025) + `"}`, 400, "body: 1025 bytes is over the limit of 1024 bytes"},
-		{"request far over limit", `{"list":"ops","subject":"s","body":"` + strings.Repeat("x", 20000) + `"}`, 413, "site.max_body_bytes"},
+		{"request far over limit", `{"list":"ops","subject":"s","body":"` + strings.Repeat("x", 20000) + `"}`, 413, "a notification body is limited to 1024 bytes by site.max_body_bytes"},
 		{"unknown field", `{"list":"ops","subject":"s","priority":1}`, 400, `unknown field "priority"`},
 		{"wrong type", `{"list":"ops","subject":42}`, 400, `field "subject" must be a string`},
 	}
@@ -65,6 +65,24 @@ func TestPostNotificationRejectsBadInput(t *testing.T) {
 	depth, err := c.BufferDepth(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, depth, "nothing is buffered for bad input")
+}
+
+// A body sent as JSON escapes is measured decoded: under the limit it is
+// accepted, though the request is several times the limit.
+func TestPostNotificationMeasuresEscapedBodyDecoded(t *testing.T) {
+	t.Parallel()
+	const limit = 16 << 10
+	c, err := Open(context.Background(), filepath.Join(t.TempDir(), "site.db"),
+		Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: limit})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	h := NewAPI(c, zaptest.NewLogger(t))
+
+	code, body := post(t, h, `{"list":"ops","subject":"s","body":"`+strings.Repeat(`\u0041`, limit)+`"}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	code, body = post(t, h, `{"list":"ops","subject":"s","body":"`+strings.Repeat(`\u0041`, limit+1)+`"}`)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "body: 16385 bytes is over the limit of 16384 bytes")
 }
 
 // An accepted notification is on disk, with provenance, HLC and chain link,

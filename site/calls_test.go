@@ -68,12 +68,16 @@ func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
 	cases := []struct {
 		name, path, body, mentions string
 	}{
-		{"unknown system", "/v1/calls", `{"system":"mes","method":"getOrder"}`, "system"},
-		{"unknown method", "/v1/calls", `{"system":"erp","method":"cancel"}`, "method"},
+		{"missing system", "/v1/calls", `{"method":"getOrder"}`, "system: is required"},
+		{"missing method", "/v1/calls", `{"system":"erp"}`, "method: is required"},
+		{"not an object", "/v1/calls", `"erp"`, "request body must be a JSON object, got string"},
+		{"unknown system", "/v1/calls", `{"system":"mes","method":"getOrder"}`, `system: unknown external system "mes"`},
+		{"unknown method", "/v1/calls", `{"system":"erp","method":"cancel"}`, `method: system "erp" has no method "cancel"`},
 		{"missing path param", "/v1/calls", `{"system":"erp","method":"getOrder","params":{}}`, "params.id"},
 		{"unknown field", "/v1/calls", `{"system":"erp","method":"getOrder","retries":3}`, `unknown field "retries" (known: system, method, params, instance, script)`},
 		{"malformed", "/v1/calls", `{"system":`, "malformed JSON"},
-		{"unknown connection", "/v1/writes", `{"connection":"mes","sql":"DELETE FROM t"}`, "connection"},
+		{"missing connection", "/v1/writes", `{"sql":"DELETE FROM t"}`, "connection: is required"},
+		{"unknown connection", "/v1/writes", `{"connection":"mes","sql":"DELETE FROM t"}`, `connection: unknown database "mes"`},
 		{"empty sql", "/v1/writes", `{"connection":"historian","sql":" "}`, "sql"},
 		{"args not a list", "/v1/writes", `{"connection":"historian","sql":"DELETE FROM t","args":{"a":1}}`, `field "args"`},
 	}
@@ -84,6 +88,9 @@ func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(body), &e), tc.name)
 		require.Contains(t, e.Error, tc.mentions, tc.name)
 	}
+	code, body := postJSON(t, h, "/v1/writes", `{"connection":"historian","sql":"`+strings.Repeat("x", 1<<20)+`"}`)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code, body)
+	require.Contains(t, body, "a write request is limited to 1 MiB")
 	rows, err := c.Tracking().List(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, rows, "nothing is tracked for bad input")

@@ -87,6 +87,12 @@ func (r *Registry) Validate(req Request) error {
 }
 
 func (r *Registry) validateCall(req Request) error {
+	if req.System == "" {
+		return &InvalidError{Field: "system", Reason: "is required"}
+	}
+	if req.Method == "" {
+		return &InvalidError{Field: "method", Reason: "is required"}
+	}
 	sys, ok := r.systems[req.System]
 	if !ok {
 		return &InvalidError{Field: "system", Reason: fmt.Sprintf("unknown external system %q", req.System)}
@@ -100,6 +106,9 @@ func (r *Registry) validateCall(req Request) error {
 }
 
 func (r *Registry) validateWrite(req Request) error {
+	if req.Connection == "" {
+		return &InvalidError{Field: "connection", Reason: "is required"}
+	}
 	db, ok := r.databases[req.Connection]
 	if !ok {
 		return &InvalidError{Field: "connection", Reason: fmt.Sprintf("unknown database %q", req.Connection)}
