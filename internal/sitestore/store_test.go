@@ -97,3 +97,19 @@ func TestFailedAttemptSchedulesNextAndDeleteRemoves(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, depth)
 }
+
+// A committed row is on disk: the writer's connection, which commits
+// everything, and the pool's both run WAL with synchronous=FULL (2).
+func TestStoreCommitsDurably(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
+	ctx := context.Background()
+	var mode string
+	var sync int
+	require.NoError(t, s.writer.conn.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
+	require.NoError(t, s.writer.conn.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
+	require.Equal(t, "wal", mode)
+	require.Equal(t, 2, sync, "the writer's connection must run synchronous=FULL")
+	require.NoError(t, s.db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
+	require.Equal(t, 2, sync, "pooled connections must run synchronous=FULL")
+}
