@@ -2,11 +2,13 @@ package config
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 )
 
 func TestExampleFileIsValidAndMatchesDefaults(t *testing.T) {
@@ -142,4 +144,51 @@ site:
 	} {
 		require.True(t, paths[want], "expected a problem at %s in:\n%v", want, err)
 	}
+}
+
+// Every field of Config appears in the example file (a map's fields under
+// its example entry), so a new field cannot go undocumented.
+func TestExampleFileShowsEveryField(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../dev/outpost.example.yaml")
+	require.NoError(t, err)
+	var doc yaml.Node
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	var missing []string
+	missingFields(reflect.TypeOf(Config{}), doc.Content[0], "", &missing)
+	require.Empty(t, missing, "fields missing from dev/outpost.example.yaml")
+}
+
+// missingFields appends the yaml path of every field of struct type typ
+// that mapping node lacks.
+func missingFields(typ reflect.Type, node *yaml.Node, path string, missing *[]string) {
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		child := mappingValue(node, name)
+		if child == nil {
+			*missing = append(*missing, path+name)
+			continue
+		}
+		ft := f.Type
+		switch {
+		case ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Time{}):
+			missingFields(ft, child, path+name+".", missing)
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct && len(child.Content) >= 2:
+			// The first entry of a map of definitions is its documented example.
+			missingFields(ft.Elem(), child.Content[1], path+name+"."+child.Content[0].Value+".", missing)
+		}
+	}
+}
+
+func mappingValue(node *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		if node.Content[i].Value == key {
+			return node.Content[i+1]
+		}
+	}
+	return nil
 }
