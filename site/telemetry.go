@@ -29,83 +29,136 @@ type TelemetryOptions struct {
 // central has persisted it. Nothing is lost while central is away; a row
 // changed twice before a send travels once, in its latest state.
 type Telemetry struct {
-	store    *sitestore.Store
-	temporal client.Client
-	opts     TelemetryOptions
-	log      *zap.Logger
+	store *sitestore.Store
+	opts  TelemetryOptions
+	log   *zap.Logger
+	// send delivers one batch and returns once central persisted it; tests
+	// replace it, the daemon uses ingest.
+	send func(context.Context, workflows.TelemetryBatch) error
 	// batches counts batches central persisted: its round trips.
 	batches atomic.Int64
+	// attempts counts every send, failed ones included.
+	attempts atomic.Int64
+
+	// Owned by Run's goroutine.
 	failing bool
+	// since is when the sender first saw the unsent changes after its last
+	// send; zero while it knows of none.
+	since time.Time
+	// retryAt is when a failed send may be tried again.
+	retryAt time.Time
 }
 
 // NewTelemetry returns a sender over store.
 func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOptions, log *zap.Logger) *Telemetry {
-	return &Telemetry{store: store, temporal: tc, opts: opts, log: log}
+	t := &Telemetry{store: store, opts: opts, log: log}
+	t.send = func(ctx context.Context, batch workflows.TelemetryBatch) error { return ingest(ctx, tc, batch) }
+	return t
 }
 
 // Batches is how many batches central has persisted since start.
 func (t *Telemetry) Batches() int64 { return t.batches.Load() }
 
-// Run sends until ctx ends: every Delay, or at once when a full batch is waiting.
+// Attempts is how many batches were sent since start, failed sends included.
+func (t *Telemetry) Attempts() int64 { return t.attempts.Load() }
+
+// Run sends until ctx ends. A batch goes as soon as Batch changes wait, or
+// once the sender has known of fewer for Delay; after a failed send nothing
+// goes for Delay.
 func (t *Telemetry) Run(ctx context.Context) error {
-	tick := time.NewTicker(t.opts.Delay)
-	defer tick.Stop()
+	wake := time.NewTimer(0)
+	defer wake.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.store.TrackingChanged():
-			if n, err := t.store.TelemetryBacklog(ctx, t.opts.Batch); err != nil || n < t.opts.Batch {
-				continue // not full: the tick sends it
-			}
-		case <-tick.C:
+		case <-wake.C:
 		}
-		t.Flush(ctx)
+		wake.Reset(t.step(ctx))
 	}
 }
 
-// Flush sends every waiting change, a batch at a time, and stops at the
-// first failure (the next tick tries again).
-func (t *Telemetry) Flush(ctx context.Context) {
-	for ctx.Err() == nil {
-		sent, err := t.sendBatch(ctx)
+// step sends one batch if one is due and returns how long to wait before
+// looking again.
+func (t *Telemetry) step(ctx context.Context) time.Duration {
+	waiting, err := t.store.TelemetryBacklog(ctx, t.opts.Batch)
+	if err != nil {
 		t.noteOutcome(err)
-		if err != nil || sent < t.opts.Batch {
-			return
-		}
+		return t.opts.Delay
+	}
+	now := time.Now()
+	switch {
+	case waiting == 0:
+		t.since = time.Time{}
+	case t.since.IsZero():
+		t.since = now
+	}
+	if wait := t.untilDue(now, waiting); wait > 0 {
+		return wait
+	}
+	err = t.sendBatch(ctx)
+	t.noteOutcome(err)
+	if err != nil {
+		t.retryAt = time.Now().Add(t.opts.Delay)
+		return t.opts.Delay
+	}
+	// What is left arrived during the send: it is timed from now, and goes
+	// at once only if it fills a batch.
+	t.since = time.Time{}
+	return 0
+}
+
+// untilDue is how long the waiting changes (counted up to Batch) may still
+// wait; zero sends them now. With none waiting it is Delay: changes that
+// other processes commit are not signalled, so the sender looks for them
+// that often (they may wait up to twice Delay).
+func (t *Telemetry) untilDue(now time.Time, waiting int) time.Duration {
+	switch {
+	case waiting == 0:
+		return t.opts.Delay
+	case now.Before(t.retryAt):
+		return t.retryAt.Sub(now)
+	case waiting >= t.opts.Batch:
+		return 0
+	default:
+		return max(t.since.Add(t.opts.Delay).Sub(now), 0)
 	}
 }
 
-func (t *Telemetry) sendBatch(ctx context.Context) (int, error) {
+// sendBatch sends the oldest unsent changes, up to Batch, and moves the
+// cursor past them once central persisted them.
+func (t *Telemetry) sendBatch(ctx context.Context) error {
 	cursor, err := t.store.TelemetryCursor(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	rows, err := t.store.ChangesSince(ctx, cursor, t.opts.Batch)
 	if err != nil || len(rows) == 0 {
-		return 0, err
+		return err
 	}
-	last := rows[len(rows)-1].Seq
-	if err := t.ingest(ctx, workflows.TelemetryBatch{SiteID: t.opts.SiteID, Rows: rows}, last); err != nil {
-		return 0, err
+	t.attempts.Add(1)
+	if err := t.send(ctx, workflows.TelemetryBatch{SiteID: t.opts.SiteID, Rows: rows}); err != nil {
+		return err
 	}
 	t.batches.Add(1)
-	return len(rows), t.store.AdvanceTelemetryCursor(ctx, last)
+	return t.store.AdvanceTelemetryCursor(ctx, rows[len(rows)-1].Seq)
 }
 
 // ingest runs the batch's ingest workflow and waits until central persisted
 // it. A resend of the same batch joins the run already under way.
-func (t *Telemetry) ingest(ctx context.Context, batch workflows.TelemetryBatch, last int64) error {
+func ingest(ctx context.Context, tc client.Client, batch workflows.TelemetryBatch) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	run, err := t.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.TelemetryWorkflowID(t.opts.SiteID, last),
+	last := batch.Rows[len(batch.Rows)-1].Seq
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.TelemetryWorkflowID(batch.SiteID, last),
 		TaskQueue:                workflows.CentralTaskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// No central worker for a minute: give up rather than pile up runs;
 		// the rows are still in the outbox.
 		WorkflowExecutionTimeout: time.Minute,
-		StaticSummary:            fmt.Sprintf("Telemetry from %s: %d tracking changes", t.opts.SiteID, len(batch.Rows)),
+		StaticSummary:            fmt.Sprintf("Telemetry from %s: %d tracking changes", batch.SiteID, len(batch.Rows)),
 	}, workflows.IngestTelemetryWorkflow, batch)
 	if err != nil {
 		return fmt.Errorf("start telemetry ingest: %w", err)
@@ -117,14 +170,14 @@ func (t *Telemetry) ingest(ctx context.Context, batch workflows.TelemetryBatch, 
 }
 
 // noteOutcome logs when sending starts failing and when it recovers, not on
-// every tick of an outage.
+// every retry of an outage.
 func (t *Telemetry) noteOutcome(err error) {
 	switch {
 	case err != nil && !t.failing:
 		t.failing = true
-		t.log.Warn("telemetry to central failing; changes stay in the outbox", zap.Error(err))
+		t.log.Warn("telemetry failing; changes stay in the outbox", zap.Error(err))
 	case err == nil && t.failing:
 		t.failing = false
-		t.log.Info("telemetry to central recovered")
+		t.log.Info("telemetry recovered")
 	}
 }

@@ -1,0 +1,194 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// sentBatch is one send the telemetry sender made.
+type sentBatch struct {
+	at     time.Time
+	seqs   []int64
+	failed bool
+}
+
+// centralRecorder stands in for central's ingest: it records every batch,
+// takes latency to answer, and refuses batches while failing is set.
+type centralRecorder struct {
+	latency time.Duration
+	failing atomic.Bool
+	mu      sync.Mutex
+	sent    []sentBatch
+}
+
+func (c *centralRecorder) send(ctx context.Context, batch workflows.TelemetryBatch) error {
+	b := sentBatch{at: time.Now(), failed: c.failing.Load()}
+	for _, row := range batch.Rows {
+		b.seqs = append(b.seqs, row.Seq)
+	}
+	time.Sleep(c.latency)
+	c.mu.Lock()
+	c.sent = append(c.sent, b)
+	c.mu.Unlock()
+	if b.failed {
+		return errors.New("central unreachable")
+	}
+	return nil
+}
+
+func (c *centralRecorder) batches() []sentBatch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]sentBatch(nil), c.sent...)
+}
+
+// persistedSeqs is every change central accepted, in the order it got them.
+func (c *centralRecorder) persistedSeqs() []int64 {
+	var out []int64
+	for _, b := range c.batches() {
+		if !b.failed {
+			out = append(out, b.seqs...)
+		}
+	}
+	return out
+}
+
+// runTelemetry runs a sender over a fresh site store until the test ends.
+func runTelemetry(t *testing.T, batch int, delay time.Duration, central *centralRecorder) (*Telemetry, *sitestore.Store) {
+	t.Helper()
+	store, err := sitestore.Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), sitestore.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	tel := NewTelemetry(store, nil, TelemetryOptions{SiteID: "plant-1", Batch: batch, Delay: delay}, zaptest.NewLogger(t))
+	tel.send = central.send
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tel.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	return tel, store
+}
+
+// trackChanges begins n cached calls: n tracking changes.
+func trackChanges(t *testing.T, store *sitestore.Store, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		_, err := store.BeginOperation(context.Background(), sitestore.NewOperation{
+			OperationID: fmt.Sprintf("op-%d-%d", time.Now().UnixNano(), i), Kind: workflows.KindExternalCall,
+			Target: "erp.getOrder", Payload: []byte(`{}`), Provenance: sitestore.Provenance{SiteID: "plant-1"},
+		})
+		require.NoError(t, err)
+	}
+}
+
+func seqRange(from, to int64) []int64 {
+	var out []int64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+func cursorOf(t *testing.T, store *sitestore.Store) int64 {
+	t.Helper()
+	cursor, err := store.TelemetryCursor(context.Background())
+	require.NoError(t, err)
+	return cursor
+}
+
+// A full batch goes at once, long before Delay.
+func TestTelemetrySendsAFullBatchAtOnce(t *testing.T) {
+	t.Parallel()
+	central := &centralRecorder{}
+	tel, store := runTelemetry(t, 5, time.Hour, central)
+
+	trackChanges(t, store, 5)
+	require.Eventually(t, func() bool { return tel.Batches() == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, []int64{1, 2, 3, 4, 5}, central.persistedSeqs())
+	require.Equal(t, int64(1), tel.Attempts())
+	require.Eventually(t, func() bool { return cursorOf(t, store) == 5 }, 5*time.Second, 10*time.Millisecond,
+		"the cursor moves past the persisted batch")
+}
+
+// Fewer changes than a batch wait Delay from when the sender saw them, then
+// go together.
+func TestTelemetrySendsAPartialBatchAfterDelay(t *testing.T) {
+	t.Parallel()
+	const delay = 300 * time.Millisecond
+	central := &centralRecorder{}
+	tel, store := runTelemetry(t, 5, delay, central)
+
+	before := time.Now()
+	trackChanges(t, store, 3)
+	require.Eventually(t, func() bool { return tel.Batches() == 1 }, 5*time.Second, 10*time.Millisecond)
+	sent := central.batches()
+	require.Len(t, sent, 1)
+	require.Equal(t, []int64{1, 2, 3}, sent[0].seqs)
+	require.GreaterOrEqual(t, sent[0].at.Sub(before), delay, "not sent before Delay")
+}
+
+// A failed send keeps the cursor; the same changes go again after Delay,
+// not at once although they fill a batch.
+func TestTelemetryResendsAfterAFailedIngest(t *testing.T) {
+	t.Parallel()
+	const delay = 200 * time.Millisecond
+	central := &centralRecorder{}
+	central.failing.Store(true)
+	tel, store := runTelemetry(t, 5, delay, central)
+
+	trackChanges(t, store, 5)
+	require.Eventually(t, func() bool { return tel.Attempts() >= 2 }, 5*time.Second, 10*time.Millisecond)
+	require.Zero(t, cursorOf(t, store), "a failed send keeps the cursor")
+	require.Zero(t, tel.Batches())
+	central.failing.Store(false)
+	require.Eventually(t, func() bool { return tel.Batches() == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	sent := central.batches()
+	require.Equal(t, int64(len(sent)), tel.Attempts())
+	for i, b := range sent {
+		require.Equal(t, []int64{1, 2, 3, 4, 5}, b.seqs, "send %d", i)
+		if i > 0 {
+			require.GreaterOrEqual(t, b.at.Sub(sent[i-1].at), delay, "send %d waits Delay after a failure", i)
+		}
+	}
+	require.Equal(t, []int64{1, 2, 3, 4, 5}, central.persistedSeqs())
+	require.Eventually(t, func() bool { return cursorOf(t, store) == 5 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// A burst travels in full batches, plus at most one partial one: changes
+// that arrive during a send wait for their batch to fill instead of going
+// straight after it. Every change arrives once, in change order.
+func TestTelemetrySendsABurstInFullBatches(t *testing.T) {
+	t.Parallel()
+	const batch, k = 20, 10*20 + 3
+	central := &centralRecorder{latency: 3 * time.Millisecond}
+	tel, store := runTelemetry(t, batch, time.Second, central)
+
+	// At most one change a millisecond: a few arrive during each send, far
+	// fewer than a batch, however fast this machine commits.
+	for i := 0; i < k; i++ {
+		trackChanges(t, store, 1)
+		time.Sleep(time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return len(central.persistedSeqs()) >= k }, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, seqRange(1, k), central.persistedSeqs())
+	sent := central.batches()
+	for i, b := range sent {
+		require.LessOrEqual(t, len(b.seqs), batch, "send %d", i)
+	}
+	t.Logf("%d changes in %d round trips", k, len(sent))
+	require.LessOrEqual(t, len(sent), (k+batch-1)/batch+1)
+	require.Equal(t, int64(len(sent)), tel.Attempts())
+	require.Equal(t, int64(len(sent)), tel.Batches())
+}
