@@ -55,7 +55,7 @@ type Accepted struct {
 func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 	var n Notification
 	limit := request{bytes: jsonEscapeFactor*a.client.opts.MaxBodyBytes + requestOverhead,
-		note: fmt.Sprintf("a notification body is limited to %d bytes by site.max_body_bytes", a.client.opts.MaxBodyBytes),
+		note:  fmt.Sprintf("a notification body is limited to %d bytes by site.max_body_bytes", a.client.opts.MaxBodyBytes),
 		known: "list, subject, body, instance, script"}
 	if err := decodeStrict(w, r, limit, &n); err != nil {
 		writeError(w, statusOf(err), err.Error())
