@@ -18,7 +18,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/mailer"
-	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -49,11 +48,7 @@ func newAuditWriter(t *testing.T, store *centralstore.Store) *audit.Writer {
 // renameTable renames a table of the central file through its own connection.
 func renameTable(t *testing.T, path, from, to string) {
 	t.Helper()
-	db, err := sqlitedb.Open(context.Background(), path)
-	require.NoError(t, err)
-	defer db.Close()
-	_, err = db.Exec(`ALTER TABLE ` + from + ` RENAME TO ` + to)
-	require.NoError(t, err)
+	require.NoError(t, execCentral(path, `ALTER TABLE `+from+` RENAME TO `+to))
 }
 
 // switchSender fails every send with a connection error until recover.

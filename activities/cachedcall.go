@@ -30,7 +30,8 @@ func (a *SiteActivities) now() time.Time { return utcNow(a.Now) }
 // DeliverCachedCall makes one retry of a buffered cached call and records
 // its outcome on the tracking row: Delivered, Retrying or Parked. A retry the
 // row already records (the activity task was redelivered after the site
-// wrote it) is not made again.
+// wrote it) is not made again. A call whose definition allows no retries
+// (max_retries 0) parks on its immediate attempt's error with no retry.
 func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
 	row, err := a.operation(ctx, in.OperationID)
 	if err != nil {
@@ -38,6 +39,11 @@ func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.Del
 	}
 	if row.RetryCount != in.RetryCount || !retryable(row.Status) {
 		return row, nil
+	}
+	if immediateWasLast(row, in.Policy) {
+		// Park on the immediate attempt's error, without calling the target.
+		return a.Store.RecordAttempt(ctx, sitestore.Attempt{OperationID: in.OperationID, Status: workflows.StatusParked,
+			RetryCount: row.RetryCount, LastError: exhausted(in.Policy.MaxRetries, row.LastError)})
 	}
 	payload, err := a.Store.OperationPayload(ctx, in.OperationID)
 	if err != nil && !errors.Is(err, sitestore.ErrNotFound) {
@@ -90,8 +96,23 @@ func RetryOutcome(err error, retries, maxRetries int) (workflows.Status, string)
 	case permanent:
 		return status, "permanent failure: " + err.Error()
 	default:
-		return status, fmt.Sprintf("retries exhausted (%d): %s", maxRetries, err.Error())
+		return status, exhausted(maxRetries, err.Error())
 	}
+}
+
+// exhausted is the last error of a call parked because its retries are used up.
+func exhausted(maxRetries int, lastError string) string {
+	return fmt.Sprintf("retries exhausted (%d): %s", maxRetries, lastError)
+}
+
+// immediateWasLast reports whether row's failed immediate attempt (recorded
+// on the site: Pending with an attempt time) was the last attempt policy
+// allows, that is, it allows no retries. The workflow asks for a first
+// retry all the same, so its commands do not depend on the policy. A
+// Pending row without an attempt time never finished its immediate
+// attempt: the retry stands in for it.
+func immediateWasLast(row workflows.TrackedOperation, policy workflows.RetryPolicy) bool {
+	return row.Status == workflows.StatusPending && row.LastAttemptAt != nil && row.RetryCount >= policy.MaxRetries
 }
 
 // deliver runs the buffered call once; nil is success. A call missing from

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/internal/config"
@@ -66,7 +67,9 @@ func TestRetryOutcome(t *testing.T) {
 		{"transient, first retry", unavailable, 1, 3, workflows.StatusRetrying, "HTTP 503 Service Unavailable"},
 		{"transient, under max", unavailable, 2, 3, workflows.StatusRetrying, "HTTP 503 Service Unavailable"},
 		{"transient, at max", unavailable, 3, 3, workflows.StatusParked, "retries exhausted (3): HTTP 503 Service Unavailable"},
-		{"transient, no retries allowed", unavailable, 1, 0, workflows.StatusParked, "retries exhausted (0): HTTP 503 Service Unavailable"},
+		// With no retries allowed a call parks on its immediate attempt
+		// (DeliverCachedCall): retry 1 is an operator's retry.
+		{"transient, operator's retry, no retries allowed", unavailable, 1, 0, workflows.StatusParked, "retries exhausted (0): HTTP 503 Service Unavailable"},
 		{"permanent", rejected, 1, 3, workflows.StatusParked, "permanent failure: HTTP 422 Unprocessable Entity"},
 		{"invalid", invalid, 1, 3, workflows.StatusParked, `permanent failure: connection: unknown database "gone"`},
 	}
@@ -297,6 +300,93 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, s.erp.requests())
 	require.Equal(t, row, again)
+}
+
+// A definition with max_retries 0 allows the immediate attempt only: the
+// first retry central asks for parks the call on that attempt's error
+// without calling the system. An operator's retry still makes one attempt.
+func TestNoRetriesAllowedParksOnTheImmediateAttempt(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, http.StatusServiceUnavailable)
+	s.buffer("op-1")
+	noRetries := workflows.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute}
+
+	s.now = siteT0.Add(time.Minute)
+	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: noRetries})
+	require.NoError(t, err)
+	require.Zero(t, s.erp.requests(), "no retry is allowed")
+	require.Equal(t, workflows.StatusParked, row.Status)
+	require.Equal(t, 0, row.RetryCount)
+	require.Equal(t, "retries exhausted (0): HTTP 503 Service Unavailable", row.LastError)
+	require.Equal(t, siteT0, when(t, row.LastAttemptAt), "the immediate attempt is the last one")
+	require.Nil(t, row.NextAttemptAt)
+	require.Equal(t, s.stored("op-1"), row)
+	_, err = s.store.OperationPayload(context.Background(), "op-1")
+	require.NoError(t, err, "a parked call stays buffered for an operator retry")
+
+	_, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true})
+	require.NoError(t, err)
+	row, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: noRetries})
+	require.NoError(t, err)
+	require.Equal(t, 1, s.erp.requests(), "an operator's retry is made")
+	require.Equal(t, workflows.StatusParked, row.Status)
+	require.Equal(t, 1, row.RetryCount)
+	require.Contains(t, row.LastError, "retries exhausted (0): HTTP 503")
+}
+
+// An immediate attempt the site never recorded (it died mid-call) did not
+// use up the call's one attempt: the first retry stands in for it.
+func TestNoRetriesAllowedAfterAnUnrecordedImmediateAttemptStillTries(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, http.StatusCreated)
+	payload, err := targets.Encode(targets.Request{Kind: workflows.KindExternalCall, System: "erp", Method: "createOrder",
+		Params: map[string]any{"id": "op-1"}})
+	require.NoError(t, err)
+	_, err = s.store.BeginOperation(context.Background(), sitestore.NewOperation{
+		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", Payload: payload,
+		Provenance: sitestore.Provenance{SiteID: "plant-1"}, AttemptGrace: time.Minute,
+	})
+	require.NoError(t, err)
+
+	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", Policy: workflows.RetryPolicy{AttemptTimeout: time.Minute}})
+	require.NoError(t, err)
+	require.Equal(t, 1, s.erp.requests())
+	require.Equal(t, workflows.StatusDelivered, row.Status)
+}
+
+// The workflow over the real site activities: a call allowed no retries
+// parks one interval after its immediate attempt, untried, and waits for
+// an operator.
+func TestCachedCallWithNoRetriesParksWithoutCallingAgain(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, http.StatusServiceUnavailable)
+	immediate := s.buffer("op-1")
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.SetStartTime(siteT0)
+	env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
+	env.RegisterActivity(s.acts)
+	env.RegisterActivity(&activities.AuditActivities{}) // audits nothing here
+	env.SetActivityTaskQueue(workflows.SiteTaskQueue("plant-1"), s.acts.DeliverCachedCall, s.acts.ResolveParkedCall)
+	sub := workflows.CachedCallSubmission{
+		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", SiteID: "plant-1",
+		Policy:        workflows.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute},
+		LastAttemptAt: immediate.LastAttemptAt, LastError: immediate.LastError, CreatedAt: immediate.CreatedAt,
+	}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalSubmit, sub) }, 0)
+	var parked workflows.TrackedOperation
+	env.RegisterDelayedCallback(func() {
+		parked = s.stored("op-1")
+		env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{Operator: "bo"})
+	}, time.Hour)
+	env.ExecuteWorkflow("CachedCallWorkflow")
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	require.Equal(t, workflows.StatusParked, parked.Status)
+	require.Equal(t, "retries exhausted (0): HTTP 503 Service Unavailable", parked.LastError)
+	require.Zero(t, s.erp.requests())
+	require.Equal(t, workflows.StatusDiscarded, s.stored("op-1").Status)
 }
 
 func TestPermanentFailureParksThenDiscardDropsTheCall(t *testing.T) {

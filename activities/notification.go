@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/outpost-dev/outpost/internal/audit"
@@ -94,13 +95,19 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in wor
 		return workflows.DeliverNotificationResult{}, classifySendError(err)
 	}
 	at := a.now()
+	res := workflows.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
 	if err := a.Store.MarkNotificationDelivered(ctx, row.NotificationID, at, recipients); err != nil {
-		return workflows.DeliverNotificationResult{}, err
+		// The email is gone: a failure now would have it sent again. The
+		// workflow records the delivery instead, retrying until the store
+		// answers.
+		activity.GetLogger(ctx).Warn("notification sent but not marked delivered; the workflow will record it",
+			"notification", row.NotificationID, "error", err)
+		res.Unrecorded = true
 	}
 	// A failed attempt is audited by UpdateNotification: the workflow sees
 	// every failure, timeouts included.
 	record(a.Audit, audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, in.Attempt, in.RetryCount, at, recipients)...)
-	return workflows.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}, nil
+	return res, nil
 }
 
 // UpdateNotification writes a status change decided by the workflow, then
@@ -109,11 +116,40 @@ func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd wor
 	if upd.At.IsZero() {
 		upd.At = a.now()
 	}
-	if err := a.Store.UpdateNotificationStatus(ctx, upd); err != nil {
+	if err := a.applyUpdate(ctx, upd); err != nil {
 		return err
 	}
 	record(a.Audit, audit.NotificationUpdated(upd)...)
 	return nil
+}
+
+// applyUpdate writes upd to the row. The workflow retries a failed write
+// until the store answers, so a refusal because the row is terminal must
+// not be retried: it is success when the row already has upd's status (an
+// earlier run of this write committed, but its result was lost), and a
+// non-retryable failure otherwise.
+func (a *NotificationActivities) applyUpdate(ctx context.Context, upd workflows.NotificationUpdate) error {
+	err := a.writeUpdate(ctx, upd)
+	if !errors.Is(err, centralstore.ErrTerminal) {
+		return err
+	}
+	row, readErr := a.Store.GetNotification(ctx, upd.NotificationID)
+	if readErr != nil {
+		return readErr
+	}
+	if row.Status == upd.Status {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeTerminalRow, err)
+}
+
+// writeUpdate is the store write of upd: a Delivered row also gets its
+// delivery time and recipients.
+func (a *NotificationActivities) writeUpdate(ctx context.Context, upd workflows.NotificationUpdate) error {
+	if upd.Status == workflows.StatusDelivered {
+		return a.Store.MarkNotificationDelivered(ctx, upd.NotificationID, upd.DeliveredAt, upd.ResolvedTargets)
+	}
+	return a.Store.UpdateNotificationStatus(ctx, upd)
 }
 
 func (a *NotificationActivities) resolve(list string) ([]string, error) {

@@ -4,8 +4,10 @@
 package workflows
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 )
@@ -49,6 +51,38 @@ func TelemetryWorkflowID(siteID string, seq int64) string {
 
 // ReconcileScheduleID is the id of the Temporal Schedule that reconciles siteID.
 func ReconcileScheduleID(siteID string) string { return reconcileIDPrefix + siteID }
+
+// MaxSummaryBytes bounds a workflow's static summary (its Web UI title):
+// the server refuses a start whose summary payload, its JSON string plus
+// encoding metadata, exceeds its limit (400 bytes by default).
+const MaxSummaryBytes = 200
+
+// Summary is s as a workflow's static summary: cut, with an ellipsis, to at
+// most MaxSummaryBytes once JSON-encoded (what the server measures; quotes,
+// control and HTML characters take more than one byte), on a UTF-8 boundary.
+func Summary(s string) string {
+	const ellipsis = "…"
+	// cut is where s ends if it must: the longest prefix that leaves room for the ellipsis.
+	size, cut := 0, 0
+	for i := 0; i < len(s); {
+		_, n := utf8.DecodeRuneInString(s[i:])
+		size += jsonLen(s[i : i+n])
+		if size > MaxSummaryBytes {
+			return s[:cut] + ellipsis
+		}
+		i += n
+		if size+len(ellipsis) <= MaxSummaryBytes {
+			cut = i
+		}
+	}
+	return s
+}
+
+// jsonLen is the length of s encoded as a JSON string, without its quotes.
+func jsonLen(s string) int {
+	b, _ := json.Marshal(s) // a string always encodes
+	return len(b) - 2
+}
 
 // Signal and query names.
 const (

@@ -70,6 +70,10 @@ type DeliverNotificationInput struct {
 type DeliverNotificationResult struct {
 	DeliveredAt     time.Time `json:"deliveredAt"`
 	ResolvedTargets []string  `json:"resolvedTargets"`
+	// Unrecorded is true when the email went out but the activity could not
+	// mark the central row Delivered: the workflow records it instead, for
+	// a failed activity would make the workflow send the email again.
+	Unrecorded bool `json:"unrecorded,omitempty"`
 }
 
 // NotificationUpdate is a status change written to the central row.
@@ -80,6 +84,10 @@ type NotificationUpdate struct {
 	LastError      string     `json:"lastError,omitempty"`
 	LastAttemptAt  *time.Time `json:"lastAttemptAt,omitempty"`
 	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
+	// DeliveredAt and ResolvedTargets go with Status Delivered (required
+	// then): a delivery whose activity could not record it.
+	DeliveredAt     time.Time `json:"deliveredAt,omitzero"`
+	ResolvedTargets []string  `json:"resolvedTargets,omitempty"`
 
 	// The fields below feed the audit log; all are optional.
 
@@ -112,6 +120,10 @@ const (
 	ErrTypeRejected     = "SMTPRejected"
 )
 
+// ErrTypeTerminalRow fails a central-store write that would change a row
+// already Delivered or Discarded: no retry can make it.
+const ErrTypeTerminalRow = "TerminalRow"
+
 // NotificationWorkflow delivers one notification: record the central row,
 // deliver with fixed-interval retry, park, then wait for retry or discard.
 func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
@@ -127,7 +139,7 @@ func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
 	}
 
 	var recorded RecordNotificationResult
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityRecordNotification, sub).Get(ctx, &recorded); err != nil {
+	if err := storeWrite(ctx, ActivityRecordNotification, sub, &recorded); err != nil {
 		return NotificationState{}, fmt.Errorf("record notification %s: %w", sub.NotificationID, err)
 	}
 	n.state, n.policy = recorded.State, recorded.Policy
@@ -196,9 +208,7 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 		}).Get(ctx, &res)
 		now := workflow.Now(ctx)
 		if err == nil {
-			n.state.Status, n.state.DeliveredAt, n.state.ResolvedTargets = StatusDelivered, &res.DeliveredAt, res.ResolvedTargets
-			n.state.LastError, n.state.NextAttemptAt, n.state.LastAttemptAt = "", nil, &res.DeliveredAt
-			return true, n.setStatusAttr(ctx)
+			return true, n.delivered(ctx, res)
 		}
 		n.state.LastAttemptAt = &now
 		next := AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(err))
@@ -215,6 +225,21 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 			return false, err
 		}
 	}
+}
+
+// delivered takes a successful delivery as the workflow's state. The
+// activity marked the row Delivered, unless that write failed after the
+// email went out: then the workflow writes it, through the store write that
+// retries until the store answers. Its audit events were recorded by the
+// activity.
+func (n *notification) delivered(ctx workflow.Context, res DeliverNotificationResult) error {
+	n.state.DeliveredAt, n.state.ResolvedTargets, n.state.LastAttemptAt = &res.DeliveredAt, res.ResolvedTargets, &res.DeliveredAt
+	if res.Unrecorded {
+		return n.update(ctx, NotificationUpdate{Status: StatusDelivered, RetryCount: n.state.RetryCount,
+			DeliveredAt: res.DeliveredAt, ResolvedTargets: res.ResolvedTargets})
+	}
+	n.state.Status, n.state.LastError, n.state.NextAttemptAt = StatusDelivered, "", nil
+	return n.setStatusAttr(ctx)
 }
 
 // AfterFailedAttempt is the status after a failed attempt, with retries the
@@ -235,7 +260,7 @@ func AfterFailedAttempt(retries, maxRetries int, permanent bool) Status {
 func (n *notification) update(ctx workflow.Context, upd NotificationUpdate) error {
 	upd.NotificationID, upd.LastAttemptAt = n.state.NotificationID, n.state.LastAttemptAt
 	upd.SiteID, upd.At = n.siteID, workflow.Now(ctx)
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityUpdateNotification, upd).Get(ctx, nil); err != nil {
+	if err := storeWrite(ctx, ActivityUpdateNotification, upd, nil); err != nil {
 		return fmt.Errorf("update notification %s to %s: %w", n.state.NotificationID, upd.Status, err)
 	}
 	n.state.Status, n.state.RetryCount, n.state.LastError, n.state.NextAttemptAt = upd.Status, upd.RetryCount, upd.LastError, upd.NextAttemptAt
@@ -250,12 +275,42 @@ func (n *notification) setStatusAttr(ctx workflow.Context) error {
 }
 
 // storeCtx runs short central-store writes as local activities: no extra
-// workflow task or history events per write.
+// workflow task or history events per write. All of a local activity's
+// retries fit in its ScheduleToCloseTimeout (the SDK's default for it is
+// StartToClose, spelled out here), so a write still failing after 30 s
+// fails: right for writes someone else retries (telemetry's site,
+// reconciliation's schedule) or that are best effort (the audit of a cached
+// call's operator action). A notification's writes go through storeWrite.
 func storeCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+		ScheduleToCloseTimeout: 30 * time.Second,
+		StartToCloseTimeout:    30 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 	})
+}
+
+// storeWrite runs a central-store write of a notification until the store
+// answers, however long it is away: the site deleted its buffer row on
+// central's ack, so a write given up strands the notification. The write
+// is a local activity first (the common case costs no history events),
+// then, if the store is still failing after storeCtx's 30 s, an ordinary
+// activity with no retry limit. Not one long local activity: past the
+// workflow task timeout each of its retries records a marker, a timer and a
+// workflow task, so an outage of days would take the history to its event
+// limit; the server retries an ordinary activity without adding any.
+func storeWrite(ctx workflow.Context, activity string, in, out any) error {
+	err := workflow.ExecuteLocalActivity(storeCtx(ctx), activity, in).Get(ctx, out)
+	if err == nil || isPermanent(err) {
+		return err
+	}
+	workflow.GetLogger(ctx).Warn("central store write failing; retrying until the store answers",
+		"activity", activity, "error", err)
+	actCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		// No ScheduleToCloseTimeout and no MaximumAttempts: no limit.
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+	})
+	return workflow.ExecuteActivity(actCtx, activity, in).Get(ctx, out)
 }
 
 // ignoreDuplicateSubmits consumes later submits: the first one wins.

@@ -22,6 +22,12 @@ type notificationSuite struct {
 	testsuite.WorkflowTestSuite
 	env     *testsuite.TestWorkflowEnvironment
 	updates []workflows.NotificationUpdate
+	// statusAttrs is every OutpostStatus value the workflow upserted, in order.
+	statusAttrs []string
+	// storeBackAt is when UpdateNotification stops failing (zero: it never fails);
+	// storeFailures counts the writes it failed.
+	storeBackAt   time.Time
+	storeFailures int
 }
 
 func TestNotificationWorkflow(t *testing.T) { suite.Run(t, new(notificationSuite)) }
@@ -37,20 +43,33 @@ func (s *notificationSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
 	s.env.RegisterActivity(&activities.NotificationActivities{})
-	s.updates = nil
+	s.updates, s.statusAttrs, s.storeBackAt, s.storeFailures = nil, nil, time.Time{}, 0
 	s.env.OnActivity(workflows.ActivityUpdateNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, u workflows.NotificationUpdate) error {
+			if s.env.Now().Before(s.storeBackAt) {
+				s.storeFailures++
+				return errStoreDown
+			}
 			s.updates = append(s.updates, u)
 			return nil
 		})
+	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.AttrStatus); ok {
+			s.statusAttrs = append(s.statusAttrs, v)
+		}
+	}).Return(nil)
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(workflows.SignalSubmit, sub) }, 0)
 }
 
-func (s *notificationSuite) recordAs(status workflows.Status) {
+var errStoreDown = errors.New("update notification: dial tcp 10.0.0.5:1433: connection refused")
+
+func (s *notificationSuite) recordAs(status workflows.Status) { s.recordWith(status, policy) }
+
+func (s *notificationSuite) recordWith(status workflows.Status, p workflows.RetryPolicy) {
 	s.env.OnActivity(workflows.ActivityRecordNotification, mock.Anything, sub).Return(
 		workflows.RecordNotificationResult{
 			State:  workflows.NotificationState{NotificationID: sub.NotificationID, Status: status},
-			Policy: policy,
+			Policy: p,
 		}, nil).Once()
 }
 
@@ -124,6 +143,7 @@ func (s *notificationSuite) TestTransientFailuresRetryAtFixedInterval() {
 	s.Require().Len(attemptTimes, 3)
 	s.Equal(policy.Interval, attemptTimes[1].Sub(attemptTimes[0]))
 	s.Equal(policy.Interval, attemptTimes[2].Sub(attemptTimes[1]))
+	s.Equal([]string{"Retrying", "Retrying", "Delivered"}, s.statusAttrs)
 }
 
 func (s *notificationSuite) TestExhaustedRetriesParkThenRetryDelivers() {
@@ -151,6 +171,96 @@ func (s *notificationSuite) TestExhaustedRetriesParkThenRetryDelivers() {
 	s.Equal(0, st.RetryCount, "retry resets the retry count")
 	s.Equal(&workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"}, st.LastOperatorAction)
 	s.Equal([]workflows.Status{workflows.StatusRetrying, workflows.StatusRetrying, workflows.StatusParked, workflows.StatusPending}, s.statuses())
+	s.Equal([]string{"Retrying", "Retrying", "Parked", "Pending", "Delivered"}, s.statusAttrs)
+}
+
+// The central store down for minutes (the site already deleted its buffer
+// row) delays the notification; it neither fails nor strands it. Four
+// minutes, eight times what a store write survived before: the test
+// environment gives up an activity's unlimited retries after ten attempts
+// (about four and a half minutes here), the server never does.
+func (s *notificationSuite) TestStoreOutageDelaysButNeverStrands() {
+	t0 := time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC)
+	s.env.SetStartTime(t0)
+	s.storeBackAt = t0.Add(4 * time.Minute)
+	s.recordAs(workflows.StatusPending)
+	var attemptTimes []time.Time
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+			attemptTimes = append(attemptTimes, s.env.Now())
+			if in.Attempt == 1 {
+				return workflows.DeliverNotificationResult{}, transient
+			}
+			return delivered(), nil
+		})
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+
+	st := s.result()
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal([]workflows.Status{workflows.StatusRetrying}, s.statuses(), "the Retrying write went through once the store was back")
+	s.Positive(s.storeFailures, "the store was down")
+	s.Require().Len(attemptTimes, 2, "no attempt is made or repeated while the store is away")
+	s.False(attemptTimes[1].Before(s.storeBackAt.Add(policy.Interval)),
+		"the retry waits its interval after the Retrying write, at %s", attemptTimes[1])
+	s.Equal([]string{"Retrying", "Delivered"}, s.statusAttrs)
+}
+
+// A delivery whose activity could not mark the row (the email went out)
+// is recorded by the workflow, with its time and recipients, and never
+// sent again.
+func (s *notificationSuite) TestUnrecordedDeliveryIsRecordedByTheWorkflow() {
+	s.recordAs(workflows.StatusPending)
+	res := delivered()
+	res.Unrecorded = true
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(res, nil).Once()
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+
+	st := s.result()
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(&res.DeliveredAt, st.DeliveredAt)
+	s.Require().Len(s.updates, 1)
+	s.Equal(workflows.StatusDelivered, s.updates[0].Status)
+	s.Equal(res.DeliveredAt, s.updates[0].DeliveredAt)
+	s.Equal(res.ResolvedTargets, s.updates[0].ResolvedTargets)
+	s.Equal([]string{"Delivered"}, s.statusAttrs)
+	s.env.AssertNumberOfCalls(s.T(), workflows.ActivityDeliverNotification, 1)
+}
+
+// An attempt that outlives its timeout (a hung SMTP server) is a transient
+// failure: Retrying, not Parked.
+func (s *notificationSuite) TestAttemptTimeoutIsTransient() {
+	short := workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 50 * time.Millisecond}
+	s.recordWith(workflows.StatusPending, short)
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+			if in.Attempt == 1 {
+				<-ctx.Done() // hangs until StartToClose expires
+				return workflows.DeliverNotificationResult{}, ctx.Err()
+			}
+			return delivered(), nil
+		})
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+
+	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.Equal([]workflows.Status{workflows.StatusRetrying}, s.statuses())
+	s.Contains(s.updates[0].LastError, "timed out")
+	s.Equal([]string{"Retrying", "Delivered"}, s.statusAttrs)
+}
+
+// With max_retries 0 the first attempt (central's, there is no site-side
+// one) is the only one: a transient failure parks at once.
+func (s *notificationSuite) TestNoRetriesAllowedParksAfterTheFirstAttempt() {
+	s.recordWith(workflows.StatusPending, workflows.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute})
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		workflows.DeliverNotificationResult{}, transient)
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{}) }, time.Hour)
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+
+	s.Equal(workflows.StatusDiscarded, s.result().Status)
+	s.env.AssertNumberOfCalls(s.T(), workflows.ActivityDeliverNotification, 1)
+	s.Equal([]workflows.Status{workflows.StatusParked, workflows.StatusDiscarded}, s.statuses())
+	s.Equal(0, s.updates[0].RetryCount)
+	s.Equal("retries exhausted (0): "+transient.Error(), s.updates[0].LastError)
 }
 
 func (s *notificationSuite) TestPermanentFailureParksAtOnceThenDiscard() {

@@ -1,0 +1,46 @@
+package workflows_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// A summary fits the server's limit on the payload it becomes (400 bytes by
+// default), whatever the subject: long, multi-byte, or full of characters
+// JSON escapes.
+func TestSummaryFitsTheServersLimit(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, in string
+		// wantLen is the summary's length in bytes.
+		wantLen int
+	}{
+		{"short, unchanged", "Notify ops: Pump 3 tripped", 26},
+		{"exactly the limit, unchanged", strings.Repeat("a", workflows.MaxSummaryBytes), workflows.MaxSummaryBytes},
+		{"long ASCII, cut to the limit", "Notify ops: " + strings.Repeat("pressure low ", 40), workflows.MaxSummaryBytes},
+		// 61 three-byte runes and the ellipsis: a 62nd would pass 200.
+		{"multi-byte, cut between runes", "Notify ops: " + strings.Repeat("€", 100), 12 + 61*3 + 3},
+		// '<' encodes as \u003c: six bytes each.
+		{"escaped characters count as encoded", strings.Repeat("<", 100), 32 + 3},
+	}
+	for _, c := range cases {
+		got := workflows.Summary(c.in)
+		require.Len(t, got, c.wantLen, c.name)
+		require.True(t, utf8.ValidString(got), c.name)
+		if got != c.in {
+			require.True(t, strings.HasSuffix(got, "…"), c.name)
+			require.True(t, strings.HasPrefix(c.in, strings.TrimSuffix(got, "…")), c.name)
+		}
+		payload, err := converter.GetDefaultDataConverter().ToPayload(got)
+		require.NoError(t, err, c.name)
+		require.LessOrEqual(t, len(payload.GetData()), workflows.MaxSummaryBytes+2, c.name) // the JSON quotes
+		require.LessOrEqual(t, proto.Size(payload), 400, c.name)
+	}
+}
