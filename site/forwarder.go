@@ -352,7 +352,7 @@ func NotificationStartOptions(sub workflows.NotificationSubmission) client.Start
 		ID:                    workflows.NotificationWorkflowID(sub.NotificationID),
 		TaskQueue:             workflows.CentralTaskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:         fmt.Sprintf("Notify %s: %s", sub.ListName, sub.Subject),
+		StaticSummary:         workflows.Summary(fmt.Sprintf("Notify %s: %s", sub.ListName, sub.Subject)),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrKind.ValueSet(workflows.KindNotification),
 			workflows.AttrSite.ValueSet(sub.SourceSiteID),
@@ -373,7 +373,7 @@ func CachedCallStartOptions(sub workflows.CachedCallSubmission) client.StartWork
 		ID:                    workflows.CachedCallWorkflowID(sub.OperationID),
 		TaskQueue:             workflows.CentralTaskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:         fmt.Sprintf("%s %s from %s", verb, sub.Target, sub.SiteID),
+		StaticSummary:         workflows.Summary(fmt.Sprintf("%s %s from %s", verb, sub.Target, sub.SiteID)),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrKind.ValueSet(sub.Kind),
 			workflows.AttrSite.ValueSet(sub.SiteID),

@@ -158,7 +158,7 @@ func ingest(ctx context.Context, tc client.Client, batch workflows.TelemetryBatc
 		// No central worker for a minute: give up rather than pile up runs;
 		// the rows are still in the outbox.
 		WorkflowExecutionTimeout: time.Minute,
-		StaticSummary:            fmt.Sprintf("Telemetry from %s: %d tracking changes", batch.SiteID, len(batch.Rows)),
+		StaticSummary:            workflows.Summary(fmt.Sprintf("Telemetry from %s: %d tracking changes", batch.SiteID, len(batch.Rows))),
 	}, workflows.IngestTelemetryWorkflow, batch)
 	if err != nil {
 		return fmt.Errorf("start telemetry ingest: %w", err)
