@@ -174,6 +174,20 @@ func classifySendError(err error) error {
 	return fmt.Errorf("smtp send: %w", err)
 }
 
+// LookupNotification reads a notification's central row as its status; an
+// id central has no row for fails non-retryable, ErrTypeNotFound.
+func (a *NotificationActivities) LookupNotification(ctx context.Context, id string) (workflows.NotificationState, error) {
+	row, err := a.Store.GetNotification(ctx, id)
+	if errors.Is(err, centralstore.ErrNotFound) {
+		return workflows.NotificationState{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("central has no notification %s", id), workflows.ErrTypeNotFound, err)
+	}
+	if err != nil {
+		return workflows.NotificationState{}, fmt.Errorf("look up notification %s: %w", id, err)
+	}
+	return StateOf(row), nil
+}
+
 // StateOf is the workflow's view of a central row.
 func StateOf(n centralstore.Notification) workflows.NotificationState {
 	return workflows.NotificationState{

@@ -17,8 +17,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitestore"
@@ -259,13 +261,39 @@ func queryCentral(ctx context.Context, tc client.Client, id string) (workflows.N
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
-		return workflows.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
+		return lookupCentral(ctx, tc, id)
 	case err != nil:
 		return workflows.NotificationState{}, &UnreachableError{Err: err}
 	}
 	var state workflows.NotificationState
 	if err := resp.Get(&state); err != nil {
 		return workflows.NotificationState{}, fmt.Errorf("decode status of %s: %w", id, err)
+	}
+	return state, nil
+}
+
+// lookupCentral reads the notification's central row through
+// LookupNotificationWorkflow: the answer once its workflow has passed the
+// namespace's retention, and the way to tell an id central never had.
+func lookupCentral(ctx context.Context, tc client.Client, id string) (workflows.NotificationState, error) {
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.LookupNotificationWorkflowID(id),
+		TaskQueue:                workflows.CentralTaskQueue,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowExecutionTimeout: time.Minute,
+		StaticSummary:            "Status of notification " + id,
+	}, workflows.LookupNotificationWorkflow, id)
+	if err != nil {
+		return workflows.NotificationState{}, &UnreachableError{Err: err}
+	}
+	var state workflows.NotificationState
+	err = run.Get(ctx, &state)
+	var appErr *temporal.ApplicationError
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeNotFound:
+		return workflows.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
+	case err != nil:
+		return workflows.NotificationState{}, &UnreachableError{Err: fmt.Errorf("read central's row of %s: %w", id, err)}
 	}
 	return state, nil
 }

@@ -58,6 +58,7 @@ func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc cl
 	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: "IngestTelemetryWorkflow"})
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: "ReconcileSiteWorkflow"})
 	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowPurge})
+	w.RegisterWorkflowWithOptions(workflows.LookupNotificationWorkflow, workflow.RegisterOptions{Name: "LookupNotificationWorkflow"})
 	w.RegisterActivity(&activities.MirrorActivities{Store: store, Audit: writer})
 	w.RegisterActivity(&activities.AuditActivities{Audit: writer})
 	w.RegisterActivity(&activities.PurgeActivities{Store: store, Retention: cfg.Retention})

@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// Temporal keeps a closed workflow only for the namespace's retention;
+// central keeps the row for a year. A notification whose workflow is gone
+// (a row with no workflow here) is answered from central's row; an id
+// central never had is 404.
+func TestStatusOutlivesTheWorkflow(t *testing.T) {
+	s := newStack(t, nil)
+	ctx := context.Background()
+	enqueued := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Millisecond)
+	delivered := enqueued.Add(3 * time.Second)
+	row := centralstore.Notification{
+		NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops",
+		Subject: "two days old", Status: workflows.StatusDelivered, RetryCount: 1,
+		ResolvedTargets: []string{"ops@example.com"}, SourceSiteID: "plant-1",
+		SiteEnqueuedAt: enqueued, CreatedAt: enqueued, LastAttemptAt: &delivered, DeliveredAt: &delivered, TerminalAt: &delivered,
+	}
+	_, err := s.centralStore().InsertNotification(ctx, row)
+	require.NoError(t, err)
+
+	st, code := s.status(row.NotificationID)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, row.NotificationID, st.NotificationID)
+	require.Equal(t, workflows.StatusDelivered, st.Status)
+	require.Equal(t, 1, st.RetryCount)
+	require.Equal(t, row.ResolvedTargets, st.ResolvedTargets)
+	require.NotNil(t, st.DeliveredAt)
+	require.WithinDuration(t, delivered, *st.DeliveredAt, time.Millisecond)
+	require.WithinDuration(t, enqueued, st.SiteEnqueuedAt, time.Millisecond)
+
+	_, code = s.status(uuid.NewString())
+	require.Equal(t, http.StatusNotFound, code, "an id central never had")
+}
