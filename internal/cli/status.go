@@ -43,7 +43,10 @@ workflow prefix (notification/ or call/).
 Central only knows operations the site handed over. For any other id it says
 so and exits non-zero: the operation may still be buffered on its site, or a
 call may have been answered at once by the site; ask the site API
-(GET /v1/operations/<id>, GET /v1/notifications/<id>).
+(GET /v1/operations/<id>, GET /v1/notifications/<id>). Temporal drops a
+closed workflow after the namespace's retention; past it, this says not
+found, while GET /v1/notifications/<id> still answers from central's
+notifications table and site_calls keeps the calls (central.retention).
 
 Example:
   outpost status --config /etc/outpost/outpost.yaml 9b1c6a0e-5f0d-4a43-9d43-8f1f0c2b7e11
