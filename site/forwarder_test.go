@@ -2,13 +2,17 @@ package site
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outpost-dev/outpost/internal/devserver"
@@ -32,6 +36,16 @@ func bufferNotifications(t *testing.T, n int) (*sitestore.Store, []string) {
 	return c.store, ids
 }
 
+// startDevServer starts a Temporal dev server (no workers) for this test.
+func startDevServer(t *testing.T) *testsuite.DevServer {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	srv, err := devserver.Start(context.Background(), devserver.Options{Address: addr, Namespace: "default"})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Stop() })
+	return srv
+}
+
 func testForwarder(store *sitestore.Store, tc client.Client, t *testing.T) *Forwarder {
 	return NewForwarder(store, nil, tc, ForwarderOptions{
 		Interval: time.Minute, Batch: 50, Parallelism: 8, PollInterval: time.Second, CallTimeout: 2 * time.Second,
@@ -44,10 +58,7 @@ func testForwarder(store *sitestore.Store, tc client.Client, t *testing.T) *Forw
 func TestSweepDrainsABacklogOfManyPages(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	srv, err := devserver.Start(ctx, devserver.Options{Address: addr, Namespace: "default"})
-	require.NoError(t, err)
-	t.Cleanup(func() { srv.Stop() })
+	srv := startDevServer(t)
 	store, ids := bufferNotifications(t, 400)
 
 	commitsBefore := store.Commits()
@@ -94,4 +105,51 @@ func TestSweepStopsAtTheFirstUnreachableFailure(t *testing.T) {
 	for _, m := range due {
 		require.Zero(t, m.RetryCount, "a row not sent is not counted as a failed attempt")
 	}
+}
+
+// A buffered notification whose workflow is already closed (central
+// finished it and the site's delete of the row was lost, or an operator
+// terminated it) is answered "already started": one sweep counts that as
+// the ack and deletes the row, and the closed run is neither restarted nor
+// signalled.
+func TestSweepAcksANotificationWhoseWorkflowIsClosed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startDevServer(t)
+	tc := srv.Client()
+	store, ids := bufferNotifications(t, 1)
+	m, err := store.Get(ctx, ids[0])
+	require.NoError(t, err)
+	var sub workflows.NotificationSubmission
+	require.NoError(t, json.Unmarshal(m.Payload, &sub))
+	id := workflows.NotificationWorkflowID(sub.NotificationID)
+	run, err := tc.SignalWithStartWorkflow(ctx, id, workflows.SignalSubmit, sub, NotificationStartOptions(sub), workflows.NotificationWorkflow)
+	require.NoError(t, err)
+	require.NoError(t, tc.TerminateWorkflow(ctx, id, run.GetRunID(), "closed before the site's hand-off"))
+	closed, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	require.NoError(t, err)
+	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_TERMINATED, closed.WorkflowExecutionInfo.Status)
+
+	fwd := testForwarder(store, tc, t)
+	unreachable, err := fwd.Sweep(ctx)
+	require.NoError(t, err)
+	require.False(t, unreachable)
+	_, err = store.Get(ctx, ids[0])
+	require.ErrorIs(t, err, sitestore.ErrNotFound, "the already-started answer is the ack: the row is deleted")
+	require.Equal(t, 1.0, fwd.handoffCount(t, handoffAcked))
+	require.Equal(t, 0.0, fwd.handoffCount(t, handoffFailed))
+
+	desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	require.NoError(t, err)
+	require.Equal(t, run.GetRunID(), desc.WorkflowExecutionInfo.Execution.RunId, "no new run")
+	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_TERMINATED, desc.WorkflowExecutionInfo.Status)
+	require.Equal(t, closed.WorkflowExecutionInfo.HistoryLength, desc.WorkflowExecutionInfo.HistoryLength, "the closed run is left as it was")
+}
+
+// handoffCount reads outpost_site_handoffs_total for notifications.
+func (f *Forwarder) handoffCount(t *testing.T, outcome string) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, f.handoffs.WithLabelValues(sitestore.CategoryNotification, outcome).Write(&m))
+	return m.GetCounter().GetValue()
 }

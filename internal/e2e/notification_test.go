@@ -3,14 +3,18 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 
+	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workflows"
@@ -57,7 +61,8 @@ func TestNotificationsDeliveredExactlyOnce(t *testing.T) {
 // SMTP down: Retrying at the fixed interval, Parked after max retries; retry
 // after SMTP is back delivers; discard ends Discarded.
 func TestSMTPDownRetryParkRetryDiscard(t *testing.T) {
-	s := newStack(t, func(c *config.Config) { c.Central.SMTP.RetryInterval = 2 * time.Second })
+	const interval = 2 * time.Second
+	s := newStack(t, func(c *config.Config) { c.Central.SMTP.RetryInterval = interval })
 	s.stopSMTP()
 	first := s.notify("ops", "first while smtp is down")
 	second := s.notify("ops", "second while smtp is down")
@@ -66,16 +71,36 @@ func TestSMTPDownRetryParkRetryDiscard(t *testing.T) {
 	st, _ := s.status(first)
 	require.Contains(t, st.LastError, "connection refused")
 	require.NotNil(t, st.NextAttemptAt)
+	// The central row shows the same: Retrying, counted, why, and when next.
+	retrying := s.waitNotificationRow(first, workflows.StatusRetrying)
+	require.GreaterOrEqual(t, retrying.RetryCount, 1)
+	require.Contains(t, retrying.LastError, "connection refused")
+	require.NotNil(t, retrying.LastAttemptAt)
+	require.NotNil(t, retrying.NextAttemptAt)
+	require.InDelta(t, interval.Seconds(), retrying.NextAttemptAt.Sub(*retrying.LastAttemptAt).Seconds(), 1,
+		"next_attempt_at is the last attempt plus central.smtp.retry_interval")
 
 	s.waitStatus(workflows.StatusParked, time.Minute, first, second)
 	st, _ = s.status(first)
 	require.Equal(t, 2, st.RetryCount)
 	require.Contains(t, st.LastError, "retries exhausted (2)")
-	// Attempts 0 s, 2 s, 4 s: fixed interval, first attempt to parking ≈ 2 intervals.
 	require.NotNil(t, st.LastAttemptAt)
 	row, err := s.centralStore().GetNotification(context.Background(), first)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusParked, row.Status)
+	// Attempts at 0 s, 2 s, 4 s: the fixed interval between every two, and
+	// the retry after the Retrying row above came at its next_attempt_at.
+	attempts := s.waitAttempts(first, 3)
+	for i := 1; i < len(attempts); i++ {
+		gap := attempts[i].Sub(attempts[i-1])
+		t.Logf("gap before attempt %d: %s", i+1, gap)
+		requireGap(t, interval, gap, "gap before attempt %d", i+1)
+	}
+	require.WithinDuration(t, attempts[retrying.RetryCount-1], *retrying.LastAttemptAt, time.Millisecond,
+		"the Retrying row's last_attempt_at is attempt %d's", retrying.RetryCount)
+	require.WithinDuration(t, *retrying.NextAttemptAt, attempts[retrying.RetryCount], time.Second,
+		"attempt %d came at the Retrying row's next_attempt_at", retrying.RetryCount+1)
+	require.WithinDuration(t, attempts[2], *st.LastAttemptAt, time.Millisecond, "the parked state's last attempt is the third")
 
 	s.startSMTP()
 	s.signal(first, workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "relay back"})
@@ -96,8 +121,9 @@ func TestSMTPDownRetryParkRetryDiscard(t *testing.T) {
 	s.recordHistory(workflows.NotificationWorkflowID(second), "notification_parked_discarded.json")
 }
 
-// A permanent SMTP failure (5xx) and an unknown or empty list park at once.
-func TestPermanentFailuresParkAtOnce(t *testing.T) {
+// A permanent SMTP failure (5xx) and an unknown or empty list park at once;
+// a transient rejection (4xx) retries and delivers once the relay accepts.
+func TestPermanentFailuresParkTransientRejectionRetries(t *testing.T) {
 	s := newStack(t, func(c *config.Config) { c.Central.SMTP.MaxRetries = 5 })
 	unknown := s.notify("no-such-list", "to nobody")
 	empty := s.notify("empty", "to an empty list")
@@ -114,6 +140,21 @@ func TestPermanentFailuresParkAtOnce(t *testing.T) {
 	st, _ = s.status(rejected)
 	require.Contains(t, st.LastError, "550")
 	require.Zero(t, st.RetryCount)
+
+	s.sinks[0].Reject(451, "try again later")
+	deferred := s.notify("ops", "deferred by the relay")
+	s.waitStatus(workflows.StatusRetrying, 30*time.Second, deferred)
+	st, _ = s.status(deferred)
+	require.Contains(t, st.LastError, "451")
+	require.GreaterOrEqual(t, st.RetryCount, 1)
+	s.sinks[0].Reject(0, "")
+	s.waitStatus(workflows.StatusDelivered, 30*time.Second, deferred)
+	row, err := s.centralStore().GetNotification(context.Background(), deferred)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDelivered, row.Status)
+	received := s.received()
+	require.Equal(t, 1, received[deferred], "one email once the relay accepts")
+	require.Zero(t, received[rejected])
 }
 
 // Temporal down while notifications are submitted: the site accepts them all,
@@ -130,14 +171,37 @@ func TestTemporalDownNothingLost(t *testing.T) {
 		ids[i] = s.notify("ops", fmt.Sprintf("during the outage %d", i))
 	}
 	// Every row is answered locally, and its hand-off fails and is retried.
+	// All rows that fail in one sweep get that sweep's time as their last
+	// attempt, so the distinct last attempts seen are the failed sweeps.
+	interval := s.cfg.Site.ForwardInterval
+	sweeps := map[time.Time]bool{}
 	require.Eventually(t, func() bool {
+		done := true
 		for _, id := range ids {
-			if st, _ := s.status(id); st.RetryCount < 2 {
-				return false
+			st, _ := s.status(id)
+			if st.LastAttemptAt != nil {
+				sweeps[st.LastAttemptAt.UTC()] = true
+				require.NotNil(t, st.NextAttemptAt)
+				require.WithinDuration(t, st.LastAttemptAt.Add(interval), *st.NextAttemptAt, time.Millisecond,
+					"a failed hand-off is due again one site.forward_interval later")
 			}
+			done = done && st.RetryCount >= 2
 		}
-		return true
+		return done
 	}, time.Minute, 200*time.Millisecond, "hand-offs retried at the forward interval while central is down")
+	// Between two failed sweeps the forwarder waits the forward interval,
+	// then the next sweep fails within the hand-off call timeout (5 s, the
+	// forwarder's default): never sooner, and no backoff.
+	times := slices.SortedFunc(maps.Keys(sweeps), time.Time.Compare)
+	require.GreaterOrEqual(t, len(times), 4, "failed sweeps seen")
+	minGap, maxGap := time.Hour, time.Duration(0)
+	for i := 1; i < len(times); i++ {
+		gap := times[i].Sub(times[i-1])
+		minGap, maxGap = min(minGap, gap), max(maxGap, gap)
+		require.GreaterOrEqual(t, gap, interval, "gap before failed sweep %d", i+1)
+		require.LessOrEqual(t, gap, interval+5*time.Second+2*time.Second, "gap before failed sweep %d", i+1)
+	}
+	t.Logf("%d failed sweeps, %s to %s apart (site.forward_interval %s)", len(times), minGap, maxGap, interval)
 	for _, id := range ids {
 		st, code := s.status(id)
 		require.Equal(t, http.StatusOK, code)
@@ -172,7 +236,59 @@ func TestDuplicateSubmitSendsOnce(t *testing.T) {
 	require.NoError(t, submit())
 	require.NoError(t, submit()) // while running: signal to the same run, ignored
 	s.waitStatus(workflows.StatusDelivered, 30*time.Second, sub.NotificationID)
-	require.Error(t, submit(), "a submit for a closed workflow is refused as already started")
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	require.ErrorAs(t, submit(), &started, "a submit for a closed workflow is refused as already started")
 	time.Sleep(time.Second)
 	require.Equal(t, 1, s.received()[sub.NotificationID])
+}
+
+// waitNotificationRow waits until central's notifications row of id has
+// status want and returns it.
+func (s *stack) waitNotificationRow(id string, want workflows.Status) centralstore.Notification {
+	s.t.Helper()
+	store := s.centralStore()
+	var row centralstore.Notification
+	require.Eventually(s.t, func() bool {
+		var err error
+		row, err = store.GetNotification(context.Background(), id)
+		return err == nil && row.Status == want
+	}, 30*time.Second, 50*time.Millisecond, "waiting for notifications row %s to be %s (last seen %q)", id, want, row.Status)
+	return row
+}
+
+// waitAttempts waits until audit_log holds n Attempt events of notification
+// id and returns their times, first attempt first.
+func (s *stack) waitAttempts(id string, n int) []time.Time {
+	s.t.Helper()
+	store := s.centralStore()
+	var at []time.Time
+	require.Eventually(s.t, func() bool {
+		events, err := store.ListAuditEvents(context.Background(), id)
+		if err != nil {
+			return false
+		}
+		at = make([]time.Time, n)
+		seen := 0
+		for _, e := range events {
+			var k int
+			if e.Event != centralstore.AuditAttempt {
+				continue
+			}
+			if _, err := fmt.Sscanf(e.EventID, workflows.NotificationWorkflowID(id)+"/attempt/%d", &k); err == nil && k >= 1 && k <= n {
+				at[k-1] = e.At
+				seen++
+			}
+		}
+		return seen == n
+	}, 30*time.Second, 100*time.Millisecond, "waiting for %d audited attempts of %s", n, id)
+	return at
+}
+
+// requireGap checks that the time between two attempts is a retry interval:
+// never sooner (a durable timer does not fire early; 250 ms for clock
+// granularity), at most a second later (scheduling on a busy machine).
+func requireGap(t *testing.T, interval, gap time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	require.GreaterOrEqual(t, gap, interval-250*time.Millisecond, msgAndArgs...)
+	require.LessOrEqual(t, gap, interval+time.Second, msgAndArgs...)
 }
