@@ -150,7 +150,19 @@ func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in workflows.Res
 }
 
 // ListTrackingChanges answers central's reconciliation pull.
+// A cursor past the store's last change number comes from an earlier store
+// of this site (the file was replaced and numbering began again): it fails
+// non-retryable, ErrTypeCursorAhead, so central starts over from 0.
 func (a *SiteActivities) ListTrackingChanges(ctx context.Context, in workflows.ListTrackingChangesInput) ([]workflows.TrackedOperation, error) {
+	last, err := a.Store.LastSeq(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if in.After > last {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("cursor %d is past this site's last change %d (was the site store replaced?)", in.After, last),
+			workflows.ErrTypeCursorAhead, nil)
+	}
 	return a.Store.ChangesSince(ctx, in.After, in.Limit)
 }
 
@@ -205,6 +217,11 @@ func (a *MirrorActivities) audit(rows []workflows.TrackedOperation) {
 // ReadReconcileCursor is the site's reconciliation cursor.
 func (a *MirrorActivities) ReadReconcileCursor(ctx context.Context, siteID string) (int64, error) {
 	return a.Store.ReconcileCursor(ctx, siteID)
+}
+
+// ResetReconcileCursor starts the site's reconciliation over from change 0.
+func (a *MirrorActivities) ResetReconcileCursor(ctx context.Context, siteID string) error {
+	return a.Store.ResetReconcileCursor(ctx, siteID)
 }
 
 // MirrorReconciled upserts a reconciliation page and advances the cursor.

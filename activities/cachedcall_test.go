@@ -478,4 +478,13 @@ func TestListTrackingChangesAfterCursorInSeqOrder(t *testing.T) {
 	require.Equal(t, []string{"b@4:Pending", "c@6:Pending"}, summary(list(2, 2)))
 	require.Equal(t, []string{"a@7:Retrying"}, summary(list(6, 2)))
 	require.Empty(t, list(7, 2))
+
+	// A cursor past the last change number was given out by an earlier
+	// store of this site.
+	_, err = s.env.ExecuteActivity(s.acts.ListTrackingChanges, workflows.ListTrackingChangesInput{After: 8, Limit: 2})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, workflows.ErrTypeCursorAhead, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	require.ErrorContains(t, err, "cursor 8 is past this site's last change 7")
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -43,10 +44,15 @@ type ReconcileResult struct {
 
 // Central activities behind site_calls.
 const (
-	ActivityMirrorSiteCalls     = "MirrorSiteCalls"
-	ActivityReadReconcileCursor = "ReadReconcileCursor"
-	ActivityMirrorReconciled    = "MirrorReconciled"
+	ActivityMirrorSiteCalls      = "MirrorSiteCalls"
+	ActivityReadReconcileCursor  = "ReadReconcileCursor"
+	ActivityMirrorReconciled     = "MirrorReconciled"
+	ActivityResetReconcileCursor = "ResetReconcileCursor"
 )
+
+// ErrTypeCursorAhead fails a pull whose cursor is past the site's last
+// change number: the site's store was replaced.
+const ErrTypeCursorAhead = "CursorAhead"
 
 // IngestTelemetryWorkflow persists one telemetry batch in site_calls with one
 // bulk upsert. The site waits for its result: only then do the events leave
@@ -85,6 +91,13 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in ReconcileInput) (ReconcileRe
 		var rows []TrackedOperation
 		err := workflow.ExecuteActivity(siteCtx, ActivityListTrackingChanges,
 			ListTrackingChangesInput{After: res.Cursor, Limit: in.PageSize}).Get(ctx, &rows)
+		if isCursorAhead(err) && res.Cursor > 0 {
+			if err := resetCursor(ctx, in.SiteID, res.Cursor); err != nil {
+				return res, err
+			}
+			res.Cursor = 0
+			continue
+		}
 		if err != nil {
 			return res, fmt.Errorf("pull tracking changes of site %s after %d: %w", in.SiteID, res.Cursor, err)
 		}
@@ -103,4 +116,20 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in ReconcileInput) (ReconcileRe
 		}
 	}
 	return res, workflow.NewContinueAsNewError(ctx, ReconcileSiteWorkflow, in)
+}
+
+func isCursorAhead(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == ErrTypeCursorAhead
+}
+
+// resetCursor starts a site's reconciliation over: its store was replaced,
+// so central's cursor counts changes of a file that is gone.
+func resetCursor(ctx workflow.Context, siteID string, stale int64) error {
+	workflow.GetLogger(ctx).Warn("site's change numbers are behind central's cursor (store replaced?); reconciling from the start",
+		"site", siteID, "cursor", stale)
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityResetReconcileCursor, siteID).Get(ctx, nil); err != nil {
+		return fmt.Errorf("reset reconcile cursor of site %s: %w", siteID, err)
+	}
+	return nil
 }

@@ -175,6 +175,38 @@ func (s *telemetrySuite) TestReconcileContinuesAsNewAfterFiftyFullPages() {
 	}
 }
 
+// A site whose store was replaced numbers its changes from 1 again: a pull
+// after central's old cursor is refused, central resets its cursor and
+// pulls from the start.
+func (s *telemetrySuite) TestReconcileStartsOverWhenTheSiteStoreWasReplaced() {
+	s.env.OnActivity(workflows.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(500), nil).Once()
+	s.env.OnActivity(workflows.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.ListTrackingChangesInput) ([]workflows.TrackedOperation, error) {
+			s.lists = append(s.lists, in)
+			if in.After > 3 {
+				return nil, temporal.NewNonRetryableApplicationError("cursor is past this site's last change 3", workflows.ErrTypeCursorAhead, nil)
+			}
+			return seqRows(in.After+1, 3), nil
+		})
+	var resets []string
+	s.env.OnActivity(workflows.ActivityResetReconcileCursor, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, site string) error {
+			resets = append(resets, site)
+			return nil
+		})
+	s.env.OnActivity(workflows.ActivityMirrorReconciled, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.MirrorReconciledInput) error {
+			s.mirrors = append(s.mirrors, in)
+			return nil
+		})
+	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite, PageSize: 10})
+
+	s.Equal(workflows.ReconcileResult{Rows: 3, Cursor: 3}, s.reconcileResult())
+	s.Equal([]string{telemetrySite}, resets)
+	s.Equal([]workflows.ListTrackingChangesInput{{After: 500, Limit: 10}, {After: 0, Limit: 10}}, s.lists)
+	s.Equal([]workflows.MirrorReconciledInput{{SiteID: telemetrySite, Rows: seqRows(1, 3), Cursor: 3}}, s.mirrors)
+}
+
 func (s *telemetrySuite) TestReconcileFailsWhenTheSiteCannotBeReached() {
 	s.env.OnActivity(workflows.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(5), nil).Once()
 	s.env.OnActivity(workflows.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(

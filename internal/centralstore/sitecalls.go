@@ -66,6 +66,17 @@ func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []work
 	return n, nil
 }
 
+// ResetReconcileCursor moves siteID's cursor back to 0: the site's store was
+// replaced and numbers its changes from 1 again.
+func (s *Store) ResetReconcileCursor(ctx context.Context, siteID string) error {
+	_, err := s.db.ExecContext(ctx, s.bind(`UPDATE site_cursors SET reconciled_seq = 0, updated_at = ? WHERE site_id = ?`),
+		time.Now().UTC(), siteID)
+	if err != nil {
+		return fmt.Errorf("reset cursor of site %s: %w", siteID, err)
+	}
+	return nil
+}
+
 // ReconcileCursor is siteID's cursor; 0 when the site was never reconciled.
 func (s *Store) ReconcileCursor(ctx context.Context, siteID string) (int64, error) {
 	var cursor int64

@@ -239,9 +239,19 @@ func (s *Store) queryTracking(ctx context.Context, clause string, args ...any) (
 
 // TelemetryCursor is the last change central has persisted from telemetry.
 func (s *Store) TelemetryCursor(ctx context.Context) (int64, error) {
+	return s.metaValue(ctx, "telemetry_cursor")
+}
+
+// LastSeq is the highest change number this store has given out (0 for a
+// new store); purging rows never lowers it.
+func (s *Store) LastSeq(ctx context.Context) (int64, error) {
+	return s.metaValue(ctx, "tracking_seq")
+}
+
+func (s *Store) metaValue(ctx context.Context, name string) (int64, error) {
 	var v int64
-	if err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'telemetry_cursor'`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read telemetry cursor: %w", err)
+	if err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = ?`, name).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read %s: %w", name, err)
 	}
 	return v, nil
 }

@@ -378,6 +378,9 @@ func TestPurgingNewestRowDoesNotReuseSeq(t *testing.T) {
 	n, err := s.PurgeTerminal(ctx, clock.t.Add(time.Hour), 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+	last, err := s.LastSeq(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), last, "LastSeq counts purged changes too")
 
 	require.Equal(t, int64(3), begin(t, s, "b", 0).Seq)
 

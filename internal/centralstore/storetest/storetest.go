@@ -266,6 +266,16 @@ func reconcileCursorOnlyAdvances(t *testing.T, store *centralstore.Store) {
 	requireSameCall(t, second, got)
 
 	requireCursor(t, store, other, 0)
+
+	// A replaced site store numbers its changes from 1 again: the cursor
+	// starts over, and advances from there.
+	require.NoError(t, store.ResetReconcileCursor(ctx, site))
+	requireCursor(t, store, site, 0)
+	_, err = store.MirrorReconciled(ctx, site, nil, 2)
+	require.NoError(t, err)
+	requireCursor(t, store, site, 2)
+	require.NoError(t, store.ResetReconcileCursor(ctx, other), "a site never reconciled")
+	requireCursor(t, store, other, 0)
 }
 
 func requireCursor(t *testing.T, store *centralstore.Store, site string, want int64) {
