@@ -1,11 +1,13 @@
 package site
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -180,7 +182,8 @@ type request struct {
 // decodeStrict reads one JSON object into v: unknown fields, trailing data and
 // oversize requests are errors that say what was wrong.
 func decodeStrict(w http.ResponseWriter, r *http.Request, req request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(req.bytes)))
+	var body bytes.Buffer
+	dec := json.NewDecoder(io.TeeReader(http.MaxBytesReader(w, r.Body, int64(req.bytes)), &body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber() // integer arguments stay integers
 	if err := dec.Decode(v); err != nil {
@@ -188,6 +191,22 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, req request, v any) er
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return &requestError{http.StatusBadRequest, "malformed JSON: unexpected data after the object"}
+	}
+	return checkFieldNames(body.Bytes(), req.known)
+}
+
+// checkFieldNames refuses a field named like a known one but for case
+// ("List"): encoding/json would quietly take it for "list".
+func checkFieldNames(body []byte, known string) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return &requestError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
+	}
+	names := strings.Split(known, ", ")
+	for name := range fields {
+		if !slices.Contains(names, name) {
+			return &requestError{http.StatusBadRequest, fmt.Sprintf("unknown field %q (known: %s; names are case-sensitive)", name, known)}
+		}
 	}
 	return nil
 }

@@ -53,6 +53,7 @@ func TestPostNotificationRejectsBadInput(t *testing.T) {
 		{"body over limit", `{"list":"ops","subject":"s","body":"` + strings.Repeat("x", 1025) + `"}`, 400, "body: 1025 bytes is over the limit of 1024 bytes"},
 		{"request far over limit", `{"list":"ops","subject":"s","body":"` + strings.Repeat("x", 20000) + `"}`, 413, "a notification body is limited to 1024 bytes by site.max_body_bytes"},
 		{"unknown field", `{"list":"ops","subject":"s","priority":1}`, 400, `unknown field "priority"`},
+		{"field name in the wrong case", `{"List":"ops","subject":"s"}`, 400, `unknown field "List" (known: list, subject, body, instance, script; names are case-sensitive)`},
 		{"wrong type", `{"list":"ops","subject":42}`, 400, `field "subject" must be a string`},
 	}
 	for _, tc := range cases {

@@ -76,6 +76,7 @@ func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
 		{"missing path param", "/v1/calls", `{"system":"erp","method":"getOrder","params":{}}`, "params.id"},
 		{"unknown field", "/v1/calls", `{"system":"erp","method":"getOrder","retries":3}`, `unknown field "retries" (known: system, method, params, instance, script)`},
 		{"malformed", "/v1/calls", `{"system":`, "malformed JSON"},
+		{"field name in the wrong case", "/v1/calls", `{"System":"erp","method":"getOrder","params":{"id":"1"}}`, `unknown field "System"`},
 		{"missing connection", "/v1/writes", `{"sql":"DELETE FROM t"}`, "connection: is required"},
 		{"unknown connection", "/v1/writes", `{"connection":"mes","sql":"DELETE FROM t"}`, `connection: unknown database "mes"`},
 		{"empty sql", "/v1/writes", `{"connection":"historian","sql":" "}`, "sql"},
