@@ -59,7 +59,7 @@ const trackingColumns = `operation_id, kind, target, status, retry_count, last_e
 // buffer row together, before the immediate attempt: from here on the call
 // cannot be lost.
 func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (workflows.TrackedOperation, error) {
-	now := s.now().UTC()
+	now := rowTime(s.now())
 	var row workflows.TrackedOperation
 	buffered := []NewMessage{{
 		ID: op.OperationID, Category: op.Kind, TrackedOperationID: op.OperationID, Target: op.Target,
@@ -106,7 +106,7 @@ func (s *Store) signalChanged() {
 // row, Pending (a failed immediate attempt) makes it due for hand-off at
 // once, anything else mirrors the status on it. A terminal row never changes.
 func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (workflows.TrackedOperation, error) {
-	now := s.now().UTC()
+	now := rowTime(s.now())
 	var row workflows.TrackedOperation
 	err := s.inTx(ctx, "record attempt of "+a.OperationID, func(tx *writeTx) error {
 		current, err := getTracking(tx, a.OperationID)
@@ -136,16 +136,21 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (workflows.Tracked
 	return row, err
 }
 
+// rowTime is t as a tracking row keeps it: UTC, to the microsecond, which
+// both central stores hold exactly (SQL Server's DATETIME2 to 100 ns), so
+// the site_calls mirror equals the row.
+func rowTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
 // applyAttempt is the tracking row after attempt a.
 func applyAttempt(row workflows.TrackedOperation, a Attempt, now time.Time, seq int64) workflows.TrackedOperation {
 	row.Status, row.RetryCount, row.LastError = a.Status, a.RetryCount, truncate(a.LastError, maxErrorChars)
 	if a.At != nil {
-		at := a.At.UTC()
+		at := rowTime(*a.At)
 		row.LastAttemptAt = &at
 	}
 	row.NextAttemptAt = nil
 	if a.NextAttemptAt != nil {
-		next := a.NextAttemptAt.UTC()
+		next := rowTime(*a.NextAttemptAt)
 		row.NextAttemptAt = &next
 	}
 	if row.Status.Terminal() {

@@ -511,3 +511,23 @@ func TestLateImmediateOutcomeIsSuperseded(t *testing.T) {
 	row = record(t, s, Attempt{OperationID: "fresh", Status: workflows.StatusPending, LastError: "timeout", At: &at, Immediate: true})
 	require.Equal(t, workflows.StatusPending, row.Status, "an untouched row takes the immediate outcome")
 }
+
+// Tracking times are kept to the microsecond, which every central store
+// holds exactly: the row returned, the row read back and the mirror agree.
+func TestTrackingTimesAreMicrosecondPrecise(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	clock.t = trackingT0.Add(123456789 * time.Nanosecond)
+	begun := begin(t, s, "a", 0)
+	at, next := clock.t.Add(time.Second+1), clock.t.Add(time.Minute+1)
+	recorded := record(t, s, Attempt{OperationID: "a", Status: workflows.StatusRetrying, RetryCount: 1, LastError: "503", At: &at, NextAttemptAt: &next})
+
+	want := trackingT0.Add(123456 * time.Microsecond)
+	require.Equal(t, want, begun.CreatedAt)
+	require.Equal(t, want, recorded.UpdatedAt)
+	require.Equal(t, want.Add(time.Second), *recorded.LastAttemptAt)
+	require.Equal(t, want.Add(time.Minute), *recorded.NextAttemptAt)
+	read, err := s.GetOperation(context.Background(), "a")
+	require.NoError(t, err)
+	require.Equal(t, recorded, read)
+}

@@ -115,7 +115,7 @@ func terminalRowsNeverChange(t *testing.T, store *centralstore.Store) {
 func newSiteID() string { return "site-" + uuid.NewString() }
 
 func newSiteCall(site string, seq int64) workflows.TrackedOperation {
-	now := time.Now().UTC().Truncate(time.Millisecond)
+	now := time.Now().UTC().Truncate(time.Microsecond) // as the site keeps tracking times
 	last, next := now.Add(-time.Minute), now.Add(time.Minute)
 	return workflows.TrackedOperation{
 		OperationID: uuid.NewString(), Kind: workflows.KindExternalCall, Target: "erp.postOrder",
