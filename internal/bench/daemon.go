@@ -99,29 +99,30 @@ func (p *siteProcess) start(exe, cfg string) error {
 
 func (p *siteProcess) waitHealthy(ctx context.Context) error {
 	return waitFor(ctx, time.Minute, p.done, func(ctx context.Context) (bool, error) {
-		return p.get(ctx, "/healthz") == nil, nil
+		_, err := p.get(ctx, "/healthz")
+		return err == nil, nil
 	}, func() string { return "waiting for the site daemon's /healthz (log: " + p.log + ")" })
 }
 
-// get requests path and reads the whole answer; anything but 200 is an error.
-func (p *siteProcess) get(ctx context.Context, path string) error {
+// get requests path and returns the whole answer; anything but 200 is an error.
+func (p *siteProcess) get(ctx context.Context, path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
 	}
-	return nil
+	return body, nil
 }
 
 // stopGrace is how long the daemon may take to stop on SIGTERM.
