@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -251,8 +252,23 @@ func (c *checker) database(path, name string, d Database) {
 	default:
 		c.add(path+".driver", "%q is not a driver: use %s or %s", d.Driver, DriverSQLite, DriverSQLServer)
 	}
+	c.allow(path+".allow", d.Driver, d.Allow)
 	c.positiveDuration(path+".timeout", d.Timeout)
 	c.retries(path, d.MaxRetries, d.RetryInterval)
+}
+
+// allow checks a database's extra statement classes against its driver.
+func (c *checker) allow(path, driver string, classes []string) {
+	valid := []string{AllowDDL, AllowPragma, AllowAttach}
+	if driver == DriverSQLServer {
+		valid = []string{AllowDDL, AllowExec}
+	}
+	for i, class := range classes {
+		if !slices.Contains(valid, class) {
+			c.add(fmt.Sprintf("%s[%d]", path, i), "%q is not a statement class of a %s database: use %s",
+				class, driver, strings.Join(valid, ", "))
+		}
+	}
 }
 
 func (c *checker) retries(path string, maxRetries int, interval time.Duration) {

@@ -141,7 +141,20 @@ type Database struct {
 	MaxRetries int `yaml:"max_retries"`
 	// RetryInterval is the fixed time between attempts. Default 1m.
 	RetryInterval time.Duration `yaml:"retry_interval"`
+	// Allow lists the statement classes a write may run beside INSERT,
+	// UPDATE, DELETE (REPLACE, MERGE): ddl (CREATE, DROP, ALTER, …), pragma
+	// and attach (ATTACH, DETACH; SQLite), exec (stored procedures; SQL
+	// Server). Default none: scripts change data, not the database.
+	Allow []string `yaml:"allow"`
 }
+
+// Statement classes a Database may allow.
+const (
+	AllowDDL    = "ddl"
+	AllowPragma = "pragma"
+	AllowAttach = "attach"
+	AllowExec   = "exec"
+)
 
 // DefaultExternalSystem is an external system entry with only the defaults.
 func DefaultExternalSystem() ExternalSystem {

@@ -50,12 +50,13 @@ func isConnectionError(err error) bool {
 }
 
 // sqliteCodeIsTransient reports whether a SQLite result code (primary or
-// extended) names a condition that can clear: a lock, a missing or
-// unreadable file, a full disk, memory.
+// extended) names a condition that can clear: a lock, a missing, unreadable
+// or read-only file (permissions, a read-only mount, or state left on a
+// connection, which is discarded after a failure), a full disk, memory.
 func sqliteCodeIsTransient(code int) bool {
 	switch code & 0xff {
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
-		sqlite3.SQLITE_FULL, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_PROTOCOL:
+		sqlite3.SQLITE_FULL, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_READONLY:
 		return true
 	}
 	return false

@@ -40,8 +40,11 @@ func TestSQLiteCodeIsTransient(t *testing.T) {
 		sqlite3.SQLITE_BUSY: true, sqlite3.SQLITE_BUSY_SNAPSHOT: true, sqlite3.SQLITE_LOCKED: true,
 		sqlite3.SQLITE_CANTOPEN: true, sqlite3.SQLITE_IOERR: true, sqlite3.SQLITE_IOERR_SHORT_READ: true,
 		sqlite3.SQLITE_FULL: true, sqlite3.SQLITE_NOMEM: true, sqlite3.SQLITE_PROTOCOL: true,
+		// Read-only is a file's permissions or a connection's state, both of
+		// which clear: retried, never lost.
+		sqlite3.SQLITE_READONLY: true, sqlite3.SQLITE_READONLY_DBMOVED: true,
 		sqlite3.SQLITE_ERROR: false, sqlite3.SQLITE_CONSTRAINT: false, sqlite3.SQLITE_CONSTRAINT_UNIQUE: false,
-		sqlite3.SQLITE_MISMATCH: false, sqlite3.SQLITE_READONLY: false, sqlite3.SQLITE_CORRUPT: false,
+		sqlite3.SQLITE_MISMATCH: false, sqlite3.SQLITE_CORRUPT: false, sqlite3.SQLITE_AUTH: false,
 	} {
 		require.Equal(t, want, sqliteCodeIsTransient(code), code)
 	}

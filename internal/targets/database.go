@@ -3,6 +3,7 @@ package targets
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -19,7 +20,8 @@ import (
 // errClosed is the underlying error of a write after Close.
 var errClosed = errors.New("targets registry is closed")
 
-// write makes one database attempt: the statement in its own transaction.
+// write makes one database attempt: the statement in its own transaction,
+// on a connection that no state of it outlives.
 func (r *Registry) write(ctx context.Context, req Request) (Result, error) {
 	db := r.databases[req.Connection]
 	pool, err := r.pool(req.Connection, db)
@@ -29,16 +31,34 @@ func (r *Registry) write(ctx context.Context, req Request) (Result, error) {
 	timeout := timeoutOr(db.Timeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	n, err := execTx(ctx, pool, req.SQL, req.Args)
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		return Result{}, dbFailure(ctx, timeout, fmt.Errorf("connect: %w", err), password(db))
+	}
+	n, err := execTx(ctx, conn, req.SQL, req.Args)
+	releaseConn(conn, err != nil || len(db.Allow) > 0)
 	if err != nil {
 		return Result{}, dbFailure(ctx, timeout, err, password(db))
 	}
 	return Result{RowsAffected: n}, nil
 }
 
-// execTx runs query with args in a transaction and commits it.
-func execTx(ctx context.Context, pool *sql.DB, query string, args []any) (int64, error) {
-	tx, err := pool.BeginTx(ctx, nil)
+// releaseConn returns conn to its pool, or closes it when discard is set:
+// after a failure, or where the definition allows statements (PRAGMA,
+// ATTACH, SET through EXEC) that leave state on the connection, so no
+// request's connection state reaches the next one. SQL Server also resets
+// a reused connection's session (go-mssqldb's ResetSession).
+func releaseConn(conn *sql.Conn, discard bool) {
+	if discard {
+		// driver.ErrBadConn from Raw tells database/sql to close it.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = conn.Close()
+}
+
+// execTx runs query with args in a transaction on conn and commits it.
+func execTx(ctx context.Context, conn *sql.Conn, query string, args []any) (int64, error) {
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w", err)
 	}
@@ -90,10 +110,7 @@ func (r *Registry) pool(name string, db config.Database) (*sql.DB, error) {
 func openPool(db config.Database) (*sql.DB, error) {
 	switch driverOf(db) {
 	case config.DriverSQLite:
-		p, err := sql.Open("sqlite", sqliteDSN(db.DSN, timeoutOr(db.Timeout)))
-		if err != nil {
-			return nil, &InvalidError{Field: "connection", Reason: "open sqlite: " + err.Error()}
-		}
+		p := sql.OpenDB(sqliteConnector{dsn: sqliteDSN(db.DSN, timeoutOr(db.Timeout)), driver: guardedSQLiteDriver(db.Allow)})
 		// One writer at a time per file; more connections would only queue on its lock.
 		p.SetMaxOpenConns(1)
 		return p, nil

@@ -119,7 +119,7 @@ func (r *Registry) validateWrite(req Request) error {
 	if strings.TrimSpace(req.SQL) == "" {
 		return &InvalidError{Field: "sql", Reason: "is empty"}
 	}
-	return nil
+	return checkStatement(req.SQL, db, len(req.Args))
 }
 
 // checkValues checks what Validate and Encode both need: every argument

@@ -108,7 +108,7 @@ func TestSQLitePermanentErrors(t *testing.T) {
 	require.NoError(t, err)
 	r := sqliteRegistry(t, path, 5*time.Second)
 	for name, req := range map[string]Request{
-		"syntax":        write("historian", `INSRT INTO readings (tag) VALUES (?)`, "x"),
+		"syntax":        write("historian", `INSERT INTO readings (tag) VALUS (?)`, "x"),
 		"unique":        write("historian", `INSERT INTO readings (tag) VALUES (?)`, "dup"),
 		"not null":      write("historian", `INSERT INTO readings (value) VALUES (?)`, 1),
 		"unknown table": write("historian", `INSERT INTO nowhere (tag) VALUES (?)`, "x"),

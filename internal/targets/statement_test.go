@@ -1,0 +1,164 @@
+package targets
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/outpost-dev/outpost/internal/config"
+)
+
+func TestCheckStatement(t *testing.T) {
+	t.Parallel()
+	lite := config.Database{Driver: config.DriverSQLite}
+	mssql := config.Database{Driver: config.DriverSQLServer}
+	allow := func(db config.Database, classes ...string) config.Database { db.Allow = classes; return db }
+	for _, tc := range []struct {
+		name  string
+		db    config.Database
+		sql   string
+		nArgs int
+		want  string // "" for allowed, else part of the refusal
+	}{
+		{"insert", lite, `INSERT INTO readings (tag, value) VALUES (?, ?)`, 2, ""},
+		{"trailing semicolon and comment", lite, "UPDATE readings SET value = ? -- fix; DROP\n;", 1, ""},
+		{"semicolon in a string", lite, `INSERT INTO readings (tag) VALUES ('a;b; DROP TABLE readings')`, 0, ""},
+		{"quoted names", lite, `DELETE FROM "we;ird" WHERE [x;y] = ? AND ` + "`z;`" + ` = ?`, 2, ""},
+		{"block comment", lite, `/* ; ATTACH */ DELETE FROM readings`, 0, ""},
+		{"numbered params", lite, `UPDATE readings SET value = ?2 WHERE tag = ?1`, 2, ""},
+		{"bare after numbered", lite, `UPDATE readings SET a = ?1, b = ?`, 2, ""},
+		{"named params are not counted", lite, `UPDATE readings SET value = :v WHERE tag = @t`, 5, ""},
+		{"with insert", lite, `WITH x(v) AS (SELECT ?) INSERT INTO readings (tag) SELECT v FROM x`, 1, ""},
+		{"replace", lite, `REPLACE INTO readings (tag) VALUES (?)`, 1, ""},
+		{"two statements", lite, `INSERT INTO readings (tag) VALUES ('a'); DROP TABLE readings`, 0, "holds 2 statements"},
+		{"statement hidden after a comment", lite, "INSERT INTO readings (tag) VALUES ('a') /* x */; DELETE FROM readings", 0, "holds 2 statements"},
+		{"attach", lite, `ATTACH DATABASE ? AS x`, 1, "ATTACH statements are refused unless the database's definition allows them (allow: [attach])"},
+		{"detach", lite, `DETACH x`, 0, "allow: [attach]"},
+		{"pragma", lite, `PRAGMA query_only=1`, 0, "allow: [pragma]"},
+		{"create", lite, `CREATE TABLE t (a)`, 0, "allow: [ddl]"},
+		{"drop lower case", lite, `drop table readings`, 0, "DROP statements are refused"},
+		{"vacuum into", lite, `VACUUM INTO '/tmp/copy.db'`, 0, "allow: [ddl]"},
+		{"select", lite, `SELECT * FROM readings`, 0, "SELECT returns rows"},
+		{"with select", lite, `WITH x AS (SELECT 1) SELECT * FROM x`, 0, "SELECT returns rows"},
+		{"begin", lite, `BEGIN`, 0, "transaction control"},
+		{"other", lite, `REINDEXX`, 0, "is not a statement a write may run"},
+		{"missing argument", lite, `INSERT INTO readings (tag, value) VALUES (?, ?)`, 1, "takes 2 argument(s) and 1 were given"},
+		{"surplus argument", lite, `DELETE FROM readings`, 1, "takes 0 argument(s) and 1 were given"},
+		{"unterminated string", lite, `INSERT INTO readings (tag) VALUES ('a)`, 0, "' opened at byte 35 is never closed"},
+		{"unterminated comment", lite, `DELETE FROM readings /* ;`, 0, "comment opened at byte 21 is never closed"},
+		{"empty after comments", lite, `-- nothing`, 0, "holds 0 statements"},
+		{"allowed pragma", allow(lite, config.AllowPragma), `PRAGMA user_version = 3`, 0, ""},
+		{"allowed ddl", allow(lite, config.AllowDDL), `CREATE TABLE t (a)`, 0, ""},
+		{"allowed ddl is still one statement", allow(lite, config.AllowDDL), `CREATE TABLE t (a); DROP TABLE readings`, 0, "holds 2 statements"},
+		{"pragma is not sql server", allow(mssql, config.AllowPragma), `PRAGMA x`, 0, "is not a statement a write may run"},
+		{"sql server positional", mssql, `UPDATE readings SET value = @p2 WHERE tag = @p1`, 2, ""},
+		{"sql server missing", mssql, `UPDATE readings SET value = @p2 WHERE tag = @p1`, 1, "takes 2 argument(s) and 1 were given"},
+		{"sql server system function", mssql, `UPDATE readings SET n = @@ROWCOUNT WHERE tag = @p1`, 1, ""},
+		{"sql server nested comment", mssql, `DELETE FROM readings /* a /* b */ ; */`, 0, ""},
+		{"sql server merge", mssql, `MERGE readings AS t USING (SELECT @p1 AS tag) AS s ON t.tag = s.tag WHEN NOT MATCHED THEN INSERT (tag) VALUES (s.tag);`, 1, ""},
+		{"sql server exec", mssql, `EXEC dbo.Cleanup`, 0, "allow: [exec]"},
+		{"sql server insert exec", mssql, `INSERT INTO readings EXEC dbo.Anything`, 0, "INSERT … EXEC statements are refused"},
+		{"sql server allowed exec", allow(mssql, config.AllowExec), `EXEC dbo.Cleanup @p1`, 1, ""},
+		{"sql server truncate", mssql, `TRUNCATE TABLE readings`, 0, "allow: [ddl]"},
+		{"sql server use", mssql, `USE master`, 0, "USE is not a statement a write may run"},
+	} {
+		err := checkStatement(tc.sql, tc.db, tc.nArgs)
+		if tc.want == "" {
+			require.NoError(t, err, tc.name)
+			continue
+		}
+		var invalid *InvalidError
+		require.ErrorAs(t, err, &invalid, tc.name)
+		require.Contains(t, err.Error(), tc.want, tc.name)
+	}
+}
+
+// What a page or script sent to POST /v1/writes to escape the one write it
+// may make: each is refused before it runs, and the database is unchanged.
+func TestSQLiteWriteRefusesEscapes(t *testing.T) {
+	t.Parallel()
+	path, db := newTargetDB(t)
+	r := sqliteRegistry(t, path, 5*time.Second)
+	attached := filepath.Join(t.TempDir(), "planted.db")
+	for name, req := range map[string]Request{
+		"stacked drop": write("historian", `INSERT INTO readings (tag) VALUES (?); DROP TABLE readings`, "x"),
+		"attach":       write("historian", `ATTACH DATABASE ? AS x`, attached),
+		"pragma":       write("historian", `PRAGMA query_only=1`),
+		"ddl":          write("historian", `DROP TABLE readings`),
+		"missing arg":  write("historian", `INSERT INTO readings (tag, value) VALUES (?, ?)`, "x"),
+		"surplus arg":  write("historian", `INSERT INTO readings (tag) VALUES (?)`, "x", 1),
+	} {
+		_, err := r.Execute(t.Context(), req)
+		var invalid *InvalidError
+		require.ErrorAs(t, err, &invalid, name)
+	}
+	_, err := os.Stat(attached)
+	require.ErrorIs(t, err, os.ErrNotExist, "ATTACH created no file")
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM readings`).Scan(&n), "the table is still there")
+	require.Zero(t, n)
+	res, err := r.Execute(t.Context(), write("historian", `INSERT INTO readings (tag) VALUES (?)`, "after"))
+	require.NoError(t, err, "later writes still work")
+	require.Equal(t, int64(1), res.RowsAffected)
+}
+
+// Where the definition allows PRAGMA and ATTACH, their effect ends with the
+// request: the next write runs on a fresh connection.
+func TestSQLiteConnectionStateDoesNotOutliveTheRequest(t *testing.T) {
+	t.Parallel()
+	path, db := newTargetDB(t)
+	r := New(nil, map[string]config.Database{"historian": {DSN: path, Timeout: 5 * time.Second,
+		Allow: []string{config.AllowPragma, config.AllowAttach}}})
+	t.Cleanup(func() { require.NoError(t, r.Close()) })
+
+	_, err := r.Execute(t.Context(), write("historian", `PRAGMA query_only=1`))
+	require.NoError(t, err)
+	res, err := r.Execute(t.Context(), write("historian", `INSERT INTO readings (tag) VALUES (?)`, "after pragma"))
+	require.NoError(t, err, "query_only did not outlive its request")
+	require.Equal(t, int64(1), res.RowsAffected)
+
+	_, err = r.Execute(t.Context(), write("historian", `ATTACH DATABASE ? AS other`, filepath.Join(t.TempDir(), "other.db")))
+	require.NoError(t, err)
+	_, err = r.Execute(t.Context(), write("historian", `CREATE TABLE other.t (a)`))
+	var invalid *InvalidError
+	require.ErrorAs(t, err, &invalid, "DDL is still refused")
+	_, err = r.Execute(t.Context(), write("historian", `INSERT INTO other.t (a) VALUES (1)`))
+	f := requireFailure(t, err, true)
+	require.Contains(t, f.Message, "no such table: other.t", "the attachment did not outlive its request")
+
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM readings`).Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+// SQLite itself refuses what the lexer refuses, should the two ever read a
+// statement differently: the authorizer on the guarded driver's
+// connections.
+func TestSQLiteAuthorizerBacksTheLexer(t *testing.T) {
+	t.Parallel()
+	path, db := newTargetDB(t)
+	pool := sql.OpenDB(sqliteConnector{dsn: sqliteDSN(path, time.Second), driver: guardedSQLiteDriver(nil)})
+	t.Cleanup(func() { require.NoError(t, pool.Close()) })
+	conn, err := pool.Conn(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, conn.Close()) })
+
+	for _, stmt := range []string{`DROP TABLE readings`, `PRAGMA query_only=1`, `ATTACH DATABASE ':memory:' AS x`, `CREATE TABLE t (a)`} {
+		_, err := execTx(t.Context(), conn, stmt, nil)
+		var se *sqlite.Error
+		require.ErrorAs(t, err, &se, stmt)
+		require.Equal(t, sqlite3.SQLITE_AUTH, se.Code(), stmt)
+	}
+	n, err := execTx(t.Context(), conn, `INSERT INTO readings (tag) VALUES (?)`, []any{"ok"})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	var count int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM readings`).Scan(&count))
+	require.Equal(t, 1, count)
+}
