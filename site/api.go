@@ -28,8 +28,16 @@ type API struct {
 	log    *zap.Logger
 }
 
-// NewAPI returns the HTTP handler of the site API.
-func NewAPI(c *Client, log *zap.Logger) http.Handler {
+// APIOptions configures the site API.
+type APIOptions struct {
+	// Hosts are names, beside localhost and IP addresses, that requests may
+	// carry in their Host header (site.api_hosts). Default none.
+	Hosts []string
+}
+
+// NewAPI returns the HTTP handler of the site API. It refuses requests a
+// web page could send (guardAPI).
+func NewAPI(c *Client, opts APIOptions, log *zap.Logger) http.Handler {
 	a := &API{client: c, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/notifications", a.postNotification)
@@ -37,7 +45,7 @@ func NewAPI(c *Client, log *zap.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/calls", a.postCall)
 	mux.HandleFunc("POST /v1/writes", a.postWrite)
 	mux.HandleFunc("GET /v1/operations/{id}", a.getOperation)
-	return mux
+	return guardAPI(mux, opts.Hosts)
 }
 
 // requestOverhead is room for the JSON around a body of the maximum size.

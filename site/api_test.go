@@ -28,15 +28,25 @@ func newTestClient(t *testing.T) *Client {
 func post(t *testing.T, h http.Handler, body string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/notifications", strings.NewReader(body)))
+	h.ServeHTTP(rec, apiRequest(http.MethodPost, "/v1/notifications", body))
 	return rec.Code, rec.Body.String()
+}
+
+// apiRequest is a request as a script sends it: to 127.0.0.1, a POST's
+// body declared JSON.
+func apiRequest(method, path, body string) *http.Request {
+	r := httptest.NewRequest(method, "http://127.0.0.1:8480"+path, strings.NewReader(body))
+	if method == http.MethodPost {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	return r
 }
 
 // Bad input gets a 4xx naming the problem, and nothing is buffered for it.
 func TestPostNotificationRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	c := newTestClient(t)
-	h := NewAPI(c, zaptest.NewLogger(t))
+	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
 	cases := []struct {
 		name, body string
 		status     int
@@ -77,7 +87,7 @@ func TestPostNotificationMeasuresEscapedBodyDecoded(t *testing.T) {
 		Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: limit})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	h := NewAPI(c, zaptest.NewLogger(t))
+	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
 
 	code, body := post(t, h, `{"list":"ops","subject":"s","body":"`+strings.Repeat(`\u0041`, limit)+`"}`)
 	require.Equal(t, http.StatusAccepted, code, body)
@@ -91,7 +101,7 @@ func TestPostNotificationMeasuresEscapedBodyDecoded(t *testing.T) {
 func TestPostNotificationBuffersAndAnswersForwarding(t *testing.T) {
 	t.Parallel()
 	c := newTestClient(t)
-	h := NewAPI(c, zaptest.NewLogger(t))
+	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
 	code, body := post(t, h, `{"list":"ops","subject":"Pump 3 tripped","body":"Pressure low","instance":"pump-3","script":"trip.go"}`)
 	require.Equal(t, http.StatusAccepted, code, body)
 	var acc Accepted
@@ -108,14 +118,14 @@ func TestPostNotificationBuffersAndAnswersForwarding(t *testing.T) {
 	require.Len(t, msg.Link, 32)
 
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/notifications/"+acc.ID, nil))
+	h.ServeHTTP(rec, apiRequest(http.MethodGet, "/v1/notifications/"+acc.ID, ""))
 	require.Equal(t, http.StatusOK, rec.Code)
 	var st workflows.NotificationState
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &st))
 	require.Equal(t, workflows.StatusForwarding, st.Status)
 
 	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/notifications/not-a-uuid", nil))
+	h.ServeHTTP(rec, apiRequest(http.MethodGet, "/v1/notifications/not-a-uuid", ""))
 	require.Equal(t, http.StatusBadRequest, rec.Code)
 	require.Contains(t, rec.Body.String(), "is not a notification id")
 }

@@ -50,7 +50,7 @@ func siteDefinitions(erpURL, dbPath string) config.Site {
 func postJSON(t *testing.T, h http.Handler, path, body string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+	h.ServeHTTP(rec, apiRequest(http.MethodPost, path, body))
 	return rec.Code, rec.Body.String()
 }
 
@@ -64,7 +64,7 @@ func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
 	c, err := openSite(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	h := NewAPI(c, zaptest.NewLogger(t))
+	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
 	cases := []struct {
 		name, path, body, mentions string
 	}{

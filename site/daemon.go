@@ -53,14 +53,14 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	return &Daemon{
 		Client: c, Forwarder: fwd, cfg: cfg, temporal: tc, listener: ln, log: log,
 		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: cfg.ID, Batch: cfg.TelemetryBatch, Delay: cfg.TelemetryDelay}, log.Named("telemetry")),
-		server:    &http.Server{Handler: daemonHandler(c, tc, fwd, log), ReadHeaderTimeout: 10 * time.Second},
+		server:    &http.Server{Handler: daemonHandler(c, tc, fwd, cfg.APIHosts, log), ReadHeaderTimeout: 10 * time.Second},
 	}, nil
 }
 
 // daemonHandler serves the API, /metrics, /healthz and /readyz.
-func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, log *zap.Logger) http.Handler {
+func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, hosts []string, log *zap.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", NewAPI(c, log.Named("api")))
+	mux.Handle("/v1/", NewAPI(c, APIOptions{Hosts: hosts}, log.Named("api")))
 	registry := newMetricsRegistry(c.store, fwd.handoffs, time.Now)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", healthz)

@@ -193,12 +193,12 @@ func printStack(env Env, cfg config.Config, sinkURL string) {
 		fmt.Fprintf(w, "  Demo database     %s (table readings)\n", cfg.Dev.DemoDatabase)
 	}
 	fmt.Fprintf(w, "  Data              %s\n\n", cfg.Dev.DataDir)
-	fmt.Fprintf(w, "Try: curl -s -XPOST http://%s/v1/notifications -d '{\"list\":\"ops\",\"subject\":\"Pump 3 tripped\",\"body\":\"Pressure low\"}'\n", cfg.Site.Listen)
+	fmt.Fprintf(w, "Try: curl -s -XPOST http://%s/v1/notifications -H 'Content-Type: application/json' -d '{\"list\":\"ops\",\"subject\":\"Pump 3 tripped\",\"body\":\"Pressure low\"}'\n", cfg.Site.Listen)
 	if _, ok := cfg.Site.ExternalSystems["demo"]; ok {
-		fmt.Fprintf(w, "     curl -s -XPOST http://%s/v1/calls -d '{\"system\":\"demo\",\"method\":\"createOrder\",\"params\":{\"sku\":\"P-100\"}}'\n", cfg.Site.Listen)
+		fmt.Fprintf(w, "     curl -s -XPOST http://%s/v1/calls -H 'Content-Type: application/json' -d '{\"system\":\"demo\",\"method\":\"createOrder\",\"params\":{\"sku\":\"P-100\"}}'\n", cfg.Site.Listen)
 	}
 	if _, ok := cfg.Site.Databases["historian"]; ok {
-		fmt.Fprintf(w, "     curl -s -XPOST http://%s/v1/writes -d '{\"connection\":\"historian\",\"sql\":\"INSERT INTO readings (tag, value) VALUES (?, ?)\",\"args\":[\"pump-3.pressure\",4.2]}'\n", cfg.Site.Listen)
+		fmt.Fprintf(w, "     curl -s -XPOST http://%s/v1/writes -H 'Content-Type: application/json' -d '{\"connection\":\"historian\",\"sql\":\"INSERT INTO readings (tag, value) VALUES (?, ?)\",\"args\":[\"pump-3.pressure\",4.2]}'\n", cfg.Site.Listen)
 	}
 	fmt.Fprintln(w, "Ctrl-C stops everything.")
 }

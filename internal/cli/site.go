@@ -25,9 +25,9 @@ site.tracking_retention. It starts and accepts work with central down.
 
 Example:
   outpost site --config /etc/outpost/outpost.yaml
-  curl -s -XPOST localhost:8480/v1/notifications \
+  curl -s -XPOST localhost:8480/v1/notifications -H 'Content-Type: application/json' \
     -d '{"list":"ops","subject":"Pump 3 tripped","body":"Pressure low"}'
-  curl -s -XPOST localhost:8480/v1/calls \
+  curl -s -XPOST localhost:8480/v1/calls -H 'Content-Type: application/json' \
     -d '{"system":"erp","method":"getOrder","params":{"id":"42"}}'
   curl -s localhost:8480/v1/operations/<id>`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {

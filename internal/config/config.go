@@ -49,6 +49,10 @@ type Site struct {
 	Store string `yaml:"store"`
 	// Listen is the local HTTP API address. Default 127.0.0.1:8480.
 	Listen string `yaml:"listen"`
+	// APIHosts are host names, beside localhost and IP addresses, under
+	// which clients reach the API; a request whose Host header is another
+	// name is refused (a DNS-rebinding page's is). Default none.
+	APIHosts []string `yaml:"api_hosts"`
 	// ForwardInterval is the fixed wait before a failed hand-off to central is
 	// tried again, forever. Default 10s.
 	ForwardInterval time.Duration `yaml:"forward_interval"`

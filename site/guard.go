@@ -1,0 +1,67 @@
+package site
+
+import (
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// The site API runs operations a web page must never be able to run: any
+// page open in a browser on the site host can send requests to 127.0.0.1,
+// and a DNS-rebinding page can even read the answers. guardAPI lets through
+// only what a script or tool sends:
+//   - a Host header that names this API: localhost, an IP address, or one
+//     of site.api_hosts (a rebound DNS name is none of those);
+//   - no cross-site browser request (Sec-Fetch-Site, Origin against Host),
+//     the checks of net/http's CrossOriginProtection;
+//   - a POST body declared application/json, which no HTML form can send
+//     and no page can send across sites without a CORS preflight this API
+//     never answers.
+func guardAPI(next http.Handler, hosts []string) http.Handler {
+	crossOrigin := http.NewCrossOriginProtection()
+	crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross-site request refused: the site API serves scripts and tools, "+
+			"not web pages (the request's Origin or Sec-Fetch-Site names another site)")
+	}))
+	checked := crossOrigin.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && !isJSON(r.Header.Get("Content-Type")) {
+			writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf(
+				"Content-Type %q refused: send the JSON body with Content-Type: application/json", r.Header.Get("Content-Type")))
+			return
+		}
+		next.ServeHTTP(w, r)
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hostAllowed(r.Host, hosts) {
+			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf(
+				"host %q is not a name of this site API: use localhost or an IP address, or add the name to site.api_hosts", r.Host))
+			return
+		}
+		checked.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed reports whether a request's Host names this API.
+func hostAllowed(hostport string, hosts []string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" {
+		return false // HTTP/1.1 requires Host; only a hand-made request lacks it
+	}
+	if strings.EqualFold(host, "localhost") || net.ParseIP(host) != nil {
+		return true
+	}
+	return slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, host) })
+}
+
+// isJSON reports a media type of application/json, parameters aside.
+func isJSON(contentType string) bool {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mediaType == "application/json"
+}
