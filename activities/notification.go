@@ -126,8 +126,10 @@ func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd wor
 // applyUpdate writes upd to the row. The workflow retries a failed write
 // until the store answers, so a refusal because the row is terminal must
 // not be retried: it is success when the row already has upd's status (an
-// earlier run of this write committed, but its result was lost), and a
-// non-retryable failure otherwise.
+// earlier run of this write committed, but its result was lost), and
+// otherwise a non-retryable TerminalRow failure whose details are the row's
+// state, which the workflow adopts: an attempt that delivered the email and
+// marked the row, but whose completion was lost, ends Delivered.
 func (a *NotificationActivities) applyUpdate(ctx context.Context, upd workflows.NotificationUpdate) error {
 	err := a.writeUpdate(ctx, upd)
 	if !errors.Is(err, centralstore.ErrTerminal) {
@@ -140,7 +142,7 @@ func (a *NotificationActivities) applyUpdate(ctx context.Context, upd workflows.
 	if row.Status == upd.Status {
 		return nil
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeTerminalRow, err)
+	return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeTerminalRow, err, StateOf(row))
 }
 
 // writeUpdate is the store write of upd: a Delivered row also gets its

@@ -99,4 +99,9 @@ func TestUpdateOfATerminalRow(t *testing.T) {
 	require.True(t, errors.As(err, &appErr), "%v", err)
 	require.Equal(t, workflows.ErrTypeTerminalRow, appErr.Type())
 	require.True(t, appErr.NonRetryable())
+	var state workflows.NotificationState
+	require.NoError(t, appErr.Details(&state), "the refusal carries the row for the workflow to adopt")
+	require.Equal(t, workflows.StatusDelivered, state.Status)
+	require.Equal(t, centralT0, when(t, state.DeliveredAt))
+	require.Equal(t, []string{"ops@example.com"}, state.ResolvedTargets)
 }

@@ -121,7 +121,8 @@ const (
 )
 
 // ErrTypeTerminalRow fails a central-store write that would change a row
-// already Delivered or Discarded: no retry can make it.
+// already Delivered or Discarded: no retry can make it. Its details are the
+// row's NotificationState, which the workflow adopts.
 const ErrTypeTerminalRow = "TerminalRow"
 
 // NotificationWorkflow delivers one notification: record the central row,
@@ -149,7 +150,7 @@ func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
 	}
 	if n.state.Status != StatusPending {
 		// A previous run left it Retrying or Parked: restart its cycle cleanly.
-		if err := n.update(ctx, NotificationUpdate{Status: StatusPending, LastError: n.state.LastError}); err != nil {
+		if err := n.update(ctx, NotificationUpdate{Status: StatusPending, LastError: n.state.LastError}); err != nil || n.finished() {
 			return n.state, err
 		}
 	}
@@ -186,11 +187,15 @@ func (n *notification) run(ctx workflow.Context) (NotificationState, error) {
 			upd.Status, upd.RetryCount = StatusDiscarded, n.state.RetryCount
 			return n.state, n.update(ctx, upd)
 		}
-		if err := n.update(ctx, upd); err != nil {
+		if err := n.update(ctx, upd); err != nil || n.finished() {
 			return n.state, err
 		}
 	}
 }
+
+// finished reports a terminal state: the central row's, when an update
+// found it terminal (adoptTerminalRow).
+func (n *notification) finished() bool { return n.state.Status.Terminal() }
 
 // deliver attempts delivery until it succeeds (true) or the notification parks (false).
 func (n *notification) deliver(ctx workflow.Context) (bool, error) {
@@ -213,13 +218,14 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 		n.state.LastAttemptAt = &now
 		next := AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(err))
 		if next == StatusParked {
-			return false, n.update(ctx, NotificationUpdate{Status: StatusParked, RetryCount: n.state.RetryCount,
+			err := n.update(ctx, NotificationUpdate{Status: StatusParked, RetryCount: n.state.RetryCount,
 				LastError: parkReason(err, n.policy.MaxRetries), Attempt: n.attempts})
+			return n.finished(), err
 		}
 		nextAt := now.Add(n.policy.Interval)
 		if err := n.update(ctx, NotificationUpdate{Status: StatusRetrying, RetryCount: n.state.RetryCount + 1,
-			LastError: describe(err), NextAttemptAt: &nextAt, Attempt: n.attempts}); err != nil {
-			return false, err
+			LastError: describe(err), NextAttemptAt: &nextAt, Attempt: n.attempts}); err != nil || n.finished() {
+			return n.finished(), err
 		}
 		if err := workflow.Sleep(ctx, n.policy.Interval); err != nil {
 			return false, err
@@ -260,11 +266,42 @@ func AfterFailedAttempt(retries, maxRetries int, permanent bool) Status {
 func (n *notification) update(ctx workflow.Context, upd NotificationUpdate) error {
 	upd.NotificationID, upd.LastAttemptAt = n.state.NotificationID, n.state.LastAttemptAt
 	upd.SiteID, upd.At = n.siteID, workflow.Now(ctx)
-	if err := storeWrite(ctx, ActivityUpdateNotification, upd, nil); err != nil {
+	err := storeWrite(ctx, ActivityUpdateNotification, upd, nil)
+	if row, ok := terminalRow(err); ok {
+		return n.adoptTerminalRow(ctx, row, upd.Status)
+	}
+	if err != nil {
 		return fmt.Errorf("update notification %s to %s: %w", n.state.NotificationID, upd.Status, err)
 	}
 	n.state.Status, n.state.RetryCount, n.state.LastError, n.state.NextAttemptAt = upd.Status, upd.RetryCount, upd.LastError, upd.NextAttemptAt
 	return n.setStatusAttr(ctx)
+}
+
+// adoptTerminalRow takes the central row's terminal state as the
+// workflow's: the row is the record, and a terminal row never changes. It
+// happens when an attempt delivered the email and marked the row Delivered
+// but its completion was lost (the worker or Temporal died after the
+// send): the workflow saw a timeout and tried to record Retrying.
+func (n *notification) adoptTerminalRow(ctx workflow.Context, row NotificationState, wanted Status) error {
+	workflow.GetLogger(ctx).Info("central row already terminal; taking its state",
+		"notification", n.state.NotificationID, "row", row.Status, "wanted", wanted)
+	action := n.state.LastOperatorAction
+	n.state = row
+	n.state.LastOperatorAction = action
+	return n.setStatusAttr(ctx)
+}
+
+// terminalRow is the row state carried by a TerminalRow failure.
+func terminalRow(err error) (NotificationState, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrTypeTerminalRow || !appErr.HasDetails() {
+		return NotificationState{}, false
+	}
+	var row NotificationState
+	if appErr.Details(&row) != nil || !row.Status.Terminal() {
+		return NotificationState{}, false
+	}
+	return row, true
 }
 
 func (n *notification) setStatusAttr(ctx workflow.Context) error {

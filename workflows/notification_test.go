@@ -28,6 +28,9 @@ type notificationSuite struct {
 	// storeFailures counts the writes it failed.
 	storeBackAt   time.Time
 	storeFailures int
+	// rowNow, when set, is the central row's terminal state: every update
+	// is refused with TerminalRow, as the store does.
+	rowNow *workflows.NotificationState
 }
 
 func TestNotificationWorkflow(t *testing.T) { suite.Run(t, new(notificationSuite)) }
@@ -43,9 +46,12 @@ func (s *notificationSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
 	s.env.RegisterActivity(&activities.NotificationActivities{})
-	s.updates, s.statusAttrs, s.storeBackAt, s.storeFailures = nil, nil, time.Time{}, 0
+	s.updates, s.statusAttrs, s.storeBackAt, s.storeFailures, s.rowNow = nil, nil, time.Time{}, 0, nil
 	s.env.OnActivity(workflows.ActivityUpdateNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, u workflows.NotificationUpdate) error {
+			if s.rowNow != nil {
+				return temporal.NewNonRetryableApplicationError("notification is terminal", workflows.ErrTypeTerminalRow, nil, *s.rowNow)
+			}
 			if s.env.Now().Before(s.storeBackAt) {
 				s.storeFailures++
 				return errStoreDown
@@ -245,6 +251,32 @@ func (s *notificationSuite) TestAttemptTimeoutIsTransient() {
 	s.Equal([]workflows.Status{workflows.StatusRetrying}, s.statuses())
 	s.Contains(s.updates[0].LastError, "timed out")
 	s.Equal([]string{"Retrying", "Delivered"}, s.statusAttrs)
+}
+
+// An attempt that sent the email and marked the row Delivered, but whose
+// completion was lost (its worker died after the send), times out; the
+// Retrying update then finds the row Delivered, and the workflow ends
+// Delivered with the row's times and recipients, sending nothing again.
+func (s *notificationSuite) TestLostCompletionAdoptsTheDeliveredRow() {
+	short := workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 50 * time.Millisecond}
+	s.recordWith(workflows.StatusPending, short)
+	at := time.Date(2026, 11, 22, 1, 0, 5, 0, time.UTC)
+	s.rowNow = &workflows.NotificationState{NotificationID: sub.NotificationID, Status: workflows.StatusDelivered,
+		DeliveredAt: &at, LastAttemptAt: &at, ResolvedTargets: []string{"ops@example.com"}}
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, _ workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+			<-ctx.Done() // the completion never arrives
+			return workflows.DeliverNotificationResult{}, ctx.Err()
+		}).Once()
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+
+	st := s.result()
+	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(&at, st.DeliveredAt)
+	s.Equal([]string{"ops@example.com"}, st.ResolvedTargets)
+	s.Equal(workflows.StatusDelivered, s.queryStatus().Status)
+	s.Equal([]string{"Delivered"}, s.statusAttrs)
+	s.env.AssertNumberOfCalls(s.T(), workflows.ActivityDeliverNotification, 1)
 }
 
 // With max_retries 0 the first attempt (central's, there is no site-side

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -291,4 +294,42 @@ func requireGap(t *testing.T, interval, gap time.Duration, msgAndArgs ...any) {
 	t.Helper()
 	require.GreaterOrEqual(t, gap, interval-250*time.Millisecond, msgAndArgs...)
 	require.LessOrEqual(t, gap, interval+time.Second, msgAndArgs...)
+}
+
+// The worker sends the email and marks the central row Delivered, but its
+// completion never reaches Temporal: Temporal stops the moment the SMTP
+// server has the message, and the worker's connection is cut before
+// Temporal is back. The attempt times out; the workflow finds the row
+// Delivered and ends Delivered (it failed with TerminalRow and read
+// Pending forever before), and the email went out once.
+func TestLostDeliveryCompletionEndsDelivered(t *testing.T) {
+	s := newStack(t, nil)
+	temporalStopped := make(chan struct{})
+	var once sync.Once
+	// Runs before the sink answers 250: the activity cannot complete first.
+	s.sinks[0].OnEmail(func(smtpsink.Message) { once.Do(func() { s.stopTemporal(); close(temporalStopped) }) })
+	id := s.notify("ops", "completion lost")
+	select {
+	case <-temporalStopped:
+	case <-time.After(time.Minute):
+		t.Fatal("the email never reached the SMTP server")
+	}
+	store := s.centralStore()
+	require.Eventually(t, func() bool {
+		row, err := store.GetNotification(t.Context(), id)
+		return err == nil && row.Status == workflows.StatusDelivered
+	}, 30*time.Second, 50*time.Millisecond, "the activity marks the row Delivered")
+	s.killCentral()
+
+	s.startTemporal()
+	s.startCentralWith(prometheus.NewRegistry())
+	// The attempt's StartToClose (smtp.timeout + 30 s) must pass first.
+	s.waitStatus(workflows.StatusDelivered, 2*time.Minute, id)
+	require.Equal(t, 1, s.received()[id], "one email")
+	desc, err := s.client.DescribeWorkflowExecution(t.Context(), workflows.NotificationWorkflowID(id), "")
+	require.NoError(t, err)
+	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.WorkflowExecutionInfo.Status)
+	attr := desc.WorkflowExecutionInfo.SearchAttributes.IndexedFields[workflows.AttrStatus.GetName()]
+	require.NotNil(t, attr)
+	require.Contains(t, string(attr.Data), "Delivered")
 }

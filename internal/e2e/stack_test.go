@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -60,6 +61,8 @@ type stack struct {
 	demo *demosystem.System
 	// uiPort serves the dev server's Web UI; 0 runs it headless.
 	uiPort int
+	// killCentral stops the central worker as a crash would.
+	killCentral func()
 }
 
 // stackOption changes how newStack starts the stack.
@@ -194,16 +197,37 @@ func (s *stack) received() map[string]int {
 	return counts
 }
 
-func (s *stack) startCentral() {
+func (s *stack) startCentral() { s.startCentralWith(s.metrics.Registry) }
+
+// startCentralWith runs a central worker, metrics into registry, on a
+// Temporal connection of its own, as a separate process would have: killCentral
+// cuts it like a crash would.
+func (s *stack) startCentralWith(registry *prometheus.Registry) {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	// After a restart of the dev server the test's connection takes a
+	// moment to come back.
+	require.Eventually(s.t, func() bool {
+		_, err := s.client.CheckHealth(ctx, nil)
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "Temporal answers")
 	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, s.client, s.cfg.Temporal.Namespace, s.log))
-	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal.Namespace, s.client, s.metrics.Registry)
+	tc, err := temporalclient.Dial(s.cfg.Temporal, s.log, s.metrics.SDK)
+	require.NoError(s.t, err)
+	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal.Namespace, tc, registry)
 	require.NoError(s.t, err)
 	s.centralURL = "http://" + central.Addr()
 	done := make(chan error, 1)
 	go func() { done <- central.Run(ctx) }()
-	s.t.Cleanup(func() { cancel(); require.NoError(s.t, <-done) })
+	var stopped sync.Once
+	s.killCentral = func() {
+		// The connection goes first: nothing the worker still has in hand
+		// (an activity's completion) reaches Temporal.
+		stopped.Do(func() { tc.Close(); cancel(); <-done })
+	}
+	s.t.Cleanup(func() {
+		stopped.Do(func() { cancel(); require.NoError(s.t, <-done); tc.Close() })
+	})
 }
 
 // siteProc is one running site daemon.
