@@ -92,7 +92,7 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in wor
 	}
 	err = a.Sender.Send(ctx, mailer.Email{ID: row.NotificationID, To: recipients, Subject: row.Subject, Body: row.Body})
 	if err != nil {
-		return workflows.DeliverNotificationResult{}, classifySendError(err)
+		return workflows.DeliverNotificationResult{}, classifySendError(row.NotificationID, err)
 	}
 	at := a.now()
 	res := workflows.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
@@ -168,8 +168,14 @@ func (a *NotificationActivities) resolve(list string) ([]string, error) {
 	return recipients, nil
 }
 
-func classifySendError(err error) error {
+func classifySendError(id string, err error) error {
 	var sendErr *mailer.SendError
+	if errors.As(err, &sendErr) && sendErr.Uncertain {
+		return temporal.NewNonRetryableApplicationError("delivery uncertain: the SMTP server received the whole message "+
+			"but did not confirm it within central.smtp.final_reply_timeout, so it may have been delivered; "+
+			"check a recipient's mailbox for Message-ID <"+id+"@outpost>, then retry (sends again) or discard: "+err.Error(),
+			workflows.ErrTypeUncertain, err)
+	}
 	if errors.As(err, &sendErr) && sendErr.Permanent {
 		return temporal.NewNonRetryableApplicationError("smtp rejected the message: "+err.Error(), workflows.ErrTypeRejected, err)
 	}

@@ -71,9 +71,9 @@ func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc cl
 		},
 		Policy: workflows.RetryPolicy{
 			Interval: cfg.SMTP.RetryInterval, MaxRetries: cfg.SMTP.MaxRetries,
-			// The attempt's own deadline is the SMTP timeout; leave room for
-			// the store writes around it.
-			AttemptTimeout: cfg.SMTP.Timeout + 30*time.Second,
+			// Connecting and the commands take up to a timeout each, the
+			// final reply its own; leave room for the store writes around them.
+			AttemptTimeout: 2*cfg.SMTP.Timeout + cfg.SMTP.FinalReplyTimeout + 30*time.Second,
 		},
 		Audit: writer,
 	})

@@ -118,6 +118,10 @@ const (
 	ErrTypeUnknownList  = "UnknownList"
 	ErrTypeNoRecipients = "NoRecipients"
 	ErrTypeRejected     = "SMTPRejected"
+	// ErrTypeUncertain is a send the server may have accepted: it had the
+	// whole message and never answered. Sending again could deliver it
+	// twice, so it parks for an operator to check and retry or discard.
+	ErrTypeUncertain = "DeliveryUncertain"
 )
 
 // ErrTypeTerminalRow fails a central-store write that would change a row
@@ -400,6 +404,10 @@ func describe(err error) string {
 }
 
 func parkReason(err error, maxRetries int) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == ErrTypeUncertain {
+		return describe(err)
+	}
 	if isPermanent(err) {
 		return "permanent failure: " + describe(err)
 	}

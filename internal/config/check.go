@@ -303,6 +303,7 @@ func (c *checker) smtp(s SMTP) {
 	}
 	c.oneOf("central.smtp.tls", s.TLS, mailer.TLSNone, mailer.TLSOpportunistic, mailer.TLSStartTLS, mailer.TLSImplicit)
 	c.positiveDuration("central.smtp.timeout", s.Timeout)
+	c.positiveDuration("central.smtp.final_reply_timeout", s.FinalReplyTimeout)
 	c.retries("central.smtp", s.MaxRetries, s.RetryInterval)
 	if s.Username != "" && s.PasswordEnv == "" {
 		c.add("central.smtp.password_env", "required with a username: the name of the variable holding the password")

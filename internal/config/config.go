@@ -271,8 +271,14 @@ type SMTP struct {
 	From string `yaml:"from"`
 	// TLS is none, opportunistic, starttls or tls. Default starttls.
 	TLS string `yaml:"tls"`
-	// Timeout bounds one delivery attempt. Default 30s.
+	// Timeout bounds connecting to the server and then the commands up to
+	// the end of the message, each. Default 30s.
 	Timeout time.Duration `yaml:"timeout"`
+	// FinalReplyTimeout is how long the server may take to confirm a message
+	// it has received in full. A relay that answers after this is taken for
+	// one that may have accepted: the notification parks as uncertain rather
+	// than being sent again. RFC 5321 recommends 10m. Default 5m.
+	FinalReplyTimeout time.Duration `yaml:"final_reply_timeout"`
 	// RetryInterval is the fixed wait between delivery attempts. Default 1m.
 	RetryInterval time.Duration `yaml:"retry_interval"`
 	// MaxRetries is how many retries follow a failed first attempt before the
@@ -332,7 +338,8 @@ func Default() Config {
 			Store:     CentralStore{Driver: DriverSQLite, Path: "outpost-central.db", PasswordEnv: "OUTPOST_DB_PASSWORD"},
 			SMTP: SMTP{
 				Host: "127.0.0.1", Port: 25, PasswordEnv: "OUTPOST_SMTP_PASSWORD", From: "outpost@localhost",
-				TLS: mailer.TLSStartTLS, Timeout: 30 * time.Second, RetryInterval: time.Minute, MaxRetries: 10,
+				TLS: mailer.TLSStartTLS, Timeout: 30 * time.Second, FinalReplyTimeout: 5 * time.Minute,
+				RetryInterval: time.Minute, MaxRetries: 10,
 			},
 		},
 		Dev: Dev{
@@ -429,6 +436,6 @@ func (t Temporal) APIKey() string { return os.Getenv(t.APIKeyEnv) }
 func (c Central) Mailer() mailer.Config {
 	return mailer.Config{
 		Host: c.SMTP.Host, Port: c.SMTP.Port, Username: c.SMTP.Username, Password: c.SMTPPassword(),
-		From: c.SMTP.From, TLS: c.SMTP.TLS, Timeout: c.SMTP.Timeout,
+		From: c.SMTP.From, TLS: c.SMTP.TLS, Timeout: c.SMTP.Timeout, FinalReplyTimeout: c.SMTP.FinalReplyTimeout,
 	}
 }

@@ -333,3 +333,34 @@ func TestLostDeliveryCompletionEndsDelivered(t *testing.T) {
 	require.NotNil(t, attr)
 	require.Contains(t, string(attr.Data), "Delivered")
 }
+
+// A relay that answers 250 after smtp.timeout delivered the email: it is
+// Delivered after one send (it was sent four times and parked before). One
+// that has not answered by smtp.final_reply_timeout may have accepted it:
+// it parks as uncertain after one send, for an operator to check.
+func TestSlowRelayIsNotSentTwice(t *testing.T) {
+	s := newStack(t, nil)
+	late := s.cfg.Central.SMTP.Timeout + 2*time.Second
+	tooLate := s.cfg.Central.SMTP.FinalReplyTimeout + 2*time.Second
+	// The sink calls OnEmail before it answers the end of the message.
+	s.sinks[0].OnEmail(func(m smtpsink.Message) {
+		switch m.Subject {
+		case "late":
+			time.Sleep(late)
+		case "too late":
+			time.Sleep(tooLate)
+		}
+	})
+	lateID, tooLateID := s.notify("ops", "late"), s.notify("ops", "too late")
+
+	s.waitStatus(workflows.StatusDelivered, time.Minute, lateID)
+	st, _ := s.status(lateID)
+	require.Zero(t, st.RetryCount)
+	s.waitStatus(workflows.StatusParked, time.Minute, tooLateID)
+	st, _ = s.status(tooLateID)
+	require.Contains(t, st.LastError, "delivery uncertain")
+	require.Contains(t, st.LastError, tooLateID+"@outpost")
+	received := s.received()
+	require.Equal(t, 1, received[lateID], "sent once")
+	require.Equal(t, 1, received[tooLateID], "sent once, then parked")
+}

@@ -90,6 +90,7 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 	cfg.Central.SMTP.Port = testutil.FreePort(t)
 	cfg.Central.SMTP.TLS = mailer.TLSNone
 	cfg.Central.SMTP.Timeout = 5 * time.Second
+	cfg.Central.SMTP.FinalReplyTimeout = 10 * time.Second
 	cfg.Central.SMTP.RetryInterval = time.Second
 	cfg.Central.SMTP.MaxRetries = 2
 	cfg.Central.Lists = map[string][]string{"ops": {"ops@example.com", "oncall@example.com"}, "empty": {}}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/textproto"
 	"time"
 
@@ -28,7 +29,14 @@ type Config struct {
 	Password string
 	From     string
 	TLS      string
-	Timeout  time.Duration
+	// Timeout bounds connecting (with TLS and authentication) and then the
+	// commands up to the end of the message, each.
+	Timeout time.Duration
+	// FinalReplyTimeout is how long the server may take to answer once it
+	// has the whole message (RFC 5321 recommends 10 minutes): a relay that
+	// accepts late must not be taken for one that refused, or the email is
+	// sent again. Timeout when zero.
+	FinalReplyTimeout time.Duration
 }
 
 // Mailer sends notifications.
@@ -52,28 +60,59 @@ type Email struct {
 // HeaderNotificationID carries the notification id on every email.
 const HeaderNotificationID = "X-Outpost-Notification-Id"
 
-// Send delivers e. A *SendError says whether the failure is permanent.
+// Send delivers e. A *SendError says whether the failure is permanent, and
+// whether the server may have accepted the message all the same.
 func (m *Mailer) Send(ctx context.Context, e Email) error {
-	msg := mail.NewMsg()
-	if err := msg.From(m.cfg.From); err != nil {
-		return &SendError{Permanent: true, Err: fmt.Errorf("from address %q: %w", m.cfg.From, err)}
-	}
-	if err := msg.To(e.To...); err != nil {
-		return &SendError{Permanent: true, Err: fmt.Errorf("recipients: %w", err)}
-	}
-	msg.Subject(e.Subject)
-	msg.SetMessageIDWithValue(e.ID + "@outpost")
-	msg.SetGenHeader(HeaderNotificationID, e.ID)
-	msg.SetBodyString(mail.TypeTextPlain, e.Body)
-
 	client, err := mail.NewClient(m.cfg.Host, m.clientOptions()...)
 	if err != nil {
 		return &SendError{Permanent: true, Err: fmt.Errorf("smtp client: %w", err)}
 	}
-	if err := client.DialAndSendWithContext(ctx, msg); err != nil {
+	conn, err := client.DialToSMTPClientWithContext(ctx)
+	if err != nil {
+		return classify(err)
+	}
+	defer client.CloseWithSMTPClient(conn) //nolint:errcheck // the message's fate is already known
+	msg, err := m.message(e, func() error { return conn.UpdateDeadline(m.finalReplyTimeout()) })
+	if err != nil {
+		return err
+	}
+	if err := client.SendWithSMTPClient(conn, msg); err != nil {
 		return classify(err)
 	}
 	return nil
+}
+
+// message builds e's email. bodyWritten runs once the body is on the wire:
+// only the end-of-data mark and the server's final reply are left, and the
+// wait for that reply gets its own deadline.
+func (m *Mailer) message(e Email, bodyWritten func() error) (*mail.Msg, error) {
+	msg := mail.NewMsg()
+	if err := msg.From(m.cfg.From); err != nil {
+		return nil, &SendError{Permanent: true, Err: fmt.Errorf("from address %q: %w", m.cfg.From, err)}
+	}
+	if err := msg.To(e.To...); err != nil {
+		return nil, &SendError{Permanent: true, Err: fmt.Errorf("recipients: %w", err)}
+	}
+	msg.Subject(e.Subject)
+	// The same id on every attempt: a copy sent twice is recognisable, and
+	// mail systems that deduplicate on Message-ID drop it.
+	msg.SetMessageIDWithValue(e.ID + "@outpost")
+	msg.SetGenHeader(HeaderNotificationID, e.ID)
+	msg.SetBodyWriter(mail.TypeTextPlain, func(w io.Writer) (int64, error) {
+		n, err := io.WriteString(w, e.Body)
+		if err != nil {
+			return int64(n), err
+		}
+		return int64(n), bodyWritten()
+	})
+	return msg, nil
+}
+
+func (m *Mailer) finalReplyTimeout() time.Duration {
+	if m.cfg.FinalReplyTimeout > 0 {
+		return m.cfg.FinalReplyTimeout
+	}
+	return m.cfg.Timeout
 }
 
 func (m *Mailer) clientOptions() []mail.Option {
@@ -99,6 +138,10 @@ func (m *Mailer) clientOptions() []mail.Option {
 // will fail again; anything else (connection refused, timeouts, 4xx) may not.
 type SendError struct {
 	Permanent bool
+	// Uncertain is true when the server had the whole message and then gave
+	// no answer (a timeout or a lost connection while waiting for its final
+	// reply): it may have accepted and be delivering it.
+	Uncertain bool
 	// Code is the SMTP reply code, 0 when the server never answered.
 	Code int
 	Err  error
@@ -113,7 +156,8 @@ func (e *SendError) Error() string {
 
 func (e *SendError) Unwrap() error { return e.Err }
 
-// classify turns go-mail's error into a SendError by the SMTP reply code.
+// classify turns go-mail's error into a SendError by the SMTP reply code
+// and the step that failed.
 func classify(err error) *SendError {
 	code := 0
 	var sendErr *mail.SendError
@@ -124,5 +168,6 @@ func classify(err error) *SendError {
 	case errors.As(err, &protoErr):
 		code = protoErr.Code
 	}
-	return &SendError{Permanent: code >= 500 && code < 600, Code: code, Err: err}
+	uncertain := code == 0 && sendErr != nil && sendErr.Reason == mail.ErrSMTPDataClose
+	return &SendError{Permanent: code >= 500 && code < 600, Uncertain: uncertain, Code: code, Err: err}
 }

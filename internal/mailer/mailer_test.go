@@ -3,6 +3,7 @@ package mailer_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,4 +58,30 @@ func TestSendClassifiesFailures(t *testing.T) {
 	require.True(t, errors.As(err, &sendErr))
 	require.False(t, sendErr.Permanent)
 	require.ErrorContains(t, err, "connection refused")
+}
+
+// A relay that takes the whole message and answers 250 after Timeout is a
+// delivery, not a failure to retry: the final reply has its own deadline.
+// Past that deadline the outcome is Uncertain, never Permanent.
+func TestSendWaitsForALateFinalReply(t *testing.T) {
+	t.Parallel()
+	sink, err := smtpsink.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	// The sink calls OnEmail before it answers the end of the message.
+	sink.OnEmail(func(smtpsink.Message) { time.Sleep(1500 * time.Millisecond) })
+	cfg := mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone,
+		Timeout: 500 * time.Millisecond, FinalReplyTimeout: 10 * time.Second}
+
+	require.NoError(t, mailer.New(cfg).Send(context.Background(), email), "accepted after Timeout")
+	msgs := sink.Messages()
+	require.Len(t, msgs, 1)
+	require.Equal(t, email.Body, strings.TrimRight(msgs[0].Body, "\r\n"))
+
+	cfg.FinalReplyTimeout = 700 * time.Millisecond
+	err = mailer.New(cfg).Send(context.Background(), email)
+	var sendErr *mailer.SendError
+	require.ErrorAs(t, err, &sendErr)
+	require.True(t, sendErr.Uncertain, "%v", err)
+	require.False(t, sendErr.Permanent)
 }
