@@ -110,7 +110,7 @@ var SearchAttributes = []temporal.SearchAttributeKeyKeyword{AttrStatus, AttrKind
 // Status is the lifecycle state of an operation.
 type Status string
 
-// Statuses shared by every category (seed 000 and 002).
+// Statuses shared by every category.
 const (
 	// StatusForwarding: still in the site buffer, not yet acknowledged by central.
 	StatusForwarding Status = "Forwarding"

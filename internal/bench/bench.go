@@ -2,8 +2,8 @@
 // the hand-off to Temporal, end-to-end delivery, the drain of a backlog and
 // Tracking.Status on a big store, each beside a baseline measured in the
 // same run on the same machine and file system, and checks the figures
-// against the targets of the issue "Site write path and handoff at hardware
-// speed". Only ratios and figures from one run mean anything: the baselines
+// against the site path's performance targets (see the README's Performance
+// section). Only ratios and figures from one run mean anything: the baselines
 // carry the machine's noise too.
 package bench
 
@@ -41,7 +41,7 @@ const (
 // Sections lists every section in run order.
 var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus}
 
-// Options says what to run and how big. Defaults are the issue's sizes.
+// Options says what to run and how big. Defaults are the full sizes.
 type Options struct {
 	// Dir is where the run makes its temporary directory (site stores, the
 	// dev servers' state, logs): every file of the run, baselines
@@ -88,7 +88,7 @@ type Options struct {
 	Progress io.Writer `json:"-"`
 }
 
-// Defaults returns the issue's sizes.
+// Defaults returns the full sizes.
 func Defaults() Options {
 	return Options{
 		Callers: []int{1, 8, 64}, PayloadBytes: 512, EnqueueDuration: 5 * time.Second,

@@ -59,7 +59,7 @@ type Figure struct {
 	Unit  string  `json:"unit"`
 }
 
-// Target is the issue's target for a row, and whether the row met it.
+// Target is the performance target for a row, and whether the row met it.
 type Target struct {
 	Text string `json:"text"`
 	Pass bool   `json:"pass"`

@@ -20,7 +20,7 @@ import (
 // ErrNotFound is returned for an id central has no row for.
 var ErrNotFound = errors.New("not found")
 
-// Notification is one row of the notifications table (seed 002).
+// Notification is one row of the notifications table.
 type Notification struct {
 	NotificationID   string
 	Type             string // "Email" today

@@ -1,5 +1,5 @@
 // Package hlc gives every buffered operation a hybrid-logical-clock timestamp
-// and a hash-chain link (seed 003), so an air-gapped site's buffer can later
+// and a hash-chain link, so an air-gapped site's buffer can later
 // be exported, verified and merged in a total order.
 package hlc
 

@@ -43,7 +43,7 @@ type write struct {
 // committer is the store's single writer: it gathers concurrent writes into
 // one transaction (up to batch rows, waiting at most delay for them) and
 // answers each caller only after that transaction committed, with the
-// commit's error if it failed (seed 004's debounce-and-flush). One writer
+// commit's error if it failed (debounce and flush). One writer
 // also means the process never contends with itself for SQLite's write lock.
 type committer struct {
 	// conn is the writer's own connection: its page cache stays warm from

@@ -17,7 +17,7 @@ import (
 // ErrNotFound is returned for an id the buffer does not hold.
 var ErrNotFound = errors.New("not in the site buffer")
 
-// Categories of buffered operations (seed 000).
+// Categories of buffered operations.
 const (
 	CategoryNotification  = "Notification"
 	CategoryExternalCall  = "ExternalCall"
@@ -52,8 +52,8 @@ type NewMessage struct {
 	NotBefore time.Time
 }
 
-// Message is a buffered operation (seed 000's Message Format, plus the
-// forwarder's schedule and the air-gap fields of seed 003).
+// Message is a buffered operation (the operation's message, plus the
+// forwarder's schedule and the air-gap fields: HLC and chain link).
 type Message struct {
 	NewMessage
 	Status        string
