@@ -21,6 +21,8 @@ import (
 type SiteActivities struct {
 	Store   *sitestore.Store
 	Targets *targets.Registry
+	// Node names this daemon in messages.
+	Node string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -166,13 +168,15 @@ func (a *SiteActivities) ListTrackingChanges(ctx context.Context, in workflows.L
 	return a.Store.ChangesSince(ctx, in.After, in.Limit)
 }
 
-// operation reads the tracking row; an id the site does not know is a
-// non-retryable failure.
+// operation reads the tracking row. An id this daemon does not hold fails
+// retryably: the task queue may have handed it to the wrong one of two
+// daemons with the same site id, and a retry reaches the other.
 func (a *SiteActivities) operation(ctx context.Context, id string) (workflows.TrackedOperation, error) {
 	row, err := a.Store.GetOperation(ctx, id)
 	if errors.Is(err, sitestore.ErrNotFound) {
-		return row, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("operation %s is not in this site's tracking table (was the site store replaced?)", id),
+		return row, temporal.NewApplicationErrorWithCause(
+			fmt.Sprintf("operation %s is not in this daemon's tracking table (node %q): another daemon with this "+
+				"site id holds it, or the site store was replaced; retried until the daemon that holds it answers", id, a.Node),
 			workflows.ErrTypeUnknownOperation, err)
 	}
 	return row, err

@@ -424,9 +424,10 @@ func TestPermanentFailureParksThenDiscardDropsTheCall(t *testing.T) {
 	require.Equal(t, 1, s.erp.requests())
 }
 
-// A site whose store was replaced no longer knows the operation: the
-// workflow must fail at once, not retry forever.
-func TestUnknownOperationIsNonRetryable(t *testing.T) {
+// A daemon that does not hold the operation (a second daemon with the same
+// site id took the task, or the store was replaced) fails retryably, so the
+// retry reaches the daemon that holds it; it calls nothing.
+func TestUnknownOperationIsRetryable(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, http.StatusOK)
 	for name, run := range map[string]func() (workflows.TrackedOperation, error){
@@ -442,7 +443,7 @@ func TestUnknownOperationIsNonRetryable(t *testing.T) {
 		var appErr *temporal.ApplicationError
 		require.True(t, errors.As(err, &appErr), "%s: %v", name, err)
 		require.Equal(t, workflows.ErrTypeUnknownOperation, appErr.Type(), name)
-		require.True(t, appErr.NonRetryable(), name)
+		require.False(t, appErr.NonRetryable(), name)
 		require.Contains(t, appErr.Error(), "op-gone", name)
 	}
 	require.Zero(t, s.erp.requests())

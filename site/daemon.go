@@ -30,6 +30,8 @@ type Daemon struct {
 	listener  net.Listener
 	server    *http.Server
 	log       *zap.Logger
+	identity  string
+	pollers   *pollerWatch
 }
 
 // StartDaemon opens the store and binds the API address; Run serves.
@@ -50,18 +52,21 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 		c.Close()
 		return nil, fmt.Errorf("site api: listen on %s (site.listen): %w", cfg.Listen, err)
 	}
+	identity := workerIdentity(cfg.ID, cfg.Node)
+	pollers := newPollerWatch(tc, cfg.ID, identity, log.Named("pollers"))
 	return &Daemon{
-		Client: c, Forwarder: fwd, cfg: cfg, temporal: tc, listener: ln, log: log,
+		Client: c, Forwarder: fwd, cfg: cfg, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
 		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: cfg.ID, Batch: cfg.TelemetryBatch, Delay: cfg.TelemetryDelay}, log.Named("telemetry")),
-		server:    &http.Server{Handler: daemonHandler(c, tc, fwd, cfg.APIHosts, log), ReadHeaderTimeout: 10 * time.Second},
+		server:    &http.Server{Handler: daemonHandler(c, tc, fwd, pollers, cfg.APIHosts, log), ReadHeaderTimeout: 10 * time.Second},
 	}, nil
 }
 
 // daemonHandler serves the API, /metrics, /healthz and /readyz.
-func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, hosts []string, log *zap.Logger) http.Handler {
+func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, pollers *pollerWatch, hosts []string, log *zap.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", NewAPI(c, APIOptions{Hosts: hosts}, log.Named("api")))
 	registry := newMetricsRegistry(c.store, fwd.handoffs, time.Now)
+	registry.MustRegister(pollers.others)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", readyz(c.store, tc))
@@ -82,9 +87,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return runPurge(ctx, d.Client.store, d.cfg.TrackingRetention, d.cfg.PurgeInterval, time.Now, d.log.Named("purge"))
 	})
 	g.Go(func() error {
-		acts := &activities.SiteActivities{Store: d.Client.store, Targets: d.Client.targets}
-		return runWorker(ctx, d.temporal, d.cfg.ID, acts, d.cfg.ReconcileInterval, d.cfg.ForwardInterval, d.log.Named("worker"))
+		acts := &activities.SiteActivities{Store: d.Client.store, Targets: d.Client.targets, Node: d.cfg.Node}
+		return runWorker(ctx, d.temporal, d.cfg.ID, d.identity, acts, d.cfg.ReconcileInterval, d.cfg.ForwardInterval, d.log.Named("worker"))
 	})
+	g.Go(func() error { return d.pollers.run(ctx, d.cfg.PollerCheckInterval) })
 	g.Go(func() error {
 		if err := d.server.Serve(d.listener); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("site api: %w", err)

@@ -20,11 +20,11 @@ import (
 // actions, reconciliation pulls) and makes sure central reconciles this
 // site. Central may be down when the site starts: it keeps trying every
 // retry interval, and the site works meanwhile.
-func runWorker(ctx context.Context, tc client.Client, siteID string, acts *activities.SiteActivities,
+func runWorker(ctx context.Context, tc client.Client, siteID, identity string, acts *activities.SiteActivities,
 	reconcileEvery, retry time.Duration, log *zap.Logger) error {
 	var w worker.Worker
 	for {
-		err := startWorker(tc, siteID, acts, &w)
+		err := startWorker(tc, siteID, identity, acts, &w)
 		if err == nil {
 			err = ensureReconcileSchedule(ctx, tc, siteID, reconcileEvery)
 		}
@@ -47,11 +47,11 @@ func runWorker(ctx context.Context, tc client.Client, siteID string, acts *activ
 
 // startWorker starts *w unless it is already running (a worker that failed
 // to start is replaced by a fresh one).
-func startWorker(tc client.Client, siteID string, acts *activities.SiteActivities, w *worker.Worker) error {
+func startWorker(tc client.Client, siteID, identity string, acts *activities.SiteActivities, w *worker.Worker) error {
 	if *w != nil {
 		return nil
 	}
-	candidate := worker.New(tc, workflows.SiteTaskQueue(siteID), worker.Options{})
+	candidate := worker.New(tc, workflows.SiteTaskQueue(siteID), worker.Options{Identity: identity})
 	candidate.RegisterActivity(acts)
 	if err := candidate.Start(); err != nil {
 		return fmt.Errorf("start worker on %s: %w", workflows.SiteTaskQueue(siteID), err)

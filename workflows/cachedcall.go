@@ -52,8 +52,11 @@ const (
 	ActivityListTrackingChanges = "ListTrackingChanges"
 )
 
-// ErrTypeUnknownOperation fails a site activity for an operation the site
-// does not hold (its store was replaced): nothing is left to deliver.
+// ErrTypeUnknownOperation fails a site activity on a daemon that does not
+// hold the operation. It is retryable: another daemon polling the site's
+// task queue (a second daemon with the same site id) may have taken the
+// task, and the retry reaches the one that holds it. The site reports a
+// second poller (outpost_site_other_pollers).
 const ErrTypeUnknownOperation = "UnknownOperation"
 
 // CachedCallWorkflow retries a cached call on its site at the definition's
@@ -173,7 +176,6 @@ func (c *cachedCall) onSite(ctx workflow.Context, activity string, in any) error
 		StartToCloseTimeout: c.sub.Policy.AttemptTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: c.sub.Policy.Interval, BackoffCoefficient: 1, MaximumInterval: c.sub.Policy.Interval,
-			NonRetryableErrorTypes: []string{ErrTypeUnknownOperation},
 		},
 	})
 	var row TrackedOperation

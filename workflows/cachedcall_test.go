@@ -303,48 +303,25 @@ func (s *cachedCallSuite) TestStatusQueryAnswersCurrentRow() {
 	s.Len(s.resolves, 1)
 }
 
-// A site that no longer holds the operation fails the workflow at once.
-func (s *cachedCallSuite) TestUnknownOperationFailsTheWorkflow() {
+// A daemon that does not hold the operation (another daemon with the same
+// site id took the task) fails it retryably; the retry reaches the daemon
+// that holds it, and the call goes on.
+func (s *cachedCallSuite) TestUnknownOperationIsRetriedUntilItsDaemonAnswers() {
 	s.submitAt(callSubmission(), 0)
 	calls := 0
 	s.env.OnActivity(workflows.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
 			calls++
-			return workflows.TrackedOperation{}, temporal.NewNonRetryableApplicationError(
-				"operation "+in.OperationID+" is not in this site's tracking table", workflows.ErrTypeUnknownOperation, nil)
-		})
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
-
-	s.Require().True(s.env.IsWorkflowCompleted())
-	err := s.env.GetWorkflowError()
-	s.Require().Error(err)
-	s.Contains(err.Error(), "op-1")
-	s.True(hasApplicationErrorType(err, workflows.ErrTypeUnknownOperation), "%v", err)
-	s.Equal(1, calls, "an unknown operation is not retried")
-	s.Empty(s.statusAttrs)
-}
-
-// The workflow itself never retries UnknownOperation, even when a site
-// reports it as a retryable error.
-func (s *cachedCallSuite) TestUnknownOperationTypeIsNeverRetried() {
-	s.submitAt(callSubmission(), 0)
-	calls := 0
-	s.env.OnActivity(workflows.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
-			calls++
-			if calls > 3 {
-				return workflows.TrackedOperation{}, errUnexpectedCall
+			if calls <= 2 {
+				return workflows.TrackedOperation{}, temporal.NewApplicationError(
+					"operation "+in.OperationID+" is not in this daemon's tracking table", workflows.ErrTypeUnknownOperation)
 			}
-			return workflows.TrackedOperation{}, temporal.NewApplicationError(
-				"operation "+in.OperationID+" is not in this site's tracking table", workflows.ErrTypeUnknownOperation)
+			return workflows.TrackedOperation{OperationID: in.OperationID, Status: workflows.StatusDelivered, RetryCount: 1}, nil
 		})
 	s.env.ExecuteWorkflow("CachedCallWorkflow")
 
-	s.Require().True(s.env.IsWorkflowCompleted())
-	err := s.env.GetWorkflowError()
-	s.Require().Error(err)
-	s.True(hasApplicationErrorType(err, workflows.ErrTypeUnknownOperation), "%v", err)
-	s.Equal(1, calls)
+	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.Equal(3, calls, "two refusals by the wrong daemon, then the delivery")
 }
 
 // hasApplicationErrorType reports whether any application error in err's

@@ -174,6 +174,7 @@ func (c *checker) validate(cfg Config) {
 	c.positive("site.telemetry_batch", cfg.Site.TelemetryBatch)
 	c.positiveDuration("site.telemetry_delay", cfg.Site.TelemetryDelay)
 	c.positiveDuration("site.reconcile_interval", cfg.Site.ReconcileInterval)
+	c.positiveDuration("site.poller_check_interval", cfg.Site.PollerCheckInterval)
 	for _, name := range sortedKeys(cfg.Site.ExternalSystems) {
 		c.externalSystem("site.external_systems."+name, name, cfg.Site.ExternalSystems[name])
 	}

@@ -87,6 +87,10 @@ type Site struct {
 	// changes to heal anything telemetry missed (a Temporal Schedule
 	// reconcile/<id> the daemon creates). Default 5m.
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
+	// PollerCheckInterval is how often the daemon looks for another daemon
+	// polling its task queue (the same site id twice), reported in the log
+	// and as outpost_site_other_pollers. Default 30s.
+	PollerCheckInterval time.Duration `yaml:"poller_check_interval"`
 	// ExternalSystems maps a name to an HTTP system scripts call with Call.
 	// Default: none.
 	ExternalSystems map[string]ExternalSystem `yaml:"external_systems"`
@@ -331,6 +335,7 @@ func Default() Config {
 			CommitBatch: sitestore.DefaultCommitBatch, CommitDelay: sitestore.DefaultCommitDelay,
 			TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
 			TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
+			PollerCheckInterval: 30 * time.Second,
 		},
 		Central: Central{
 			Listen: "127.0.0.1:8481", TemporalUIURL: "http://127.0.0.1:8233", StuckAge: 10 * time.Minute,

@@ -20,6 +20,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
+	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -451,4 +452,40 @@ func (s *stack) forgetMirroredRow(id string) {
 	require.NoError(s.t, err)
 	_, err = s.centralStore().GetSiteCall(context.Background(), id)
 	require.True(s.t, errors.Is(err, centralstore.ErrNotFound))
+}
+
+// Two daemons run with the same site id (a copied config): both poll
+// outpost-site-plant-1, so about half the retries of calls the first one
+// holds reach the second. Each such task fails retryably on the daemon that
+// does not hold it and is retried until the right one takes it: every call
+// is delivered (8 of 10 were stranded Retrying before), and both daemons
+// report the other poller.
+func TestSecondDaemonWithTheSameSiteIDStrandsNothing(t *testing.T) {
+	s := newStack(t, func(c *config.Config) {
+		c.Site.PollerCheckInterval = 300 * time.Millisecond
+		erp := c.Site.ExternalSystems["erp"]
+		erp.MaxRetries = 10
+		c.Site.ExternalSystems["erp"] = erp
+	})
+	twin := s.addSite(s.cfg.Site.ID)
+	const calls = 10
+	s.demo.FailNext(calls, http.StatusServiceUnavailable)
+	ids := make([]string, calls)
+	for i := range ids {
+		res, code := s.call("erp", "createOrder", map[string]any{"sku": fmt.Sprintf("P-%d", i)})
+		require.Equal(t, http.StatusAccepted, code, res.Error)
+		ids[i] = res.ID
+	}
+	for _, id := range ids {
+		row := s.waitOperation(id, workflows.StatusDelivered, time.Minute)
+		require.Equal(t, 1, row.RetryCount, "a refusal by the other daemon uses up no retry")
+		_, code := twin.operation(id)
+		require.Equal(t, http.StatusNotFound, code, "the twin never held it")
+	}
+	for _, p := range []*siteProc{s.firstSite(), twin} {
+		require.Eventually(t, func() bool {
+			m := testutil.ScrapeMetrics(t, p.url+"/metrics")["outpost_site_other_pollers"]
+			return m != nil && m.GetMetric()[0].GetGauge().GetValue() >= 1
+		}, 30*time.Second, 300*time.Millisecond, "%s reports the other daemon", p.url)
+	}
 }
