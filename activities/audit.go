@@ -8,28 +8,34 @@ import (
 	"github.com/outpost-dev/outpost/workflows"
 )
 
-// AuditRecorder takes audit events without blocking or failing;
-// *audit.Writer in production. Activities record after their own store
-// write succeeded, never inside it: auditing cannot change an outcome.
-type AuditRecorder interface {
-	Record(events ...centralstore.AuditEvent)
-}
+// Audit events are stored in the transaction of the state change they
+// describe (the store methods take them), so a change is never stored
+// without its events nor an event without its change, crash or not.
 
-// record hands events to r; a nil r audits nothing.
-func record(r AuditRecorder, events ...centralstore.AuditEvent) {
-	if r != nil {
-		r.Record(events...)
+// EventObserver is told of audit events once they are stored with their
+// change (central's metrics count them). It must not block.
+type EventObserver func(events ...centralstore.AuditEvent)
+
+// observe tells o of events; a nil o observes nothing.
+func (o EventObserver) observe(events ...centralstore.AuditEvent) {
+	if o != nil {
+		o(events...)
 	}
 }
 
 // AuditActivities record what workflows see and no store shows: an
 // operator's retry or discard of a parked cached call.
 type AuditActivities struct {
-	Audit AuditRecorder
+	Store   *centralstore.Store
+	Observe EventObserver
 }
 
-// AuditOperatorAction records an operator action; it never fails.
-func (a *AuditActivities) AuditOperatorAction(_ context.Context, in workflows.OperatorActionAudit) error {
-	record(a.Audit, audit.OperatorAction(in))
+// AuditOperatorAction stores an operator action's event.
+func (a *AuditActivities) AuditOperatorAction(ctx context.Context, in workflows.OperatorActionAudit) error {
+	e := audit.OperatorAction(in)
+	if _, err := a.Store.InsertAuditEvents(ctx, []centralstore.AuditEvent{e}); err != nil {
+		return err
+	}
+	a.Observe.observe(e)
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/activities"
-	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/workflows"
@@ -31,24 +30,6 @@ func openCentral(t *testing.T) (*centralstore.Store, string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	return store, path
-}
-
-// newAuditWriter writes to store with short delays and is closed after the test.
-func newAuditWriter(t *testing.T, store *centralstore.Store) *audit.Writer {
-	t.Helper()
-	w := audit.NewWriter(store, audit.Options{Delay: time.Millisecond, RetryInterval: 10 * time.Millisecond})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = w.Close(ctx)
-	})
-	return w
-}
-
-// renameTable renames a table of the central file through its own connection.
-func renameTable(t *testing.T, path, from, to string) {
-	t.Helper()
-	require.NoError(t, execCentral(path, `ALTER TABLE `+from+` RENAME TO `+to))
 }
 
 // switchSender fails every send with a connection error until recover.
@@ -74,11 +55,9 @@ func (s *switchSender) recover() {
 	s.failing = false
 }
 
-// auditTrail waits until the writer has written everything and returns the
-// operation's events as "Event Status operator".
-func auditTrail(t *testing.T, store *centralstore.Store, w *audit.Writer, id string) []string {
+// auditTrail is the operation's stored events as "Event Status operator".
+func auditTrail(t *testing.T, store *centralstore.Store, id string) []string {
 	t.Helper()
-	require.Eventually(t, func() bool { return w.Pending() == 0 }, 10*time.Second, 5*time.Millisecond)
 	events, err := store.ListAuditEvents(context.Background(), id)
 	require.NoError(t, err)
 	out := []string{}
@@ -100,7 +79,7 @@ type notificationRun struct {
 	sub    workflows.NotificationSubmission
 }
 
-func newNotificationRun(t *testing.T, store *centralstore.Store, w *audit.Writer, failing bool) *notificationRun {
+func newNotificationRun(t *testing.T, store *centralstore.Store, failing bool) *notificationRun {
 	t.Helper()
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
@@ -110,7 +89,7 @@ func newNotificationRun(t *testing.T, store *centralstore.Store, w *audit.Writer
 		Store: store, Sender: r.sender,
 		Lists:  func(name string) ([]string, bool) { return []string{"ops@example.com"}, name == "ops" },
 		Policy: workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
-		Now:    env.Now, Audit: w,
+		Now:    env.Now,
 	}
 	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
 	env.RegisterActivity(r.acts)
@@ -138,8 +117,7 @@ func (r *notificationRun) execute(t *testing.T) workflows.NotificationState {
 func TestNotificationDeliveryIsAudited(t *testing.T) {
 	t.Parallel()
 	store, _ := openCentral(t)
-	w := newAuditWriter(t, store)
-	r := newNotificationRun(t, store, w, true)
+	r := newNotificationRun(t, store, true)
 	r.env.RegisterDelayedCallback(func() {
 		r.sender.recover()
 		r.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"})
@@ -149,7 +127,7 @@ func TestNotificationDeliveryIsAudited(t *testing.T) {
 	// Times: enqueued -1s; attempts at 0, 1m, 2m (parks); at 1h the operator
 	// retries and attempt 4 delivers (the test clock stands still during
 	// it, so the last three share a time).
-	trail := auditTrail(t, store, w, r.sub.NotificationID)
+	trail := auditTrail(t, store, r.sub.NotificationID)
 	require.Equal(t, []string{
 		"Enqueued Pending ", "Attempt Retrying ", "Attempt Retrying ", "Attempt Parked ", "Terminal Parked ",
 	}, trail[:5])
@@ -173,32 +151,38 @@ func TestNotificationDeliveryIsAudited(t *testing.T) {
 	require.Len(t, r.sender.sent, 1)
 }
 
-// An audit table that cannot be written changes nothing of the delivery;
-// the failed writes are counted and the events written once it is back.
-func TestAuditFailureNeverChangesTheOutcome(t *testing.T) {
+// Audit events are stored in the transaction of the change they describe:
+// while the audit log refuses a delivery's Terminal event, the row is not
+// marked Delivered either (the activity leaves it to the workflow, which
+// retries the write with the events until the store takes both). The
+// email went out once and every event is stored once.
+func TestAuditIsStoredWithItsChange(t *testing.T) {
 	t.Parallel()
 	store, path := openCentral(t)
-	w := newAuditWriter(t, store)
-	renameTable(t, path, "audit_log", "audit_log_away")
-	r := newNotificationRun(t, store, w, false)
-	require.Equal(t, workflows.StatusDelivered, r.execute(t).Status)
-	row, err := store.GetNotification(context.Background(), r.sub.NotificationID)
-	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDelivered, row.Status)
-	require.Eventually(t, func() bool { return w.Failures() > 0 }, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, 3, w.Pending())
+	require.NoError(t, execCentral(path, `CREATE TRIGGER refuse_terminal BEFORE INSERT ON audit_log
+		WHEN NEW.event = 'Terminal' BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END`))
+	r := newNotificationRun(t, store, false)
+	var markedWhileRefused bool
+	var recoverErr error
+	r.env.RegisterDelayedCallback(func() {
+		row, err := store.GetNotification(context.Background(), r.sub.NotificationID)
+		markedWhileRefused = err != nil || row.Status == workflows.StatusDelivered
+		recoverErr = execCentral(path, `DROP TRIGGER refuse_terminal`)
+	}, 3*time.Minute)
 
-	renameTable(t, path, "audit_log_away", "audit_log")
+	require.Equal(t, workflows.StatusDelivered, r.execute(t).Status)
+	require.NoError(t, recoverErr)
+	require.False(t, markedWhileRefused, "no Delivered row without its events")
+	require.Len(t, r.sender.sent, 1)
 	require.Equal(t, []string{"Enqueued Pending ", "Attempt Delivered ", "Terminal Delivered "},
-		auditTrail(t, store, w, r.sub.NotificationID))
+		auditTrail(t, store, r.sub.NotificationID))
 }
 
 // Mirrored tracking rows are audited once each, however often they arrive.
 func TestMirroredRowsAreAudited(t *testing.T) {
 	t.Parallel()
 	store, _ := openCentral(t)
-	w := newAuditWriter(t, store)
-	acts := &activities.MirrorActivities{Store: store, Audit: w}
+	acts := &activities.MirrorActivities{Store: store}
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
@@ -236,5 +220,5 @@ func TestMirroredRowsAreAudited(t *testing.T) {
 		"Enqueued Pending ", "Attempt Pending ", "Attempt Retrying ",
 		"Attempt Parked ", "Terminal Parked ", "Attempt Parked ", "Terminal Parked ",
 		"Attempt Delivered ", "Terminal Delivered ",
-	}, auditTrail(t, store, w, "op-1"))
+	}, auditTrail(t, store, "op-1"))
 }

@@ -188,34 +188,31 @@ func retryable(s workflows.Status) bool {
 }
 
 // MirrorActivities keep central's site_calls mirror and audit what each
-// mirrored row shows.
+// mirrored row shows, in the same transaction.
 type MirrorActivities struct {
-	Store *centralstore.Store
-	// Audit takes the audit log's events; nil audits nothing.
-	Audit AuditRecorder
+	Store   *centralstore.Store
+	Observe EventObserver
 }
 
-// MirrorSiteCalls upserts a telemetry batch.
+// MirrorSiteCalls upserts a telemetry batch with its audit events.
 func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []workflows.TrackedOperation) (int, error) {
-	n, err := a.Store.UpsertSiteCalls(ctx, rows)
+	events := siteCallEvents(rows)
+	n, err := a.Store.UpsertSiteCalls(ctx, rows, events...)
 	if err != nil {
 		return n, err
 	}
-	a.audit(rows)
+	a.Observe.observe(events...)
 	return n, nil
 }
 
-// audit records the events of every row, stale ones included: event ids
-// are deterministic, so an event already stored is not stored again.
-func (a *MirrorActivities) audit(rows []workflows.TrackedOperation) {
-	if a.Audit == nil {
-		return
-	}
+// siteCallEvents is the events of every row, stale ones included: event
+// ids are deterministic, so an event already stored is not stored again.
+func siteCallEvents(rows []workflows.TrackedOperation) []centralstore.AuditEvent {
 	var events []centralstore.AuditEvent
 	for _, r := range rows {
 		events = append(events, audit.SiteCallEvents(r)...)
 	}
-	a.Audit.Record(events...)
+	return events
 }
 
 // ReadReconcileCursor is the site's reconciliation cursor.
@@ -230,9 +227,10 @@ func (a *MirrorActivities) ResetReconcileCursor(ctx context.Context, siteID stri
 
 // MirrorReconciled upserts a reconciliation page and advances the cursor.
 func (a *MirrorActivities) MirrorReconciled(ctx context.Context, in workflows.MirrorReconciledInput) error {
-	if _, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor); err != nil {
+	events := siteCallEvents(in.Rows)
+	if _, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor, events...); err != nil {
 		return err
 	}
-	a.audit(in.Rows)
+	a.Observe.observe(events...)
 	return nil
 }

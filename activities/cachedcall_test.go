@@ -366,7 +366,8 @@ func TestCachedCallWithNoRetriesParksWithoutCallingAgain(t *testing.T) {
 	env.SetStartTime(siteT0)
 	env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
 	env.RegisterActivity(s.acts)
-	env.RegisterActivity(&activities.AuditActivities{}) // audits nothing here
+	central, _ := openCentral(t)
+	env.RegisterActivity(&activities.AuditActivities{Store: central})
 	env.SetActivityTaskQueue(workflows.SiteTaskQueue("plant-1"), s.acts.DeliverCachedCall, s.acts.ResolveParkedCall)
 	sub := workflows.CachedCallSubmission{
 		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", SiteID: "plant-1",

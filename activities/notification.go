@@ -35,8 +35,8 @@ type NotificationActivities struct {
 	Policy workflows.RetryPolicy
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// Audit takes the audit log's events; nil audits nothing.
-	Audit AuditRecorder
+	// Observe is told of the audit events stored with each change.
+	Observe EventObserver
 }
 
 func (a *NotificationActivities) now() time.Time { return utcNow(a.Now) }
@@ -52,7 +52,7 @@ func utcNow(clock func() time.Time) time.Time {
 // RecordNotification inserts the central row unless it exists, and returns
 // the stored row with the retry policy in force.
 func (a *NotificationActivities) RecordNotification(ctx context.Context, sub workflows.NotificationSubmission) (workflows.RecordNotificationResult, error) {
-	row, err := a.Store.InsertNotification(ctx, centralstore.Notification{
+	n := centralstore.Notification{
 		NotificationID:   sub.NotificationID,
 		Type:             centralstore.NotificationTypeEmail,
 		ListName:         sub.ListName,
@@ -65,11 +65,13 @@ func (a *NotificationActivities) RecordNotification(ctx context.Context, sub wor
 		SourceNode:       sub.SourceNode,
 		SiteEnqueuedAt:   sub.SiteEnqueuedAt,
 		CreatedAt:        a.now(),
-	})
+	}
+	enqueued := audit.NotificationEnqueued(n)
+	row, err := a.Store.InsertNotification(ctx, n, enqueued)
 	if err != nil {
 		return workflows.RecordNotificationResult{}, err
 	}
-	record(a.Audit, audit.NotificationEnqueued(row))
+	a.Observe.observe(enqueued)
 	return workflows.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}, nil
 }
 
@@ -80,10 +82,8 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in wor
 		return workflows.DeliverNotificationResult{}, err
 	}
 	if row.Status == workflows.StatusDelivered {
-		// An earlier attempt sent it and recorded it but its completion was
-		// lost: never send twice.
-		record(a.Audit, audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, in.Attempt, in.RetryCount,
-			*row.DeliveredAt, row.ResolvedTargets)[1])
+		// An earlier attempt sent it and recorded it (with its audit
+		// events) but its completion was lost: never send twice.
 		return workflows.DeliverNotificationResult{DeliveredAt: *row.DeliveredAt, ResolvedTargets: row.ResolvedTargets}, nil
 	}
 	recipients, err := a.resolve(row.ListName)
@@ -96,17 +96,19 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in wor
 	}
 	at := a.now()
 	res := workflows.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
-	if err := a.Store.MarkNotificationDelivered(ctx, row.NotificationID, at, recipients); err != nil {
+	events := audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, in.Attempt, in.RetryCount, at, recipients)
+	if err := a.Store.MarkNotificationDelivered(ctx, row.NotificationID, at, recipients, events...); err != nil {
 		// The email is gone: a failure now would have it sent again. The
-		// workflow records the delivery instead, retrying until the store
-		// answers.
+		// workflow records the delivery and its events instead, retrying
+		// until the store answers.
 		activity.GetLogger(ctx).Warn("notification sent but not marked delivered; the workflow will record it",
 			"notification", row.NotificationID, "error", err)
 		res.Unrecorded = true
+		return res, nil
 	}
 	// A failed attempt is audited by UpdateNotification: the workflow sees
 	// every failure, timeouts included.
-	record(a.Audit, audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, in.Attempt, in.RetryCount, at, recipients)...)
+	a.Observe.observe(events...)
 	return res, nil
 }
 
@@ -116,10 +118,11 @@ func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd wor
 	if upd.At.IsZero() {
 		upd.At = a.now()
 	}
-	if err := a.applyUpdate(ctx, upd); err != nil {
+	events := audit.NotificationUpdated(upd)
+	if err := a.applyUpdate(ctx, upd, events); err != nil {
 		return err
 	}
-	record(a.Audit, audit.NotificationUpdated(upd)...)
+	a.Observe.observe(events...)
 	return nil
 }
 
@@ -130,8 +133,8 @@ func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd wor
 // otherwise a non-retryable TerminalRow failure whose details are the row's
 // state, which the workflow adopts: an attempt that delivered the email and
 // marked the row, but whose completion was lost, ends Delivered.
-func (a *NotificationActivities) applyUpdate(ctx context.Context, upd workflows.NotificationUpdate) error {
-	err := a.writeUpdate(ctx, upd)
+func (a *NotificationActivities) applyUpdate(ctx context.Context, upd workflows.NotificationUpdate, events []centralstore.AuditEvent) error {
+	err := a.writeUpdate(ctx, upd, events)
 	if !errors.Is(err, centralstore.ErrTerminal) {
 		return err
 	}
@@ -145,13 +148,13 @@ func (a *NotificationActivities) applyUpdate(ctx context.Context, upd workflows.
 	return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeTerminalRow, err, StateOf(row))
 }
 
-// writeUpdate is the store write of upd: a Delivered row also gets its
-// delivery time and recipients.
-func (a *NotificationActivities) writeUpdate(ctx context.Context, upd workflows.NotificationUpdate) error {
+// writeUpdate is the store write of upd with its events: a Delivered row
+// also gets its delivery time and recipients.
+func (a *NotificationActivities) writeUpdate(ctx context.Context, upd workflows.NotificationUpdate, events []centralstore.AuditEvent) error {
 	if upd.Status == workflows.StatusDelivered {
-		return a.Store.MarkNotificationDelivered(ctx, upd.NotificationID, upd.DeliveredAt, upd.ResolvedTargets)
+		return a.Store.MarkNotificationDelivered(ctx, upd.NotificationID, upd.DeliveredAt, upd.ResolvedTargets, events...)
 	}
-	return a.Store.UpdateNotificationStatus(ctx, upd)
+	return a.Store.UpdateNotificationStatus(ctx, upd, events...)
 }
 
 func (a *NotificationActivities) resolve(list string) ([]string, error) {

@@ -39,9 +39,8 @@ const failDeliveredMarks = `CREATE TRIGGER fail_delivered BEFORE UPDATE ON notif
 func TestSentButUnmarkedIsDeliveredOnce(t *testing.T) {
 	t.Parallel()
 	store, path := openCentral(t)
-	w := newAuditWriter(t, store)
 	require.NoError(t, execCentral(path, failDeliveredMarks))
-	r := newNotificationRun(t, store, w, false)
+	r := newNotificationRun(t, store, false)
 	var recoverErr error
 	r.env.RegisterDelayedCallback(func() { recoverErr = execCentral(path, `DROP TRIGGER fail_delivered`) }, 3*time.Minute)
 
@@ -55,7 +54,7 @@ func TestSentButUnmarkedIsDeliveredOnce(t *testing.T) {
 	require.Equal(t, centralT0, when(t, row.DeliveredAt), "the send's time, not the write's")
 	require.Equal(t, []string{"ops@example.com"}, row.ResolvedTargets)
 	require.Equal(t, []string{"Enqueued Pending ", "Attempt Delivered ", "Terminal Delivered "},
-		auditTrail(t, store, w, r.sub.NotificationID))
+		auditTrail(t, store, r.sub.NotificationID))
 }
 
 // The workflow retries a store write until the store answers, so a write

@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/activities"
-	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/mailer"
@@ -28,12 +27,8 @@ import (
 type Central struct {
 	worker worker.Worker
 	store  *centralstore.Store
-	audit  *audit.Writer
 	http   *centralHTTP
 }
-
-// auditCloseTimeout bounds the final audit write when the worker stops.
-const auditCloseTimeout = 10 * time.Second
 
 // NewCentral opens the central store, makes sure the daily purge schedule
 // exists, registers the workflows and activities with a worker on tc, and
@@ -49,9 +44,11 @@ func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc cl
 		return nil, err
 	}
 	events := newDeliveryEvents()
-	writer := audit.NewWriter(store, audit.Options{Observe: func(e centralstore.AuditEvent) {
-		events.WithLabelValues(e.Kind, string(e.Event), string(e.Status)).Inc()
-	}})
+	observe := activities.EventObserver(func(stored ...centralstore.AuditEvent) {
+		for _, e := range stored {
+			events.WithLabelValues(e.Kind, string(e.Event), string(e.Status)).Inc()
+		}
+	})
 	w := worker.New(tc, workflows.CentralTaskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
@@ -59,8 +56,8 @@ func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc cl
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: "ReconcileSiteWorkflow"})
 	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowPurge})
 	w.RegisterWorkflowWithOptions(workflows.LookupNotificationWorkflow, workflow.RegisterOptions{Name: "LookupNotificationWorkflow"})
-	w.RegisterActivity(&activities.MirrorActivities{Store: store, Audit: writer})
-	w.RegisterActivity(&activities.AuditActivities{Audit: writer})
+	w.RegisterActivity(&activities.MirrorActivities{Store: store, Observe: observe})
+	w.RegisterActivity(&activities.AuditActivities{Store: store, Observe: observe})
 	w.RegisterActivity(&activities.PurgeActivities{Store: store, Retention: cfg.Retention})
 	w.RegisterActivity(&activities.NotificationActivities{
 		Store:  store,
@@ -75,22 +72,18 @@ func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc cl
 			// final reply its own; leave room for the store writes around them.
 			AttemptTimeout: 2*cfg.SMTP.Timeout + cfg.SMTP.FinalReplyTimeout + 30*time.Second,
 		},
-		Audit: writer,
+		Observe: observe,
 	})
-	page, err := startCentralHTTP(cfg, namespace, store, tc, registry, writer, events)
+	page, err := startCentralHTTP(cfg, namespace, store, tc, registry, events)
 	if err != nil {
 		store.Close()
-		return nil, errors.Join(err, writer.Close(ctx))
+		return nil, err
 	}
-	return &Central{worker: w, store: store, audit: writer, http: page}, nil
+	return &Central{worker: w, store: store, http: page}, nil
 }
 
 // Addr is where the outbox page, /metrics, /healthz and /readyz are served.
 func (c *Central) Addr() string { return c.http.listener.Addr().String() }
-
-// Audit is the worker's audit log writer: its Failures, Dropped and Pending
-// counts are the audit log's health.
-func (c *Central) Audit() *audit.Writer { return c.audit }
 
 // OpenCentralStore opens the configured central store.
 func OpenCentralStore(ctx context.Context, cfg config.CentralStore) (*centralstore.Store, error) {
@@ -104,24 +97,17 @@ func OpenCentralStore(ctx context.Context, cfg config.CentralStore) (*centralsto
 	return centralstore.OpenSQLite(ctx, cfg.Path)
 }
 
-// Run polls for tasks until ctx ends, then writes the audit events still
-// queued (an error says how many could not be).
+// Run polls for tasks until ctx ends.
 func (c *Central) Run(ctx context.Context) error {
 	defer c.store.Close()
 	served := make(chan error, 1)
 	go func() { served <- c.http.serve() }()
 	if err := c.worker.Start(); err != nil {
-		return errors.Join(fmt.Errorf("start central worker: %w", err), c.http.shutdown(), <-served, c.closeAudit())
+		return errors.Join(fmt.Errorf("start central worker: %w", err), c.http.shutdown(), <-served)
 	}
 	<-ctx.Done()
 	c.worker.Stop()
-	return errors.Join(c.http.shutdown(), <-served, c.closeAudit())
-}
-
-func (c *Central) closeAudit() error {
-	ctx, cancel := context.WithTimeout(context.Background(), auditCloseTimeout)
-	defer cancel()
-	return c.audit.Close(ctx)
+	return errors.Join(c.http.shutdown(), <-served)
 }
 
 // EnsurePurgeSchedule creates the Temporal Schedule outpost-purge, which runs

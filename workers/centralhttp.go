@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 
-	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/outbox"
@@ -37,14 +36,13 @@ func newDeliveryEvents() *prometheus.CounterVec {
 }
 
 func startCentralHTTP(cfg config.Central, namespace string, store *centralstore.Store, tc client.Client,
-	registry *prometheus.Registry, writer *audit.Writer, events *prometheus.CounterVec) (*centralHTTP, error) {
+	registry *prometheus.Registry, events *prometheus.CounterVec) (*centralHTTP, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("central page and metrics: listen on %s (central.listen): %w", cfg.Listen, err)
 	}
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry.MustRegister(events)
-	registry.MustRegister(auditCollectors(writer)...)
 	registry.MustRegister(&kpiCollector{store: store, stuckAge: cfg.StuckAge})
 
 	mux := http.NewServeMux()
@@ -86,25 +84,6 @@ func centralReadyz(store *centralstore.Store, tc client.Client) http.HandlerFunc
 			return
 		}
 		fmt.Fprintln(w, "ready")
-	}
-}
-
-// auditCollectors expose the audit writer's health: a failed audit write
-// never changes a delivery, so it must be visible here.
-func auditCollectors(w *audit.Writer) []prometheus.Collector {
-	return []prometheus.Collector{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "outpost_central_audit_write_failures_total",
-			Help: "Audit log writes that failed (their events are kept and written again).",
-		}, func() float64 { return float64(w.Failures()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "outpost_central_audit_dropped_total",
-			Help: "Audit events dropped because too many were waiting for a failing store.",
-		}, func() float64 { return float64(w.Dropped()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "outpost_central_audit_pending",
-			Help: "Audit events waiting to be written.",
-		}, func() float64 { return float64(w.Pending()) }),
 	}
 }
 

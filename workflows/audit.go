@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -28,18 +29,28 @@ type OperatorActionAudit struct {
 // activity on the central worker.
 const ActivityAuditOperatorAction = "AuditOperatorAction"
 
-// changeAuditOperatorAction versions the local activity that audits a cached
-// call's operator action: histories recorded before it replay without it.
+// changeAuditOperatorAction versions the audit of a cached call's operator
+// action: histories recorded before version 1 replay without it; version 1
+// gave up after 30 s; version 2 retries until the store takes it.
 const changeAuditOperatorAction = "audit-operator-action"
 
-// auditOperatorAction records an operator action in the audit log. A failure
-// is logged and ignored: auditing never changes an operation's outcome.
-func auditOperatorAction(ctx workflow.Context, rec OperatorActionAudit) {
-	if workflow.GetVersion(ctx, changeAuditOperatorAction, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return
+// auditOperatorAction records an operator action in the audit log, retrying
+// until the central store takes it: an audit event is never lost, and the
+// operation's outcome (already on the site) does not wait on it.
+func auditOperatorAction(ctx workflow.Context, rec OperatorActionAudit) error {
+	v := workflow.GetVersion(ctx, changeAuditOperatorAction, workflow.DefaultVersion, 2)
+	if v == workflow.DefaultVersion {
+		return nil
 	}
 	rec.At = workflow.Now(ctx)
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityAuditOperatorAction, rec).Get(ctx, nil); err != nil {
-		workflow.GetLogger(ctx).Warn("audit of operator action failed", "operation", rec.OperationID, "error", err)
+	if v == 1 {
+		if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityAuditOperatorAction, rec).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("audit of operator action failed", "operation", rec.OperationID, "error", err)
+		}
+		return nil
 	}
+	if err := storeWrite(ctx, ActivityAuditOperatorAction, rec, nil); err != nil {
+		return fmt.Errorf("audit operator action on %s: %w", rec.OperationID, err)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -17,13 +18,13 @@ import (
 	"github.com/outpost-dev/outpost/workflows"
 )
 
-// recorder keeps the audit events handed to it.
+// recorder keeps the audit events observed once stored.
 type recorder struct {
 	mu     sync.Mutex
 	events []centralstore.AuditEvent
 }
 
-func (r *recorder) Record(events ...centralstore.AuditEvent) {
+func (r *recorder) observe(events ...centralstore.AuditEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, events...)
@@ -41,7 +42,10 @@ func TestCachedCallOperatorActionsAreAudited(t *testing.T) {
 	env.RegisterActivity(site)
 	env.SetActivityTaskQueue(workflows.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
 	rec := &recorder{}
-	env.RegisterActivity(&activities.AuditActivities{Audit: rec})
+	store, err := centralstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "central.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	env.RegisterActivity(&activities.AuditActivities{Store: store, Observe: rec.observe})
 
 	parked := callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503")
 	delivers := []workflows.TrackedOperation{parked, parked}
@@ -77,6 +81,9 @@ func TestCachedCallOperatorActionsAreAudited(t *testing.T) {
 			Event: centralstore.AuditOperatorDiscard, Status: workflows.StatusDiscarded, Operator: "bo", Reason: "entered by hand",
 			At: callT0.Add(2 * time.Hour)},
 	}, rec.events)
+	stored, err := store.ListAuditEvents(context.Background(), "op-1")
+	require.NoError(t, err)
+	require.Len(t, stored, 2, "stored before they were observed")
 }
 
 // The notification workflow numbers its attempts across operator retries and

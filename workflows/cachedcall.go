@@ -137,10 +137,12 @@ func (c *cachedCall) run(ctx workflow.Context) error {
 		}
 		c.lastAction = &action
 		c.operatorActions++
-		auditOperatorAction(ctx, OperatorActionAudit{
+		if err := auditOperatorAction(ctx, OperatorActionAudit{
 			OperationID: c.state.OperationID, Kind: c.sub.Kind, SiteID: c.sub.SiteID, Retry: retry,
 			Action: action, Seq: c.operatorActions, Status: c.state.Status,
-		})
+		}); err != nil {
+			return err
+		}
 		if c.state.Status.Terminal() {
 			return nil
 		}

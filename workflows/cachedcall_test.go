@@ -64,7 +64,9 @@ func (s *cachedCallSuite) SetupTest() {
 	s.env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
 	site := &activities.SiteActivities{}
 	s.env.RegisterActivity(site)
-	s.env.RegisterActivity(&activities.AuditActivities{}) // audits nothing here
+	s.env.RegisterActivity(&activities.AuditActivities{})
+	// Auditing is tested in audit_test.go; here it only succeeds.
+	s.env.OnActivity(workflows.ActivityAuditOperatorAction, mock.Anything, mock.Anything).Return(nil)
 	// The site activities exist only on the site's own queue: an activity
 	// scheduled anywhere else finds no worker and fails the test.
 	s.env.SetActivityTaskQueue(workflows.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)

@@ -96,8 +96,9 @@ type NotificationUpdate struct {
 	// At is when the workflow decided the change (workflow time); a
 	// Discarded row's terminal time.
 	At time.Time `json:"at,omitzero"`
-	// Attempt is the failed delivery attempt (DeliverNotificationInput.Attempt)
-	// whose outcome this change records; 0 when it records none.
+	// Attempt is the delivery attempt (DeliverNotificationInput.Attempt)
+	// whose outcome this change records: a failure, or a delivery the
+	// attempt could not record; 0 when it records none.
 	Attempt int `json:"attempt,omitempty"`
 	// OperatorAction is the operator's retry or discard this change applies.
 	OperatorAction *OperatorAction `json:"operatorAction,omitempty"`
@@ -238,15 +239,14 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 }
 
 // delivered takes a successful delivery as the workflow's state. The
-// activity marked the row Delivered, unless that write failed after the
-// email went out: then the workflow writes it, through the store write that
-// retries until the store answers. Its audit events were recorded by the
-// activity.
+// activity marked the row Delivered with its audit events, unless that
+// write failed after the email went out: then the workflow writes both,
+// through the store write that retries until the store answers.
 func (n *notification) delivered(ctx workflow.Context, res DeliverNotificationResult) error {
 	n.state.DeliveredAt, n.state.ResolvedTargets, n.state.LastAttemptAt = &res.DeliveredAt, res.ResolvedTargets, &res.DeliveredAt
 	if res.Unrecorded {
 		return n.update(ctx, NotificationUpdate{Status: StatusDelivered, RetryCount: n.state.RetryCount,
-			DeliveredAt: res.DeliveredAt, ResolvedTargets: res.ResolvedTargets})
+			DeliveredAt: res.DeliveredAt, ResolvedTargets: res.ResolvedTargets, Attempt: n.attempts})
 	}
 	n.state.Status, n.state.LastError, n.state.NextAttemptAt = StatusDelivered, "", nil
 	return n.setStatusAttr(ctx)

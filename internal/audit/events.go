@@ -1,6 +1,6 @@
 // Package audit derives the audit log's events from what central sees of an
-// operation, and writes them to the central store in the background
-// (Writer), so that an audit write never slows or fails a delivery.
+// operation. The central store writes them in the transaction of the change
+// they describe.
 //
 // Event ids are deterministic: the same fact always gets the same id, and
 // audit_log stores an id once, so recording an event again (a retried
@@ -56,8 +56,12 @@ func NotificationDelivered(id, siteID string, attempt, retryCount int, at time.T
 // NotificationUpdated is the events a status change written by the
 // NotificationWorkflow records: a failed attempt (Retrying or Parked, and a
 // park's Terminal event), an operator's retry or discard, a discard's
-// Terminal event. A change that records none of these gives none.
+// Terminal event, and a delivery its attempt could not record. A change
+// that records none of these gives none.
 func NotificationUpdated(u workflows.NotificationUpdate) []centralstore.AuditEvent {
+	if u.Status == workflows.StatusDelivered && u.Attempt > 0 {
+		return NotificationDelivered(u.NotificationID, u.SiteID, u.Attempt, u.RetryCount, u.DeliveredAt, u.ResolvedTargets)
+	}
 	prefix := workflows.NotificationWorkflowID(u.NotificationID)
 	base := centralstore.AuditEvent{
 		OperationID: u.NotificationID, Kind: workflows.KindNotification, SiteID: u.SiteID, Status: u.Status, At: u.At,

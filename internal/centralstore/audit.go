@@ -64,31 +64,37 @@ const (
 // statement per chunk in one transaction, and returns how many it inserted.
 // An event repeated in events is stored once.
 func (s *Store) InsertAuditEvents(ctx context.Context, events []AuditEvent) (int, error) {
-	events = firstByEventID(events)
-	if len(events) == 0 {
-		return 0, nil
-	}
-	var total int64
-	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
-		for chunk := range slices.Chunk(events, s.dialect.auditChunk) {
-			args := make([]any, 0, len(chunk)*len(auditColumns))
-			for _, e := range chunk {
-				args = auditArgs(args, e)
-			}
-			res, err := tx.ExecContext(ctx, s.bind(s.dialect.insertAuditEvents(len(chunk))), args...)
-			if err != nil {
-				return fmt.Errorf("write %d events: %w", len(chunk), err)
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return fmt.Errorf("count written events: %w", err)
-			}
-			total += n
-		}
-		return nil
+	var total int
+	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) (err error) {
+		total, err = s.insertAuditEvents(ctx, tx, events)
+		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("insert audit events: %w", err)
+		return 0, err
+	}
+	return total, nil
+}
+
+// insertAuditEvents stores events in tx: the state changes that write
+// audit events write them in their own transaction, so an event is stored
+// exactly when the change it describes is.
+func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []AuditEvent) (int, error) {
+	events = firstByEventID(events)
+	var total int64
+	for chunk := range slices.Chunk(events, s.dialect.auditChunk) {
+		args := make([]any, 0, len(chunk)*len(auditColumns))
+		for _, e := range chunk {
+			args = auditArgs(args, e)
+		}
+		res, err := tx.ExecContext(ctx, s.bind(s.dialect.insertAuditEvents(len(chunk))), args...)
+		if err != nil {
+			return 0, fmt.Errorf("insert audit events: write %d events: %w", len(chunk), err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("insert audit events: count written events: %w", err)
+		}
+		total += n
 	}
 	return int(total), nil
 }

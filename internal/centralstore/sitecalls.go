@@ -29,14 +29,18 @@ var siteCallColumns = slices.Concat(trackedColumns, []string{"mirrored_at"})
 // are inserted; an existing row is replaced only by a row with a higher Seq,
 // so replays and out-of-order batches never move a row back to an older
 // state. Returns how many rows were inserted or changed; a row skipped for
-// its Seq does not count, on either dialect.
-func (s *Store) UpsertSiteCalls(ctx context.Context, rows []workflows.TrackedOperation) (int, error) {
+// its Seq does not count, on either dialect. events (what the rows show) are
+// stored in the same transaction.
+func (s *Store) UpsertSiteCalls(ctx context.Context, rows []workflows.TrackedOperation, events ...AuditEvent) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
 	var n int
 	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) (err error) {
-		n, err = s.upsertSiteCalls(ctx, tx, rows)
+		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
+			return err
+		}
+		_, err = s.insertAuditEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -48,10 +52,14 @@ func (s *Store) UpsertSiteCalls(ctx context.Context, rows []workflows.TrackedOpe
 // MirrorReconciled upserts rows like UpsertSiteCalls and, in the same
 // transaction, advances siteID's reconciliation cursor to cursor (never
 // moving it back): the cursor never claims rows that were not stored.
-func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []workflows.TrackedOperation, cursor int64) (int, error) {
+// events are stored in the same transaction.
+func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []workflows.TrackedOperation, cursor int64, events ...AuditEvent) (int, error) {
 	var n int
 	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) (err error) {
 		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
+			return err
+		}
+		if _, err = s.insertAuditEvents(ctx, tx, events); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, s.bind(s.dialect.advanceCursor), siteID, cursor, time.Now().UTC())

@@ -167,17 +167,25 @@ const notificationColumns = `notification_id, type, list_name, subject, body, ty
 const notificationReadColumns = notificationColumns + `, terminal_at`
 
 // InsertNotification stores n unless a row with its id exists, and returns the
-// stored row either way: resubmits are harmless.
-func (s *Store) InsertNotification(ctx context.Context, n Notification) (Notification, error) {
+// stored row either way: resubmits are harmless. events (its Enqueued event)
+// are stored in the same transaction.
+func (s *Store) InsertNotification(ctx context.Context, n Notification, events ...AuditEvent) (Notification, error) {
 	targets, err := json.Marshal(n.ResolvedTargets)
 	if err != nil {
 		return Notification{}, fmt.Errorf("encode resolved targets: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx, s.bind(s.dialect.insertIfMissing),
-		n.NotificationID, n.Type, n.ListName, n.Subject, n.Body, n.TypeData, string(n.Status),
-		n.RetryCount, n.LastError, string(targets), n.SourceSiteID, n.SourceInstanceID, n.SourceScript,
-		n.SourceNode, utc(n.SiteEnqueuedAt), utc(n.CreatedAt), utcPtr(n.LastAttemptAt), utcPtr(n.NextAttemptAt),
-		utcPtr(n.DeliveredAt))
+	err = dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.bind(s.dialect.insertIfMissing),
+			n.NotificationID, n.Type, n.ListName, n.Subject, n.Body, n.TypeData, string(n.Status),
+			n.RetryCount, n.LastError, string(targets), n.SourceSiteID, n.SourceInstanceID, n.SourceScript,
+			n.SourceNode, utc(n.SiteEnqueuedAt), utc(n.CreatedAt), utcPtr(n.LastAttemptAt), utcPtr(n.NextAttemptAt),
+			utcPtr(n.DeliveredAt))
+		if err != nil {
+			return err
+		}
+		_, err = s.insertAuditEvents(ctx, tx, events)
+		return err
+	})
 	if err != nil {
 		return Notification{}, fmt.Errorf("insert notification %s: %w", n.NotificationID, err)
 	}
@@ -197,10 +205,11 @@ func (s *Store) GetNotification(ctx context.Context, id string) (Notification, e
 	return n, nil
 }
 
-// UpdateNotificationStatus writes a status change. A terminal row
-// (Delivered, Discarded) never changes again. A change to a terminal status
-// sets terminal_at to u.At (the time now when u.At is zero).
-func (s *Store) UpdateNotificationStatus(ctx context.Context, u workflows.NotificationUpdate) error {
+// UpdateNotificationStatus writes a status change and its audit events in
+// one transaction. A terminal row (Delivered, Discarded) never changes
+// again (ErrTerminal, and no event is stored). A change to a terminal
+// status sets terminal_at to u.At (the time now when u.At is zero).
+func (s *Store) UpdateNotificationStatus(ctx context.Context, u workflows.NotificationUpdate, events ...AuditEvent) error {
 	var terminalAt any
 	if u.Status.Terminal() {
 		at := u.At
@@ -209,38 +218,55 @@ func (s *Store) UpdateNotificationStatus(ctx context.Context, u workflows.Notifi
 		}
 		terminalAt = at.UTC()
 	}
-	res, err := s.db.ExecContext(ctx, s.bind(`UPDATE notifications
+	return s.changeNotification(ctx, u.NotificationID, events, `UPDATE notifications
 		SET status = ?, retry_count = ?, last_error = ?, last_attempt_at = ?, next_attempt_at = ?, terminal_at = ?
-		WHERE notification_id = ? AND status NOT IN ('Delivered', 'Discarded')`),
+		WHERE notification_id = ? AND status NOT IN ('Delivered', 'Discarded')`,
 		string(u.Status), u.RetryCount, u.LastError, utcPtr(u.LastAttemptAt), utcPtr(u.NextAttemptAt), terminalAt, u.NotificationID)
-	if err != nil {
-		return fmt.Errorf("update notification %s: %w", u.NotificationID, err)
-	}
-	return s.requireChanged(ctx, res, u.NotificationID)
 }
 
-// MarkNotificationDelivered records a successful delivery.
-func (s *Store) MarkNotificationDelivered(ctx context.Context, id string, at time.Time, targets []string) error {
+// MarkNotificationDelivered records a successful delivery and its audit
+// events in one transaction.
+func (s *Store) MarkNotificationDelivered(ctx context.Context, id string, at time.Time, targets []string, events ...AuditEvent) error {
 	encoded, err := json.Marshal(targets)
 	if err != nil {
 		return fmt.Errorf("encode resolved targets: %w", err)
 	}
-	res, err := s.db.ExecContext(ctx, s.bind(`UPDATE notifications
+	return s.changeNotification(ctx, id, events, `UPDATE notifications
 		SET status = 'Delivered', delivered_at = ?, last_attempt_at = ?, next_attempt_at = NULL,
 		    last_error = '', resolved_targets = ?, terminal_at = ?
-		WHERE notification_id = ? AND status NOT IN ('Delivered', 'Discarded')`),
+		WHERE notification_id = ? AND status NOT IN ('Delivered', 'Discarded')`,
 		utc(at), utc(at), string(encoded), utc(at), id)
-	if err != nil {
-		return fmt.Errorf("mark notification %s delivered: %w", id, err)
-	}
-	return s.requireChanged(ctx, res, id)
 }
 
-// requireChanged turns "no row updated" into a precise error.
-func (s *Store) requireChanged(ctx context.Context, res sql.Result, id string) error {
-	if n, err := res.RowsAffected(); err != nil || n > 0 {
+// changeNotification runs update on notification id and stores events, in
+// one transaction; an update that changed no row (the row is terminal)
+// stores nothing.
+func (s *Store) changeNotification(ctx context.Context, id string, events []AuditEvent, update string, args ...any) error {
+	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.bind(update), args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(err, errUnchanged)
+		}
+		_, err = s.insertAuditEvents(ctx, tx, events)
 		return err
+	})
+	if errors.Is(err, errUnchanged) {
+		return s.terminalError(ctx, id)
 	}
+	if err != nil {
+		return fmt.Errorf("update notification %s: %w", id, err)
+	}
+	return nil
+}
+
+// errUnchanged rolls back a change that found no row to change.
+var errUnchanged = errors.New("no row changed")
+
+// terminalError says why a change found no row to change.
+func (s *Store) terminalError(ctx context.Context, id string) error {
 	current, err := s.GetNotification(ctx, id)
 	if err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +170,53 @@ func (s *stack) requirePurgeSchedule() {
 	var res workflows.PurgeResult
 	require.NoError(s.t, s.client.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res))
 	require.Equal(s.t, workflows.PurgeResult{}, res, "nothing is past a year's retention yet")
+}
+
+// The central worker, a child process, is SIGKILLed while a burst of
+// notifications is being delivered, then started again. Every notification
+// ends Delivered with its audit trail whole: one Enqueued event, one
+// delivered Attempt, one Terminal Delivered. (Events waited in memory
+// before, and a kill lost those not yet written.)
+func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
+	s := newStack(t, nil, withoutCentral())
+	bin := buildOutpost(t)
+	listen := freeAddr(t)
+	smtp := s.cfg.Central.SMTP
+	cfgFile := filepath.Join(s.dir, "central.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, fmt.Appendf(nil, `temporal:
+  address: %s
+central:
+  listen: %s
+  store: {path: %s}
+  smtp: {host: 127.0.0.1, port: %d, tls: none, timeout: %s, final_reply_timeout: %s, retry_interval: 1s, max_retries: 5}
+  lists: {ops: [ops@example.com]}
+log: {level: error}
+`, s.cfg.Temporal.Address, listen, s.cfg.Central.Store.Path, smtp.Port, smtp.Timeout, smtp.FinalReplyTimeout), 0o644))
+	httpc := &http.Client{Timeout: 5 * time.Second}
+	central := startProcess(t, bin, "central", cfgFile, "http://"+listen, httpc)
+
+	const n = 150
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = s.notify("ops", fmt.Sprintf("burst %d", i))
+	}
+	waitFor(t, time.Minute, func() bool { return len(s.received()) >= n/5 },
+		func() string { return fmt.Sprintf("%d of %d delivered before the kill", len(s.received()), n) })
+	central.kill()
+	t.Logf("central killed with %d of %d notifications delivered", len(s.received()), n)
+	startProcess(t, bin, "central", cfgFile, "http://"+listen, httpc)
+
+	s.waitStatus(workflows.StatusDelivered, 3*time.Minute, ids...)
+	store := s.centralStore()
+	for _, id := range ids {
+		events, err := store.ListAuditEvents(t.Context(), id)
+		require.NoError(t, err)
+		counts := map[string]int{}
+		for _, e := range events {
+			counts[string(e.Event)+" "+string(e.Status)]++
+		}
+		require.Equal(t, 1, counts["Enqueued Pending"], "%s: %v", id, counts)
+		require.Equal(t, 1, counts["Attempt Delivered"], "%s: %v", id, counts)
+		require.Equal(t, 1, counts["Terminal Delivered"], "%s: %v", id, counts)
+	}
 }

@@ -96,9 +96,10 @@ func buildOutpost(t *testing.T) string {
 	return bin
 }
 
-// siteProcess is `outpost site` in a child process, so the test can SIGKILL
-// it the way the OOM killer would. (A kill loses no written page, unlike a
-// power cut: this proves the daemon answers only after commit, not fsync.)
+// siteProcess is an `outpost` daemon (site or central) in a child process,
+// so the test can SIGKILL it the way the OOM killer would. (A kill loses no
+// written page, unlike a power cut: this proves the daemon answers only
+// after commit, not fsync.)
 type siteProcess struct {
 	cmd    *exec.Cmd
 	out    *testutil.SyncBuffer
@@ -106,23 +107,30 @@ type siteProcess struct {
 }
 
 // startSiteProcess runs the site daemon and waits until /readyz answers 200.
-// The process is killed when the test ends; its output is logged if the test failed.
 func startSiteProcess(t *testing.T, bin, cfgFile, baseURL string, httpc *http.Client) *siteProcess {
 	t.Helper()
-	p := &siteProcess{cmd: exec.Command(bin, "site", "--config", cfgFile), out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
+	return startProcess(t, bin, "site", cfgFile, baseURL, httpc)
+}
+
+// startProcess runs `outpost <command> --config cfgFile` and waits until
+// baseURL/readyz answers 200. The process is killed when the test ends; its
+// output is logged if the test failed.
+func startProcess(t *testing.T, bin, command, cfgFile, baseURL string, httpc *http.Client) *siteProcess {
+	t.Helper()
+	p := &siteProcess{cmd: exec.Command(bin, command, "--config", cfgFile), out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(t, p.cmd.Start())
 	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() && p.out.String() != "" {
-			t.Logf("outpost site (pid %d) output:\n%s", p.cmd.Process.Pid, p.out.String())
+			t.Logf("outpost %s (pid %d) output:\n%s", command, p.cmd.Process.Pid, p.out.String())
 		}
 	})
-	waitFor(t, 15*time.Second, func() bool {
+	waitFor(t, 30*time.Second, func() bool {
 		select {
 		case <-p.exited:
-			t.Fatalf("outpost site exited before it was ready: %v\n%s", p.cmd.ProcessState, p.out.String())
+			t.Fatalf("outpost %s exited before it was ready: %v\n%s", command, p.cmd.ProcessState, p.out.String())
 		default:
 		}
 		resp, err := httpc.Get(baseURL + "/readyz")
@@ -131,7 +139,7 @@ func startSiteProcess(t *testing.T, bin, cfgFile, baseURL string, httpc *http.Cl
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, func() string { return "outpost site /readyz at " + baseURL })
+	}, func() string { return "outpost " + command + " /readyz at " + baseURL })
 	return p
 }
 

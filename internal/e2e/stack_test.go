@@ -63,6 +63,8 @@ type stack struct {
 	uiPort int
 	// killCentral stops the central worker as a crash would.
 	killCentral func()
+	// noCentral leaves the central worker to the test (a child process).
+	noCentral bool
 }
 
 // stackOption changes how newStack starts the stack.
@@ -72,6 +74,11 @@ type stackOption func(*stack)
 // uiURL). Off by default: the UI costs memory and start-up time.
 func withWebUI() stackOption {
 	return func(s *stack) { s.uiPort = testutil.FreePort(s.t) }
+}
+
+// withoutCentral starts no central worker: the test runs its own.
+func withoutCentral() stackOption {
+	return func(s *stack) { s.noCentral = true }
 }
 
 // newStack starts everything with short intervals; tweak adjusts the config.
@@ -119,7 +126,9 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 	require.NoError(t, err)
 	s.client = c
 	t.Cleanup(c.Close)
-	s.startCentral()
+	if !s.noCentral {
+		s.startCentral()
+	}
 	s.startSite()
 	return s
 }
