@@ -3,6 +3,8 @@ package site
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
@@ -65,4 +68,45 @@ func TestDaemonMetricsAndHealthWithCentralDown(t *testing.T) {
 	require.True(t, rd.Ready)
 	require.Equal(t, "ok", rd.Store)
 	require.Contains(t, rd.Central, "unreachable")
+}
+
+// The site store's file is deleted under a running daemon: it stops
+// answering 202 for work it could only lose, and /readyz says why; the same
+// when another file takes the name.
+func TestDaemonRefusesWorkWhenItsStoreFileIsGone(t *testing.T) {
+	t.Parallel()
+	var failWith atomic.Int32
+	for _, replace := range []bool{false, true} {
+		cfg := daemonSiteConfig(t, &failWith)
+		d, ctx := startDaemonCentralDown(t, cfg)
+		base := "http://" + d.Addr()
+		_, err := d.Client.Notify(ctx, "ops", "before", "")
+		require.NoError(t, err)
+
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			require.NoError(t, os.Remove(cfg.Store+suffix))
+		}
+		if replace {
+			require.NoError(t, os.WriteFile(cfg.Store, nil, 0o644))
+		}
+		_, err = d.Client.Notify(ctx, "ops", "after", "")
+		require.ErrorIs(t, err, sqlitedb.ErrReplaced, "replace=%v", replace)
+
+		req, err := http.NewRequest(http.MethodPost, base+"/v1/notifications", strings.NewReader(`{"list":"ops","subject":"after"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusInternalServerError, resp.StatusCode, "not 202: nothing was stored")
+
+		resp, err = http.Get(base + "/readyz")
+		require.NoError(t, err)
+		var rd Readiness
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&rd))
+		resp.Body.Close()
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		require.False(t, rd.Ready)
+		require.Contains(t, rd.Store, "removed or replaced while open")
+	}
 }

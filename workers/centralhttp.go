@@ -73,7 +73,7 @@ func centralReadyz(store *centralstore.Store, tc client.Client) http.HandlerFunc
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		var problems []error
-		if err := store.DB().PingContext(ctx); err != nil {
+		if err := store.Ping(ctx); err != nil {
 			problems = append(problems, fmt.Errorf("central store: %w", err))
 		}
 		if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {

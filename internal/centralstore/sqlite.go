@@ -127,7 +127,12 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("central store: %w", err)
 	}
-	s := &Store{db: db, dialect: sqliteDialect}
+	guard, err := sqlitedb.NewGuard(path)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("central store: %w", err)
+	}
+	s := &Store{db: db, dialect: sqliteDialect, guard: guard}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/internal/dbtx"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -53,6 +54,20 @@ const NotificationTypeEmail = "Email"
 type Store struct {
 	db      *sql.DB
 	dialect dialect
+	// guard notices a SQLite file removed or replaced while open; nil for
+	// SQL Server.
+	guard *sqlitedb.Guard
+}
+
+// Ping reports whether the store answers and, on SQLite, is still the file
+// it opened: /readyz fails rather than accept work into an unlinked file.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.guard != nil {
+		if err := s.guard.Check(); err != nil {
+			return err
+		}
+	}
+	return s.db.PingContext(ctx)
 }
 
 // dialect is what differs between SQLite and SQL Server.

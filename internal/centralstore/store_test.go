@@ -86,3 +86,16 @@ func TestSQLiteUpgradesOlderSchema(t *testing.T) {
 		require.NoError(t, store.Close())
 	}
 }
+
+// A central SQLite file removed under the worker fails Ping (and so
+// /readyz) instead of looking healthy while its writes go nowhere.
+func TestSQLitePingNoticesTheFileGone(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "central.db")
+	s, err := centralstore.OpenSQLite(context.Background(), path)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	require.NoError(t, s.Ping(context.Background()))
+	require.NoError(t, os.Remove(path))
+	require.ErrorIs(t, s.Ping(context.Background()), sqlitedb.ErrReplaced)
+}

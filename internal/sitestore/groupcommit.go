@@ -60,15 +60,18 @@ type committer struct {
 	expected int
 	// commits counts committed batches.
 	commits atomic.Int64
+	// check runs before every batch; its error fails the batch unwritten
+	// (the store file was removed or replaced).
+	check func() error
 }
 
-func newCommitter(ctx context.Context, db *sql.DB, batch int, delay time.Duration) (*committer, error) {
+func newCommitter(ctx context.Context, db *sql.DB, batch int, delay time.Duration, check func() error) (*committer, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("writer connection: %w", err)
 	}
 	c := &committer{
-		conn: conn, batch: batch, delay: delay, expected: 1,
+		conn: conn, batch: batch, delay: delay, expected: 1, check: check,
 		writes: make(chan *write), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go c.run()
@@ -158,6 +161,12 @@ func (c *committer) commit(batch []*write) {
 // the commit fail, every remaining write gets that error: none of it is on disk.
 func (c *committer) runBatch(batch []*write) []error {
 	results := make([]error, len(batch))
+	if err := c.check(); err != nil {
+		for i := range results {
+			results[i] = err
+		}
+		return results
+	}
 	var run []int // the writes still to commit
 	for i, w := range batch {
 		if results[i] = w.ctx.Err(); results[i] == nil {

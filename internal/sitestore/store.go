@@ -72,6 +72,8 @@ type Message struct {
 type Store struct {
 	db  *sql.DB
 	now func() time.Time
+	// guard notices the file being removed or replaced under the store.
+	guard *sqlitedb.Guard
 	// writer commits every change to the file, batching concurrent ones.
 	writer *committer
 	// changed is signalled after every committed tracking change.
@@ -178,12 +180,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.CommitDelay == 0 {
 		opts.CommitDelay = DefaultCommitDelay
 	}
-	writer, err := newCommitter(ctx, db, opts.CommitBatch, opts.CommitDelay)
+	guard, err := sqlitedb.NewGuard(path)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("site store: %w", err)
+	}
+	writer, err := newCommitter(ctx, db, opts.CommitBatch, opts.CommitDelay, guard.Check)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("site store %s: %w", path, err)
 	}
-	return &Store{db: db, now: opts.Now, writer: writer, changed: make(chan struct{}, 1)}, nil
+	return &Store{db: db, now: opts.Now, guard: guard, writer: writer, changed: make(chan struct{}, 1)}, nil
 }
 
 // migrate applies the migrations the file has not run yet, each in its own
