@@ -59,11 +59,27 @@ func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.Del
 	status, lastError := RetryOutcome(outcome, retries, in.Policy.MaxRetries)
 	attempt := sitestore.Attempt{OperationID: in.OperationID, Status: status, RetryCount: retries, LastError: lastError, At: &at}
 	if status == workflows.StatusRetrying {
-		next := at.Add(in.Policy.Interval)
+		next := NextAttemptAt(at, in.Policy.Interval, outcome)
 		attempt.NextAttemptAt = &next
 	}
 	return a.Store.RecordAttempt(ctx, attempt)
 }
+
+// NextAttemptAt is when an attempt that failed at at with err is tried
+// again: one interval later, or later when the target asked for more
+// (Retry-After on a 429 or 503), but never more than ten intervals later.
+func NextAttemptAt(at time.Time, interval time.Duration, err error) time.Time {
+	wait := interval
+	var f *targets.Failure
+	if errors.As(err, &f) && f.RetryAfter > wait {
+		wait = min(f.RetryAfter, maxRetryAfterIntervals*interval)
+	}
+	return at.Add(wait)
+}
+
+// maxRetryAfterIntervals caps a target's Retry-After, in intervals: a
+// target cannot hold a call back indefinitely.
+const maxRetryAfterIntervals = 10
 
 // ImmediateOutcome is a cached call's status and last error after the site's
 // immediate attempt ended with err (nil: delivered): Delivered, Failed when

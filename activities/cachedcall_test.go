@@ -490,3 +490,21 @@ func TestListTrackingChangesAfterCursorInSeqOrder(t *testing.T) {
 	require.True(t, appErr.NonRetryable())
 	require.ErrorContains(t, err, "cursor 8 is past this site's last change 7")
 }
+
+func TestNextAttemptAtHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	at, interval := siteT0, time.Minute
+	for name, tc := range map[string]struct {
+		err  error
+		want time.Duration
+	}{
+		"no failure":                     {nil, interval},
+		"a failure without Retry-After":  {&targets.Failure{Status: 503}, interval},
+		"Retry-After under the interval": {&targets.Failure{Status: 429, RetryAfter: 10 * time.Second}, interval},
+		"Retry-After over the interval":  {&targets.Failure{Status: 429, RetryAfter: 5 * time.Minute}, 5 * time.Minute},
+		"Retry-After past ten intervals": {&targets.Failure{Status: 503, RetryAfter: time.Hour}, 10 * interval},
+		"wrapped":                        {fmt.Errorf("call: %w", &targets.Failure{Status: 429, RetryAfter: 2 * time.Minute}), 2 * time.Minute},
+	} {
+		require.Equal(t, at.Add(tc.want), activities.NextAttemptAt(at, interval, tc.err), name)
+	}
+}

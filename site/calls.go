@@ -115,10 +115,13 @@ func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, 
 	res, attemptErr := c.targets.Execute(ctx, req)
 	at := c.now()
 	status, lastError := activities.ImmediateOutcome(attemptErr)
+	attempt := sitestore.Attempt{OperationID: id, Status: status, LastError: lastError, At: &at, Immediate: true}
+	if status == workflows.StatusPending {
+		next := activities.NextAttemptAt(at, c.targets.Policy(req).Interval, attemptErr)
+		attempt.NextAttemptAt = &next
+	}
 	// The caller may have given up; the outcome must be recorded regardless.
-	row, err := c.store.RecordAttempt(context.WithoutCancel(ctx), sitestore.Attempt{
-		OperationID: id, Status: status, LastError: lastError, At: &at, Immediate: true,
-	})
+	row, err := c.store.RecordAttempt(context.WithoutCancel(ctx), attempt)
 	if errors.Is(err, sitestore.ErrSuperseded) {
 		// Central took the call over while this attempt ran long: its
 		// record stands, and the caller follows it by id.

@@ -340,7 +340,8 @@ func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (wo
 	}
 	return workflows.CachedCallSubmission{
 		OperationID: row.OperationID, Kind: row.Kind, Target: row.Target, SiteID: row.SourceSiteID,
-		Policy: f.targets.Policy(req), LastAttemptAt: row.LastAttemptAt, LastError: row.LastError, CreatedAt: row.CreatedAt,
+		Policy: f.targets.Policy(req), LastAttemptAt: row.LastAttemptAt, NextAttemptAt: row.NextAttemptAt,
+		LastError: row.LastError, CreatedAt: row.CreatedAt,
 	}, nil
 }
 

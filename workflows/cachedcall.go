@@ -22,6 +22,9 @@ type CachedCallSubmission struct {
 	// LastAttemptAt is the immediate attempt's time: the first retry waits
 	// one interval from it. Nil when the site never finished that attempt.
 	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
+	// NextAttemptAt is when the target asked to be tried again, when that is
+	// later than one interval (Retry-After); nil otherwise.
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
 	LastError     string     `json:"lastError,omitempty"`
 	CreatedAt     time.Time  `json:"createdAt"`
 }
@@ -104,12 +107,17 @@ type cachedCall struct {
 }
 
 // waitFirstRetry keeps the fixed interval between the site's immediate
-// attempt and the first retry (no wait when the hand-off came later).
+// attempt and the first retry, or the longer wait the target asked for (no
+// wait when the hand-off came later).
 func (c *cachedCall) waitFirstRetry(ctx workflow.Context) error {
 	if c.sub.LastAttemptAt == nil {
 		return nil
 	}
-	wait := c.sub.LastAttemptAt.Add(c.sub.Policy.Interval).Sub(workflow.Now(ctx))
+	due := c.sub.LastAttemptAt.Add(c.sub.Policy.Interval)
+	if next := c.sub.NextAttemptAt; next != nil && next.After(due) {
+		due = *next
+	}
+	wait := due.Sub(workflow.Now(ctx))
 	if wait <= 0 {
 		return nil
 	}
@@ -161,10 +169,21 @@ func (c *cachedCall) retryUntilSettled(ctx workflow.Context) error {
 		if c.state.Status != StatusRetrying && c.state.Status != StatusPending {
 			return nil
 		}
-		if err := workflow.Sleep(ctx, c.sub.Policy.Interval); err != nil {
+		if err := workflow.Sleep(ctx, c.untilNextAttempt(ctx)); err != nil {
 			return err
 		}
 	}
+}
+
+// untilNextAttempt is the wait before the next retry: the fixed interval,
+// or until the row's next attempt when the target asked for longer
+// (Retry-After, capped by the site at ten intervals).
+func (c *cachedCall) untilNextAttempt(ctx workflow.Context) time.Duration {
+	wait := c.sub.Policy.Interval
+	if next := c.state.NextAttemptAt; next != nil {
+		wait = max(wait, next.Sub(workflow.Now(ctx)))
+	}
+	return wait
 }
 
 // onSite runs a site activity that returns the tracking row, and takes that

@@ -358,3 +358,22 @@ func (s *cachedCallSuite) TestPendingAnswerIsRetried() {
 	s.Require().Len(s.deliverAt, 2)
 	s.Equal(callPolicy.Interval, s.deliverAt[1].Sub(s.deliverAt[0]))
 }
+
+// A target that answered 429 or 503 with Retry-After gets the wait it asked
+// for (the site sets the row's next attempt; capped there at ten
+// intervals), before the first retry and between retries; otherwise the
+// fixed interval holds.
+func (s *cachedCallSuite) TestRetryAfterIsHonoured() {
+	sub := callSubmission()
+	firstDue := callT0.Add(5 * time.Minute)
+	sub.NextAttemptAt = &firstDue
+	s.submitAt(sub, 0)
+	retrying := callRow(workflows.StatusRetrying, 1, "HTTP 429 Too Many Requests")
+	secondDue := firstDue.Add(7 * time.Minute)
+	retrying.NextAttemptAt = &secondDue
+	s.deliverReturns(retrying, callRow(workflows.StatusDelivered, 2, ""))
+	s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.Equal([]time.Time{firstDue, secondDue}, s.deliverAt)
+}

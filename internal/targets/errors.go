@@ -3,6 +3,7 @@ package targets
 import (
 	"encoding/json"
 	"strings"
+	"time"
 )
 
 // InvalidError is a request that can never run: an unknown system, method
@@ -33,6 +34,9 @@ type Failure struct {
 	// Message is what the target said, e.g. `HTTP 400 Bad Request:
 	// {"error":"no such order"}`; never holds the system's secret.
 	Message string
+	// RetryAfter is how long a 429 or 503 answer asked the caller to wait
+	// (its Retry-After header); 0 when it did not say.
+	RetryAfter time.Duration
 	// Err is the underlying error, if any, returned by Unwrap.
 	Err error
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -193,7 +194,24 @@ func outcome(resp *http.Response, body []byte, secret string) (Result, error) {
 	if ex := excerpt(body); ex != "" {
 		msg += ": " + ex
 	}
-	return Result{}, &Failure{Permanent: permanent, Status: resp.StatusCode, Message: redact(msg, secret)}
+	return Result{}, &Failure{Permanent: permanent, Status: resp.StatusCode, Message: redact(msg, secret),
+		RetryAfter: retryAfter(resp, time.Now())}
+}
+
+// retryAfter is the wait a 429 or 503 answer asks for in its Retry-After
+// header (seconds, or an HTTP date), 0 when none or unreadable.
+func retryAfter(resp *http.Response, now time.Time) time.Duration {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0
+	}
+	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs > 0 {
+		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
 }
 
 // jsonBody is body as JSON: itself when it is JSON, else a JSON string.

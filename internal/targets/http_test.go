@@ -9,12 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/workflows"
 )
 
 // seen is what a test server received.
@@ -274,4 +276,40 @@ func TestRedirectDropsAuthAcrossHosts(t *testing.T) {
 	got := other.seen()
 	require.Equal(t, "/landed", got.EscapedPath)
 	require.Empty(t, got.Auth)
+}
+
+// A 429 or 503 carries its Retry-After, in seconds or as a date; other
+// statuses and unreadable values carry none.
+func TestCallReadsRetryAfter(t *testing.T) {
+	t.Parallel()
+	var status atomic.Int32
+	var header atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", header.Load().(string))
+		w.WriteHeader(int(status.Load()))
+	}))
+	t.Cleanup(srv.Close)
+	r := New(map[string]config.ExternalSystem{"erp": {BaseURL: srv.URL, Timeout: time.Second,
+		Methods: map[string]config.Method{"createOrder": {Verb: "POST", Path: "/orders"}}}}, nil)
+	t.Cleanup(func() { r.Close() })
+	inTwoMinutes := time.Now().Add(2 * time.Minute).UTC().Format(http.TimeFormat)
+	for _, tc := range []struct {
+		status   int
+		header   string
+		min, max time.Duration
+	}{
+		{429, "120", 120 * time.Second, 120 * time.Second},
+		{503, inTwoMinutes, 110 * time.Second, 120 * time.Second},
+		{500, "120", 0, 0},
+		{429, "soon", 0, 0},
+		{429, "-5", 0, 0},
+	} {
+		status.Store(int32(tc.status))
+		header.Store(tc.header)
+		_, err := r.Execute(t.Context(), Request{Kind: workflows.KindExternalCall, System: "erp", Method: "createOrder"})
+		var f *Failure
+		require.ErrorAs(t, err, &f)
+		require.GreaterOrEqual(t, f.RetryAfter, tc.min, "%d %q", tc.status, tc.header)
+		require.LessOrEqual(t, f.RetryAfter, tc.max, "%d %q", tc.status, tc.header)
+	}
 }
