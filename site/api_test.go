@@ -3,11 +3,13 @@ package site
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
@@ -143,4 +145,36 @@ func TestNotifyReturnsIDOfCommittedRow(t *testing.T) {
 	var invalid *InvalidError
 	require.ErrorAs(t, err, &invalid)
 	require.Equal(t, "list", invalid.Field)
+}
+
+// Ids in any spelling but the canonical one are refused before a lookup.
+func TestGetRefusesNonCanonicalIDs(t *testing.T) {
+	t.Parallel()
+	h := NewAPI(newTestClient(t), APIOptions{}, zaptest.NewLogger(t))
+	for _, path := range []string{
+		"/v1/notifications/%7B343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11%7D",
+		"/v1/notifications/urn:uuid:343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11",
+		"/v1/operations/343ebf6c0e5d4c4e9a4e2b0d7f1f2a11",
+		"/v1/operations/343EBF6C-0E5D-4C4E-9A4E-2B0D7F1F2A11",
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, apiRequest(http.MethodGet, path, ""))
+		require.Equal(t, http.StatusBadRequest, rec.Code, path)
+		require.Contains(t, rec.Body.String(), "lower-case UUID", path)
+	}
+}
+
+func TestUnknownIDsAreRememberedForAWhileAndBounded(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	u := newUnknownIDs(func() time.Time { return now })
+	u.add("a")
+	require.True(t, u.has("a"))
+	require.False(t, u.has("b"))
+	now = now.Add(unknownTTL)
+	require.False(t, u.has("a"), "forgotten after the TTL")
+	for i := range unknownMax + 5 {
+		u.add(fmt.Sprint(i))
+	}
+	require.LessOrEqual(t, len(u.forgets), unknownMax)
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
-
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
@@ -184,8 +182,8 @@ func (c *Client) Tracking() Tracking { return Tracking{store: c.store} }
 
 // Status returns the tracking row of a cached call or write.
 func (t Tracking) Status(ctx context.Context, id string) (workflows.TrackedOperation, error) {
-	if _, err := uuid.Parse(id); err != nil {
-		return workflows.TrackedOperation{}, &InvalidError{"id", fmt.Sprintf("%q is not an operation id (a UUID)", id)}
+	if !workflows.IsOperationID(id) {
+		return workflows.TrackedOperation{}, &InvalidError{"id", fmt.Sprintf("%q is not an operation id (a lower-case UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11)", id)}
 	}
 	row, err := t.store.GetOperation(ctx, id)
 	if errors.Is(err, sitestore.ErrNotFound) {

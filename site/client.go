@@ -76,6 +76,8 @@ type Client struct {
 	// enqueued is told after every commit, so an in-process forwarder hands
 	// the row off at once instead of at its next poll.
 	enqueued func()
+	// unknown holds ids central recently said it never had.
+	unknown *unknownIDs
 }
 
 // Open opens the site store at path for a script that sends notifications.
@@ -130,7 +132,9 @@ func newClient(store *sitestore.Store, reg *targets.Registry, opts Options) *Cli
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	return &Client{store: store, targets: reg, opts: opts, enqueued: func() {}}
+	c := &Client{store: store, targets: reg, opts: opts, enqueued: func() {}}
+	c.unknown = newUnknownIDs(c.now)
+	return c
 }
 
 // Close closes the store and the database connections of cached writes.
@@ -224,8 +228,8 @@ func (c *Client) validate(n Notification) error {
 // holds it, otherwise central's answer (status, retry count, last error,
 // timestamps).
 func (c *Client) Status(ctx context.Context, id string) (workflows.NotificationState, error) {
-	if _, err := uuid.Parse(id); err != nil {
-		return workflows.NotificationState{}, &InvalidError{"id", fmt.Sprintf("%q is not a notification id (a UUID)", id)}
+	if !workflows.IsOperationID(id) {
+		return workflows.NotificationState{}, &InvalidError{"id", fmt.Sprintf("%q is not a notification id (a lower-case UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11)", id)}
 	}
 	msg, err := c.store.Get(ctx, id)
 	if err == nil {
@@ -234,10 +238,17 @@ func (c *Client) Status(ctx context.Context, id string) (workflows.NotificationS
 	if !errors.Is(err, sitestore.ErrNotFound) {
 		return workflows.NotificationState{}, err
 	}
+	if c.unknown.has(id) {
+		return workflows.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
+	}
 	if c.opts.Temporal == nil {
 		return workflows.NotificationState{}, fmt.Errorf("notification %s has left the site and no Temporal client is configured to ask central", id)
 	}
-	return queryCentral(ctx, c.opts.Temporal, id)
+	state, err := queryCentral(ctx, c.opts.Temporal, id)
+	if errors.Is(err, ErrNotFound) {
+		c.unknown.add(id)
+	}
+	return state, err
 }
 
 func forwardingState(m sitestore.Message) workflows.NotificationState {

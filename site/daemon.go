@@ -15,6 +15,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/httpserve"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
 
@@ -57,7 +58,7 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	return &Daemon{
 		Client: c, Forwarder: fwd, cfg: cfg, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
 		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: cfg.ID, Batch: cfg.TelemetryBatch, Delay: cfg.TelemetryDelay}, log.Named("telemetry")),
-		server:    &http.Server{Handler: daemonHandler(c, tc, fwd, pollers, cfg.APIHosts, log), ReadHeaderTimeout: 10 * time.Second},
+		server:    httpserve.Server(daemonHandler(c, tc, fwd, pollers, cfg.APIHosts, log)),
 	}, nil
 }
 
@@ -92,7 +93,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { return d.pollers.run(ctx, d.cfg.PollerCheckInterval) })
 	g.Go(func() error {
-		if err := d.server.Serve(d.listener); !errors.Is(err, http.ErrServerClosed) {
+		if err := d.server.Serve(httpserve.LimitListener(d.listener, httpserve.MaxConnections)); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("site api: %w", err)
 		}
 		return nil

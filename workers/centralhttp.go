@@ -15,6 +15,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/httpserve"
 	"github.com/outpost-dev/outpost/internal/outbox"
 )
 
@@ -50,11 +51,11 @@ func startCentralHTTP(cfg config.Central, namespace string, store *centralstore.
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", centralReadyz(store, tc))
-	return &centralHTTP{listener: ln, server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
+	return &centralHTTP{listener: ln, server: httpserve.Server(mux)}, nil
 }
 
 func (h *centralHTTP) serve() error {
-	if err := h.server.Serve(h.listener); !errors.Is(err, http.ErrServerClosed) {
+	if err := h.server.Serve(httpserve.LimitListener(h.listener, httpserve.MaxConnections)); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("central page and metrics: %w", err)
 	}
 	return nil

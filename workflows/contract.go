@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -38,6 +39,16 @@ func NotificationWorkflowID(id string) string { return notificationIDPrefix + id
 // for a workflow id of another kind.
 func NotificationIDFromWorkflowID(workflowID string) (id string, ok bool) {
 	return strings.CutPrefix(workflowID, notificationIDPrefix)
+}
+
+// IsOperationID reports whether id is a notification or tracked-operation
+// id as Outpost writes them: a UUID in its canonical form, lower case with
+// dashes. Other spellings the uuid package also reads ("{…}", "urn:uuid:…",
+// no dashes, upper case) name no operation: accepting them would make one
+// operation answer to several ids.
+func IsOperationID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
 }
 
 // CachedCallWorkflowID is the workflow id of tracked operation id.

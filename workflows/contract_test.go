@@ -44,3 +44,16 @@ func TestSummaryFitsTheServersLimit(t *testing.T) {
 		require.LessOrEqual(t, proto.Size(payload), 400, c.name)
 	}
 }
+
+// Only the canonical spelling names an operation: the other forms the uuid
+// package reads would let one operation answer to several ids.
+func TestIsOperationID(t *testing.T) {
+	t.Parallel()
+	require.True(t, workflows.IsOperationID("343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11"))
+	for _, id := range []string{
+		"", "not-a-uuid", "{343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11}", "urn:uuid:343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11",
+		"343ebf6c0e5d4c4e9a4e2b0d7f1f2a11", "343EBF6C-0E5D-4C4E-9A4E-2B0D7F1F2A11", " 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11",
+	} {
+		require.False(t, workflows.IsOperationID(id), id)
+	}
+}

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/workflows"
@@ -41,6 +43,14 @@ func TestStatusOutlivesTheWorkflow(t *testing.T) {
 	require.WithinDuration(t, delivered, *st.DeliveredAt, time.Millisecond)
 	require.WithinDuration(t, enqueued, st.SiteEnqueuedAt, time.Millisecond)
 
-	_, code = s.status(uuid.NewString())
-	require.Equal(t, http.StatusNotFound, code, "an id central never had")
+	unknown := uuid.NewString()
+	for range 5 {
+		_, code = s.status(unknown)
+		require.Equal(t, http.StatusNotFound, code, "an id central never had")
+	}
+	resp, err := s.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowId = %q", workflows.LookupNotificationWorkflowID(unknown)),
+	})
+	require.NoError(t, err)
+	require.Len(t, resp.Executions, 1, "polling an unknown id asks central once, not once per request")
 }

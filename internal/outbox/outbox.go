@@ -20,7 +20,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
@@ -253,7 +252,7 @@ func checkAction(kind, id, action string) (string, error) {
 	if !slices.Contains(centralstore.Kinds, kind) {
 		return "", badf("kind %q: want one of %s", kind, strings.Join(centralstore.Kinds, ", "))
 	}
-	if u, err := uuid.Parse(id); err != nil || u.String() != id {
+	if !workflows.IsOperationID(id) {
 		return "", badf("id %q is not a UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11", id)
 	}
 	signal, ok := actions[action]

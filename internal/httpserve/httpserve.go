@@ -1,0 +1,78 @@
+// Package httpserve holds what every Outpost HTTP server shares: timeouts
+// that a slow or idle client cannot hold open forever, and a cap on open
+// connections that answers the excess at once instead of running the
+// process out of file descriptors.
+package httpserve
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// MaxConnections is the most connections a server holds open at once.
+const MaxConnections = 1024
+
+// Server returns a server for h with bounded reads, idle connections and
+// headers. It sets no write timeout: a cached call's immediate attempt may
+// legitimately take its target's full timeout.
+func Server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// LimitListener accepts at most max connections at a time from ln. One
+// more is answered "503 Service Unavailable" and closed at once: a flood of
+// idle connections costs the server no descriptors past max, and a client
+// over the cap learns why at once instead of waiting in the backlog.
+func LimitListener(ln net.Listener, max int) net.Listener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, max)}
+}
+
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+// overloaded is the whole answer to a connection over the cap.
+const overloaded = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: 52\r\n\r\ntoo many open connections to this server; try again\n"
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+			go refuse(c)
+		}
+	}
+}
+
+// refuse answers a connection over the cap and closes it.
+func refuse(c net.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write([]byte(overloaded))
+	_ = c.Close()
+}
+
+// slotConn gives its slot back when closed, once.
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}

@@ -1,0 +1,57 @@
+package httpserve
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Past the cap a connection is answered 503 at once and closed. A client
+// that opens a connection and sends nothing is cut off by
+// ReadHeaderTimeout, so it cannot keep its slot, and the slots free again.
+func TestLimitListenerAnswersTheExcessAtOnce(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := Server(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	srv.ReadHeaderTimeout = 300 * time.Millisecond
+	go srv.Serve(LimitListener(ln, 3)) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+
+	var idle []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		idle = append(idle, c)
+	}
+	time.Sleep(50 * time.Millisecond) // let the server accept them
+
+	over, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	require.NoError(t, over.SetReadDeadline(time.Now().Add(2*time.Second)))
+	status, err := bufio.NewReader(over).ReadString('\n')
+	require.NoError(t, err, "answered at once, not left in the backlog")
+	require.True(t, strings.HasPrefix(status, "HTTP/1.1 503"), status)
+	over.Close()
+
+	// The idle connections never sent a request: the server closes them.
+	for _, c := range idle {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+		_, err := c.Read(make([]byte, 1))
+		require.Error(t, err, "closed by the server")
+		c.Close()
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + ln.Addr().String())
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 2*time.Second, 20*time.Millisecond, "slots are free again")
+}
