@@ -41,8 +41,9 @@ type CallResult struct {
 	// HTTPStatus and Body are the external system's answer (Delivered calls).
 	HTTPStatus int             `json:"httpStatus,omitempty"`
 	Body       json.RawMessage `json:"body,omitempty"`
-	// RowsAffected is the database's answer (Delivered writes).
-	RowsAffected int64 `json:"rowsAffected,omitempty"`
+	// RowsAffected is the database's answer (Delivered writes; 0 is an
+	// answer too, so it is nil only for calls and undelivered writes).
+	RowsAffected *int64 `json:"rowsAffected,omitempty"`
 	// Error is what the target said when the immediate attempt failed.
 	Error string `json:"error,omitempty"`
 }
@@ -132,7 +133,7 @@ func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, 
 	if status == workflows.StatusPending {
 		c.enqueued()
 	}
-	return callResult(id, status, lastError, res, attemptErr)
+	return callResult(id, req.Kind, status, lastError, res, attemptErr)
 }
 
 // prepare validates req and returns it as every attempt will see it: decoded
@@ -160,8 +161,11 @@ func asInvalid(err error) error {
 	return err
 }
 
-func callResult(id string, status workflows.Status, lastError string, res targets.Result, attemptErr error) (CallResult, error) {
-	out := CallResult{ID: id, Status: status, HTTPStatus: res.HTTPStatus, Body: res.Body, RowsAffected: res.RowsAffected, Error: lastError}
+func callResult(id, kind string, status workflows.Status, lastError string, res targets.Result, attemptErr error) (CallResult, error) {
+	out := CallResult{ID: id, Status: status, HTTPStatus: res.HTTPStatus, Body: res.Body, Error: lastError}
+	if kind == workflows.KindDatabaseWrite && status == workflows.StatusDelivered {
+		out.RowsAffected = &res.RowsAffected
+	}
 	if status != workflows.StatusFailed {
 		return out, nil
 	}

@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -167,4 +168,34 @@ func startDaemonCentralDown(t *testing.T, cfg config.Site) (*Daemon, context.Con
 	go func() { done <- d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	return d, ctx
+}
+
+// A write that changed nothing answers rowsAffected 0, not no answer; an
+// integer past int64 is refused, not rounded into another number.
+func TestPostWriteAnswersZeroRowsAndRefusesHugeIntegers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	historian := filepath.Join(dir, "historian.db")
+	db, err := sql.Open("sqlite", historian)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	_, err = db.Exec(`CREATE TABLE readings (tag TEXT, value INTEGER)`)
+	require.NoError(t, err)
+	cfg := siteDefinitions("http://127.0.0.1:1", historian)
+	cfg.Store = filepath.Join(dir, "site.db")
+	c, err := openSite(context.Background(), cfg, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
+
+	code, body := postJSON(t, h, "/v1/writes", `{"connection":"historian","sql":"UPDATE readings SET value = 1 WHERE tag = ?","args":["none"]}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"rowsAffected":0`)
+
+	code, body = postJSON(t, h, "/v1/writes", `{"connection":"historian","sql":"INSERT INTO readings (tag, value) VALUES (?, ?)","args":["big",99999999999999999999]}`)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "args[1]: 99999999999999999999 does not fit in an int64")
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM readings`).Scan(&n))
+	require.Zero(t, n)
 }

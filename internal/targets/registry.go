@@ -147,6 +147,12 @@ func argProblem(v any) string {
 		if _, err := x.Float64(); err != nil {
 			return fmt.Sprintf("%q is not a number", x.String())
 		}
+		if isInteger(x) {
+			if _, err := x.Int64(); err != nil {
+				// As a float it would be rounded: refuse rather than store another number.
+				return fmt.Sprintf("%s does not fit in an int64: send it as a string", x.String())
+			}
+		}
 		return ""
 	}
 	rv := reflect.ValueOf(v)
@@ -167,6 +173,9 @@ func argProblem(v any) string {
 	}
 	return fmt.Sprintf("type %T is not supported: use a string, number, bool, nil or time.Time", v)
 }
+
+// isInteger reports a JSON number written without a fraction or exponent.
+func isInteger(n json.Number) bool { return !strings.ContainsAny(n.String(), ".eE") }
 
 // Target summarises where req goes: "erp.createOrder" for a call,
 // "historian" for a write.

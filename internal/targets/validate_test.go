@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -64,6 +65,11 @@ func TestValidate(t *testing.T) {
 		{"struct arg", write("historian", "INSERT INTO t VALUES (?)", point{1, 2}), "args[0]", "type targets.point is not supported"},
 		{"NaN arg", write("historian", "INSERT INTO t VALUES (?)", math.NaN()), "args[0]", "NaN"},
 		{"huge uint arg", write("historian", "INSERT INTO t VALUES (?)", uint64(math.MaxUint64)), "args[0]", "does not fit"},
+		{"JSON integer past int64", write("historian", "INSERT INTO t VALUES (?)", json.Number("99999999999999999999")), "args[0]",
+			"99999999999999999999 does not fit in an int64: send it as a string"},
+		{"JSON integers at the int64 edges", write("historian", "INSERT INTO t VALUES (?, ?)",
+			json.Number("9223372036854775807"), json.Number("-9223372036854775808")), "", ""},
+		{"JSON exponent is a float", write("historian", "INSERT INTO t VALUES (?)", json.Number("1e30")), "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
