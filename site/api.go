@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -233,12 +234,30 @@ func describeDecodeError(err error, req request) error {
 	case errors.As(err, &typ) && typ.Field == "":
 		return &requestError{http.StatusBadRequest, fmt.Sprintf("request body must be a JSON object, got %s", typ.Value)}
 	case errors.As(err, &typ):
-		return &requestError{http.StatusBadRequest, fmt.Sprintf("field %q must be a %s, got %s", typ.Field, typ.Type, typ.Value)}
+		return &requestError{http.StatusBadRequest, fmt.Sprintf("field %q must be %s, got %s", typ.Field, jsonKind(typ.Type), typ.Value)}
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
 		return &requestError{http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: ") + " (known: " + req.known + ")"}
 	default:
 		return &requestError{http.StatusBadRequest, "malformed JSON: " + err.Error()}
 	}
+}
+
+// jsonKind names a Go type as the JSON a client must send for it.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a JSON value"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -81,7 +81,8 @@ func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
 		{"missing connection", "/v1/writes", `{"sql":"DELETE FROM t"}`, "connection: is required"},
 		{"unknown connection", "/v1/writes", `{"connection":"mes","sql":"DELETE FROM t"}`, `connection: unknown database "mes"`},
 		{"empty sql", "/v1/writes", `{"connection":"historian","sql":" "}`, "sql"},
-		{"args not a list", "/v1/writes", `{"connection":"historian","sql":"DELETE FROM t","args":{"a":1}}`, `field "args"`},
+		{"args not a list", "/v1/writes", `{"connection":"historian","sql":"DELETE FROM t","args":{"a":1}}`, `field "args" must be an array, got object`},
+		{"params not an object", "/v1/calls", `{"system":"erp","method":"getOrder","params":[1]}`, `field "params" must be an object, got array`},
 	}
 	for _, tc := range cases {
 		code, body := postJSON(t, h, tc.path, tc.body)

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 
 	"go.uber.org/zap"
@@ -39,13 +40,21 @@ var commands = []command{
 	kpiCommand, benchCommand,
 }
 
-// ErrUsage is a command line that could not be understood; usage was printed.
+// ErrUsage is a command line that could not be understood; a hint was printed.
 var ErrUsage = errors.New("usage error")
+
+// ErrDeclined is a confirmation answered no: nothing was done, and a script
+// that asked for it must not read success.
+var ErrDeclined = errors.New("not confirmed: nothing done")
 
 // Run runs the outpost command line args (without the program name).
 func Run(ctx context.Context, args []string, env Env) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printOverview(env.Stdout)
+		return nil
+	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		fmt.Fprintln(env.Stdout, Version())
 		return nil
 	}
 	name, rest := args[0], args[1:]
@@ -60,22 +69,52 @@ func Run(ctx context.Context, args []string, env Env) error {
 		if c.name == name {
 			fs := flag.NewFlagSet("outpost "+c.name, flag.ContinueOnError)
 			fs.SetOutput(env.Stderr)
-			fs.Usage = func() {
-				fmt.Fprintf(env.Stderr, "Usage: outpost %s %s\n\n%s\n", c.name, c.usage, strings.TrimSpace(c.help))
-				if hasFlags(fs) {
-					fmt.Fprintln(env.Stderr, "\nFlags:")
-					fs.PrintDefaults()
-				}
-			}
+			// The flag package prints its one-line error and then calls
+			// Usage: a mistyped flag gets that line and a hint, not the
+			// whole help, which only --help prints.
+			fs.Usage = func() {}
 			err := c.run(ctx, env, fs, rest)
-			if errors.Is(err, flag.ErrHelp) {
-				return nil // --help: usage was printed, nothing to run
+			switch {
+			case errors.Is(err, flag.ErrHelp):
+				printHelp(env.Stderr, c, fs)
+				return nil
+			case errors.Is(err, ErrUsage):
+				fmt.Fprintf(env.Stderr, "Run 'outpost %s --help' for its flags and an example.\n", c.name)
 			}
 			return err
 		}
 	}
 	printOverview(env.Stderr)
 	return fmt.Errorf("%w: unknown command %q", ErrUsage, name)
+}
+
+// printHelp is a command's whole help: usage, text with an example, flags.
+func printHelp(w io.Writer, c command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: outpost %s %s\n\n%s\n", c.name, c.usage, strings.TrimSpace(c.help))
+	if hasFlags(fs) {
+		fmt.Fprintln(w, "\nFlags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+// Version is the build's version: the module version and, when the binary
+// was built from a checkout, its commit.
+func Version() string {
+	v := "outpost (devel)"
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	if info.Main.Version != "" {
+		v = "outpost " + info.Main.Version
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			v += " (commit " + s.Value + ")"
+		}
+	}
+	return v + ", " + info.GoVersion
 }
 
 func findCommand(name string) *command {
@@ -159,7 +198,6 @@ func withConfig(fs *flag.FlagSet, args []string, base config.Config, flagDoc str
 	// "outpost site /etc/outpost.yaml" would otherwise run on the defaults
 	// (another store, another site id) without a word.
 	if fs.NArg() > 0 {
-		fs.Usage()
 		return fmt.Errorf("%w: unexpected argument %q (the config file goes after --config)", ErrUsage, fs.Arg(0))
 	}
 	cfg := base

@@ -60,6 +60,20 @@ func TestUsage(t *testing.T) {
 		_, stderr, err = run(t, name, "/etc/outpost/outpost.yaml")
 		require.ErrorIs(t, err, ErrUsage, name)
 		require.ErrorContains(t, err, `unexpected argument "/etc/outpost/outpost.yaml" (the config file goes after --config)`, name)
-		require.Contains(t, stderr, "Usage: outpost "+name, name)
+		require.Equal(t, "Run 'outpost "+name+" --help' for its flags and an example.\n", stderr, name)
 	}
+}
+
+// A mistyped flag gets the flag package's one line and a hint, not the
+// whole help; --version names the build.
+func TestWrongFlagIsOneLineAndAHint(t *testing.T) {
+	t.Parallel()
+	_, stderr, err := run(t, "kpi", "--windw", "1h")
+	require.ErrorIs(t, err, ErrUsage)
+	require.Equal(t, "flag provided but not defined: -windw\nRun 'outpost kpi --help' for its flags and an example.\n", stderr)
+
+	out, _, err := run(t, "--version")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "outpost "), out)
+	require.Contains(t, out, "go1.")
 }

@@ -23,7 +23,6 @@ Example:
 			return err
 		}
 		if fs.NArg() != 1 {
-			fs.Usage()
 			return fmt.Errorf("%w: config check takes one FILE", ErrUsage)
 		}
 		path := fs.Arg(0)

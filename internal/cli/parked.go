@@ -51,7 +51,6 @@ Example:
 		}
 		defer op.close()
 		if len(op.args) > 0 {
-			fs.Usage()
 			return fmt.Errorf("%w: parked list takes no arguments, got %q (filters are flags: --site, --kind, --target, --older-than)", ErrUsage, op.args[0])
 		}
 		query, err := f.query(time.Now())
@@ -129,7 +128,6 @@ Example:
 			defer op.close()
 			a.ids = op.args
 			if err := a.checkSelection(); err != nil {
-				fs.Usage()
 				return err
 			}
 			if err := a.checkValues(); err != nil {
@@ -423,7 +421,7 @@ func (a *parkedAction) run(ctx context.Context, env Env, tc temporalAPI, namespa
 		printParked(env.Stdout, targets)
 		if !confirm(env, fmt.Sprintf("%s %d parked items? [y/N] ", a.verb, len(targets))) {
 			fmt.Fprintln(env.Stdout, "Nothing signalled.")
-			return nil
+			return ErrDeclined
 		}
 	}
 	for _, it := range targets {

@@ -444,14 +444,14 @@ func TestParkedRetryAsksBeforeBulk(t *testing.T) {
 
 	for _, answer := range []string{"n\n", "\n", "", "maybe\n"} {
 		out, _, err := runWith(t, answer, "parked", "retry", "--config", cfg, "--site", "plant-1", "--operator", "ana")
-		require.NoError(t, err)
+		require.ErrorIs(t, err, ErrDeclined, "declining is not success")
 		require.Contains(t, out, "Retry 2 parked items? [y/N] ")
 		require.Contains(t, out, "c1")
 		require.Contains(t, out, "Nothing signalled.")
 		require.Empty(t, f.signalled(), "answer %q", answer)
 	}
 	out, _, err := run(t, "parked", "retry", "--config", cfg, "--site", "plant-1") // no stdin at all
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ErrDeclined)
 	require.Contains(t, out, "No answer (no input); use --yes to act without asking.")
 	require.Empty(t, f.signalled())
 

@@ -59,7 +59,6 @@ Example:
 		}
 		defer op.close()
 		if len(op.args) != 1 {
-			fs.Usage()
 			return fmt.Errorf("%w: status takes one operation ID, got %d", ErrUsage, len(op.args))
 		}
 		if _, err := candidateWorkflowIDs(op.args[0]); err != nil {

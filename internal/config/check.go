@@ -27,14 +27,15 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
-	where := p.Path
-	if where == "" {
-		where = "(file)"
+	switch {
+	case p.Path != "" && p.Line > 0:
+		return p.Path + " (line " + strconv.Itoa(p.Line) + "): " + p.Message
+	case p.Path != "":
+		return p.Path + ": " + p.Message
+	case p.Line > 0:
+		return "line " + strconv.Itoa(p.Line) + ": " + p.Message
 	}
-	if p.Line > 0 {
-		where += " (line " + strconv.Itoa(p.Line) + ")"
-	}
-	return where + ": " + p.Message
+	return "(file): " + p.Message
 }
 
 // Problems is every problem found in a config file.
@@ -51,7 +52,7 @@ func (ps Problems) Error() string {
 func parse(data []byte, cfg Config) (Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return Config{}, Problems{{Message: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return Config{}, Problems{syntaxProblem(data, err)}
 	}
 	if len(root.Content) == 0 {
 		root.Content = []*yaml.Node{{Kind: yaml.MappingNode}} // an empty file means all defaults
@@ -146,8 +147,73 @@ func (c *checker) typeErrors(err error) {
 			continue
 		}
 		line, _ := strconv.Atoi(m[1])
-		c.problems = append(c.problems, Problem{Path: c.pathAtLine[line], Line: line, Message: m[2]})
+		c.problems = append(c.problems, Problem{Path: c.pathAtLine[line], Line: line, Message: plainTypeError(m[2])})
 	}
+}
+
+var (
+	syntaxLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	typeErrorRE  = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+)
+
+// syntaxProblem says what is wrong with a file YAML cannot read, naming a
+// tab as a tab: YAML indents with spaces only, and its own message does
+// not say so.
+func syntaxProblem(data []byte, err error) Problem {
+	m := syntaxLineRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return Problem{Message: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	line, _ := strconv.Atoi(m[1])
+	lines := strings.Split(string(data), "\n")
+	if line >= 1 && line <= len(lines) && strings.Contains(lines[line-1], "\t") {
+		return Problem{Line: line, Message: "a tab character: YAML indents with spaces only (replace the tab with spaces)"}
+	}
+	return Problem{Line: line, Message: "not valid YAML: " + m[2]}
+}
+
+// plainTypeError rewrites YAML's "cannot unmarshal !!seq into string" as
+// what the field wants and what it got, in words.
+func plainTypeError(msg string) string {
+	m := typeErrorRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	return "must be " + wantedKind(m[3]) + ", not " + yamlKind(m[1], m[2])
+}
+
+func wantedKind(goType string) string {
+	switch {
+	case goType == "string":
+		return "text"
+	case goType == "time.Duration":
+		return "a duration like 30s or 5m"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	}
+	return "a section of fields (name: value lines indented under it)"
+}
+
+func yamlKind(tag, value string) string {
+	switch tag {
+	case "seq":
+		return "a list"
+	case "map":
+		return "a section of fields"
+	case "str":
+		return fmt.Sprintf("the text %q", value)
+	case "int", "float":
+		return "the number " + value
+	case "bool":
+		return value
+	case "null":
+		return "an empty value"
+	}
+	return value
 }
 
 var siteIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

@@ -192,3 +192,23 @@ func mappingValue(node *yaml.Node, key string) *yaml.Node {
 	}
 	return nil
 }
+
+// Mistakes are told in plain words: a tab as a tab, a wrong type as what
+// the field wants and what it got, never YAML's tags or Go's type names.
+func TestProblemsInPlainWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, want string }{
+		{"site:\n\tid: x\n", "line 2: a tab character: YAML indents with spaces only (replace the tab with spaces)"},
+		{"site:\n  id: [1, 2]\n", "site.id (line 2): must be text, not a list"},
+		{"site: hello\n", `site (line 1): must be a section of fields (name: value lines indented under it), not the text "hello"`},
+		{"site:\n  databases:\n    h: 5\n", "site.databases.h (line 3): must be a section of fields (name: value lines indented under it), not the number 5"},
+		{"site:\n  forward_interval: soon\n", `site.forward_interval (line 2): must be a duration like 30s or 5m, not the text "soon"`},
+		{"site:\n  forward_batch: lots\n", `site.forward_batch (line 2): must be a whole number, not the text "lots"`},
+	} {
+		_, err := Parse(strings.NewReader(tc.yaml), Default())
+		require.ErrorContains(t, err, tc.want, tc.yaml)
+		for _, jargon := range []string{"!!", "map[string]interface", "config.", "unmarshal"} {
+			require.NotContains(t, err.Error(), jargon, tc.yaml)
+		}
+	}
+}

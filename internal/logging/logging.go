@@ -3,28 +3,47 @@ package logging
 
 import (
 	"fmt"
+	"os"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
-// New builds a logger: format "json" for production, "console" for people;
-// level debug, info, warn or error.
+// New builds a logger on stderr: format "json" for production, "console"
+// for people (levels in colour only when stderr is a terminal: a log file
+// or journal gets no escape codes); level debug, info, warn or error.
 func New(level, format string) (*zap.Logger, error) {
+	cfg, err := config(level, format, isTerminal(os.Stderr))
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Build()
+}
+
+func config(level, format string, terminal bool) (zap.Config, error) {
 	var cfg zap.Config
 	if format == "json" {
 		cfg = zap.NewProductionConfig()
 	} else {
 		cfg = zap.NewDevelopmentConfig()
 		cfg.DisableStacktrace = true
-		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalLevelEncoder
+		if terminal {
+			cfg.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
 	}
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
-		return nil, fmt.Errorf("log level: %w", err)
+		return zap.Config{}, fmt.Errorf("log level: %w", err)
 	}
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	return cfg.Build()
+	return cfg, nil
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // Temporal adapts a zap logger to the Temporal SDK's log.Logger.
