@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -177,4 +178,15 @@ func TestUnknownIDsAreRememberedForAWhileAndBounded(t *testing.T) {
 		u.add(fmt.Sprint(i))
 	}
 	require.LessOrEqual(t, len(u.forgets), unknownMax)
+}
+
+func TestOpenRefusesAnEmptySiteID(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "site.db")
+	_, err := Open(context.Background(), path, Options{Node: "node-a"})
+	var invalid *InvalidError
+	require.ErrorAs(t, err, &invalid)
+	require.Contains(t, err.Error(), "SiteID")
+	_, statErr := os.Stat(path)
+	require.ErrorIs(t, statErr, os.ErrNotExist, "no store is created for a client that cannot work")
 }

@@ -83,6 +83,9 @@ type Client struct {
 // Open opens the site store at path for a script that sends notifications.
 // Calls and writes need the site's definitions: use OpenConfig.
 func Open(ctx context.Context, path string, opts Options) (*Client, error) {
+	if strings.TrimSpace(opts.SiteID) == "" {
+		return nil, &InvalidError{"SiteID", "is required: it names the site in every operation's provenance (use the daemon's site.id)"}
+	}
 	store, err := sitestore.Open(ctx, path, sitestore.Options{Now: opts.Now})
 	if err != nil {
 		return nil, err

@@ -26,16 +26,18 @@ type NotificationSubmission struct {
 // NotificationState is the central view of one notification: the status
 // query's answer and the workflow's result.
 type NotificationState struct {
-	NotificationID  string     `json:"notificationId"`
-	Status          Status     `json:"status"`
-	RetryCount      int        `json:"retryCount"`
-	LastError       string     `json:"lastError,omitempty"`
-	ResolvedTargets []string   `json:"resolvedTargets,omitempty"`
-	SiteEnqueuedAt  time.Time  `json:"siteEnqueuedAt"`
-	CreatedAt       time.Time  `json:"createdAt"`
-	LastAttemptAt   *time.Time `json:"lastAttemptAt,omitempty"`
-	NextAttemptAt   *time.Time `json:"nextAttemptAt,omitempty"`
-	DeliveredAt     *time.Time `json:"deliveredAt,omitempty"`
+	NotificationID  string    `json:"notificationId"`
+	Status          Status    `json:"status"`
+	RetryCount      int       `json:"retryCount"`
+	LastError       string    `json:"lastError,omitempty"`
+	ResolvedTargets []string  `json:"resolvedTargets,omitempty"`
+	SiteEnqueuedAt  time.Time `json:"siteEnqueuedAt,omitzero"`
+	// CreatedAt is when central recorded it; zero (left out) while the
+	// site still holds it.
+	CreatedAt     time.Time  `json:"createdAt,omitzero"`
+	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+	DeliveredAt   *time.Time `json:"deliveredAt,omitempty"`
 	// LastOperatorAction is the most recent retry or discard applied.
 	LastOperatorAction *OperatorAction `json:"lastOperatorAction,omitempty"`
 }
@@ -137,7 +139,11 @@ func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
 	workflow.GetSignalChannel(ctx, SignalSubmit).Receive(ctx, &sub)
 	ignoreDuplicateSubmits(ctx)
 
-	n := &notification{siteID: sub.SourceSiteID}
+	// Pending from the first moment: the status query must not answer a
+	// zero state while the central row is being written.
+	n := &notification{siteID: sub.SourceSiteID, state: NotificationState{
+		NotificationID: sub.NotificationID, Status: StatusPending, SiteEnqueuedAt: sub.SiteEnqueuedAt,
+	}}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (NotificationState, error) {
 		return n.state, nil
 	}); err != nil {

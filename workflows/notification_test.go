@@ -362,3 +362,21 @@ func TestAfterFailedAttempt(t *testing.T) {
 		require.Equal(t, c.want, workflows.AfterFailedAttempt(c.retryCount, c.maxRetries, c.permanent), "%+v", c)
 	}
 }
+
+// The status query answers Pending, with the id and the site's time, from
+// the workflow's first moment: before the central row is written (here the
+// store is briefly down) it answered a zero state.
+func (s *notificationSuite) TestStatusIsPendingBeforeTheRowIsRecorded() {
+	s.env.OnActivity(workflows.ActivityRecordNotification, mock.Anything, sub).Return(
+		workflows.RecordNotificationResult{}, errStoreDown).Once()
+	s.recordAs(workflows.StatusPending)
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil)
+	var early workflows.NotificationState
+	s.env.RegisterDelayedCallback(func() { early = s.queryStatus() }, 500*time.Millisecond)
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+
+	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.Equal(workflows.StatusPending, early.Status)
+	s.Equal(sub.NotificationID, early.NotificationID)
+	s.Equal(sub.SiteEnqueuedAt, early.SiteEnqueuedAt)
+}

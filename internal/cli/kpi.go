@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,13 +42,46 @@ Example:
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		asJSON := fs.Bool("json", false, "print JSON instead of a table")
 		window := fs.Duration("window", time.Hour, "count deliveries within this `DURATION` before now")
-		return withConfig(fs, args, config.Default(), "config `FILE` naming the central store (defaults apply when omitted)", func(cfg config.Config, _ *zap.Logger) error {
+		return withConfig(fs, args, config.Default(), "config `FILE` naming the central store (omitted: the dev stack's, when run beside it)", func(cfg config.Config, _ *zap.Logger) error {
 			if *window <= 0 {
 				return fmt.Errorf("%w: --window must be positive, got %s", ErrUsage, *window)
 			}
-			return runKPI(ctx, env.Stdout, cfg.Central, *window, *asJSON)
+			central, err := centralToRead(env, cfg, fs.Lookup("config").Value.String() != "")
+			if err != nil {
+				return err
+			}
+			return runKPI(ctx, env.Stdout, central, *window, *asJSON)
 		})
 	},
+}
+
+// centralToRead is the central config whose store the command reads. With
+// no --config it is the dev stack's (run from the checkout beside
+// `outpost dev`), as the other operator commands reach the dev stack's
+// Temporal by default. A SQLite store that does not exist is an error: a
+// reader must never create an empty store and report zeros from it.
+func centralToRead(env Env, cfg config.Config, configGiven bool) (config.Central, error) {
+	central := cfg.Central
+	if !configGiven {
+		dev := config.DevDefault().Central
+		if !exists(central.Store.Path) && exists(dev.Store.Path) {
+			fmt.Fprintf(env.Stderr, "Reading the dev stack's central store %s (no --config).\n", dev.Store.Path)
+			central = dev
+		}
+	}
+	if central.Store.Driver == config.DriverSQLite && !exists(central.Store.Path) {
+		hint := "check central.store.path in the file given with --config"
+		if !configGiven {
+			hint = "pass --config with the central worker's file, or run beside `outpost dev` (" + config.DevDefault().Central.Store.Path + ")"
+		}
+		return config.Central{}, fmt.Errorf("no central store at %s: %s", central.Store.Path, hint)
+	}
+	return central, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func runKPI(ctx context.Context, w io.Writer, cfg config.Central, window time.Duration, asJSON bool) error {

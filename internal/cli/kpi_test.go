@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -142,4 +143,46 @@ func TestKPIUsage(t *testing.T) {
 	require.ErrorIs(t, err, ErrUsage)
 	_, _, err = run(t, "kpi", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
 	require.ErrorContains(t, err, "no such file")
+}
+
+// Without --config, kpi reads the dev stack's store beside it and never
+// creates one: in a directory with neither store it says what to do and
+// leaves no file behind (it printed zeros from a new empty store before).
+func TestKPIWithoutConfigFindsTheDevStackOrRefuses(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	_, _, err := run(t, "kpi")
+	require.ErrorContains(t, err, "no central store at outpost-central.db: pass --config")
+	_, statErr := os.Stat(filepath.Join(dir, "outpost-central.db"))
+	require.ErrorIs(t, statErr, os.ErrNotExist, "no store created")
+
+	devStore := config.DevDefault().Central.Store.Path
+	require.NoError(t, os.MkdirAll(filepath.Dir(devStore), 0o755))
+	store, err := centralstore.OpenSQLite(context.Background(), devStore)
+	require.NoError(t, err)
+	row := centralstore.Notification{
+		NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops", Subject: "s",
+		Status: workflows.StatusPending, SourceSiteID: "plant-1", CreatedAt: time.Now().UTC(), SiteEnqueuedAt: time.Now().UTC(),
+	}
+	_, err = store.InsertNotification(context.Background(), row)
+	require.NoError(t, err)
+	require.NoError(t, store.UpdateNotificationStatus(context.Background(), workflows.NotificationUpdate{NotificationID: row.NotificationID, Status: workflows.StatusParked}))
+	require.NoError(t, store.Close())
+
+	out, stderr, err := run(t, "kpi", "--json")
+	require.NoError(t, err)
+	require.Contains(t, stderr, "Reading the dev stack's central store "+devStore)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &raw))
+	require.EqualValues(t, 1, raw["global"].(map[string]any)["total"].(map[string]any)["parked"])
+
+	_, _, err = run(t, "kpi", "--config", writeFile(t, "central:\n  store: {path: "+filepath.Join(dir, "nope.db")+"}\n"))
+	require.ErrorContains(t, err, "no central store at "+filepath.Join(dir, "nope.db")+": check central.store.path")
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "outpost.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
 }

@@ -254,7 +254,7 @@ func checkBuffered(t *testing.T, path string, acked map[string]int) int {
 	require.Equal(t, "ok", integrity, "integrity check of the site file after a kill")
 
 	// No Temporal client: Status answers only from the buffer.
-	c, err := site.Open(ctx, path, site.Options{})
+	c, err := site.Open(ctx, path, site.Options{SiteID: "crash-1"})
 	require.NoError(t, err, "the site store must open cleanly after a kill")
 	defer c.Close()
 	missing := map[int][]string{} // cycle that acknowledged them → ids
