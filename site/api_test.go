@@ -190,3 +190,27 @@ func TestOpenRefusesAnEmptySiteID(t *testing.T) {
 	_, statErr := os.Stat(path)
 	require.ErrorIs(t, statErr, os.ErrNotExist, "no store is created for a client that cannot work")
 }
+
+// Every field is bounded before anything is buffered: a notification the
+// site accepts is one central can take (a 3 MB instance was accepted and
+// then refused by Temporal at every hand-off, forever).
+func TestProvenanceIsBounded(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t)
+	huge := strings.Repeat("x", 3<<20)
+	_, err := c.Send(context.Background(), Notification{List: "ops", Subject: "s", Instance: huge})
+	require.ErrorContains(t, err, "instance: longer than 256 characters")
+	_, err = c.Send(context.Background(), Notification{List: "ops", Subject: "s", Script: strings.Repeat("é", 257)})
+	require.ErrorContains(t, err, "script: longer than 256 characters")
+	_, err = c.SendCall(context.Background(), CallRequest{System: "erp", Method: "getOrder", Instance: huge})
+	require.ErrorContains(t, err, "instance: longer than 256 characters")
+	depth, err := c.BufferDepth(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, depth)
+
+	big, err := Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), Options{SiteID: "plant-1", MaxBodyBytes: 10 << 20})
+	require.NoError(t, err)
+	t.Cleanup(func() { big.Close() })
+	_, err = big.Notify(context.Background(), "ops", "s", strings.Repeat("x", 300<<10))
+	require.ErrorContains(t, err, "over the limit of 262144 bytes", "MaxBodyBytes is capped at 256 KiB")
+}

@@ -95,6 +95,9 @@ func (c *Client) SendWrite(ctx context.Context, w WriteRequest) (CallResult, err
 
 // cachedCall tracks req, makes its immediate attempt and records the outcome.
 func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, script string) (CallResult, error) {
+	if err := checkProvenance(instance, script); err != nil {
+		return CallResult{}, err
+	}
 	req, payload, err := c.prepare(req)
 	if err != nil {
 		return CallResult{}, err

@@ -36,7 +36,23 @@ const (
 	MaxSubjectChars = 900
 	// MaxListChars bounds a list name.
 	MaxListChars = 200
+	// MaxProvenanceChars bounds an instance or script name (central's
+	// columns hold 256 characters).
+	MaxProvenanceChars = 256
 )
+
+// checkProvenance bounds the instance and script names of an operation.
+func checkProvenance(instance, script string) error {
+	for _, f := range []struct{ name, value string }{{"instance", instance}, {"script", script}} {
+		switch {
+		case utf8.RuneCountInString(f.value) > MaxProvenanceChars:
+			return &InvalidError{f.name, fmt.Sprintf("longer than %d characters", MaxProvenanceChars)}
+		case !utf8.ValidString(f.value):
+			return &InvalidError{f.name, "must be valid UTF-8"}
+		}
+	}
+	return nil
+}
 
 // ErrNotFound is returned by Status for an id neither the site nor central knows.
 var ErrNotFound = errors.New("operation not found")
@@ -135,6 +151,8 @@ func newClient(store *sitestore.Store, reg *targets.Registry, opts Options) *Cli
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	// No accepted notification may be one central would refuse forever.
+	opts.MaxBodyBytes = min(opts.MaxBodyBytes, config.MaxBodyBytesLimit)
 	c := &Client{store: store, targets: reg, opts: opts, enqueued: func() {}}
 	c.unknown = newUnknownIDs(c.now)
 	return c
@@ -223,6 +241,8 @@ func (c *Client) validate(n Notification) error {
 		return &InvalidError{"subject", "must be valid UTF-8"}
 	case !utf8.ValidString(n.Body):
 		return &InvalidError{"body", "must be valid UTF-8"}
+	case checkProvenance(n.Instance, n.Script) != nil:
+		return checkProvenance(n.Instance, n.Script)
 	}
 	return nil
 }

@@ -233,6 +233,9 @@ func (c *checker) validate(cfg Config) {
 	c.positive("site.forward_batch", cfg.Site.ForwardBatch)
 	c.positive("site.forward_parallelism", cfg.Site.ForwardParallelism)
 	c.positive("site.max_body_bytes", cfg.Site.MaxBodyBytes)
+	if cfg.Site.MaxBodyBytes > MaxBodyBytesLimit {
+		c.add("site.max_body_bytes", "%d is over %d (256 KiB): a larger notification could exceed Temporal's 2 MB payload limit and never leave the site", cfg.Site.MaxBodyBytes, MaxBodyBytesLimit)
+	}
 	c.positive("site.commit_batch", cfg.Site.CommitBatch)
 	c.positiveDuration("site.commit_delay", cfg.Site.CommitDelay)
 	c.positiveDuration("site.tracking_retention", cfg.Site.TrackingRetention)

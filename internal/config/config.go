@@ -63,7 +63,8 @@ type Site struct {
 	// PollInterval is how often the forwarder looks for rows written by
 	// another process (an SDK script). Default 250ms.
 	PollInterval time.Duration `yaml:"poll_interval"`
-	// MaxBodyBytes limits a notification body. Default 65536 (64 KiB).
+	// MaxBodyBytes limits a notification body. Default 65536 (64 KiB), at
+	// most MaxBodyBytesLimit (256 KiB).
 	MaxBodyBytes int `yaml:"max_body_bytes"`
 	// CommitBatch is the most operations one group commit of the site store
 	// holds: concurrent enqueues share one transaction and one fsync. Default 256.
@@ -163,6 +164,11 @@ const (
 	AllowAttach = "attach"
 	AllowExec   = "exec"
 )
+
+// MaxBodyBytesLimit is the largest site.max_body_bytes: a body of that size,
+// even written as JSON escapes (6 bytes a character), keeps a notification's
+// hand-off under Temporal's 2 MB payload limit.
+const MaxBodyBytesLimit = 256 << 10
 
 // DefaultExternalSystem is an external system entry with only the defaults.
 func DefaultExternalSystem() ExternalSystem {

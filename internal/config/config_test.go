@@ -212,3 +212,11 @@ func TestProblemsInPlainWords(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxBodyBytesIsBounded(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(strings.NewReader("site:\n  max_body_bytes: 10485760\n"), Default())
+	require.ErrorContains(t, err, "site.max_body_bytes (line 2): 10485760 is over 262144 (256 KiB)")
+	_, err = Parse(strings.NewReader("site:\n  max_body_bytes: 262144\n"), Default())
+	require.NoError(t, err)
+}
