@@ -53,7 +53,7 @@ func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.Del
 		// not use up one of the call's retries.
 		return row, err
 	}
-	outcome := a.deliver(ctx, payload, err)
+	outcome := a.deliver(ctx, in.OperationID, payload, err)
 	at := a.now()
 	retries := in.RetryCount + 1
 	status, lastError := RetryOutcome(outcome, retries, in.Policy.MaxRetries)
@@ -135,7 +135,7 @@ func immediateWasLast(row workflows.TrackedOperation, policy workflows.RetryPoli
 
 // deliver runs the buffered call once; nil is success. A call missing from
 // the buffer or unreadable is a permanent failure: it parks for an operator.
-func (a *SiteActivities) deliver(ctx context.Context, payload []byte, readErr error) error {
+func (a *SiteActivities) deliver(ctx context.Context, id string, payload []byte, readErr error) error {
 	if readErr != nil {
 		return fmt.Errorf("the buffered call is missing from the site store: %w", readErr)
 	}
@@ -143,6 +143,7 @@ func (a *SiteActivities) deliver(ctx context.Context, payload []byte, readErr er
 	if err != nil {
 		return err
 	}
+	req.IdempotencyKey = id
 	_, err = a.Targets.Execute(ctx, req)
 	return err
 }

@@ -90,6 +90,7 @@ type erpServer struct {
 	status int
 	paths  []string
 	bodies []string
+	keys   []string // the Idempotency-Key of each request
 }
 
 func newERPServer(t *testing.T, status int) *erpServer {
@@ -100,6 +101,7 @@ func newERPServer(t *testing.T, status int) *erpServer {
 		e.mu.Lock()
 		e.paths = append(e.paths, r.URL.Path)
 		e.bodies = append(e.bodies, string(body))
+		e.keys = append(e.keys, r.Header.Get("Idempotency-Key"))
 		status := e.status
 		e.mu.Unlock()
 		w.WriteHeader(status)
@@ -507,4 +509,21 @@ func TestNextAttemptAtHonoursRetryAfter(t *testing.T) {
 	} {
 		require.Equal(t, at.Add(tc.want), activities.NextAttemptAt(at, interval, tc.err), name)
 	}
+}
+
+// Every retry carries the operation's id as its Idempotency-Key, so a
+// target that processed an attempt whose answer was lost can tell the
+// retry from a new order.
+func TestRetriesCarryTheOperationIDAsIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, http.StatusServiceUnavailable)
+	s.buffer("op-7")
+	for retry := range 2 {
+		s.now = s.now.Add(time.Minute)
+		_, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-7", RetryCount: retry, Policy: sitePolicy})
+		require.NoError(t, err)
+	}
+	s.erp.mu.Lock()
+	defer s.erp.mu.Unlock()
+	require.Equal(t, []string{"op-7", "op-7"}, s.erp.keys)
 }

@@ -2,6 +2,7 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -22,7 +24,8 @@ import (
 //	GET  /v1/notifications/{id}  → 200 status, 404 unknown, 503 central unreachable
 //	POST /v1/calls               {"system","method","params","instance","script"}
 //	POST /v1/writes              {"connection","sql","args","instance","script"}
-//	                             → 200 Delivered, 202 Pending (queued for retry), 502 Failed (the target refused it)
+//	                             → 200 Delivered, 202 Pending (queued for retry), 502 Failed (the target refused it);
+//	                             with "Prefer: respond-async", 202 Pending with the id before the attempt
 //	GET  /v1/operations/{id}     → 200 tracking row, 404 unknown
 type API struct {
 	client *Client
@@ -99,8 +102,7 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
-	res, err := a.client.SendCall(r.Context(), req)
-	a.writeCallResult(w, res, err)
+	a.runCachedCall(w, r, req.target(), req.Instance, req.Script)
 }
 
 func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
@@ -109,8 +111,48 @@ func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
-	res, err := a.client.SendWrite(r.Context(), req)
-	a.writeCallResult(w, res, err)
+	a.runCachedCall(w, r, req.target(), req.Instance, req.Script)
+}
+
+// runCachedCall tracks the call and makes its immediate attempt. With
+// "Prefer: respond-async" it answers 202 with the id as soon as the call is
+// tracked and makes the attempt after: a caller that loses the connection
+// mid-attempt still knows what to look up (GET /v1/operations/{id}).
+func (a *API) runCachedCall(w http.ResponseWriter, r *http.Request, req targets.Request, instance, script string) {
+	id, attempt, err := a.client.beginCachedCall(r.Context(), req, instance, script)
+	if err != nil {
+		a.writeCallResult(w, CallResult{}, err)
+		return
+	}
+	if !prefersAsync(r) {
+		res, err := attempt(r.Context())
+		a.writeCallResult(w, res, err)
+		return
+	}
+	go func() {
+		// The outcome goes to the tracking row; a refusal by the target is
+		// an outcome, not an error of the site.
+		_, err := attempt(context.WithoutCancel(r.Context()))
+		var target *TargetError
+		if err != nil && !errors.As(err, &target) {
+			a.log.Error("cached call", zap.String("operation", id), zap.Error(err))
+		}
+	}()
+	w.Header().Set("Preference-Applied", "respond-async")
+	w.Header().Set("Location", "/v1/operations/"+id)
+	writeJSON(w, http.StatusAccepted, CallResult{ID: id, Status: workflows.StatusPending})
+}
+
+// prefersAsync reports a "Prefer: respond-async" request (RFC 7240).
+func prefersAsync(r *http.Request) bool {
+	for _, v := range r.Header.Values("Prefer") {
+		for pref := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(pref), "respond-async") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // writeCallResult answers 200 Delivered, 202 Pending, 502 Failed (the

@@ -75,8 +75,11 @@ func (c *Client) Call(ctx context.Context, system, method string, params map[str
 
 // SendCall is Call with explicit provenance.
 func (c *Client) SendCall(ctx context.Context, r CallRequest) (CallResult, error) {
-	req := targets.Request{Kind: workflows.KindExternalCall, System: r.System, Method: r.Method, Params: r.Params}
-	return c.cachedCall(ctx, req, r.Instance, r.Script)
+	return c.cachedCall(ctx, r.target(), r.Instance, r.Script)
+}
+
+func (r CallRequest) target() targets.Request {
+	return targets.Request{Kind: workflows.KindExternalCall, System: r.System, Method: r.Method, Params: r.Params}
 }
 
 // Write runs a parameterised SQL statement on a database connection defined
@@ -89,22 +92,36 @@ func (c *Client) Write(ctx context.Context, connection, sql string, args ...any)
 
 // SendWrite is Write with explicit provenance.
 func (c *Client) SendWrite(ctx context.Context, w WriteRequest) (CallResult, error) {
-	req := targets.Request{Kind: workflows.KindDatabaseWrite, Connection: w.Connection, SQL: w.SQL, Args: w.Args}
-	return c.cachedCall(ctx, req, w.Instance, w.Script)
+	return c.cachedCall(ctx, w.target(), w.Instance, w.Script)
+}
+
+func (w WriteRequest) target() targets.Request {
+	return targets.Request{Kind: workflows.KindDatabaseWrite, Connection: w.Connection, SQL: w.SQL, Args: w.Args}
 }
 
 // cachedCall tracks req, makes its immediate attempt and records the outcome.
 func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, script string) (CallResult, error) {
-	if err := checkProvenance(instance, script); err != nil {
+	_, attempt, err := c.beginCachedCall(ctx, req, instance, script)
+	if err != nil {
 		return CallResult{}, err
+	}
+	return attempt(ctx)
+}
+
+// beginCachedCall validates and tracks req (tracking and buffer rows in one
+// commit: from here on the call is never lost) and returns its immediate
+// attempt, which records the outcome, with the operation's id.
+func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, instance, script string) (string, func(context.Context) (CallResult, error), error) {
+	if err := checkProvenance(instance, script); err != nil {
+		return "", nil, err
 	}
 	req, payload, err := c.prepare(req)
 	if err != nil {
-		return CallResult{}, err
+		return "", nil, err
 	}
 	id, err := NewID()
 	if err != nil {
-		return CallResult{}, err
+		return "", nil, err
 	}
 	_, err = c.store.BeginOperation(ctx, sitestore.NewOperation{
 		OperationID: id, Kind: req.Kind, Target: c.targets.Target(req), Payload: payload,
@@ -112,8 +129,15 @@ func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, 
 		AttemptGrace: c.targets.Policy(req).AttemptTimeout,
 	})
 	if err != nil {
-		return CallResult{}, fmt.Errorf("track %s: %w", c.targets.Target(req), err)
+		return "", nil, fmt.Errorf("track %s: %w", c.targets.Target(req), err)
 	}
+	req.IdempotencyKey = id
+	return id, func(ctx context.Context) (CallResult, error) { return c.immediateAttempt(ctx, id, req) }, nil
+}
+
+// immediateAttempt makes the site's one immediate attempt at a tracked call
+// and records its outcome.
+func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Request) (CallResult, error) {
 	res, attemptErr := c.targets.Execute(ctx, req)
 	at := c.now()
 	status, lastError := activities.ImmediateOutcome(attemptErr)

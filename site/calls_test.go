@@ -200,3 +200,56 @@ func TestPostWriteAnswersZeroRowsAndRefusesHugeIntegers(t *testing.T) {
 	require.NoError(t, db.QueryRow(`SELECT count(*) FROM readings`).Scan(&n))
 	require.Zero(t, n)
 }
+
+// The immediate attempt carries the operation's id as Idempotency-Key (the
+// header a definition names); with "Prefer: respond-async" the caller gets
+// the id at once, before the attempt ends, and follows it by id.
+func TestRespondAsyncAnswersTheIDBeforeTheAttempt(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	keys := make(chan string, 2)
+	erp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys <- r.Header.Get("X-Request-Key")
+		<-release
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(erp.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	dir := t.TempDir()
+	cfg := siteDefinitions(erp.URL, filepath.Join(dir, "historian.db"))
+	sys := cfg.ExternalSystems["erp"]
+	sys.IdempotencyHeader, sys.Timeout = "X-Request-Key", 10*time.Second
+	cfg.ExternalSystems["erp"] = sys
+	cfg.Store = filepath.Join(dir, "site.db")
+	c, err := openSite(context.Background(), cfg, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
+
+	req := apiRequest(http.MethodPost, "/v1/calls", `{"system":"erp","method":"getOrder","params":{"id":"1"}}`)
+	req.Header.Set("Prefer", "respond-async")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req) // returns while the target still holds the attempt
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	require.Equal(t, "respond-async", rec.Header().Get("Preference-Applied"))
+	var res CallResult
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res))
+	require.Equal(t, workflows.StatusPending, res.Status)
+	require.Equal(t, "/v1/operations/"+res.ID, rec.Header().Get("Location"))
+	require.Equal(t, res.ID, <-keys, "the attempt carries the id as its idempotency key")
+
+	row, err := c.Tracking().Status(context.Background(), res.ID)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusPending, row.Status, "the attempt is still running")
+	close(release)
+	require.Eventually(t, func() bool {
+		row, err := c.Tracking().Status(context.Background(), res.ID)
+		return err == nil && row.Status == workflows.StatusDelivered
+	}, 10*time.Second, 20*time.Millisecond)
+}

@@ -115,6 +115,10 @@ type ExternalSystem struct {
 	// AuthEnv names the environment variable holding the header's value
 	// (e.g. "Bearer ..."). Default empty: no auth header.
 	AuthEnv string `yaml:"auth_env"`
+	// IdempotencyHeader carries the operation's id on every attempt, so the
+	// system can recognise a retry of a request it already processed.
+	// Default Idempotency-Key.
+	IdempotencyHeader string `yaml:"idempotency_header"`
 	// MaxRetries is how many retries follow a failed immediate attempt before
 	// the call parks. Default 10.
 	MaxRetries int `yaml:"max_retries"`
@@ -170,9 +174,13 @@ const (
 // hand-off under Temporal's 2 MB payload limit.
 const MaxBodyBytesLimit = 256 << 10
 
+// DefaultIdempotencyHeader is ExternalSystem.IdempotencyHeader's default.
+const DefaultIdempotencyHeader = "Idempotency-Key"
+
 // DefaultExternalSystem is an external system entry with only the defaults.
 func DefaultExternalSystem() ExternalSystem {
-	return ExternalSystem{Timeout: 30 * time.Second, AuthHeader: "Authorization", MaxRetries: 10, RetryInterval: time.Minute}
+	return ExternalSystem{Timeout: 30 * time.Second, AuthHeader: "Authorization", IdempotencyHeader: DefaultIdempotencyHeader,
+		MaxRetries: 10, RetryInterval: time.Minute}
 }
 
 // DefaultDatabase is a database entry with only the defaults.

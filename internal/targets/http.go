@@ -64,6 +64,9 @@ func (r *Registry) call(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if req.IdempotencyKey != "" {
+		hreq.Header.Set(idempotencyHeader(sys), req.IdempotencyKey)
+	}
 	secret := sys.AuthValue()
 	resp, err := r.client.Do(hreq)
 	if err != nil {
@@ -75,6 +78,14 @@ func (r *Registry) call(ctx context.Context, req Request) (Result, error) {
 		return Result{}, networkFailure(ctx, timeout, fmt.Errorf("read response: %w", err), secret)
 	}
 	return outcome(resp, body, secret)
+}
+
+// idempotencyHeader names the header that carries a call's idempotency key.
+func idempotencyHeader(sys config.ExternalSystem) string {
+	if sys.IdempotencyHeader == "" {
+		return config.DefaultIdempotencyHeader
+	}
+	return sys.IdempotencyHeader
 }
 
 // newHTTPRequest builds the request for method m of sys with params.

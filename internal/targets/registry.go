@@ -226,10 +226,12 @@ func (r *Registry) Execute(ctx context.Context, req Request) (Result, error) {
 	if err := r.Validate(req); err != nil {
 		return Result{}, err
 	}
+	key := req.IdempotencyKey // not part of the buffered form canonical goes through
 	req, err := canonical(req)
 	if err != nil {
 		return Result{}, &InvalidError{Field: "request", Reason: err.Error()}
 	}
+	req.IdempotencyKey = key
 	if req.Kind == workflows.KindExternalCall {
 		return r.call(ctx, req)
 	}

@@ -30,6 +30,12 @@ type Request struct {
 	// Args are bound to SQL's placeholders, never formatted into it
 	// (DatabaseWrite).
 	Args []any `json:"args,omitempty"`
+	// IdempotencyKey is sent with every attempt of an ExternalCall (header
+	// idempotency_header, default Idempotency-Key): the operation's id, so a
+	// target that processed an attempt whose answer was lost can tell a
+	// retry from a new request. Set by the caller for each attempt, not
+	// buffered.
+	IdempotencyKey string `json:"-"`
 }
 
 // Encode is the buffered form of r. It refuses, with an *InvalidError, what
