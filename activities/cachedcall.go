@@ -151,11 +151,15 @@ func (a *SiteActivities) deliver(ctx context.Context, id string, payload []byte,
 // ResolveParkedCall applies an operator's retry (back to Retrying, retry
 // count reset) or discard (Discarded; the buffered call is dropped) to a
 // parked call. On a call no longer parked (an earlier run of this activity
-// applied it) it returns the row unchanged.
+// applied it) it returns the row unchanged. A discard a cancel request asked
+// for (in.Cancelled) applies to any call not yet final.
 func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
 	row, err := a.operation(ctx, in.OperationID)
-	if err != nil || row.Status != workflows.StatusParked {
+	if err != nil || row.Status.Terminal() {
 		return row, err
+	}
+	if row.Status != workflows.StatusParked && !in.Cancelled {
+		return row, nil // only a parked call waits for an operator
 	}
 	attempt := sitestore.Attempt{
 		OperationID: in.OperationID, Status: workflows.StatusDiscarded, RetryCount: row.RetryCount,

@@ -527,3 +527,25 @@ func TestRetriesCarryTheOperationIDAsIdempotencyKey(t *testing.T) {
 	defer s.erp.mu.Unlock()
 	require.Equal(t, []string{"op-7", "op-7"}, s.erp.keys)
 }
+
+// A discard from a cancel request applies to a call between retries too;
+// an operator's ordinary retry or discard only to a parked one.
+func TestCancelledDiscardAppliesToAnyCallNotFinal(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, http.StatusServiceUnavailable)
+	s.buffer("op-9")
+	s.now = s.now.Add(time.Minute)
+	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-9", Policy: sitePolicy})
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusRetrying, row.Status)
+
+	row, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-9"})
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusRetrying, row.Status, "not parked: an ordinary discard waits")
+
+	row, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-9", Cancelled: true})
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDiscarded, row.Status)
+	_, err = s.store.OperationPayload(context.Background(), "op-9")
+	require.ErrorIs(t, err, sitestore.ErrNotFound, "the buffered call is dropped")
+}

@@ -45,6 +45,9 @@ type ResolveParkedCallInput struct {
 	OperationID string         `json:"operationId"`
 	Retry       bool           `json:"retry"`
 	Action      OperatorAction `json:"action"`
+	// Cancelled is a discard a cancel request asked for: it applies to a
+	// call in any state that is not final, not only a parked one.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // Activity names of cached calls. The site daemon registers the first three
@@ -81,11 +84,34 @@ func CachedCallWorkflow(ctx workflow.Context) (CachedCallState, error) {
 	}); err != nil {
 		return CachedCallState{}, fmt.Errorf("register status query: %w", err)
 	}
-	if err := c.waitFirstRetry(ctx); err != nil {
-		return c.answer(), err
+	err := c.waitFirstRetry(ctx)
+	if err == nil {
+		err = c.run(ctx)
 	}
-	err := c.run(ctx)
+	err = c.endCancelled(ctx, err)
 	return c.answer(), err
+}
+
+// endCancelled ends a call a cancel request stopped (err is the
+// cancellation) as Discarded on its site, audited like an operator's
+// discard: a cancel from the Web UI must not leave the site's row Parked
+// or Retrying and its buffer row behind. Any other outcome stands.
+func (c *cachedCall) endCancelled(ctx workflow.Context, err error) error {
+	if !temporal.IsCanceledError(err) {
+		return err
+	}
+	workflow.GetLogger(ctx).Info("call cancelled; discarding it on its site", "operation", c.state.OperationID)
+	ctx = afterCancel(ctx)
+	in := ResolveParkedCallInput{OperationID: c.state.OperationID, Action: cancelledAction, Cancelled: true}
+	if err := c.onSite(ctx, ActivityResolveParkedCall, in); err != nil {
+		return err
+	}
+	c.lastAction = &cancelledAction
+	c.operatorActions++
+	return auditOperatorAction(ctx, OperatorActionAudit{
+		OperationID: c.state.OperationID, Kind: c.sub.Kind, SiteID: c.sub.SiteID,
+		Action: cancelledAction, Seq: c.operatorActions, Status: c.state.Status,
+	})
 }
 
 // CachedCallState is what a cached call's workflow answers (status query
@@ -137,9 +163,11 @@ func (c *cachedCall) run(ctx workflow.Context) error {
 		}
 		drainStale(retryCh, discardCh)
 		action, retry := waitForOperator(ctx, retryCh, discardCh)
+		cancelled := ctx.Err() != nil
+		ctx = afterCancel(ctx) // a cancel is a discard, applied like one
 		workflow.GetLogger(ctx).Info("operator action on parked call",
 			"retry", retry, "operator", action.Operator, "reason", action.Reason)
-		in := ResolveParkedCallInput{OperationID: c.state.OperationID, Retry: retry, Action: action}
+		in := ResolveParkedCallInput{OperationID: c.state.OperationID, Retry: retry, Action: action, Cancelled: cancelled}
 		if err := c.onSite(ctx, ActivityResolveParkedCall, in); err != nil {
 			return err
 		}

@@ -377,3 +377,34 @@ func (s *cachedCallSuite) TestRetryAfterIsHonoured() {
 	s.Equal(workflows.StatusDelivered, s.result().Status)
 	s.Equal([]time.Time{firstDue, secondDue}, s.deliverAt)
 }
+
+// A cancel request is a discard applied on the site: parked or between
+// retries, the site's row ends Discarded (its buffered call dropped) and the
+// workflow completes with who-and-why on the item.
+func (s *cachedCallSuite) TestCancelIsADiscardOnTheSite() {
+	for _, tc := range []struct {
+		name     string
+		delivers []workflows.TrackedOperation
+		cancelAt time.Duration
+	}{
+		{"parked", []workflows.TrackedOperation{callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503")}, time.Hour},
+		{"retrying", []workflows.TrackedOperation{callRow(workflows.StatusRetrying, 1, "HTTP 503")}, 90 * time.Second},
+	} {
+		s.Run(tc.name, func() {
+			s.SetupTest()
+			s.submitAt(callSubmission(), 0)
+			s.deliverReturns(tc.delivers...)
+			s.resolveReturns(callRow(workflows.StatusDiscarded, 1, "HTTP 503"))
+			s.env.RegisterDelayedCallback(s.env.CancelWorkflow, tc.cancelAt)
+			s.env.ExecuteWorkflow("CachedCallWorkflow")
+
+			st := s.resultState()
+			s.Equal(workflows.StatusDiscarded, st.Status)
+			s.Require().NotNil(st.LastOperatorAction)
+			s.Contains(st.LastOperatorAction.Reason, "workflow cancelled")
+			s.Require().Len(s.resolves, 1)
+			s.False(s.resolves[0].Retry)
+			s.True(s.resolves[0].Cancelled, "applies to a call in any state not final")
+		})
+	}
+}

@@ -151,7 +151,10 @@ func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
 	}
 
 	var recorded RecordNotificationResult
-	if err := storeWrite(ctx, ActivityRecordNotification, sub, &recorded); err != nil {
+	// Recorded even if a cancel request arrives meanwhile: a cancelled
+	// notification ends as a Discarded row, so the row must exist.
+	recordCtx, _ := workflow.NewDisconnectedContext(ctx)
+	if err := storeWrite(recordCtx, ActivityRecordNotification, sub, &recorded); err != nil {
 		return NotificationState{}, fmt.Errorf("record notification %s: %w", sub.NotificationID, err)
 	}
 	n.state, n.policy = recorded.State, recorded.Policy
@@ -162,10 +165,27 @@ func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
 	if n.state.Status != StatusPending {
 		// A previous run left it Retrying or Parked: restart its cycle cleanly.
 		if err := n.update(ctx, NotificationUpdate{Status: StatusPending, LastError: n.state.LastError}); err != nil || n.finished() {
-			return n.state, err
+			return n.endCancelled(ctx, err)
 		}
 	}
-	return n.run(ctx)
+	_, err := n.run(ctx)
+	return n.endCancelled(ctx, err)
+}
+
+// endCancelled ends a notification a cancel request stopped (err is the
+// cancellation) as Discarded: a cancel from the Web UI must not leave the
+// row Parked or Retrying with nothing left to act on it. Any other outcome
+// stands.
+func (n *notification) endCancelled(ctx workflow.Context, err error) (NotificationState, error) {
+	if !temporal.IsCanceledError(err) {
+		return n.state, err
+	}
+	workflow.GetLogger(ctx).Info("notification cancelled; discarding it", "notification", n.state.NotificationID)
+	n.operatorActions++
+	n.state.LastOperatorAction = &cancelledAction
+	err = n.update(afterCancel(ctx), NotificationUpdate{Status: StatusDiscarded, RetryCount: n.state.RetryCount,
+		LastError: n.state.LastError, OperatorAction: &cancelledAction, OperatorSeq: n.operatorActions})
+	return n.state, err // the state the update left
 }
 
 // notification is the workflow's state: a mirror of the central row.
@@ -188,6 +208,7 @@ func (n *notification) run(ctx workflow.Context) (NotificationState, error) {
 		}
 		drainStale(retryCh, discardCh)
 		action, retry := waitForOperator(ctx, retryCh, discardCh)
+		ctx = afterCancel(ctx) // a cancel is a discard, written like one
 		n.state.LastOperatorAction = &action
 		workflow.GetLogger(ctx).Info("operator action on parked notification",
 			"retry", retry, "operator", action.Operator, "reason", action.Reason)
@@ -196,7 +217,8 @@ func (n *notification) run(ctx workflow.Context) (NotificationState, error) {
 			OperatorAction: &action, OperatorSeq: n.operatorActions}
 		if !retry {
 			upd.Status, upd.RetryCount = StatusDiscarded, n.state.RetryCount
-			return n.state, n.update(ctx, upd)
+			err := n.update(ctx, upd)
+			return n.state, err // the state the update left
 		}
 		if err := n.update(ctx, upd); err != nil || n.finished() {
 			return n.state, err
@@ -380,15 +402,35 @@ func drainStale(chs ...workflow.ReceiveChannel) {
 	}
 }
 
-// waitForOperator blocks until retry (true) or discard (false) arrives.
+// waitForOperator blocks until retry (true) or discard (false) arrives. A
+// cancel request (the Web UI's Cancel, `temporal workflow cancel`) is a
+// discard too: cancelledAction, with ctx cancelled.
 func waitForOperator(ctx workflow.Context, retryCh, discardCh workflow.ReceiveChannel) (OperatorAction, bool) {
 	var action OperatorAction
 	retry := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(retryCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &action); retry = true })
 	sel.AddReceive(discardCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &action) })
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { action = cancelledAction })
 	sel.Select(ctx)
 	return action, retry
+}
+
+// cancelledAction is the discard a cancel request stands for. The request
+// carries no operator or reason the workflow can read; the Web UI and the
+// temporal CLI record who sent it in the history's WorkflowExecutionCancelRequested event.
+var cancelledAction = OperatorAction{Reason: "workflow cancelled (Web UI Cancel or temporal workflow cancel), taken as a discard; " +
+	"who asked is in the history's cancel request"}
+
+// afterCancel is a context for the work that ends a cancelled workflow
+// properly (the discard's store writes): ctx itself is cancelled, and
+// anything run on it would fail at once.
+func afterCancel(ctx workflow.Context) workflow.Context {
+	if ctx.Err() == nil {
+		return ctx
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	return dctx
 }
 
 func isPermanent(err error) bool {

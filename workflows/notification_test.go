@@ -380,3 +380,37 @@ func (s *notificationSuite) TestStatusIsPendingBeforeTheRowIsRecorded() {
 	s.Equal(sub.NotificationID, early.NotificationID)
 	s.Equal(sub.SiteEnqueuedAt, early.SiteEnqueuedAt)
 }
+
+// A cancel request (the Web UI's Cancel) is a discard: parked or between
+// retries, the notification ends Discarded on its row, audited as an
+// operator action, and the workflow completes instead of leaving the row
+// Parked or Retrying with nothing to act on it.
+func (s *notificationSuite) TestCancelIsADiscard() {
+	for _, tc := range []struct {
+		name     string
+		cancelAt time.Duration
+		want     []workflows.Status
+	}{
+		{"parked", time.Hour, []workflows.Status{workflows.StatusRetrying, workflows.StatusRetrying, workflows.StatusParked, workflows.StatusDiscarded}},
+		{"retrying", 90 * time.Second, []workflows.Status{workflows.StatusRetrying, workflows.StatusRetrying, workflows.StatusDiscarded}},
+	} {
+		s.Run(tc.name, func() {
+			s.SetupTest()
+			s.recordAs(workflows.StatusPending)
+			s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+				workflows.DeliverNotificationResult{}, transient)
+			s.env.RegisterDelayedCallback(s.env.CancelWorkflow, tc.cancelAt)
+			s.env.ExecuteWorkflow("NotificationWorkflow")
+
+			st := s.result()
+			s.Equal(workflows.StatusDiscarded, st.Status)
+			s.Require().NotNil(st.LastOperatorAction)
+			s.Contains(st.LastOperatorAction.Reason, "workflow cancelled")
+			s.Equal(tc.want, s.statuses())
+			last := s.updates[len(s.updates)-1]
+			s.Require().NotNil(last.OperatorAction, "audited as an operator action")
+			s.Equal(1, last.OperatorSeq)
+			s.Equal("Discarded", s.statusAttrs[len(s.statusAttrs)-1])
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/cli"
+	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -365,4 +367,41 @@ func listedIDs(items []listedItem) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// An operator cancels a parked notification and a parked call with the
+// temporal CLI (the Web UI's Cancel does the same): each ends Discarded
+// wherever it is recorded (central row, site tracking row, the buffer, the
+// Parked KPI), with the cancel as the last operator action. Before, the
+// request was silently ignored and the items stayed Parked.
+func TestCancelFromTemporalCLIDiscards(t *testing.T) {
+	s := newStack(t, nil)
+	note, call := s.parkOneOfEach("Pump 3 tripped", "cancel")
+	bin, err := devserver.TemporalBinary(t.Context())
+	require.NoError(t, err)
+	for _, id := range []string{workflows.NotificationWorkflowID(note), workflows.CachedCallWorkflowID(call.ID)} {
+		out, err := exec.Command(bin, "workflow", "cancel", "--address", s.cfg.Temporal.Address,
+			"--namespace", s.cfg.Temporal.Namespace, "--workflow-id", id).CombinedOutput()
+		require.NoError(t, err, "temporal workflow cancel %s:\n%s", id, out)
+	}
+
+	s.waitStatus(workflows.StatusDiscarded, time.Minute, note)
+	st, _ := s.status(note)
+	require.NotNil(t, st.LastOperatorAction)
+	require.Contains(t, st.LastOperatorAction.Reason, "workflow cancelled")
+	row := s.waitOperation(call.ID, workflows.StatusDiscarded, time.Minute)
+	require.Equal(t, workflows.StatusDiscarded, row.Status)
+	s.waitMirror(call.ID, workflows.StatusDiscarded)
+	depth, err := s.daemon.Client.BufferDepth(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, depth, "the cancelled call's buffered payload is dropped")
+
+	kpis, err := s.centralStore().KPIs(t.Context(), time.Now(), time.Hour, time.Hour)
+	require.NoError(t, err)
+	require.Zero(t, kpis.Global.Total.Parked, "nothing stays counted as Parked")
+	for _, id := range []string{workflows.NotificationWorkflowID(note), workflows.CachedCallWorkflowID(call.ID)} {
+		desc, err := s.client.DescribeWorkflowExecution(t.Context(), id, "")
+		require.NoError(t, err)
+		require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.WorkflowExecutionInfo.Status, id)
+	}
 }
