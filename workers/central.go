@@ -58,6 +58,7 @@ func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc cl
 	w.RegisterWorkflowWithOptions(workflows.LookupNotificationWorkflow, workflow.RegisterOptions{Name: "LookupNotificationWorkflow"})
 	w.RegisterActivity(&activities.MirrorActivities{Store: store, Observe: observe})
 	w.RegisterActivity(&activities.AuditActivities{Store: store, Observe: observe})
+	w.RegisterActivity(&activities.SettleActivities{Client: tc, Store: store, Observe: observe})
 	w.RegisterActivity(&activities.PurgeActivities{Store: store, Retention: cfg.Retention})
 	w.RegisterActivity(&activities.NotificationActivities{
 		Store:  store,

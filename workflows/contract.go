@@ -54,6 +54,12 @@ func IsOperationID(id string) bool {
 // CachedCallWorkflowID is the workflow id of tracked operation id.
 func CachedCallWorkflowID(id string) string { return callIDPrefix + id }
 
+// CachedCallIDFromWorkflowID reverses CachedCallWorkflowID; ok is false for
+// a workflow id of another kind.
+func CachedCallIDFromWorkflowID(workflowID string) (id string, ok bool) {
+	return strings.CutPrefix(workflowID, callIDPrefix)
+}
+
 // TelemetryWorkflowID names the ingest of one telemetry batch of siteID
 // covering tracking changes up to seq.
 func TelemetryWorkflowID(siteID string, seq int64) string {

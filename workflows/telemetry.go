@@ -48,7 +48,47 @@ const (
 	ActivityReadReconcileCursor  = "ReadReconcileCursor"
 	ActivityMirrorReconciled     = "MirrorReconciled"
 	ActivityResetReconcileCursor = "ResetReconcileCursor"
+	ActivitySettleTerminated     = "SettleTerminated"
 )
+
+// SettleTerminatedResult is what SettleTerminated found of a site's
+// operations whose workflows were terminated before they finished:
+// notifications it discarded on central, and calls still to discard on the
+// site.
+type SettleTerminatedResult struct {
+	Notifications []string `json:"notifications,omitempty"`
+	Calls         []string `json:"calls,omitempty"`
+}
+
+// terminatedAction is the discard reconciliation applies to an operation
+// whose workflow was terminated: a terminated workflow runs no code, so
+// nothing else would ever settle it.
+var terminatedAction = OperatorAction{Reason: "workflow terminated (Web UI Terminate or temporal workflow terminate) before the operation finished; discarded by reconciliation"}
+
+// changeSettleTerminated versions the settling of terminated workflows'
+// operations at the start of ReconcileSiteWorkflow.
+const changeSettleTerminated = "settle-terminated"
+
+// settleTerminated discards the site's operations whose workflows were
+// terminated while Pending, Retrying or Parked: notifications on central
+// (by the activity), calls on the site.
+func settleTerminated(ctx workflow.Context, siteID string, siteCtx workflow.Context) error {
+	var found SettleTerminatedResult
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivitySettleTerminated, siteID).Get(ctx, &found); err != nil {
+		return fmt.Errorf("settle terminated operations of site %s: %w", siteID, err)
+	}
+	for _, id := range found.Calls {
+		in := ResolveParkedCallInput{OperationID: id, Action: terminatedAction, Cancelled: true}
+		if err := workflow.ExecuteActivity(siteCtx, ActivityResolveParkedCall, in).Get(ctx, nil); err != nil {
+			return fmt.Errorf("discard call %s of terminated workflow on site %s: %w", id, siteID, err)
+		}
+	}
+	if n := len(found.Notifications) + len(found.Calls); n > 0 {
+		workflow.GetLogger(ctx).Info("settled operations of terminated workflows", "site", siteID,
+			"notifications", len(found.Notifications), "calls", len(found.Calls))
+	}
+	return nil
+}
 
 // ErrTypeCursorAhead fails a pull whose cursor is past the site's last
 // change number: the site's store was replaced.
@@ -87,6 +127,11 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in ReconcileInput) (ReconcileRe
 		StartToCloseTimeout:    30 * time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 5 * time.Second, MaximumAttempts: 3},
 	})
+	if workflow.GetVersion(ctx, changeSettleTerminated, workflow.DefaultVersion, 1) == 1 {
+		if err := settleTerminated(ctx, in.SiteID, siteCtx); err != nil {
+			return res, err
+		}
+	}
 	for page := 0; page < pagesPerRun; page++ {
 		var rows []TrackedOperation
 		err := workflow.ExecuteActivity(siteCtx, ActivityListTrackingChanges,

@@ -21,6 +21,8 @@ type telemetrySuite struct {
 	suite.Suite
 	testsuite.WorkflowTestSuite
 	env *testsuite.TestWorkflowEnvironment
+	// settled is what SettleTerminated answers.
+	settled workflows.SettleTerminatedResult
 	// lists and mirrors record the reconciliation's pulls and mirrored pages.
 	lists   []workflows.ListTrackingChangesInput
 	mirrors []workflows.MirrorReconciledInput
@@ -55,8 +57,38 @@ func (s *telemetrySuite) SetupTest() {
 	site := &activities.SiteActivities{}
 	s.env.RegisterActivity(site)
 	// The pull runs on the site's own queue, nowhere else.
-	s.env.SetActivityTaskQueue(workflows.SiteTaskQueue(telemetrySite), site.ListTrackingChanges)
+	s.env.SetActivityTaskQueue(workflows.SiteTaskQueue(telemetrySite), site.ListTrackingChanges, site.ResolveParkedCall)
+	s.env.RegisterActivity(&activities.SettleActivities{})
+	s.settled = workflows.SettleTerminatedResult{}
+	s.env.OnActivity(workflows.ActivitySettleTerminated, mock.Anything, mock.Anything).Return(
+		func(context.Context, string) (workflows.SettleTerminatedResult, error) { return s.settled, nil })
 	s.lists, s.mirrors = nil, nil
+}
+
+// A reconciliation run first settles the site's operations whose workflows
+// were terminated: each call is discarded on its site (a cancel-like
+// discard, since the call may be Retrying).
+func (s *telemetrySuite) TestReconcileDiscardsCallsOfTerminatedWorkflows() {
+	s.settled = workflows.SettleTerminatedResult{Notifications: []string{"n-1"}, Calls: []string{"c-1", "c-2"}}
+	var resolved []workflows.ResolveParkedCallInput
+	s.env.OnActivity(workflows.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+			resolved = append(resolved, in)
+			return workflows.TrackedOperation{OperationID: in.OperationID, Status: workflows.StatusDiscarded}, nil
+		})
+	s.env.OnActivity(workflows.ActivityReadReconcileCursor, mock.Anything, mock.Anything).Return(int64(0), nil)
+	s.env.OnActivity(workflows.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return([]workflows.TrackedOperation{}, nil)
+	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite})
+
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Require().Len(resolved, 2)
+	for i, id := range []string{"c-1", "c-2"} {
+		s.Equal(id, resolved[i].OperationID)
+		s.True(resolved[i].Cancelled)
+		s.False(resolved[i].Retry)
+		s.Contains(resolved[i].Action.Reason, "workflow terminated")
+	}
 }
 
 func (s *telemetrySuite) TestIngestMirrorsTheBatch() {

@@ -453,6 +453,12 @@ func (a *parkedAction) resolveIDs(ctx context.Context, tc temporalAPI) ([]parked
 		switch {
 		case seen[ex.id]:
 			continue
+		case ex.closed != nil && !it.Status.Terminal() && it.Status != "":
+			// Terminated (or timed out) before it finished: no signal can
+			// reach it, and saying "skipped" with exit 0 would read as done.
+			results = append(results, outcome{item: it, failed: fmt.Errorf("%s, but its workflow was %s: no signal can reach it; "+
+				"central's reconciliation of its site discards it (Schedule reconcile/<site>, every site.reconcile_interval; trigger it to do it now)",
+				it.Status, strings.ToLower(ex.status.String()))})
 		case ex.closed != nil:
 			results = append(results, outcome{item: it, note: fmt.Sprintf("not parked: %s, its workflow is %s", orDash(string(it.Status)), strings.ToLower(ex.status.String()))})
 		case it.Status != workflows.StatusParked:

@@ -502,7 +502,12 @@ func (s *operationStory) print(w io.Writer) {
 	if s.StateError != "" {
 		line("Status query", "no answer: %s", s.StateError)
 	}
-	if s.Status == workflows.StatusParked {
+	switch {
+	case s.Workflow.ClosedAt != nil && s.Status != "" && !s.Status.Terminal():
+		line("Next step", "none: its workflow was %s before the operation finished, so no retry or discard can reach it; "+
+			"central's reconciliation of site %s discards it (Schedule reconcile/%s, every site.reconcile_interval; trigger it to do it now)",
+			strings.ToLower(wf.Status), orDash(s.Site), orDash(s.Site))
+	case s.Status == workflows.StatusParked:
 		line("Next step", "outpost parked retry %s, or outpost parked discard %s", s.OperationID, s.OperationID)
 	}
 	line("Web UI", "%s", s.WebUI)

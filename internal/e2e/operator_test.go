@@ -405,3 +405,58 @@ func TestCancelFromTemporalCLIDiscards(t *testing.T) {
 		require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.WorkflowExecutionInfo.Status, id)
 	}
 }
+
+// An operator terminates a parked notification and a parked call with the
+// temporal CLI. A terminated workflow runs no code, so the site's next
+// reconciliation settles both: the central row and the site's tracking row
+// end Discarded, the call's buffered payload is dropped, the Parked KPI no
+// longer counts them; outpost status says what happened, and outpost parked
+// discard fails (non-zero) saying why instead of skipping with success.
+func TestTerminatedWorkflowsAreSettledByReconciliation(t *testing.T) {
+	s := newStack(t, nil)
+	note, call := s.parkOneOfEach("Pump 3 tripped", "terminate")
+	s.waitMirror(call.ID, workflows.StatusParked)
+	bin, err := devserver.TemporalBinary(t.Context())
+	require.NoError(t, err)
+	for _, id := range []string{workflows.NotificationWorkflowID(note), workflows.CachedCallWorkflowID(call.ID)} {
+		out, err := exec.Command(bin, "workflow", "terminate", "--address", s.cfg.Temporal.Address,
+			"--namespace", s.cfg.Temporal.Namespace, "--workflow-id", id, "--reason", "clean-up").CombinedOutput()
+		require.NoError(t, err, "temporal workflow terminate %s:\n%s", id, out)
+	}
+	out, err := s.outpost("", "parked", "discard", note, "--operator", "ana")
+	require.Error(t, err, "a discard that cannot reach the item is not a success")
+	require.Contains(t, out, "its workflow was terminated: no signal can reach it")
+	out, err = s.outpost("", "status", call.ID)
+	require.NoError(t, err)
+	require.Contains(t, out, "its workflow was terminated before the operation finished")
+
+	// Visibility must show the terminations before reconciliation can find them.
+	waitFor(t, 30*time.Second, func() bool {
+		resp, err := s.client.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: `ExecutionStatus="Terminated" AND OutpostSite="plant-1"`})
+		return err == nil && len(resp.Executions) == 2
+	}, func() string { return "terminations visible" })
+	s.reconcile()
+
+	row, err := s.centralStore().GetNotification(t.Context(), note)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusDiscarded, row.Status)
+	require.Contains(t, row.LastError, "workflow terminated")
+	s.waitOperation(call.ID, workflows.StatusDiscarded, 30*time.Second)
+	s.waitMirror(call.ID, workflows.StatusDiscarded)
+	require.Zero(t, s.bufferDepth(), "the call's buffered payload is dropped")
+	kpis, err := s.centralStore().KPIs(t.Context(), time.Now(), time.Hour, time.Hour)
+	require.NoError(t, err)
+	require.Zero(t, kpis.Global.Total.Parked)
+
+	s.reconcile() // settles nothing twice
+	events, err := s.centralStore().ListAuditEvents(t.Context(), note)
+	require.NoError(t, err)
+	terminal := 0
+	for _, e := range events {
+		if e.Event == centralstore.AuditTerminal && e.Status == workflows.StatusDiscarded {
+			terminal++
+		}
+	}
+	require.Equal(t, 1, terminal)
+}

@@ -1,0 +1,95 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/outpost-dev/outpost/internal/audit"
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// SettleActivities find operations whose workflows were terminated before
+// they finished. A terminated workflow runs no code: without this its
+// central row would stay Parked (and counted) and a call's site row and
+// buffered payload would stay forever.
+type SettleActivities struct {
+	Client  client.Client
+	Store   *centralstore.Store
+	Observe EventObserver
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// SettleTerminated discards, on central, the notifications of siteID whose
+// workflows were terminated while Pending, Retrying or Parked, and returns
+// them with the calls in the same case, which the workflow discards on the
+// site. An operation already settled is left out.
+func (a *SettleActivities) SettleTerminated(ctx context.Context, siteID string) (workflows.SettleTerminatedResult, error) {
+	var out workflows.SettleTerminatedResult
+	query := fmt.Sprintf(`ExecutionStatus="Terminated" AND %s=%q AND (%s="Pending" OR %s="Retrying" OR %s="Parked")`,
+		workflows.AttrSite.GetName(), siteID, workflows.AttrStatus.GetName(), workflows.AttrStatus.GetName(), workflows.AttrStatus.GetName())
+	var token []byte
+	for {
+		resp, err := a.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
+		if err != nil {
+			return out, fmt.Errorf("list terminated workflows of site %s: %w", siteID, err)
+		}
+		for _, info := range resp.GetExecutions() {
+			wid := info.GetExecution().GetWorkflowId()
+			if id, ok := workflows.NotificationIDFromWorkflowID(wid); ok {
+				settled, err := a.discardNotification(ctx, id)
+				if err != nil {
+					return out, err
+				}
+				if settled {
+					out.Notifications = append(out.Notifications, id)
+				}
+			} else if id, ok := workflows.CachedCallIDFromWorkflowID(wid); ok && a.callOpen(ctx, id) {
+				out.Calls = append(out.Calls, id)
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// discardNotification ends a terminated notification's row Discarded, with
+// its audit event; false when the row is already final or unknown.
+func (a *SettleActivities) discardNotification(ctx context.Context, id string) (bool, error) {
+	row, err := a.Store.GetNotification(ctx, id)
+	if errors.Is(err, centralstore.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil || row.Status.Terminal() {
+		return false, err
+	}
+	upd := workflows.NotificationUpdate{
+		NotificationID: id, Status: workflows.StatusDiscarded, RetryCount: row.RetryCount,
+		LastError:     "workflow terminated before it finished, discarded by reconciliation; last error: " + row.LastError,
+		LastAttemptAt: row.LastAttemptAt, SiteID: row.SourceSiteID, At: utcNow(a.Now),
+	}
+	events := audit.NotificationUpdated(upd)
+	err = a.Store.UpdateNotificationStatus(ctx, upd, events...)
+	if errors.Is(err, centralstore.ErrTerminal) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	a.Observe.observe(events...)
+	return true, nil
+}
+
+// callOpen reports whether central's mirror of a call is not final yet (or
+// missing): the site still has to discard it.
+func (a *SettleActivities) callOpen(ctx context.Context, id string) bool {
+	row, err := a.Store.GetSiteCall(ctx, id)
+	return err != nil || !row.Status.Terminal()
+}
