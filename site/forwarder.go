@@ -103,6 +103,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 // batches as acks arrive. The first "central unreachable" failure ends the
 // sweep: rows in flight fail with it at once, rows not yet sent stay due.
 func (f *Forwarder) Sweep(ctx context.Context) (unreachable bool, err error) {
+	f.rescheduleAhead(ctx)
 	sweepCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	s := &sweep{f: f, ctx: sweepCtx, stop: stop, rows: make(chan sitestore.Message),
@@ -126,6 +127,23 @@ func (f *Forwarder) Sweep(ctx context.Context) (unreachable bool, err error) {
 		f.recordFailures(ctx, s.failed)
 	}
 	return s.unreachable != "", errors.Join(readErr, settleErr)
+}
+
+// rescheduleAhead makes due the rows a wall clock that ran ahead scheduled
+// too far out: after the clock is set right they would wait as long as it
+// was wrong. Nothing is legitimately scheduled further than two forward
+// intervals or the longest immediate attempt, plus a minute.
+func (f *Forwarder) rescheduleAhead(ctx context.Context) {
+	ahead := max(2*f.opts.Interval, f.targets.LongestAttempt()) + time.Minute
+	n, err := f.store.RescheduleAhead(ctx, f.now(), ahead)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		f.log.Error("reschedule rows ahead of the clock", zap.Error(err))
+	case n > 0:
+		f.log.Warn("buffered rows were scheduled more than the longest legitimate wait ahead of the clock: "+
+			"the clock was set back (or ran ahead when they were written); they are due now",
+			zap.Int("rows", n), zap.Duration("ahead", ahead))
+	}
 }
 
 // sweep is one pass over the due rows.

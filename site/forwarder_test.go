@@ -17,6 +17,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -47,7 +48,7 @@ func startDevServer(t *testing.T) *testsuite.DevServer {
 }
 
 func testForwarder(store *sitestore.Store, tc client.Client, t *testing.T) *Forwarder {
-	return NewForwarder(store, nil, tc, ForwarderOptions{
+	return NewForwarder(store, targets.New(nil, nil), tc, ForwarderOptions{
 		Interval: time.Minute, Batch: 50, Parallelism: 8, PollInterval: time.Second, CallTimeout: 2 * time.Second,
 	}, zaptest.NewLogger(t))
 }

@@ -53,6 +53,8 @@ func TestDaemonMetricsAndHealthWithCentralDown(t *testing.T) {
 	require.GreaterOrEqual(t, testutil.MetricValue(families, "outpost_site_store_commits_total", nil), 4.0,
 		"a notification, two calls' begin and outcome, a failed hand-off: each a commit of its own")
 	require.Contains(t, families, "go_goroutines", "process metrics too")
+	require.Contains(t, families, "outpost_site_clock_lead_seconds")
+	require.Zero(t, testutil.MetricValue(families, "outpost_site_clock_lead_seconds", nil), "a clock that was never set back")
 
 	resp, err := http.Get(base + "/healthz")
 	require.NoError(t, err)

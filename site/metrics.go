@@ -47,6 +47,9 @@ var (
 		"Tracking changes central has not persisted yet.", nil, nil)
 	telemetryLagDesc = prometheus.NewDesc("outpost_site_telemetry_lag_seconds",
 		"Age of the oldest tracking change central has not persisted yet (0 when none).", nil, nil)
+	clockLeadDesc = prometheus.NewDesc("outpost_site_clock_lead_seconds",
+		"How far the latest timestamp the site issued is ahead of its wall clock: above 0 the clock was set back "+
+			"(or had run ahead), and ages read from it are short by this much. Alert when it is above a few seconds.", nil, nil)
 	storeCommitsDesc = prometheus.NewDesc("outpost_site_store_commits_total",
 		"Transactions the site store's group-commit writer committed; enqueues per commit is the batching at work.", nil, nil)
 )
@@ -60,7 +63,7 @@ type storeCollector struct {
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{bufferDepthDesc, bufferOldestDesc, notificationBacklogDesc,
-		trackingRowsDesc, telemetryBacklogDesc, telemetryLagDesc, storeCommitsDesc} {
+		trackingRowsDesc, telemetryBacklogDesc, telemetryLagDesc, storeCommitsDesc, clockLeadDesc} {
 		ch <- d
 	}
 }
@@ -70,6 +73,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	now := c.now()
 	ch <- prometheus.MustNewConstMetric(storeCommitsDesc, prometheus.CounterValue, float64(c.store.Commits()))
+	if lead, err := c.store.ClockLead(ctx, now); err != nil {
+		ch <- prometheus.NewInvalidMetric(clockLeadDesc, err)
+	} else {
+		ch <- prometheus.MustNewConstMetric(clockLeadDesc, prometheus.GaugeValue, lead.Seconds())
+	}
 	c.collectBuffer(ctx, ch, now)
 	counts, err := c.store.TrackingCounts(ctx)
 	if err != nil {

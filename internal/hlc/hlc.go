@@ -6,6 +6,9 @@ package hlc
 import (
 	"crypto/sha256"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 )
 
 // Timestamp is a hybrid logical clock reading: wall-clock milliseconds, and a
@@ -23,11 +26,13 @@ func (t Timestamp) String() string {
 
 // Parse reads a timestamp written by String.
 func Parse(s string) (Timestamp, error) {
-	var t Timestamp
-	if _, err := fmt.Sscanf(s, "%015d-%010d", &t.Physical, &t.Logical); err != nil {
-		return Timestamp{}, fmt.Errorf("parse hlc timestamp %q: %w", s, err)
+	phys, logical, ok := strings.Cut(s, "-")
+	p, perr := strconv.ParseInt(phys, 10, 64)
+	l, lerr := strconv.ParseUint(logical, 10, 32)
+	if !ok || perr != nil || lerr != nil || p < 0 {
+		return Timestamp{}, fmt.Errorf("parse hlc timestamp %q: want <physical ms>-<logical>, as String writes it", s)
 	}
-	return t, nil
+	return Timestamp{Physical: p, Logical: uint32(l)}, nil
 }
 
 // Before reports whether t orders before u.
@@ -35,11 +40,23 @@ func (t Timestamp) Before(u Timestamp) bool {
 	return t.Physical < u.Physical || (t.Physical == u.Physical && t.Logical < u.Logical)
 }
 
+// MaxPhysical is the latest wall-clock reading the clock takes: the end of
+// the year 9999, well within String's 15 digits. A reading past it is a
+// broken clock, and adopting it would pin every later timestamp to it.
+const MaxPhysical int64 = 253402300799999
+
 // Next is the timestamp of a local event after last, at wall-clock nowMillis:
-// always after last, even when the wall clock stepped back.
+// always after last, even when the wall clock stepped back, stood still for
+// more than 2^32 events, or read nonsense (before 1970, after MaxPhysical).
 func Next(last Timestamp, nowMillis int64) Timestamp {
-	if nowMillis > last.Physical {
+	nowMillis = min(max(nowMillis, 0), MaxPhysical)
+	switch {
+	case nowMillis > last.Physical:
 		return Timestamp{Physical: nowMillis}
+	case last.Logical == math.MaxUint32:
+		// The counter is full: borrow the next millisecond rather than wrap
+		// to a timestamp before last.
+		return Timestamp{Physical: last.Physical + 1}
 	}
 	return Timestamp{Physical: last.Physical, Logical: last.Logical + 1}
 }

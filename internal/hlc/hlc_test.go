@@ -1,6 +1,8 @@
 package hlc
 
 import (
+	"math"
+	"math/rand/v2"
 	"sort"
 	"testing"
 
@@ -45,4 +47,47 @@ func TestLinkCoversEveryInput(t *testing.T) {
 	require.NotEqual(t, base, Link([]byte("prev"), "id", Timestamp{1, 1}, PayloadHash([]byte("p"))))
 	require.NotEqual(t, base, Link([]byte("prev"), "id", Timestamp{1, 0}, PayloadHash([]byte("q"))))
 	require.Equal(t, base, Link([]byte("prev"), "id", Timestamp{1, 0}, PayloadHash([]byte("p"))))
+}
+
+// Property: whatever the wall clock reads (steps back, stands still, jumps
+// past year 9999 or before 1970) and however full the counter, every next
+// timestamp orders after the last, sorts after it as a string, and parses
+// back to itself.
+func TestNextAlwaysAdvancesAndRoundTrips(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	readings := []int64{-5, 0, 1_700_000_000_000, MaxPhysical, MaxPhysical + 1, math.MaxInt64}
+	for run := range 200 {
+		last := Timestamp{Physical: rng.Int64N(MaxPhysical), Logical: uint32(rng.Uint64())}
+		if run%4 == 0 {
+			last.Logical = math.MaxUint32 - uint32(rng.IntN(3))
+		}
+		for range 50 {
+			now := last.Physical + rng.Int64N(2001) - 1000
+			if rng.IntN(10) == 0 {
+				now = readings[rng.IntN(len(readings))]
+			}
+			next := Next(last, now)
+			require.True(t, last.Before(next), "after %v at %d: %v", last, now, next)
+			require.Less(t, last.String(), next.String())
+			require.LessOrEqual(t, next.Physical, MaxPhysical+1<<20, "a broken clock does not pin the timestamps")
+			parsed, err := Parse(next.String())
+			require.NoError(t, err)
+			require.Equal(t, next, parsed)
+			last = next
+		}
+	}
+}
+
+func TestNextBorrowsAMillisecondWhenTheCounterIsFull(t *testing.T) {
+	t.Parallel()
+	full := Timestamp{Physical: 1000, Logical: math.MaxUint32}
+	require.Equal(t, Timestamp{Physical: 1001}, Next(full, 900))
+	require.Equal(t, Timestamp{Physical: MaxPhysical}, Next(Timestamp{Physical: 5}, math.MaxInt64), "clamped, not adopted")
+	_, err := Parse("1234567890123456789-1")
+	require.NoError(t, err, "wider than 15 digits still parses")
+	for _, bad := range []string{"", "12", "x-1", "-5-1", "1-99999999999"} {
+		_, err := Parse(bad)
+		require.Error(t, err, bad)
+	}
 }

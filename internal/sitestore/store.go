@@ -474,3 +474,49 @@ func scanMessage(row scanner) (Message, error) {
 	}
 	return m, nil
 }
+
+// RescheduleAhead makes due now the rows not handed off whose next attempt
+// is more than ahead past now, and returns how many. Rows are scheduled by
+// the wall clock: one written while the clock ran ahead would otherwise
+// wait, after the clock is set right, for as long as it was wrong. Nothing
+// legitimately waits longer than ahead (a forward interval, an immediate
+// attempt's grace), so such a row is the clock's doing. The check is a read
+// on the schedule index; the write happens only when there are rows.
+func (s *Store) RescheduleAhead(ctx context.Context, now time.Time, ahead time.Duration) (int, error) {
+	limit := now.Add(ahead).UnixNano()
+	var found int
+	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM buffer WHERE handed_off = 0 AND next_attempt_at > ?)`, limit).Scan(&found)
+	if err != nil || found == 0 {
+		return 0, err
+	}
+	var n int64
+	err = s.inTx(ctx, "reschedule rows ahead of the clock", func(tx *writeTx) error {
+		res, err := tx.ExecContext(tx.ctx, `UPDATE buffer SET next_attempt_at = ? WHERE handed_off = 0 AND next_attempt_at > ?`,
+			now.UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// ClockLead is how far the latest timestamp this store issued is ahead of
+// now: more than zero when the wall clock was set back (or ran ahead
+// before). Operations keep their order (the HLC never goes back), but ages
+// and schedules read from the clock are off by this much.
+func (s *Store) ClockLead(ctx context.Context, now time.Time) (time.Duration, error) {
+	var latest sql.NullString
+	if err := s.db.QueryRowContext(ctx, `SELECT max(last_hlc) FROM chain`).Scan(&latest); err != nil {
+		return 0, fmt.Errorf("read clock lead: %w", err)
+	}
+	if !latest.Valid {
+		return 0, nil
+	}
+	ts, err := hlc.Parse(latest.String)
+	if err != nil {
+		return 0, err
+	}
+	return max(0, time.Duration(ts.Physical-now.UnixMilli())*time.Millisecond), nil
+}

@@ -113,3 +113,39 @@ func TestStoreCommitsDurably(t *testing.T) {
 	require.NoError(t, s.db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
 	require.Equal(t, 2, sync, "pooled connections must run synchronous=FULL")
 }
+
+// Rows written while the clock ran an hour ahead are due again as soon as
+// it is set right (they waited the hour before), and the store reports the
+// clock's lead; rows scheduled within the allowed wait are left alone.
+func TestRowsScheduledAheadOfTheClockAreDueAgain(t *testing.T) {
+	t.Parallel()
+	right := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	clock := right.Add(time.Hour)
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), func() time.Time { return clock })
+	ctx := context.Background()
+	_, err := s.Enqueue(ctx, msg(1))
+	require.NoError(t, err)
+	require.NoError(t, s.RecordFailedAttempt(ctx, "m-001", clock, clock.Add(10*time.Second), "central unreachable"))
+
+	clock = right // set right
+	due, err := s.Due(ctx, right, 10)
+	require.NoError(t, err)
+	require.Empty(t, due, "scheduled by the wrong clock")
+	lead, err := s.ClockLead(ctx, right)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, lead)
+
+	n, err := s.RescheduleAhead(ctx, right, 5*time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	due, err = s.Due(ctx, right, 10)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+
+	_, err = s.Enqueue(ctx, msg(2))
+	require.NoError(t, err)
+	require.NoError(t, s.RecordFailedAttempt(ctx, "m-002", right, right.Add(time.Minute), "central unreachable"))
+	n, err = s.RescheduleAhead(ctx, right, 5*time.Minute)
+	require.NoError(t, err)
+	require.Zero(t, n, "a row within the allowed wait keeps its schedule")
+}

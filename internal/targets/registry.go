@@ -205,6 +205,20 @@ func (r *Registry) Policy(req Request) workflows.RetryPolicy {
 	return policy(0, defaultMaxRetries, 0)
 }
 
+// LongestAttempt is the longest time any definition's attempt may take
+// (its AttemptTimeout): how far ahead of the clock an immediate attempt's
+// buffer row can legitimately be scheduled.
+func (r *Registry) LongestAttempt() time.Duration {
+	longest := policy(0, 0, 0).AttemptTimeout
+	for _, sys := range r.systems {
+		longest = max(longest, policy(sys.RetryInterval, sys.MaxRetries, sys.Timeout).AttemptTimeout)
+	}
+	for _, db := range r.databases {
+		longest = max(longest, policy(db.RetryInterval, db.MaxRetries, db.Timeout).AttemptTimeout)
+	}
+	return longest
+}
+
 func policy(interval time.Duration, maxRetries int, timeout time.Duration) workflows.RetryPolicy {
 	if interval <= 0 {
 		interval = defaultInterval
