@@ -99,9 +99,9 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 	require.Contains(t, out, "LAST ERROR")
 	require.Contains(t, out, fmt.Sprintf("%d parked item(s).", calls+notifications))
 
-	// Asked, answered no: nothing is signalled.
+	// Asked, answered no: nothing is signalled, and the exit says so.
 	out, err = s.outpost("n\n", "parked", "retry", "--site", "plant-1", "--operator", "ana")
-	require.NoError(t, err)
+	require.ErrorIs(t, err, cli.ErrDeclined)
 	require.Contains(t, out, fmt.Sprintf("Retry %d parked items? [y/N]", calls+notifications))
 	require.Contains(t, out, "Nothing signalled.")
 	for _, op := range ops["plant-1"] {
