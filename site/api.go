@@ -26,10 +26,12 @@ import (
 //	POST /v1/writes              {"connection","sql","args","instance","script"}
 //	                             → 200 Delivered, 202 Pending (queued for retry), 502 Failed (the target refused it);
 //	                             with "Prefer: respond-async", 202 Pending with the id before the attempt
-//	GET  /v1/operations/{id}     → 200 tracking row, 404 unknown
+//	GET  /v1/operations/{id}     → 200 tracking row (and, until delivered or discarded, the request,
+//	                             secret params redacted), 404 unknown
 type API struct {
 	client *Client
 	log    *zap.Logger
+	redact []string
 }
 
 // APIOptions configures the site API.
@@ -37,12 +39,15 @@ type APIOptions struct {
 	// Hosts are names, beside localhost and IP addresses, that requests may
 	// carry in their Host header (site.api_hosts). Default none.
 	Hosts []string
+	// RedactFields are call params GET /v1/operations/{id} never shows
+	// beside DefaultRedactFields (site.redact_fields).
+	RedactFields []string
 }
 
 // NewAPI returns the HTTP handler of the site API. It refuses requests a
 // web page could send (guardAPI).
 func NewAPI(c *Client, opts APIOptions, log *zap.Logger) http.Handler {
-	a := &API{client: c, log: log}
+	a := &API{client: c, log: log, redact: opts.RedactFields}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/notifications", a.postNotification)
 	mux.HandleFunc("GET /v1/notifications/{id}", a.getNotification)
@@ -176,7 +181,7 @@ func (a *API) writeCallResult(w http.ResponseWriter, res CallResult, err error) 
 }
 
 func (a *API) getOperation(w http.ResponseWriter, r *http.Request) {
-	row, err := a.client.Tracking().Status(r.Context(), r.PathValue("id"))
+	row, err := a.client.Tracking().Details(r.Context(), r.PathValue("id"), a.redact)
 	var invalid *InvalidError
 	switch {
 	case errors.As(err, &invalid):

@@ -253,3 +253,37 @@ func TestRespondAsyncAnswersTheIDBeforeTheAttempt(t *testing.T) {
 		return err == nil && row.Status == workflows.StatusDelivered
 	}, 10*time.Second, 20*time.Millisecond)
 }
+
+// A queued call's status shows what it will send (so an operator can judge
+// a parked one), with secret params hidden at any depth; once delivered
+// the request is gone from the site and from the answer.
+func TestOperationStatusShowsTheRequestRedacted(t *testing.T) {
+	t.Parallel()
+	var failWith atomic.Int32
+	failWith.Store(http.StatusServiceUnavailable)
+	dir := t.TempDir()
+	cfg := siteDefinitions(erpServer(t, &failWith).URL, filepath.Join(dir, "historian.db"))
+	cfg.Store = filepath.Join(dir, "site.db")
+	c, err := openSite(context.Background(), cfg, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	h := NewAPI(c, APIOptions{RedactFields: []string{"pin"}}, zaptest.NewLogger(t))
+
+	code, body := postJSON(t, h, "/v1/calls", `{"system":"erp","method":"getOrder","params":{"id":"42","Password":"hunter2","auth":{"token":"t0k3n","pin":"1234","user":"ana"}}}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	var res CallResult
+	require.NoError(t, json.Unmarshal([]byte(body), &res))
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, apiRequest(http.MethodGet, "/v1/operations/"+res.ID, ""))
+	require.Equal(t, http.StatusOK, rec.Code)
+	got := rec.Body.String()
+	require.Contains(t, got, `"status":"Pending"`)
+	require.Contains(t, got, `"request":{"kind":"ExternalCall","system":"erp","method":"getOrder"`)
+	require.Contains(t, got, `"user":"ana"`)
+	require.Contains(t, got, `"id":"42"`)
+	for _, secret := range []string{"hunter2", "t0k3n", "1234"} {
+		require.NotContains(t, got, secret)
+	}
+	require.Equal(t, 3, strings.Count(got, `"[redacted]"`))
+}

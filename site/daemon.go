@@ -58,14 +58,14 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	return &Daemon{
 		Client: c, Forwarder: fwd, cfg: cfg, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
 		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: cfg.ID, Batch: cfg.TelemetryBatch, Delay: cfg.TelemetryDelay}, log.Named("telemetry")),
-		server:    httpserve.Server(daemonHandler(c, tc, fwd, pollers, cfg.APIHosts, log)),
+		server:    httpserve.Server(daemonHandler(c, tc, fwd, pollers, APIOptions{Hosts: cfg.APIHosts, RedactFields: cfg.RedactFields}, log)),
 	}, nil
 }
 
 // daemonHandler serves the API, /metrics, /healthz and /readyz.
-func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, pollers *pollerWatch, hosts []string, log *zap.Logger) http.Handler {
+func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, pollers *pollerWatch, api APIOptions, log *zap.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", NewAPI(c, APIOptions{Hosts: hosts}, log.Named("api")))
+	mux.Handle("/v1/", NewAPI(c, api, log.Named("api")))
 	registry := newMetricsRegistry(c.store, fwd.handoffs, time.Now)
 	registry.MustRegister(pollers.others)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))

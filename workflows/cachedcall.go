@@ -232,6 +232,7 @@ func (c *cachedCall) onSite(ctx workflow.Context, activity string, in any) error
 		return fmt.Errorf("%s of %s on site %s: %w", activity, c.state.OperationID, c.sub.SiteID, err)
 	}
 	c.state = row
+	setDetails(ctx, row.Status, row.RetryCount, row.LastError)
 	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(string(row.Status))); err != nil {
 		return fmt.Errorf("set %s: %w", AttrStatus.GetName(), err)
 	}

@@ -337,10 +337,27 @@ func terminalRow(err error) (NotificationState, bool) {
 }
 
 func (n *notification) setStatusAttr(ctx workflow.Context) error {
+	setDetails(ctx, n.state.Status, n.state.RetryCount, n.state.LastError)
 	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(string(n.state.Status))); err != nil {
 		return fmt.Errorf("set %s: %w", AttrStatus.GetName(), err)
 	}
 	return nil
+}
+
+// setDetails puts why the operation waits in the workflow's current
+// details, which the Web UI shows on the workflow page: an operator sees
+// "Parked: <last error>" without opening the history. It records nothing
+// in the history.
+func setDetails(ctx workflow.Context, status Status, retryCount int, lastError string) {
+	switch status {
+	case StatusParked:
+		workflow.SetCurrentDetails(ctx, "Parked: "+lastError+
+			"\n\nSend signal retry (deliver again) or discard, input {} or {\"operator\":\"…\",\"reason\":\"…\"}.")
+	case StatusRetrying:
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Retrying (%d so far): %s", retryCount, lastError))
+	default:
+		workflow.SetCurrentDetails(ctx, "")
+	}
 }
 
 // storeCtx runs short central-store writes as local activities: no extra

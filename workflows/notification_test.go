@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -413,4 +414,40 @@ func (s *notificationSuite) TestCancelIsADiscard() {
 			s.Equal("Discarded", s.statusAttrs[len(s.statusAttrs)-1])
 		})
 	}
+}
+
+// While parked, the workflow's current details (the Web UI's workflow
+// page) say why it waits and what to send; after the retry they are gone.
+func (s *notificationSuite) TestParkedDetailsSayWhy() {
+	s.recordAs(workflows.StatusPending)
+	calls := 0
+	s.env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		func(context.Context, workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+			calls++
+			if calls <= 3 {
+				return workflows.DeliverNotificationResult{}, transient
+			}
+			return delivered(), nil
+		})
+	var parked, after string
+	s.env.RegisterDelayedCallback(func() {
+		parked = s.currentDetails()
+		s.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{})
+	}, time.Hour)
+	s.env.ExecuteWorkflow("NotificationWorkflow")
+	after = s.currentDetails()
+
+	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.Contains(parked, "Parked: retries exhausted (2): "+transient.Error())
+	s.Contains(parked, "Send signal retry")
+	s.Empty(after)
+}
+
+// currentDetails is what the Web UI shows as the workflow's details.
+func (s *notificationSuite) currentDetails() string {
+	v, err := s.env.QueryWorkflow("__temporal_workflow_metadata")
+	s.Require().NoError(err)
+	var md sdkpb.WorkflowMetadata
+	s.Require().NoError(v.Get(&md))
+	return md.GetCurrentDetails()
 }

@@ -53,6 +53,11 @@ type Site struct {
 	// which clients reach the API; a request whose Host header is another
 	// name is refused (a DNS-rebinding page's is). Default none.
 	APIHosts []string `yaml:"api_hosts"`
+	// RedactFields are call params whose values GET /v1/operations/{id}
+	// never shows, matched without regard to case at any depth, beside
+	// password, secret, token, apikey, api_key and authorization, which are
+	// always hidden. Default none.
+	RedactFields []string `yaml:"redact_fields"`
 	// ForwardInterval is the fixed wait before a failed hand-off to central is
 	// tried again, forever. Default 10s.
 	ForwardInterval time.Duration `yaml:"forward_interval"`
