@@ -275,11 +275,16 @@ func (c *Client) Status(ctx context.Context, id string) (workflows.NotificationS
 }
 
 func forwardingState(m sitestore.Message) workflows.NotificationState {
-	return workflows.NotificationState{
+	st := workflows.NotificationState{
 		NotificationID: m.ID, Status: workflows.StatusForwarding, RetryCount: m.RetryCount,
 		LastError: m.LastError, SiteEnqueuedAt: m.CreatedAt, LastAttemptAt: m.LastAttemptAt,
 		NextAttemptAt: &m.NextAttemptAt,
 	}
+	if m.Status == sitestore.BufferParked {
+		// Central refused it for good: it waits on the site, not retried.
+		st.Status, st.NextAttemptAt = workflows.StatusParked, nil
+	}
+	return st
 }
 
 // UnreachableError says central could not be asked.

@@ -107,7 +107,7 @@ func (f *Forwarder) Sweep(ctx context.Context) (unreachable bool, err error) {
 	sweepCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	s := &sweep{f: f, ctx: sweepCtx, stop: stop, rows: make(chan sitestore.Message),
-		acks: make(chan sitestore.Message, f.opts.Batch), failed: map[string]string{}}
+		acks: make(chan sitestore.Message, f.opts.Batch), failed: map[string]string{}, refused: map[string]string{}}
 	var workers sync.WaitGroup
 	for range f.opts.Parallelism {
 		workers.Add(1)
@@ -125,6 +125,7 @@ func (f *Forwarder) Sweep(ctx context.Context) (unreachable bool, err error) {
 	settleErr := <-settled
 	if ctx.Err() == nil {
 		f.recordFailures(ctx, s.failed)
+		f.parkRefused(ctx, s.refused)
 	}
 	return s.unreachable != "", errors.Join(readErr, settleErr)
 }
@@ -157,6 +158,7 @@ type sweep struct {
 
 	mu          sync.Mutex
 	failed      map[string]string // row id → why its hand-off failed
+	refused     map[string]string // row id → why central refused it for good
 	unreachable string
 }
 
@@ -208,6 +210,8 @@ func (s *sweep) noteFailure(id string, err error) {
 		s.unreachable = fmt.Sprintf("central unreachable (no ack within %s): %v", s.f.opts.CallTimeout, err)
 		s.failed[id] = s.unreachable
 		s.stop()
+	case isRefused(err):
+		s.refused[id] = err.Error()
 	default:
 		s.failed[id] = err.Error()
 	}
@@ -275,7 +279,10 @@ func (f *Forwarder) settle(ctx context.Context, acked []sitestore.Message) error
 
 func (f *Forwarder) countHandoff(category string, err error) {
 	outcome := handoffAcked
-	if err != nil {
+	switch {
+	case isRefused(err):
+		outcome = handoffRefused
+	case err != nil:
 		outcome = handoffFailed
 	}
 	f.handoffs.WithLabelValues(category, outcome).Inc()
@@ -286,6 +293,31 @@ func isUnreachable(err error) bool {
 	var deadline *serviceerror.DeadlineExceeded
 	return errors.As(err, &unavailable) || errors.As(err, &deadline) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// errUnreadable is a buffered row the forwarder cannot read: no retry can
+// hand it off.
+var errUnreadable = errors.New("buffered row cannot be read")
+
+// isRefused reports a hand-off that can never succeed: central refused the
+// request itself (a payload over its size limit, an invalid argument), or
+// the row cannot be read.
+func isRefused(err error) bool {
+	var invalid *serviceerror.InvalidArgument
+	return errors.As(err, &invalid) || errors.Is(err, errUnreadable)
+}
+
+// parkRefused parks on the site the rows central refused for good, so they
+// are reported (status API, Parked in the buffer, handoffs_total{outcome=
+// "refused"}, an error in the log) instead of retried silently forever.
+func (f *Forwarder) parkRefused(ctx context.Context, refused map[string]string) {
+	for id, reason := range refused {
+		if err := f.store.ParkUnforwardable(ctx, id, f.now(), "central refused it for good, so it stays on the site: "+reason); err != nil {
+			f.log.Error("park refused hand-off", zap.String("id", id), zap.Error(err))
+			continue
+		}
+		f.log.Error("central refused a buffered operation for good; parked on the site", zap.String("id", id), zap.String("reason", reason))
+	}
 }
 
 // recordFailures schedules each failed row's next hand-off a forward interval on.
@@ -323,7 +355,7 @@ func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
 	case sitestore.CategoryNotification:
 		var sub workflows.NotificationSubmission
 		if err := json.Unmarshal(m.Payload, &sub); err != nil {
-			return fmt.Errorf("decode buffered notification %s: %w", m.ID, err)
+			return fmt.Errorf("decode buffered notification %s: %w: %w", m.ID, errUnreadable, err)
 		}
 		id, signal, opts, wf = workflows.NotificationWorkflowID(sub.NotificationID), sub, NotificationStartOptions(sub), workflows.NotificationWorkflow
 	case sitestore.CategoryExternalCall, sitestore.CategoryDatabaseWrite:

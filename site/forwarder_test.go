@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,4 +154,43 @@ func (f *Forwarder) handoffCount(t *testing.T, outcome string) float64 {
 	var m dto.Metric
 	require.NoError(t, f.handoffs.WithLabelValues(sitestore.CategoryNotification, outcome).Write(&m))
 	return m.GetCounter().GetValue()
+}
+
+// A buffered notification central refuses for good (here over Temporal's
+// payload limit, as a site before the field bounds could buffer) is parked
+// on the site and reported, not handed off again at every sweep; the rest
+// of the backlog goes on.
+func TestSweepParksWhatCentralRefusesForGood(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startDevServer(t)
+	c, err := Open(ctx, filepath.Join(t.TempDir(), "site.db"), Options{SiteID: "plant-1", Node: "node-a"})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ok, err := c.Notify(ctx, "ops", "fine", "")
+	require.NoError(t, err)
+	poison, err := NewID()
+	require.NoError(t, err)
+	payload, err := json.Marshal(workflows.NotificationSubmission{NotificationID: poison, ListName: "ops", Subject: "huge",
+		SourceSiteID: "plant-1", SourceInstanceID: strings.Repeat("x", 3<<20), SiteEnqueuedAt: time.Now().UTC()})
+	require.NoError(t, err)
+	_, err = c.store.Enqueue(ctx, sitestore.NewMessage{ID: poison, Category: sitestore.CategoryNotification, Target: "ops",
+		Payload: payload, Provenance: sitestore.Provenance{SiteID: "plant-1", Node: "node-a"}})
+	require.NoError(t, err)
+
+	fwd := testForwarder(c.store, srv.Client(), t)
+	for range 2 {
+		_, err = fwd.Sweep(ctx)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1.0, fwd.handoffCount(t, handoffRefused), "refused once, then left alone")
+	require.Equal(t, 1.0, fwd.handoffCount(t, handoffAcked))
+	_, err = c.store.Get(ctx, ok)
+	require.ErrorIs(t, err, sitestore.ErrNotFound, "the rest of the backlog went")
+
+	st, err := c.Status(ctx, poison)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusParked, st.Status)
+	require.Contains(t, st.LastError, "central refused it for good")
+	require.Nil(t, st.NextAttemptAt)
 }

@@ -14,6 +14,9 @@ import (
 const (
 	handoffAcked  = "acked"
 	handoffFailed = "failed"
+	// handoffRefused is a hand-off central refused for good: the row is
+	// parked on the site.
+	handoffRefused = "refused"
 )
 
 // newHandoffCounter counts hand-offs to central by category and outcome:

@@ -520,3 +520,14 @@ func (s *Store) ClockLead(ctx context.Context, now time.Time) (time.Duration, er
 	}
 	return max(0, time.Duration(ts.Physical-now.UnixMilli())*time.Millisecond), nil
 }
+
+// ParkUnforwardable parks a row central refused for good: marked Parked and
+// handed off, so the forwarder skips it and it stays, counted and readable,
+// until an operator removes the cause.
+func (s *Store) ParkUnforwardable(ctx context.Context, id string, at time.Time, reason string) error {
+	return s.inTx(ctx, "park "+id, func(tx *writeTx) error {
+		_, err := tx.ExecContext(tx.ctx, `UPDATE buffer SET status = ?, handed_off = 1, last_error = ?, last_attempt_at = ?
+			WHERE message_id = ?`, BufferParked, reason, at.UnixNano(), id)
+		return err
+	})
+}
