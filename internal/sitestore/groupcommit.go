@@ -32,6 +32,16 @@ type writeTx struct {
 	insert *sql.Stmt
 }
 
+// execCount runs a statement in the transaction and returns how many rows
+// it changed.
+func (tx *writeTx) execCount(query string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(tx.ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // write is one caller's share of a batch.
 type write struct {
 	ctx  context.Context

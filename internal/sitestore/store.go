@@ -490,13 +490,8 @@ func (s *Store) RescheduleAhead(ctx context.Context, now time.Time, ahead time.D
 		return 0, err
 	}
 	var n int64
-	err = s.inTx(ctx, "reschedule rows ahead of the clock", func(tx *writeTx) error {
-		res, err := tx.ExecContext(tx.ctx, `UPDATE buffer SET next_attempt_at = ? WHERE handed_off = 0 AND next_attempt_at > ?`,
-			now.UnixNano(), limit)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+	err = s.inTx(ctx, "reschedule rows ahead of the clock", func(tx *writeTx) (err error) {
+		n, err = tx.execCount(`UPDATE buffer SET next_attempt_at = ? WHERE handed_off = 0 AND next_attempt_at > ?`, now.UnixNano(), limit)
 		return err
 	})
 	return int(n), err

@@ -289,15 +289,11 @@ func (s *Store) TelemetryBacklog(ctx context.Context, limit int) (int, error) {
 // site_calls never keeps an outdated state for good.
 func (s *Store) PurgeTerminal(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	var purged int64
-	err := s.inTx(ctx, "purge tracking rows terminal before "+cutoff.Format(time.RFC3339), func(tx *writeTx) error {
-		res, err := tx.ExecContext(tx.ctx, `DELETE FROM tracking WHERE operation_id IN (
+	err := s.inTx(ctx, "purge tracking rows terminal before "+cutoff.Format(time.RFC3339), func(tx *writeTx) (err error) {
+		purged, err = tx.execCount(`DELETE FROM tracking WHERE operation_id IN (
 			SELECT operation_id FROM tracking WHERE terminal_at IS NOT NULL AND terminal_at < ?
 			AND seq <= (SELECT value FROM meta WHERE name = 'telemetry_cursor') LIMIT ?)`,
 			cutoff.UnixNano(), limit)
-		if err != nil {
-			return err
-		}
-		purged, err = res.RowsAffected()
 		return err
 	})
 	return int(purged), err
