@@ -41,6 +41,7 @@ func bufferNotifications(t *testing.T, n int) (*sitestore.Store, []string) {
 // startDevServer starts a Temporal dev server (no workers) for this test.
 func startDevServer(t *testing.T) *testsuite.DevServer {
 	t.Helper()
+	testutil.SkipIfShort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	srv, err := devserver.Start(context.Background(), devserver.Options{Address: addr, Namespace: "default"})
 	require.NoError(t, err)

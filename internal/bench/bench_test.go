@@ -15,6 +15,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/bench"
 	"github.com/outpost-dev/outpost/internal/cli"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // TestMain lets this test binary stand in for `outpost`: the drain and
@@ -51,6 +52,7 @@ func quick(t *testing.T) bench.Options {
 }
 
 func TestQuickRun(t *testing.T) {
+	testutil.SkipIfShort(t)
 	opts := quick(t)
 	report, err := bench.Run(context.Background(), opts)
 	require.NoError(t, err)

@@ -20,6 +20,7 @@ import (
 // SMTP sink, a call to its demo system and a write to its demo database,
 // and stops cleanly when cancelled.
 func TestDevStackDeliversAndStops(t *testing.T) {
+	testutil.SkipIfShort(t)
 	dir := t.TempDir()
 	sitePort, sinkPort, demoPort := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	demoDB := filepath.Join(dir, "demo", "historian.db") // folders outpost dev must create

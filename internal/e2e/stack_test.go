@@ -84,6 +84,7 @@ func withoutCentral() stackOption {
 // newStack starts everything with short intervals; tweak adjusts the config.
 func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *stack {
 	t.Helper()
+	testutil.SkipIfShort(t)
 	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.Temporal.Address = freeAddr(t)

@@ -16,3 +16,13 @@ func FreePort(t testing.TB) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// SkipIfShort skips a test that starts a Temporal dev server (or the whole
+// stack) under `go test -short`, the fast local loop; the README's test
+// command runs everything.
+func SkipIfShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a Temporal dev server: run without -short")
+	}
+}
