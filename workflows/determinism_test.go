@@ -2,16 +2,20 @@ package workflows_test
 
 import (
 	"os/exec"
+	"strings"
 	"testing"
 )
 
 // workflowcheck (Temporal's static checker) finds non-deterministic calls —
-// time.Now, goroutines, map ranges, I/O — reachable from a workflow. Pinned
-// here; fetched from the Go module proxy on first use.
-const workflowcheck = "go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0"
-
+// time.Now, goroutines, map ranges, I/O — reachable from a workflow. It is
+// pinned as a Go tool in its own module, dev/workflowcheck, built from the
+// Go module proxy on first use (`go tool -n` builds it and prints its path).
 func TestWorkflowsAreDeterministic(t *testing.T) {
-	out, err := exec.Command("go", "run", workflowcheck, ".").CombinedOutput()
+	path, err := exec.Command("go", "-C", "../dev/workflowcheck", "tool", "-n", "workflowcheck").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build workflowcheck (dev/workflowcheck): %v\n%s", err, path)
+	}
+	out, err := exec.Command(strings.TrimSpace(string(path)), ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("workflowcheck found non-deterministic workflow code (or could not run): %v\n%s", err, out)
 	}

@@ -179,21 +179,8 @@ func (s *stack) requirePurgeSchedule() {
 // before, and a kill lost those not yet written.)
 func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 	s := newStack(t, nil, withoutCentral())
-	bin := buildOutpost(t)
-	listen := freeAddr(t)
-	smtp := s.cfg.Central.SMTP
-	cfgFile := filepath.Join(s.dir, "central.yaml")
-	require.NoError(t, os.WriteFile(cfgFile, fmt.Appendf(nil, `temporal:
-  address: %s
-central:
-  listen: %s
-  store: {path: %s}
-  smtp: {host: 127.0.0.1, port: %d, tls: none, timeout: %s, final_reply_timeout: %s, retry_interval: 1s, max_retries: 5}
-  lists: {ops: [ops@example.com]}
-log: {level: error}
-`, s.cfg.Temporal.Address, listen, s.cfg.Central.Store.Path, smtp.Port, smtp.Timeout, smtp.FinalReplyTimeout), 0o644))
-	httpc := &http.Client{Timeout: 5 * time.Second}
-	central := startProcess(t, bin, "central", cfgFile, "http://"+listen, httpc)
+	start := s.centralProcess()
+	central := start()
 
 	const n = 150
 	ids := make([]string, n)
@@ -204,7 +191,7 @@ log: {level: error}
 		func() string { return fmt.Sprintf("%d of %d delivered before the kill", len(s.received()), n) })
 	central.kill()
 	t.Logf("central killed with %d of %d notifications delivered", len(s.received()), n)
-	startProcess(t, bin, "central", cfgFile, "http://"+listen, httpc)
+	start()
 
 	s.waitStatus(workflows.StatusDelivered, 3*time.Minute, ids...)
 	store := s.centralStore()
@@ -219,4 +206,26 @@ log: {level: error}
 		require.Equal(t, 1, counts["Attempt Delivered"], "%s: %v", id, counts)
 		require.Equal(t, 1, counts["Terminal Delivered"], "%s: %v", id, counts)
 	}
+}
+
+// centralProcess writes a config for an `outpost central` child process
+// beside this stack (its store, SMTP server and lists) and returns what
+// starts one and waits until it is ready; the test SIGKILLs it at will.
+func (s *stack) centralProcess() func() *siteProcess {
+	s.t.Helper()
+	bin := buildOutpost(s.t)
+	listen := freeAddr(s.t)
+	smtp := s.cfg.Central.SMTP
+	cfgFile := filepath.Join(s.dir, "central.yaml")
+	require.NoError(s.t, os.WriteFile(cfgFile, fmt.Appendf(nil, `temporal:
+  address: %s
+central:
+  listen: %s
+  store: {path: %s}
+  smtp: {host: 127.0.0.1, port: %d, tls: none, timeout: %s, final_reply_timeout: %s, retry_interval: 1s, max_retries: 5}
+  lists: {ops: [ops@example.com]}
+log: {level: error}
+`, s.cfg.Temporal.Address, listen, s.cfg.Central.Store.Path, smtp.Port, smtp.Timeout, smtp.FinalReplyTimeout), 0o644))
+	httpc := &http.Client{Timeout: 5 * time.Second}
+	return func() *siteProcess { return startProcess(s.t, bin, "central", cfgFile, "http://"+listen, httpc) }
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
@@ -454,12 +457,12 @@ func (s *stack) forgetMirroredRow(id string) {
 	require.True(s.t, errors.Is(err, centralstore.ErrNotFound))
 }
 
-// Two daemons run with the same site id (a copied config): both poll
-// outpost-site-plant-1, so about half the retries of calls the first one
-// holds reach the second. Each such task fails retryably on the daemon that
-// does not hold it and is retried until the right one takes it: every call
-// is delivered (8 of 10 were stranded Retrying before), and both daemons
-// report the other poller.
+// Two daemons run with the same site id (a copied config; the second an
+// `outpost site` process): both poll outpost-site-plant-1, so about half
+// the retries of calls the first one holds reach the second. Each such task
+// fails retryably on the daemon that does not hold it and is retried until
+// the right one takes it: every call is delivered (8 of 10 were stranded
+// Retrying before), and both daemons report the other poller.
 func TestSecondDaemonWithTheSameSiteIDStrandsNothing(t *testing.T) {
 	s := newStack(t, func(c *config.Config) {
 		c.Site.PollerCheckInterval = 300 * time.Millisecond
@@ -467,7 +470,8 @@ func TestSecondDaemonWithTheSameSiteIDStrandsNothing(t *testing.T) {
 		erp.MaxRetries = 10
 		c.Site.ExternalSystems["erp"] = erp
 	})
-	twin := s.addSite(s.cfg.Site.ID)
+	twin, startTwin := s.siteProcess("node-b")
+	startTwin()
 	const calls = 10
 	s.demo.FailNext(calls, http.StatusServiceUnavailable)
 	ids := make([]string, calls)
@@ -487,5 +491,93 @@ func TestSecondDaemonWithTheSameSiteIDStrandsNothing(t *testing.T) {
 			m := testutil.ScrapeMetrics(t, p.url+"/metrics")["outpost_site_other_pollers"]
 			return m != nil && m.GetMetric()[0].GetGauge().GetValue() >= 1
 		}, 30*time.Second, 300*time.Millisecond, "%s reports the other daemon", p.url)
+	}
+}
+
+// siteProcess configures a daemon for the stack's site id as an `outpost
+// site` child process: node names its own store and API port, with the
+// stack's external system "erp". It returns the daemon's API and what
+// starts it (again, on the same store, after a kill).
+func (s *stack) siteProcess(node string) (*siteProc, func() *siteProcess) {
+	s.t.Helper()
+	bin := buildOutpost(s.t)
+	listen := freeAddr(s.t)
+	erp := s.cfg.Site.ExternalSystems["erp"]
+	cfgFile := filepath.Join(s.dir, "site-"+node+".yaml")
+	require.NoError(s.t, os.WriteFile(cfgFile, fmt.Appendf(nil, `temporal: {address: %s}
+site:
+  id: %s
+  node: %s
+  store: %s
+  listen: %s
+  forward_interval: 1s
+  poller_check_interval: %s
+  external_systems:
+    erp:
+      base_url: %s
+      timeout: %s
+      max_retries: %d
+      retry_interval: %s
+      methods: {createOrder: {verb: POST, path: /orders}, getOrder: {verb: GET, path: "/orders/{id}"}}
+log: {level: error}
+`, s.cfg.Temporal.Address, s.cfg.Site.ID, node, filepath.Join(s.dir, "site-"+node+".db"), listen,
+		s.cfg.Site.PollerCheckInterval, erp.BaseURL, erp.Timeout, erp.MaxRetries, erp.RetryInterval), 0o644))
+	start := func() *siteProcess {
+		return startProcess(s.t, bin, "site", cfgFile, "http://"+listen, &http.Client{Timeout: 5 * time.Second})
+	}
+	return &siteProc{t: s.t, url: "http://" + listen}, start
+}
+
+// A call whose target processed it but whose answer was lost, because the
+// site daemon was SIGKILLed mid-attempt, is tried again after the restart
+// (through central, on the site), and both attempts carry the same
+// Idempotency-Key, the operation's id: the target can tell the retry from a
+// new order. The caller, having asked "Prefer: respond-async", had the id
+// before the attempt began.
+func TestSiteKilledMidCallRetriesWithTheSameIdempotencyKey(t *testing.T) {
+	s := newStack(t, nil, withoutSite())
+	p, start := s.siteProcess("node-a")
+	proc := start()
+	held, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	s.demo.OnRequest(func(demosystem.Request) {
+		first.Do(func() { close(held); <-release }) // the first attempt is processed, its answer never arrives
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	req, err := http.NewRequest(http.MethodPost, p.url+"/v1/calls", strings.NewReader(`{"system":"erp","method":"createOrder","params":{"sku":"P-100"}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Prefer", "respond-async")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var accepted site.CallResult
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&accepted))
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the target never got the first attempt")
+	}
+	proc.kill()
+	close(release)
+	start()
+
+	require.Eventually(t, func() bool {
+		row, code := p.operation(accepted.ID)
+		return code == http.StatusOK && row.Status == workflows.StatusDelivered
+	}, 2*time.Minute, 200*time.Millisecond, "retried after the restart and delivered")
+	requests := s.demo.Requests()
+	require.Len(t, requests, 2, "the lost attempt and its retry")
+	for _, r := range requests {
+		require.Equal(t, accepted.ID, r.Header.Get("Idempotency-Key"))
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -296,14 +295,16 @@ func requireGap(t *testing.T, interval, gap time.Duration, msgAndArgs ...any) {
 	require.LessOrEqual(t, gap, interval+time.Second, msgAndArgs...)
 }
 
-// The worker sends the email and marks the central row Delivered, but its
-// completion never reaches Temporal: Temporal stops the moment the SMTP
-// server has the message, and the worker's connection is cut before
-// Temporal is back. The attempt times out; the workflow finds the row
-// Delivered and ends Delivered (it failed with TerminalRow and read
-// Pending forever before), and the email went out once.
+// The worker (an `outpost central` process) sends the email and marks the
+// central row Delivered, but its completion never reaches Temporal: Temporal
+// stops the moment the SMTP server has the message, and the worker is
+// SIGKILLed before Temporal is back. The attempt times out; the workflow
+// finds the row Delivered and ends Delivered (it failed with TerminalRow and
+// read Pending forever before), and the email went out once.
 func TestLostDeliveryCompletionEndsDelivered(t *testing.T) {
-	s := newStack(t, nil)
+	s := newStack(t, nil, withoutCentral())
+	start := s.centralProcess()
+	central := start()
 	temporalStopped := make(chan struct{})
 	var once sync.Once
 	// Runs before the sink answers 250: the activity cannot complete first.
@@ -319,11 +320,11 @@ func TestLostDeliveryCompletionEndsDelivered(t *testing.T) {
 		row, err := store.GetNotification(t.Context(), id)
 		return err == nil && row.Status == workflows.StatusDelivered
 	}, 30*time.Second, 50*time.Millisecond, "the activity marks the row Delivered")
-	s.killCentral()
+	central.kill()
 
 	s.startTemporal()
-	s.startCentralWith(prometheus.NewRegistry())
-	// The attempt's StartToClose (smtp.timeout + 30 s) must pass first.
+	start()
+	// The attempt's StartToClose (2 × smtp.timeout + final_reply_timeout + 30 s) must pass first.
 	s.waitStatus(workflows.StatusDelivered, 2*time.Minute, id)
 	require.Equal(t, 1, s.received()[id], "one email")
 	desc, err := s.client.DescribeWorkflowExecution(t.Context(), workflows.NotificationWorkflowID(id), "")

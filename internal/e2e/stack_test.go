@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -61,10 +60,10 @@ type stack struct {
 	demo *demosystem.System
 	// uiPort serves the dev server's Web UI; 0 runs it headless.
 	uiPort int
-	// killCentral stops the central worker as a crash would.
-	killCentral func()
 	// noCentral leaves the central worker to the test (a child process).
 	noCentral bool
+	// noSite leaves the site daemon to the test (a child process).
+	noSite bool
 }
 
 // stackOption changes how newStack starts the stack.
@@ -79,6 +78,11 @@ func withWebUI() stackOption {
 // withoutCentral starts no central worker: the test runs its own.
 func withoutCentral() stackOption {
 	return func(s *stack) { s.noCentral = true }
+}
+
+// withoutSite starts no site daemon: the test runs its own (siteProcess).
+func withoutSite() stackOption {
+	return func(s *stack) { s.noSite = true }
 }
 
 // newStack starts everything with short intervals; tweak adjusts the config.
@@ -130,7 +134,9 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 	if !s.noCentral {
 		s.startCentral()
 	}
-	s.startSite()
+	if !s.noSite {
+		s.startSite()
+	}
 	return s
 }
 
@@ -208,37 +214,16 @@ func (s *stack) received() map[string]int {
 	return counts
 }
 
-func (s *stack) startCentral() { s.startCentralWith(s.metrics.Registry) }
-
-// startCentralWith runs a central worker, metrics into registry, on a
-// Temporal connection of its own, as a separate process would have: killCentral
-// cuts it like a crash would.
-func (s *stack) startCentralWith(registry *prometheus.Registry) {
+func (s *stack) startCentral() {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	// After a restart of the dev server the test's connection takes a
-	// moment to come back.
-	require.Eventually(s.t, func() bool {
-		_, err := s.client.CheckHealth(ctx, nil)
-		return err == nil
-	}, 30*time.Second, 100*time.Millisecond, "Temporal answers")
 	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, s.client, s.cfg.Temporal.Namespace, s.log))
-	tc, err := temporalclient.Dial(s.cfg.Temporal, s.log, s.metrics.SDK)
-	require.NoError(s.t, err)
-	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal.Namespace, tc, registry)
+	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal.Namespace, s.client, s.metrics.Registry)
 	require.NoError(s.t, err)
 	s.centralURL = "http://" + central.Addr()
 	done := make(chan error, 1)
 	go func() { done <- central.Run(ctx) }()
-	var stopped sync.Once
-	s.killCentral = func() {
-		// The connection goes first: nothing the worker still has in hand
-		// (an activity's completion) reaches Temporal.
-		stopped.Do(func() { tc.Close(); cancel(); <-done })
-	}
-	s.t.Cleanup(func() {
-		stopped.Do(func() { cancel(); require.NoError(s.t, <-done); tc.Close() })
-	})
+	s.t.Cleanup(func() { cancel(); require.NoError(s.t, <-done) })
 }
 
 // siteProc is one running site daemon.
