@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -213,4 +214,23 @@ func TestProvenanceIsBounded(t *testing.T) {
 	t.Cleanup(func() { big.Close() })
 	_, err = big.Notify(context.Background(), "ops", "s", strings.Repeat("x", 300<<10))
 	require.ErrorContains(t, err, "over the limit of 262144 bytes", "MaxBodyBytes is capped at 256 KiB")
+}
+
+// The request a call's hand-off carries for operators is redacted, and a
+// large one is summarised (it travels in the workflow's history).
+func TestRequestViewIsRedactedAndBounded(t *testing.T) {
+	t.Parallel()
+	req := targets.Request{Kind: workflows.KindExternalCall, System: "erp", Method: "createOrder",
+		Params: map[string]any{"sku": "P-1", "apiKey": "k3y", "login": map[string]any{"password": "pw", "user": "ana"}, "pin": "12"}}
+	view := string(requestView(req, []string{"pin"}))
+	require.Contains(t, view, `"sku":"P-1"`)
+	require.Contains(t, view, `"user":"ana"`)
+	for _, secret := range []string{"k3y", `"pw"`, `"12"`} {
+		require.NotContains(t, view, secret)
+	}
+	req.Params = map[string]any{"blob": strings.Repeat("x", workflows.MaxRequestView)}
+	view = string(requestView(req, nil))
+	require.LessOrEqual(t, len(view), workflows.MaxRequestView)
+	require.Contains(t, view, "GET /v1/operations/{id} on the site shows it whole")
+	require.NotContains(t, view, "xxxx")
 }

@@ -45,7 +45,7 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	c := newClient(store, reg, Options{SiteID: cfg.ID, Node: cfg.Node, Temporal: tc, MaxBodyBytes: cfg.MaxBodyBytes})
 	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
 		Interval: cfg.ForwardInterval, Batch: cfg.ForwardBatch, Parallelism: cfg.ForwardParallelism,
-		PollInterval: cfg.PollInterval,
+		PollInterval: cfg.PollInterval, RedactFields: cfg.RedactFields,
 	}, log.Named("forwarder"))
 	c.enqueued = fwd.Wake
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -32,6 +32,9 @@ type ForwarderOptions struct {
 	PollInterval time.Duration
 	// CallTimeout bounds one hand-off call to Temporal. Default 5s.
 	CallTimeout time.Duration
+	// RedactFields are call params hidden, beside DefaultRedactFields, in
+	// the request view a call's hand-off carries for operators.
+	RedactFields []string
 }
 
 // Forwarder hands buffered operations to central and deletes each on
@@ -391,7 +394,7 @@ func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (wo
 	return workflows.CachedCallSubmission{
 		OperationID: row.OperationID, Kind: row.Kind, Target: row.Target, SiteID: row.SourceSiteID,
 		Policy: f.targets.Policy(req), LastAttemptAt: row.LastAttemptAt, NextAttemptAt: row.NextAttemptAt,
-		LastError: row.LastError, CreatedAt: row.CreatedAt,
+		LastError: row.LastError, CreatedAt: row.CreatedAt, Request: requestView(req, f.opts.RedactFields),
 	}, nil
 }
 

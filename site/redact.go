@@ -2,7 +2,9 @@ package site
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -47,9 +49,31 @@ func (t Tracking) Details(ctx context.Context, id string, redact []string) (Oper
 	if err != nil {
 		return out, err
 	}
-	req.Params = redactParams(req.Params, slices.Concat(DefaultRedactFields, redact))
+	req = redactRequest(req, redact)
 	out.Request = &req
 	return out, nil
+}
+
+// redactRequest is req with the params named in DefaultRedactFields or
+// redact hidden.
+func redactRequest(req targets.Request, redact []string) targets.Request {
+	req.Params = redactParams(req.Params, slices.Concat(DefaultRedactFields, redact))
+	return req
+}
+
+// requestView is the redacted request a call's hand-off carries for
+// operators (the status query, outpost status); a request over
+// workflows.MaxRequestView is summarised, pointing to the site's full view.
+func requestView(req targets.Request, redact []string) json.RawMessage {
+	b, err := json.Marshal(redactRequest(req, redact))
+	if err == nil && len(b) <= workflows.MaxRequestView {
+		return b
+	}
+	b, _ = json.Marshal(map[string]any{
+		"kind": req.Kind, "system": req.System, "method": req.Method, "connection": req.Connection,
+		"note": fmt.Sprintf("the request is %d bytes: GET /v1/operations/{id} on the site shows it whole", len(b)),
+	})
+	return b
 }
 
 // redactParams copies params with the values of names in redact replaced,

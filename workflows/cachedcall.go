@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -25,8 +26,13 @@ type CachedCallSubmission struct {
 	// NextAttemptAt is when the target asked to be tried again, when that is
 	// later than one interval (Retry-After); nil otherwise.
 	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
-	LastError     string     `json:"lastError,omitempty"`
-	CreatedAt     time.Time  `json:"createdAt"`
+	// Request is what the call sends (system, method and params, or
+	// connection, SQL and args) with secret params redacted, at most
+	// MaxRequestView bytes: for operators (status query, outpost status),
+	// never for delivery, which reads the site's buffer.
+	Request   json.RawMessage `json:"request,omitempty"`
+	LastError string          `json:"lastError,omitempty"`
+	CreatedAt time.Time       `json:"createdAt"`
 }
 
 // DeliverCachedCallInput asks the site for one retry of a cached call.
@@ -121,7 +127,12 @@ func (c *cachedCall) endCancelled(ctx workflow.Context, err error) error {
 type CachedCallState struct {
 	TrackedOperation
 	LastOperatorAction *OperatorAction `json:"lastOperatorAction,omitempty"`
+	// Request is the submission's view of what the call sends.
+	Request json.RawMessage `json:"request,omitempty"`
 }
+
+// MaxRequestView bounds the request a submission carries for operators.
+const MaxRequestView = 4 << 10
 
 type cachedCall struct {
 	sub   CachedCallSubmission
@@ -151,7 +162,7 @@ func (c *cachedCall) waitFirstRetry(ctx workflow.Context) error {
 }
 
 func (c *cachedCall) answer() CachedCallState {
-	return CachedCallState{TrackedOperation: c.state, LastOperatorAction: c.lastAction}
+	return CachedCallState{TrackedOperation: c.state, LastOperatorAction: c.lastAction, Request: c.sub.Request}
 }
 
 func (c *cachedCall) run(ctx workflow.Context) error {

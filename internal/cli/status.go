@@ -345,7 +345,9 @@ type operationStory struct {
 	NextAttemptAt  *time.Time                `json:"nextAttemptAt,omitempty"`
 	FinishedAt     *time.Time                `json:"finishedAt,omitempty"`
 	OperatorAction *workflows.OperatorAction `json:"operatorAction,omitempty"`
-	Workflow       workflowView              `json:"workflow"`
+	// Request is what a call sends, secret params redacted.
+	Request  json.RawMessage `json:"request,omitempty"`
+	Workflow workflowView    `json:"workflow"`
 	// AttemptsRunOn is the task queue delivery attempts run on: central's
 	// for notifications, the site's for calls and writes.
 	AttemptsRunOn  string       `json:"attemptsRunOn"`
@@ -441,7 +443,7 @@ func (s *operationStory) apply(st opState) {
 	case st.Call != nil:
 		c := st.Call
 		s.Call, s.Status, s.RetryCount, s.LastError = &c.TrackedOperation, c.Status, c.RetryCount, c.LastError
-		s.OperatorAction = c.LastOperatorAction
+		s.OperatorAction, s.Request = c.LastOperatorAction, c.Request
 		s.AcceptedAt, s.LastAttemptAt, s.NextAttemptAt, s.FinishedAt = timePtr(c.CreatedAt), c.LastAttemptAt, c.NextAttemptAt, c.TerminalAt
 		if c.Kind != "" {
 			s.Kind = c.Kind
@@ -493,6 +495,9 @@ func (s *operationStory) print(w io.Writer) {
 	at("Finished", s.FinishedAt)
 	if a := s.OperatorAction; a != nil {
 		line("Operator action", "by %s: %s", orDash(a.Operator), orDash(a.Reason))
+	}
+	if len(s.Request) > 0 {
+		line("Request", "%s", s.Request)
 	}
 	wf := s.Workflow
 	line("Where", "at central: workflow %s (%s), %s on task queue %s; attempts run on %s", wf.ID, wf.Type, wf.Status, wf.TaskQueue, s.AttemptsRunOn)
