@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
@@ -234,6 +235,13 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 		f = flash{Message: "Not sent: the page has no Temporal client."}
 	} else if err := h.tc.SignalWorkflow(r.Context(), item.WorkflowID(), "", signal, act); err != nil {
 		f = flash{Message: fmt.Sprintf("Could not send %s to %s: %v", signal, item.WorkflowID(), err)}
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			// Its workflow has closed: terminated (or past retention).
+			f.Message = fmt.Sprintf("Could not send %s to %s: its workflow has closed (terminated?), so no signal reaches it. "+
+				"The site's next reconciliation settles it as Discarded; trigger Schedule reconcile/%s to do it now.",
+				signal, item.WorkflowID(), item.Site)
+		}
 	}
 	page := pagePath(r)
 	setFlash(w, page, f)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
@@ -255,6 +256,14 @@ func TestActionsSignalAndRedirect(t *testing.T) {
 	body = readBody(t, resp)
 	require.Contains(t, body, `class="flash err"`)
 	require.Contains(t, body, "Could not send discard to notification/"+f.note+": workflow execution already completed")
+
+	// A closed (terminated) workflow: the page says what happens next.
+	tc.err = serviceerror.NewNotFound("workflow execution already completed")
+	resp, err = browser.PostForm(srv.URL+"/items/Notification/"+f.note+"/discard", nil)
+	require.NoError(t, err)
+	body = readBody(t, resp)
+	require.Contains(t, body, `class="flash err"`)
+	require.Contains(t, body, "its workflow has closed (terminated?), so no signal reaches it. The site&#39;s next reconciliation settles it as Discarded")
 }
 
 // Mounted under a prefix, the redirect and the message follow the prefix.
