@@ -39,6 +39,9 @@ type APIOptions struct {
 	// Hosts are names, beside localhost and IP addresses, that requests may
 	// carry in their Host header (site.api_hosts). Default none.
 	Hosts []string
+	// Tokens are the bearer tokens the API accepts (holder → token, from
+	// site.api_tokens); none: no token is asked for.
+	Tokens map[string]string
 	// RedactFields are call params GET /v1/operations/{id} never shows
 	// beside DefaultRedactFields (site.redact_fields).
 	RedactFields []string
@@ -54,7 +57,7 @@ func NewAPI(c *Client, opts APIOptions, log *zap.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/calls", a.postCall)
 	mux.HandleFunc("POST /v1/writes", a.postWrite)
 	mux.HandleFunc("GET /v1/operations/{id}", a.getOperation)
-	return guardAPI(mux, opts.Hosts)
+	return guardAPI(mux, opts.Hosts, opts.Tokens)
 }
 
 // requestOverhead is room for the JSON around a body of the maximum size.

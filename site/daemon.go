@@ -37,6 +37,10 @@ type Daemon struct {
 
 // StartDaemon opens the store and binds the API address; Run serves.
 func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *zap.Logger) (*Daemon, error) {
+	tokens, err := cfg.TokenValues()
+	if err != nil {
+		return nil, err
+	}
 	store, err := openStore(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
@@ -58,17 +62,23 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	return &Daemon{
 		Client: c, Forwarder: fwd, cfg: cfg, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
 		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: cfg.ID, Batch: cfg.TelemetryBatch, Delay: cfg.TelemetryDelay}, log.Named("telemetry")),
-		server:    httpserve.Server(daemonHandler(c, tc, fwd, pollers, APIOptions{Hosts: cfg.APIHosts, RedactFields: cfg.RedactFields}, log)),
+		server: httpserve.Server(daemonHandler(c, tc, fwd, pollers,
+			APIOptions{Hosts: cfg.APIHosts, Tokens: tokens, RedactFields: cfg.RedactFields}, cfg.MetricsNeedToken, log)),
 	}, nil
 }
 
 // daemonHandler serves the API, /metrics, /healthz and /readyz.
-func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, pollers *pollerWatch, api APIOptions, log *zap.Logger) http.Handler {
+// /metrics asks for a token when metricsNeedToken is set; the probes never do.
+func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, pollers *pollerWatch, api APIOptions, metricsNeedToken bool, log *zap.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", NewAPI(c, api, log.Named("api")))
 	registry := newMetricsRegistry(c.store, fwd.handoffs, time.Now)
 	registry.MustRegister(pollers.others)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	var metrics http.Handler = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	if metricsNeedToken {
+		metrics = requireToken(metrics, api.Tokens)
+	}
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", readyz(c.store, tc))
 	return mux

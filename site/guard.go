@@ -1,6 +1,7 @@
 package site
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"mime"
 	"net"
@@ -20,7 +21,7 @@ import (
 //   - a POST body declared application/json, which no HTML form can send
 //     and no page can send across sites without a CORS preflight this API
 //     never answers.
-func guardAPI(next http.Handler, hosts []string) http.Handler {
+func guardAPI(next http.Handler, hosts []string, tokens map[string]string) http.Handler {
 	crossOrigin := http.NewCrossOriginProtection()
 	crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross-site request refused: the site API serves scripts and tools, "+
@@ -34,14 +35,48 @@ func guardAPI(next http.Handler, hosts []string) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	}))
+	authorized := requireToken(checked, tokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !hostAllowed(r.Host, hosts) {
 			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf(
 				"host %q is not a name of this site API: use localhost or an IP address, or add the name to site.api_hosts", r.Host))
 			return
 		}
-		checked.ServeHTTP(w, r)
+		authorized.ServeHTTP(w, r)
 	})
+}
+
+// requireToken lets through requests with "Authorization: Bearer <token>"
+// for one of tokens (holder → token), compared in constant time; others get
+// 401 and a WWW-Authenticate challenge. No tokens: everything passes (a
+// loopback-only API; configuration refuses a wider listen without one).
+func requireToken(next http.Handler, tokens map[string]string) http.Handler {
+	if len(tokens) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if ok && tokenKnown(strings.TrimSpace(given), tokens) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		challenge, msg := `Bearer realm="outpost-site"`, "a token is required: send Authorization: Bearer <token> (one of site.api_tokens)"
+		if ok {
+			challenge, msg = challenge+`, error="invalid_token"`, "the token is not one of site.api_tokens"
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		writeError(w, http.StatusUnauthorized, msg)
+	})
+}
+
+// tokenKnown compares given with every token, each in constant time, so the
+// answer's timing tells nothing of how much of a token matched.
+func tokenKnown(given string, tokens map[string]string) bool {
+	found := 0
+	for _, t := range tokens {
+		found |= subtle.ConstantTimeCompare([]byte(given), []byte(t))
+	}
+	return found == 1
 }
 
 // hostAllowed reports whether a request's Host names this API.

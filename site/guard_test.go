@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,4 +79,76 @@ func TestAPIRefusesWhatAWebPageCanSend(t *testing.T) {
 	depth, err = c.BufferDepth(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, len(served), depth)
+}
+
+// With tokens configured, /v1/* asks for one: none or a wrong one is 401
+// with a WWW-Authenticate challenge, and either of two tokens (one being
+// rotated out) is served.
+func TestAPIAsksForAToken(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t)
+	h := NewAPI(c, APIOptions{Tokens: map[string]string{"scripts": "s3cret-a", "scada": "s3cret-b"}}, zaptest.NewLogger(t))
+	send := func(auth string) *httptest.ResponseRecorder {
+		r := apiRequest(http.MethodPost, "/v1/notifications", `{"list":"ops","subject":"s"}`)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	for auth, challenge := range map[string]string{
+		"":                  `Bearer realm="outpost-site"`,
+		"Bearer wrong":      `Bearer realm="outpost-site", error="invalid_token"`,
+		"Bearer s3cret-a-x": `Bearer realm="outpost-site", error="invalid_token"`,
+		"Basic s3cret-a":    `Bearer realm="outpost-site"`,
+	} {
+		rec := send(auth)
+		require.Equal(t, http.StatusUnauthorized, rec.Code, auth)
+		require.Equal(t, challenge, rec.Header().Get("WWW-Authenticate"), auth)
+		require.Contains(t, rec.Body.String(), "site.api_tokens", auth)
+	}
+	depth, err := c.BufferDepth(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, depth, "nothing refused was buffered")
+	for _, auth := range []string{"Bearer s3cret-a", "Bearer s3cret-b"} {
+		require.Equal(t, http.StatusAccepted, send(auth).Code, auth)
+	}
+}
+
+// A daemon listening beyond loopback refuses to start without a token; with
+// one, the API asks for it while the probes stay open, and /metrics asks
+// only when metrics_need_token is set.
+func TestDaemonBeyondLoopbackNeedsAToken(t *testing.T) {
+	var failWith atomic.Int32
+	cfg := daemonSiteConfig(t, &failWith)
+	cfg.Listen = "0.0.0.0:0"
+	_, err := StartDaemon(t.Context(), cfg, nil, zaptest.NewLogger(t))
+	require.ErrorContains(t, err, `site.listen "0.0.0.0:0" is reachable beyond this host: name a token in site.api_tokens`)
+
+	cfg.APITokens = map[string]string{"scripts": "OUTPOST_TEST_SITE_TOKEN"}
+	_, err = StartDaemon(t.Context(), cfg, nil, zaptest.NewLogger(t))
+	require.ErrorContains(t, err, "site.api_tokens.scripts: $OUTPOST_TEST_SITE_TOKEN is not set")
+
+	t.Setenv("OUTPOST_TEST_SITE_TOKEN", "t0ken")
+	cfg.MetricsNeedToken = true
+	d, _ := startDaemonCentralDown(t, cfg)
+	base := "http://127.0.0.1:" + strings.TrimPrefix(d.Addr(), "[::]:")
+	get := func(path, token string) int {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const unknown = "/v1/operations/343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11"
+	require.Equal(t, http.StatusUnauthorized, get(unknown, ""))
+	require.Equal(t, http.StatusNotFound, get(unknown, "t0ken"))
+	require.Equal(t, http.StatusUnauthorized, get("/metrics", ""))
+	require.Equal(t, http.StatusOK, get("/metrics", "t0ken"))
+	require.Equal(t, http.StatusOK, get("/healthz", ""))
 }

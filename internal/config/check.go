@@ -228,6 +228,12 @@ func (c *checker) validate(cfg Config) {
 	c.nonEmpty("site.node", cfg.Site.Node)
 	c.nonEmpty("site.store", cfg.Site.Store)
 	c.hostPort("site.listen", cfg.Site.Listen)
+	if !IsLoopback(cfg.Site.Listen) && len(cfg.Site.APITokens) == 0 {
+		c.add("site.listen", "%q is reachable beyond this host: name a token in site.api_tokens (the API runs writes and calls for whoever asks)", cfg.Site.Listen)
+	}
+	for _, name := range sortedKeys(cfg.Site.APITokens) {
+		c.nonEmpty("site.api_tokens."+name, cfg.Site.APITokens[name])
+	}
 	c.positiveDuration("site.forward_interval", cfg.Site.ForwardInterval)
 	c.positiveDuration("site.poll_interval", cfg.Site.PollInterval)
 	c.positive("site.forward_batch", cfg.Site.ForwardBatch)

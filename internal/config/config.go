@@ -6,8 +6,10 @@ package config
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -53,6 +55,14 @@ type Site struct {
 	// which clients reach the API; a request whose Host header is another
 	// name is refused (a DNS-rebinding page's is). Default none.
 	APIHosts []string `yaml:"api_hosts"`
+	// APITokens names the bearer tokens the site API accepts: who holds one
+	// ("scripts", "scada") → the environment variable holding it. Several
+	// let one be rotated while another still works. Required when listen is
+	// not a loopback address; optional on loopback. Default none.
+	APITokens map[string]string `yaml:"api_tokens"`
+	// MetricsNeedToken makes /metrics ask for a token too (/healthz and
+	// /readyz never do). Default false.
+	MetricsNeedToken bool `yaml:"metrics_need_token"`
 	// RedactFields are call params whose values GET /v1/operations/{id}
 	// never shows, matched without regard to case at any depth, beside
 	// password, secret, token, apikey, api_key and authorization, which are
@@ -173,6 +183,39 @@ const (
 	AllowAttach = "attach"
 	AllowExec   = "exec"
 )
+
+// IsLoopback reports whether a listen address (host:port) is reachable
+// from this host only: a loopback IP or localhost. An empty host listens on
+// every interface.
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// TokenValues reads the API tokens from their environment variables: name
+// → token. An unset or empty variable is an error naming it.
+func (s Site) TokenValues() (map[string]string, error) {
+	out := make(map[string]string, len(s.APITokens))
+	for _, name := range sortedKeys(s.APITokens) {
+		env := s.APITokens[name]
+		v := strings.TrimSpace(os.Getenv(env))
+		if v == "" {
+			return nil, fmt.Errorf("site.api_tokens.%s: $%s is not set: export the token there, or remove the entry", name, env)
+		}
+		out[name] = v
+	}
+	if !IsLoopback(s.Listen) && len(out) == 0 {
+		return nil, fmt.Errorf("site.listen %q is reachable beyond this host: name a token in site.api_tokens (the API runs writes and calls for whoever asks)", s.Listen)
+	}
+	return out, nil
+}
 
 // MaxBodyBytesLimit is the largest site.max_body_bytes: a body of that size,
 // even written as JSON escapes (6 bytes a character), keeps a notification's

@@ -220,3 +220,16 @@ func TestMaxBodyBytesIsBounded(t *testing.T) {
 	_, err = Parse(strings.NewReader("site:\n  max_body_bytes: 262144\n"), Default())
 	require.NoError(t, err)
 }
+
+// config check refuses an API reachable beyond this host without a token.
+func TestListenBeyondLoopbackNeedsAToken(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(strings.NewReader("site:\n  listen: 0.0.0.0:8480\n"), Default())
+	require.ErrorContains(t, err, `site.listen (line 2): "0.0.0.0:8480" is reachable beyond this host: name a token in site.api_tokens`)
+	_, err = Parse(strings.NewReader("site:\n  listen: 0.0.0.0:8480\n  api_tokens: {scripts: OUTPOST_SITE_TOKEN}\n"), Default())
+	require.NoError(t, err)
+	for listen, loopback := range map[string]bool{"127.0.0.1:8480": true, "[::1]:8480": true, "localhost:8480": true,
+		":8480": false, "0.0.0.0:8480": false, "192.0.2.7:8480": false, "plant-1:8480": false} {
+		require.Equal(t, loopback, IsLoopback(listen), listen)
+	}
+}
