@@ -227,6 +227,13 @@ func (c *checker) validate(cfg Config) {
 	}
 	c.nonEmpty("site.node", cfg.Site.Node)
 	c.nonEmpty("site.store", cfg.Site.Store)
+	for i, k := range cfg.Temporal.EncryptionKeys {
+		path := fmt.Sprintf("temporal.encryption_keys[%d]", i)
+		c.nonEmpty(path+".id", k.ID)
+		if (k.File == "") == (k.Env == "") {
+			c.add(path, "give the key in exactly one of file and env")
+		}
+	}
 	c.hostPort("site.listen", cfg.Site.Listen)
 	if !IsLoopback(cfg.Site.Listen) && len(cfg.Site.APITokens) == 0 {
 		c.add("site.listen", "%q is reachable beyond this host: name a token in site.api_tokens (the API runs writes and calls for whoever asks)", cfg.Site.Listen)

@@ -38,6 +38,38 @@ type Temporal struct {
 	// APIKeyEnv names the environment variable holding a Temporal Cloud API
 	// key. Default OUTPOST_TEMPORAL_API_KEY; unset or empty variable: no key.
 	APIKeyEnv string `yaml:"api_key_env"`
+	// EncryptionKeys encrypt every payload Outpost writes to Temporal
+	// (AES-256-GCM): the first encrypts, all decrypt, so a new key goes
+	// first and the old one stays until its histories are gone. Every
+	// process (central, site, CLI) needs the same keys. Default none:
+	// payloads are plain JSON in the history.
+	EncryptionKeys []EncryptionKey `yaml:"encryption_keys"`
+}
+
+// EncryptionKey is one payload key: the base64 of 32 random bytes, read
+// from a file or an environment variable, never written in the config.
+type EncryptionKey struct {
+	// ID names the key in every payload it encrypts. Required.
+	ID string `yaml:"id"`
+	// File holds the key. One of File and Env is required.
+	File string `yaml:"file"`
+	// Env names the variable holding the key.
+	Env string `yaml:"env"`
+}
+
+// Secret reads the key's text from its file or variable.
+func (k EncryptionKey) Secret() (string, error) {
+	switch {
+	case k.File != "":
+		b, err := os.ReadFile(k.File)
+		if err != nil {
+			return "", fmt.Errorf("encryption key %q: %w", k.ID, err)
+		}
+		return string(b), nil
+	case os.Getenv(k.Env) != "":
+		return os.Getenv(k.Env), nil
+	}
+	return "", fmt.Errorf("encryption key %q: $%s is not set", k.ID, k.Env)
 }
 
 // Site configures the site daemon and SDK.

@@ -2,10 +2,15 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/site"
@@ -364,4 +371,38 @@ func TestSlowRelayIsNotSentTwice(t *testing.T) {
 	received := s.received()
 	require.Equal(t, 1, received[lateID], "sent once")
 	require.Equal(t, 1, received[tooLateID], "sent once, then parked")
+}
+
+// With temporal.encryption_keys set, every process encrypts its payloads:
+// a notification is delivered and its status read as usual, while the raw
+// history (what the Web UI or temporal CLI shows without the key) holds
+// nothing of its subject, body or list.
+func TestPayloadsAreEncryptedInHistory(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "k1.key")
+	secret := make([]byte, 32)
+	_, err := rand.Read(secret)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(secret)), 0o600))
+	s := newStack(t, func(c *config.Config) {
+		c.Temporal.EncryptionKeys = []config.EncryptionKey{{ID: "k1", File: keyFile}}
+	})
+	id := s.notify("ops", "Pump 3 tripped: secret subject")
+	s.waitStatus(workflows.StatusDelivered, time.Minute, id)
+	require.Equal(t, 1, s.received()[id])
+
+	raw := s.server.Client() // no key: what an operator without it sees
+	iter := raw.GetWorkflowHistory(t.Context(), workflows.NotificationWorkflowID(id), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	payloads := 0
+	for iter.HasNext() {
+		event, err := iter.Next()
+		require.NoError(t, err)
+		// The binary form holds every payload's bytes as they are stored.
+		data, err := proto.Marshal(event)
+		require.NoError(t, err)
+		for _, plain := range []string{"secret subject", `"listName"`, "ops@example.com"} {
+			require.NotContains(t, string(data), plain, "event %s", event.GetEventType())
+		}
+		payloads += strings.Count(string(data), codec.Encoding)
+	}
+	require.Positive(t, payloads, "the payloads are marked encrypted")
 }
