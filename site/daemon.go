@@ -59,12 +59,32 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	}
 	identity := workerIdentity(cfg.ID, cfg.Node)
 	pollers := newPollerWatch(tc, cfg.ID, identity, log.Named("pollers"))
+	api := APIOptions{Hosts: cfg.APIHosts, Tokens: tokens, RedactFields: cfg.RedactFields}
+	server, err := apiServer(cfg, daemonHandler(c, tc, fwd, pollers, api, cfg.MetricsNeedToken, log))
+	if err != nil {
+		ln.Close()
+		c.Close()
+		return nil, err
+	}
 	return &Daemon{
 		Client: c, Forwarder: fwd, cfg: cfg, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
 		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: cfg.ID, Batch: cfg.TelemetryBatch, Delay: cfg.TelemetryDelay}, log.Named("telemetry")),
-		server: httpserve.Server(daemonHandler(c, tc, fwd, pollers,
-			APIOptions{Hosts: cfg.APIHosts, Tokens: tokens, RedactFields: cfg.RedactFields}, cfg.MetricsNeedToken, log)),
+		server:    server,
 	}, nil
+}
+
+// apiServer is the HTTP server of h, over TLS when site.tls_cert_file and
+// tls_key_file are set (reloaded when they change).
+func apiServer(cfg config.Site, h http.Handler) (*http.Server, error) {
+	server := httpserve.Server(h)
+	if cfg.TLSCertFile != "" {
+		certs, err := httpserve.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		server.TLSConfig = certs.TLSConfig()
+	}
+	return server, nil
 }
 
 // daemonHandler serves the API, /metrics, /healthz and /readyz.
@@ -82,6 +102,15 @@ func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, pollers *pollerW
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", readyz(c.store, tc))
 	return mux
+}
+
+// serve serves the API on the listener, over TLS when configured.
+func (d *Daemon) serve() error {
+	ln := httpserve.LimitListener(d.listener, httpserve.MaxConnections)
+	if d.server.TLSConfig != nil {
+		return d.server.ServeTLS(ln, "", "")
+	}
+	return d.server.Serve(ln)
 }
 
 // Addr is the API's bound address.
@@ -103,7 +132,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { return d.pollers.run(ctx, d.cfg.PollerCheckInterval) })
 	g.Go(func() error {
-		if err := d.server.Serve(httpserve.LimitListener(d.listener, httpserve.MaxConnections)); !errors.Is(err, http.ErrServerClosed) {
+		if err := d.serve(); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("site api: %w", err)
 		}
 		return nil

@@ -1,15 +1,21 @@
 package site
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // Requests a web page can make are refused before anything is stored; what
@@ -151,4 +157,30 @@ func TestDaemonBeyondLoopbackNeedsAToken(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, get("/metrics", ""))
 	require.Equal(t, http.StatusOK, get("/metrics", "t0ken"))
 	require.Equal(t, http.StatusOK, get("/healthz", ""))
+}
+
+// With a certificate configured the daemon serves HTTPS only.
+func TestDaemonServesTLS(t *testing.T) {
+	t.Parallel()
+	var failWith atomic.Int32
+	cfg := daemonSiteConfig(t, &failWith)
+	dir := t.TempDir()
+	cfg.TLSCertFile, cfg.TLSKeyFile = filepath.Join(dir, "site.crt"), filepath.Join(dir, "site.key")
+	testutil.WriteSelfSigned(t, cfg.TLSCertFile, cfg.TLSKeyFile, "plant-1")
+	d, _ := startDaemonCentralDown(t, cfg)
+
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(cfg.TLSCertFile)
+	require.NoError(t, err)
+	require.True(t, pool.AppendCertsFromPEM(pem))
+	httpsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := httpsClient.Get("https://" + d.Addr() + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp, err = http.Get("http://" + d.Addr() + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain HTTP gets Go's 'client sent an HTTP request to an HTTPS server'")
 }

@@ -238,6 +238,9 @@ func (c *checker) validate(cfg Config) {
 	if !IsLoopback(cfg.Site.Listen) && len(cfg.Site.APITokens) == 0 {
 		c.add("site.listen", "%q is reachable beyond this host: name a token in site.api_tokens (the API runs writes and calls for whoever asks)", cfg.Site.Listen)
 	}
+	if (cfg.Site.TLSCertFile == "") != (cfg.Site.TLSKeyFile == "") {
+		c.add("site.tls_cert_file", "give both tls_cert_file and tls_key_file, or neither")
+	}
 	for _, name := range sortedKeys(cfg.Site.APITokens) {
 		c.nonEmpty("site.api_tokens."+name, cfg.Site.APITokens[name])
 	}

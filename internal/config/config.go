@@ -92,6 +92,11 @@ type Site struct {
 	// let one be rotated while another still works. Required when listen is
 	// not a loopback address; optional on loopback. Default none.
 	APITokens map[string]string `yaml:"api_tokens"`
+	// TLSCertFile and TLSKeyFile serve the API (and /metrics, /healthz,
+	// /readyz) over HTTPS; both or neither. The files are reread when they
+	// change, so a renewed certificate needs no restart. Default none: HTTP.
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
 	// MetricsNeedToken makes /metrics ask for a token too (/healthz and
 	// /readyz never do). Default false.
 	MetricsNeedToken bool `yaml:"metrics_need_token"`
