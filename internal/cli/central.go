@@ -20,7 +20,10 @@ orchestration of cached calls (their retries run on each site's worker), and
 the site_calls mirror fed by site telemetry and reconciliation. Registers
 Outpost's search attributes in the namespace if they are missing. Secrets
 come from the variables named in the config (OUTPOST_SMTP_PASSWORD,
-OUTPOST_DB_PASSWORD, OUTPOST_TEMPORAL_API_KEY).
+OUTPOST_DB_PASSWORD, OUTPOST_TEMPORAL_API_KEY). temporal.encryption_keys
+encrypts every payload in Temporal; every site and the CLI need the same keys.
+Each site's reconciliation also settles operations whose workflows were
+terminated (Discarded).
 
 Example:
   OUTPOST_SMTP_PASSWORD=... outpost central --config /etc/outpost/outpost.yaml`,

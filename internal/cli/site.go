@@ -23,6 +23,12 @@ external systems and databases; telemetry of tracking changes to central's
 site_calls; and the purge of terminal tracking rows after
 site.tracking_retention. It starts and accepts work with central down.
 
+The API takes JSON from scripts and tools only (web pages are refused). With
+site.api_tokens set it asks for "Authorization: Bearer <token>"; a
+site.listen beyond loopback requires one. site.tls_cert_file and
+site.tls_key_file serve it over HTTPS. temporal.encryption_keys encrypts
+every payload it hands to central (the same keys as central's).
+
 Example:
   outpost site --config /etc/outpost/outpost.yaml
   curl -s -XPOST localhost:8480/v1/notifications -H 'Content-Type: application/json' \
