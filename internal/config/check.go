@@ -235,7 +235,7 @@ func (c *checker) validate(cfg Config) {
 		}
 	}
 	c.hostPort("site.listen", cfg.Site.Listen)
-	if !IsLoopback(cfg.Site.Listen) && len(cfg.Site.APITokens) == 0 {
+	if _, _, err := net.SplitHostPort(cfg.Site.Listen); err == nil && !IsLoopback(cfg.Site.Listen) && len(cfg.Site.APITokens) == 0 {
 		c.add("site.listen", "%q is reachable beyond this host: name a token in site.api_tokens (the API runs writes and calls for whoever asks)", cfg.Site.Listen)
 	}
 	if (cfg.Site.TLSCertFile == "") != (cfg.Site.TLSKeyFile == "") {
