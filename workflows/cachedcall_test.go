@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -324,22 +323,6 @@ func (s *cachedCallSuite) TestUnknownOperationIsRetriedUntilItsDaemonAnswers() {
 
 	s.Equal(workflows.StatusDelivered, s.result().Status)
 	s.Equal(3, calls, "two refusals by the wrong daemon, then the delivery")
-}
-
-// hasApplicationErrorType reports whether any application error in err's
-// chain has type typ (the workflow's own wrap is an application error too).
-func hasApplicationErrorType(err error, typ string) bool {
-	for ; err != nil; err = errors.Unwrap(err) {
-		var appErr *temporal.ApplicationError
-		if !errors.As(err, &appErr) {
-			return false
-		}
-		if appErr.Type() == typ {
-			return true
-		}
-		err = appErr
-	}
-	return false
 }
 
 // A Pending answer (the site's immediate attempt recorded late) is retried,
