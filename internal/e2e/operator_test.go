@@ -404,6 +404,8 @@ func TestCancelFromTemporalCLIDiscards(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.WorkflowExecutionInfo.Status, id)
 	}
+	s.recordHistory(workflows.NotificationWorkflowID(note), "notification_parked_cancelled.json")
+	s.recordHistory(workflows.CachedCallWorkflowID(call.ID), "cachedcall_parked_cancelled.json")
 }
 
 // An operator terminates a parked notification and a parked call with the
