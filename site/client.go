@@ -241,10 +241,8 @@ func (c *Client) validate(n Notification) error {
 		return &InvalidError{"subject", "must be valid UTF-8"}
 	case !utf8.ValidString(n.Body):
 		return &InvalidError{"body", "must be valid UTF-8"}
-	case checkProvenance(n.Instance, n.Script) != nil:
-		return checkProvenance(n.Instance, n.Script)
 	}
-	return nil
+	return checkProvenance(n.Instance, n.Script)
 }
 
 // Status answers where a notification is: Forwarding while the site still

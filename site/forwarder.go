@@ -49,6 +49,9 @@ type Forwarder struct {
 	now      func() time.Time
 	wake     chan struct{}
 	handoffs *prometheus.CounterVec
+	// rescheduledAt is when rows ahead of the clock were last looked for:
+	// once a forward interval, not at every sweep.
+	rescheduledAt time.Time
 }
 
 // NewForwarder returns a forwarder over store; reg gives cached calls their
@@ -138,8 +141,13 @@ func (f *Forwarder) Sweep(ctx context.Context) (unreachable bool, err error) {
 // was wrong. Nothing is legitimately scheduled further than two forward
 // intervals or the longest immediate attempt, plus a minute.
 func (f *Forwarder) rescheduleAhead(ctx context.Context) {
+	now := f.now()
+	if !f.rescheduledAt.IsZero() && now.Sub(f.rescheduledAt) >= 0 && now.Sub(f.rescheduledAt) < f.opts.Interval {
+		return
+	}
+	f.rescheduledAt = now
 	ahead := max(2*f.opts.Interval, f.targets.LongestAttempt()) + time.Minute
-	n, err := f.store.RescheduleAhead(ctx, f.now(), ahead)
+	n, err := f.store.RescheduleAhead(ctx, now, ahead)
 	switch {
 	case err != nil && ctx.Err() == nil:
 		f.log.Error("reschedule rows ahead of the clock", zap.Error(err))
