@@ -32,8 +32,9 @@ type SettleActivities struct {
 // site. An operation already settled is left out.
 func (a *SettleActivities) SettleTerminated(ctx context.Context, siteID string) (workflows.SettleTerminatedResult, error) {
 	var out workflows.SettleTerminatedResult
+	status := workflows.AttrStatus.GetName()
 	query := fmt.Sprintf(`ExecutionStatus="Terminated" AND %s=%q AND (%s="Pending" OR %s="Retrying" OR %s="Parked")`,
-		workflows.AttrSite.GetName(), siteID, workflows.AttrStatus.GetName(), workflows.AttrStatus.GetName(), workflows.AttrStatus.GetName())
+		workflows.AttrSite.GetName(), siteID, status, status, status)
 	var token []byte
 	for {
 		resp, err := a.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
