@@ -54,15 +54,15 @@ log: {level: warn}
 
 	siteURL := fmt.Sprintf("http://127.0.0.1:%d/v1/notifications", sitePort)
 	var resp *http.Response
-	require.Eventually(t, func() bool {
+	whileRunning(t, done, 30*time.Second, "the site API never answered", func() bool {
 		var err error
 		resp, err = http.Post(siteURL, "application/json", strings.NewReader(`{"list":"ops","subject":"dev smoke","body":"hello"}`))
 		return err == nil
-	}, 30*time.Second, 100*time.Millisecond)
+	})
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 	resp.Body.Close()
 
-	require.Eventually(t, func() bool {
+	whileRunning(t, done, time.Minute, "the sink never received the notification", func() bool {
 		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", sinkPort))
 		if err != nil {
 			return false
@@ -70,7 +70,7 @@ log: {level: warn}
 		defer r.Body.Close()
 		var page struct{ Count int }
 		return json.NewDecoder(r.Body).Decode(&page) == nil && page.Count == 1
-	}, time.Minute, 200*time.Millisecond, "the sink never received the notification")
+	})
 
 	siteAPI := fmt.Sprintf("http://127.0.0.1:%d", sitePort)
 	for path, body := range map[string]string{
@@ -95,6 +95,24 @@ log: {level: warn}
 	}
 	_, err := os.Stat(filepath.Join(dir, "data", "temporal.db"))
 	require.NoError(t, err, "the dev server persists under dev.data_dir")
+}
+
+// whileRunning polls cond until it holds, failing with msg after timeout,
+// or at once, with the reason, if `outpost dev` exits first: a stack that
+// died must not be mistaken for a slow one.
+func whileRunning(t *testing.T, done chan error, timeout time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		select {
+		case err := <-done:
+			t.Fatalf("outpost dev exited while the test waited (%s): %v", msg, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+	}
 }
 
 // waitUp waits until `outpost dev` prints that it is up; it fails at once,
