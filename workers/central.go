@@ -34,7 +34,7 @@ type Central struct {
 // exists, registers the workflows and activities with a worker on tc, and
 // binds central.listen for the outbox page, metrics (into registry, which
 // holds the SDK's metrics too: see NewCentralMetrics) and health.
-func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc client.Client, registry *prometheus.Registry) (*Central, error) {
+func NewCentral(ctx context.Context, cfg config.Central, tcfg config.Temporal, tc client.Client, registry *prometheus.Registry) (*Central, error) {
 	store, err := OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func NewCentral(ctx context.Context, cfg config.Central, namespace string, tc cl
 		},
 		Observe: observe,
 	})
-	page, err := startCentralHTTP(cfg, namespace, store, tc, registry, events)
+	page, err := startCentralHTTP(cfg, tcfg, store, tc, registry, events)
 	if err != nil {
 		store.Close()
 		return nil, err

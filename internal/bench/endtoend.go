@@ -170,7 +170,7 @@ func (r *run) siteConfig() config.Site {
 
 func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
 	metrics := workers.NewCentralMetrics()
-	central, err := workers.NewCentral(ctx, cfg, namespace, e.tc, metrics.Registry)
+	central, err := workers.NewCentral(ctx, cfg, config.Temporal{Namespace: namespace}, e.tc, metrics.Registry)
 	if err != nil {
 		return errors.Join(err, metrics.Close())
 	}

@@ -1,8 +1,15 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"go.uber.org/zap"
 
@@ -25,12 +32,55 @@ encrypts every payload in Temporal; every site and the CLI need the same keys.
 Each site's reconciliation also settles operations whose workflows were
 terminated (Discarded).
 
+The outbox page (central.listen) asks nobody to sign in unless
+central.page_auth names users (bcrypt hashes from "outpost central
+hash-password", role operator or viewer) or an authenticating proxy's header;
+central refuses a listen beyond loopback without it. With encryption keys,
+/codec/decode on the same listener is the codec server for the Web UI.
+
 Example:
   OUTPOST_SMTP_PASSWORD=... outpost central --config /etc/outpost/outpost.yaml`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
 			return runCentral(ctx, cfg, log)
 		})
+	},
+}
+
+var hashPasswordCommand = command{
+	name:    "central hash-password",
+	summary: "print the bcrypt hash of a password for central.page_auth.users",
+	usage:   "< password",
+	help: `Reads a password from the first line of standard input and prints its
+bcrypt hash, for central.page_auth.users.<name>.password_hash. The password
+is never an argument, so it stays out of shell history and ps.
+
+Example:
+  read -rs PW && echo "$PW" | outpost central hash-password`,
+	run: func(_ context.Context, env Env, fs *flag.FlagSet, args []string) error {
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		if env.Stdin == nil {
+			return errors.New("central hash-password: give the password on standard input")
+		}
+		line, err := bufio.NewReader(env.Stdin).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("central hash-password: read standard input: %w", err)
+		}
+		password := strings.TrimRight(line, "\r\n")
+		switch {
+		case password == "":
+			return errors.New("central hash-password: the password on standard input is empty")
+		case len(password) > 72:
+			return fmt.Errorf("central hash-password: the password is %d bytes; bcrypt uses at most 72", len(password))
+		}
+		hash, err := bcrypt.GenerateFromPassword([]byte(password), 12)
+		if err != nil {
+			return fmt.Errorf("central hash-password: %w", err)
+		}
+		fmt.Fprintln(env.Stdout, string(hash))
+		return nil
 	},
 }
 
@@ -45,7 +95,7 @@ func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	if err := workers.EnsureSearchAttributes(ctx, tc, cfg.Temporal.Namespace, log); err != nil {
 		return err
 	}
-	central, err := workers.NewCentral(ctx, cfg.Central, cfg.Temporal.Namespace, tc, metrics.Registry)
+	central, err := workers.NewCentral(ctx, cfg.Central, cfg.Temporal, tc, metrics.Registry)
 	if err != nil {
 		return err
 	}

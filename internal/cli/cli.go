@@ -35,7 +35,7 @@ type command struct {
 }
 
 var commands = []command{
-	devCommand, centralCommand, siteCommand, configCheckCommand,
+	devCommand, centralCommand, hashPasswordCommand, siteCommand, configCheckCommand,
 	parkedListCommand, parkedRetryCommand, parkedDiscardCommand, statusCommand,
 	kpiCommand, benchCommand,
 }

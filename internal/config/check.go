@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
 
 	"github.com/outpost-dev/outpost/internal/mailer"
@@ -272,6 +273,7 @@ func (c *checker) validate(cfg Config) {
 	if u, err := url.Parse(cfg.Central.TemporalUIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		c.add("central.temporal_ui_url", "%q must be an http:// or https:// URL", cfg.Central.TemporalUIURL)
 	}
+	c.pageAuth(cfg.Central)
 	c.positiveDuration("central.stuck_age", cfg.Central.StuckAge)
 	c.positiveDuration("central.retention.notifications", cfg.Central.Retention.Notifications)
 	c.positiveDuration("central.retention.site_calls", cfg.Central.Retention.SiteCalls)
@@ -294,6 +296,35 @@ func (c *checker) validate(cfg Config) {
 	}
 	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "console", "json")
+}
+
+// pageAuth checks who may use the outbox page.
+func (c *checker) pageAuth(cfg Central) {
+	a := cfg.PageAuth
+	if _, _, err := net.SplitHostPort(cfg.Listen); err == nil && !IsLoopback(cfg.Listen) && !a.Enabled() {
+		c.add("central.listen", "%q is reachable beyond this host: configure central.page_auth (users or proxy_header), or anyone who reaches it can retry and discard", cfg.Listen)
+	}
+	for _, name := range sortedKeys(a.Users) {
+		u, path := a.Users[name], "central.page_auth.users."+name
+		if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil {
+			c.add(path+".password_hash", "is not a bcrypt hash: make one with `outpost central hash-password`")
+		}
+		c.oneOf(path+".role", u.Role, "operator", "viewer")
+	}
+	if a.ProxyHeader != "" && len(a.TrustedProxies) == 0 {
+		c.add("central.page_auth.trusted_proxies", "name the proxy's addresses: proxy_header is trusted only from them")
+	}
+	for i, p := range a.TrustedProxies {
+		if _, err := ParseTrustedProxy(p); err != nil {
+			c.add(fmt.Sprintf("central.page_auth.trusted_proxies[%d]", i), "%v", err)
+		}
+	}
+	c.positiveDuration("central.page_auth.session_ttl", a.SessionTTL)
+	for i, o := range cfg.CodecOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			c.add(fmt.Sprintf("central.codec_origins[%d]", i), "%q must be an origin like https://temporal-ui.example.com:8233", o)
+		}
+	}
 }
 
 var targetNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -324,6 +325,73 @@ type Central struct {
 	// Lists maps a notification list name to its recipient addresses,
 	// resolved at delivery time. Default: none.
 	Lists map[string][]string `yaml:"lists"`
+	// PageAuth says who may use the outbox page and its codec server.
+	// Default: nobody is asked, which central allows on loopback only.
+	PageAuth PageAuth `yaml:"page_auth"`
+	// CodecOrigins are the browser origins allowed to call the codec server
+	// (/codec/decode) with the page's sign-in. Default: the origin of
+	// temporal_ui_url.
+	CodecOrigins []string `yaml:"codec_origins"`
+}
+
+// PageAuth configures sign-in to the outbox page: users with passwords,
+// an authenticating proxy, or both.
+type PageAuth struct {
+	// Users sign in on the page's form: name → bcrypt hash and role.
+	// Default: none.
+	Users map[string]PageUser `yaml:"users"`
+	// ProxyHeader names the header an authenticating proxy sets to the
+	// signed-in user (oauth2-proxy: X-Forwarded-User). Read only on
+	// requests from TrustedProxies. Default empty: no proxy.
+	ProxyHeader string `yaml:"proxy_header"`
+	// TrustedProxies are the proxy's addresses, as IPs or CIDR prefixes.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ProxyOperators are the proxy's users who may retry and discard; the
+	// proxy's other users only see. Default: none.
+	ProxyOperators []string `yaml:"proxy_operators"`
+	// SessionKeyEnv names a variable holding a key (any text, 32+
+	// characters) that signs session cookies, shared by every central
+	// worker behind one address. Default empty: a random key per process,
+	// so signing in again after a restart.
+	SessionKeyEnv string `yaml:"session_key_env"`
+	// SessionTTL is how long a sign-in lasts. Default 12h.
+	SessionTTL time.Duration `yaml:"session_ttl"`
+}
+
+// CodecOriginList is CodecOrigins, or the origin of TemporalUIURL.
+func (c Central) CodecOriginList() []string {
+	if len(c.CodecOrigins) > 0 {
+		return c.CodecOrigins
+	}
+	u, err := url.Parse(c.TemporalUIURL)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	return []string{u.Scheme + "://" + u.Host}
+}
+
+// Enabled reports whether the page asks who is there.
+func (a PageAuth) Enabled() bool { return len(a.Users) > 0 || a.ProxyHeader != "" }
+
+// ParseTrustedProxy reads a trusted proxy address: an IP or a CIDR prefix.
+func ParseTrustedProxy(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or a CIDR prefix like 10.0.0.0/8", s)
+	}
+	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+}
+
+// PageUser is one person who signs in to the outbox page.
+type PageUser struct {
+	// PasswordHash is the bcrypt hash of the password; make one with
+	// `outpost central hash-password`.
+	PasswordHash string `yaml:"password_hash"`
+	// Role is operator (may retry and discard) or viewer (sees only).
+	Role string `yaml:"role"`
 }
 
 // Retention is how long central keeps terminal rows. Non-terminal rows are
@@ -438,6 +506,7 @@ func Default() Config {
 		},
 		Central: Central{
 			Listen: "127.0.0.1:8481", TemporalUIURL: "http://127.0.0.1:8233", StuckAge: 10 * time.Minute,
+			PageAuth:  PageAuth{SessionTTL: 12 * time.Hour},
 			Retention: Retention{Notifications: 365 * 24 * time.Hour, SiteCalls: 90 * 24 * time.Hour, AuditLog: 365 * 24 * time.Hour, PurgeBatch: 1000},
 			Store:     CentralStore{Driver: DriverSQLite, Path: "outpost-central.db", PasswordEnv: "OUTPOST_DB_PASSWORD"},
 			SMTP: SMTP{

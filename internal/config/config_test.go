@@ -233,3 +233,33 @@ func TestListenBeyondLoopbackNeedsAToken(t *testing.T) {
 		require.Equal(t, loopback, IsLoopback(listen), listen)
 	}
 }
+
+// config check refuses an outbox page reachable beyond this host that asks
+// nobody to sign in, and names each bad page_auth field.
+func TestPageAuthIsChecked(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(strings.NewReader("central:\n  listen: 0.0.0.0:8481\n"), Default())
+	require.ErrorContains(t, err, `central.listen (line 2): "0.0.0.0:8481" is reachable beyond this host: configure central.page_auth`)
+	hash := "$2a$04$nXU1qPykziFMiobqNWK/3O235jKw7vXpfM5aVG0Ys5xVzayAoItCi" // bcrypt of "x", cost 4
+	_, err = Parse(strings.NewReader("central:\n  listen: 0.0.0.0:8481\n  page_auth:\n    users: {ana: {password_hash: \""+hash+"\", role: operator}}\n"), Default())
+	require.NoError(t, err)
+
+	_, err = Parse(strings.NewReader(`central:
+  page_auth:
+    users:
+      ana: {password_hash: hunter2, role: admin}
+    proxy_header: X-Forwarded-User
+    trusted_proxies: [10.0.0.0/8, proxy.plant]
+  codec_origins: [https://ui.example.com/path]
+`), Default())
+	for _, want := range []string{
+		"central.page_auth.users.ana.password_hash (line 4): is not a bcrypt hash: make one with `outpost central hash-password`",
+		`central.page_auth.users.ana.role (line 4): "admin"`,
+		`central.page_auth.trusted_proxies[1] (line 6): "proxy.plant" is not an IP address or a CIDR prefix`,
+		`central.codec_origins[0] (line 7): "https://ui.example.com/path" must be an origin`,
+	} {
+		require.ErrorContains(t, err, want)
+	}
+	_, err = Parse(strings.NewReader("central:\n  page_auth:\n    proxy_header: X-Forwarded-User\n"), Default())
+	require.ErrorContains(t, err, "central.page_auth.trusted_proxies")
+}

@@ -15,17 +15,20 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
-// The outbox page in a real headless Chromium, on a real stack: a
-// notification parked while SMTP is down and a call parked while its target
-// fails show in the tiles and the list; Retry on the notification (SMTP
-// back) delivers it and Discard on the call ends it Discarded, through the
-// same signals an operator sends. OUTPOST_SCREENSHOTS=1 writes the page to
+// The outbox page in a real headless Chromium, on a real stack, with
+// sign-in: the page asks for login; a viewer sees a notification parked
+// while SMTP is down and a call parked while its target fails, in the tiles
+// and the list, but no Retry button; an operator's Retry on the notification
+// (SMTP back) delivers it and the audit row names that operator, whatever
+// the request says; Discard on the call ends it Discarded, through the same
+// signals an operator sends. OUTPOST_SCREENSHOTS=1 writes the page to
 // docs/outbox.png.
 func TestOutboxPageInChromium(t *testing.T) {
 	chromium := chromiumOrSkip(t)
@@ -34,47 +37,55 @@ func TestOutboxPageInChromium(t *testing.T) {
 	note, call := s.parkOneOfEach(subject, "outbox-page")
 	s.waitMirror(call.ID, workflows.StatusParked)
 
-	srv := httptest.NewServer(outbox.New(s.centralStore(), s.client, outbox.Options{
+	pageHandler, err := outbox.New(s.centralStore(), s.client, outbox.Options{
 		TemporalUIURL: s.cfg.Central.TemporalUIURL, Namespace: s.cfg.Temporal.Namespace,
 		StuckAge: s.cfg.Central.StuckAge, Window: time.Hour,
-	}))
+		Auth: outbox.Auth{Users: map[string]outbox.User{
+			"ana": {PasswordHash: bcryptHash(t, "ana-pass"), Role: outbox.RoleOperator},
+			"vic": {PasswordHash: bcryptHash(t, "vic-pass"), Role: outbox.RoleViewer},
+		}},
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(pageHandler)
 	t.Cleanup(srv.Close)
 	ctx := newBrowser(t, chromium)
 
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.EmulateViewport(1400, 900),
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#items")),
-	))
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(srv.URL+"/")))
+	signInAs(t, ctx, "vic", "vic-pass")
 	tiles := map[string]string{}
 	for _, name := range []string{"queue", "stuck", "parked", "delivered", "oldest"} {
 		tiles[name] = text(t, ctx, "#tile-"+name+" .value")
 	}
 	require.Equal(t, map[string]string{"queue": "0", "stuck": "0", "parked": "2", "delivered": "0", "oldest": "-"}, tiles)
 	body := text(t, ctx, "body")
+	require.Contains(t, body, "Signed in as vic (viewer)")
 	require.Contains(t, body, subject, "the subject shows as text, not markup")
 	require.Contains(t, body, "erp.createOrder")
 	require.Contains(t, body, workflows.NotificationWorkflowID(note))
+	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.querySelectorAll('button.retry, button.discard').length"))
+	require.NoError(t, err)
+	require.Zero(t, buttons, "a viewer gets no Retry or Discard button")
 	href, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#item-"+note+" a"), "href"))
 	require.NoError(t, err)
 	require.Equal(t, s.cfg.Central.TemporalUIURL+"/namespaces/default/workflows/notification%2F"+note, href.Value)
 
+	_, err = chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#sign-out"))))
+	require.NoError(t, err)
+	signInAs(t, ctx, "ana", "ana-pass")
 	screenshot(t, ctx, chromedp.FullScreenshot(100), "outbox.png")
 
 	// Retry the notification from the page once SMTP is back.
 	s.startSMTP()
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.SetValue(chromedp.CSS("#item-"+note+" input[name=operator]"), "ana"),
-		chromedp.SetValue(chromedp.CSS("#item-"+note+" input[name=reason]"), "relay fixed"),
-	))
+	require.NoError(t, chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS("#item-"+note+" input[name=reason]"), "relay fixed")))
 	submit(t, ctx, "#item-"+note+" button.retry")
 	require.Contains(t, text(t, ctx, ".flash"), "Sent retry to "+workflows.NotificationWorkflowID(note)+" as ana.")
 	s.waitStatus(workflows.StatusDelivered, 30*time.Second, note)
 	require.Equal(t, 1, s.received()[note], "delivered once")
+	require.Contains(t, s.auditLines(note), "operator/1 OperatorRetry Pending ana relay fixed", "the audit log names the signed-in operator")
 
 	// Discard the call from the page.
 	submit(t, ctx, "#item-"+call.ID+" button.discard")
-	require.Contains(t, text(t, ctx, ".flash"), "Sent discard to "+workflows.CachedCallWorkflowID(call.ID)+" as "+outbox.DefaultOperator+".")
+	require.Contains(t, text(t, ctx, ".flash"), "Sent discard to "+workflows.CachedCallWorkflowID(call.ID)+" as ana.")
 	s.waitOperation(call.ID, workflows.StatusDiscarded, 30*time.Second)
 	s.waitMirror(call.ID, workflows.StatusDiscarded)
 
@@ -83,6 +94,27 @@ func TestOutboxPageInChromium(t *testing.T) {
 	require.Equal(t, "0", text(t, ctx, "#tile-parked .value"))
 	require.Equal(t, "1", text(t, ctx, "#tile-delivered .value"))
 	require.Contains(t, text(t, ctx, "#items"), "Nothing stuck or parked matches.")
+}
+
+// signInAs fills the login form the page sent the browser to, and waits for
+// the page.
+func signInAs(t *testing.T, ctx context.Context, user, password string) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS("#sign-in")),
+		chromedp.SetValue(chromedp.CSS("input[name=user]"), user),
+		chromedp.SetValue(chromedp.CSS("input[name=password]"), password),
+	))
+	_, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#sign-in"))))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#items"))))
+}
+
+func bcryptHash(t *testing.T, password string) string {
+	t.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	require.NoError(t, err)
+	return string(h)
 }
 
 // newBrowser starts headless Chromium for the test, with the flags it needs

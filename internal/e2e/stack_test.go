@@ -218,7 +218,7 @@ func (s *stack) startCentral() {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, s.client, s.cfg.Temporal.Namespace, s.log))
-	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal.Namespace, s.client, s.metrics.Registry)
+	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal, s.client, s.metrics.Registry)
 	require.NoError(s.t, err)
 	s.centralURL = "http://" + central.Addr()
 	done := make(chan error, 1)

@@ -22,6 +22,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/workflows"
@@ -43,15 +44,23 @@ type Options struct {
 	Now func() time.Time
 	// Limit is the most items listed. Default 200.
 	Limit int
+	// Auth says who may see the page and who may act. Default: open.
+	Auth Auth
+	// Codec decodes payloads for the codec endpoints at /codec/decode and
+	// /codec/encode; nil when payload encryption is off.
+	Codec converter.PayloadCodec
+	// CodecOrigins are the origins (scheme://host:port) of the Temporal
+	// Web UI allowed to call the codec endpoints from a browser.
+	CodecOrigins []string
 }
 
-// DefaultOperator is recorded as the operator of a retry or discard whose
-// form leaves the operator empty.
+// DefaultOperator is recorded as the operator of a retry or discard sent
+// from an open page (one that asks nobody to sign in).
 const DefaultOperator = "outbox-page"
 
 // Limits on the form fields an operator types.
 const (
-	maxOperatorChars = 128
+	maxOperatorChars = 128 // also the longest user name
 	maxReasonChars   = 1000
 	maxFilterChars   = 256
 	maxFormBytes     = 16 << 10
@@ -63,13 +72,16 @@ type handler struct {
 	store *centralstore.Store
 	tc    client.Client
 	opts  Options
+	auth  *authenticator
 }
 
 // New returns the outbox page: GET / renders it; POST
 // /items/{kind}/{id}/retry and /items/{kind}/{id}/discard signal a workflow
-// and redirect back (303) with a message. Mount it at a path ending in "/"
-// (http.StripPrefix works). Cross-origin POSTs are refused.
-func New(store *centralstore.Store, tc client.Client, opts Options) http.Handler {
+// and redirect back (303) with a message; GET and POST /login sign in, POST
+// /logout signs out; /codec/ is the codec server. Mount it at a path ending
+// in "/" (http.StripPrefix works). Cross-origin POSTs are refused, except to
+// the codec server from opts.CodecOrigins.
+func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handler, error) {
 	if opts.TemporalUIURL == "" {
 		opts.TemporalUIURL = "http://127.0.0.1:8233"
 	}
@@ -88,11 +100,23 @@ func New(store *centralstore.Store, tc client.Client, opts Options) http.Handler
 	if opts.Limit <= 0 {
 		opts.Limit = 200
 	}
-	h := &handler{store: store, tc: tc, opts: opts}
+	auth, err := newAuthenticator(opts.Auth, opts.Now)
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{store: store, tc: tc, opts: opts, auth: auth}
+	page := http.NewServeMux()
+	page.Handle("GET /{$}", h.require(RoleViewer, h.page))
+	page.Handle("POST /items/{kind}/{id}/{action}", h.require(RoleOperator, h.act))
+	if len(opts.Auth.Users) > 0 {
+		page.HandleFunc("GET /login", h.loginForm)
+		page.HandleFunc("POST /login", h.login)
+		page.HandleFunc("POST /logout", h.logout)
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", h.page)
-	mux.HandleFunc("POST /items/{kind}/{id}/{action}", h.act)
-	return http.NewCrossOriginProtection().Handler(mux)
+	mux.Handle("/codec/", h.codecServer())
+	mux.Handle("/", http.NewCrossOriginProtection().Handler(page))
+	return mux, nil
 }
 
 // filterKeys are the page's GET parameters, in form order.
@@ -163,7 +187,7 @@ func filterQuery(q url.Values) string {
 	return out.Encode()
 }
 
-func (h *handler) page(w http.ResponseWriter, r *http.Request) {
+func (h *handler) page(w http.ResponseWriter, r *http.Request, who identity) {
 	filter, err := parseFilter(r.URL.Query())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -184,7 +208,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	data := pageData{
 		Now: now, StuckAge: h.opts.StuckAge, Window: h.opts.Window, Report: report, Items: items,
 		Form: formValues(r.URL.Query()), Back: filterQuery(r.URL.Query()),
-		Statuses: statuses, Kinds: centralstore.Kinds, Flash: readFlash(w, r),
+		Statuses: statuses, Kinds: centralstore.Kinds, Flash: readFlash(w, r), Who: who, Open: h.opts.Auth.open(),
 		uiURL: strings.TrimRight(h.opts.TemporalUIURL, "/"), namespace: h.opts.Namespace,
 	}
 	render(w, data)
@@ -202,7 +226,9 @@ func formValues(q url.Values) map[string]string {
 // actions maps a URL action to its signal.
 var actions = map[string]string{"retry": workflows.SignalRetry, "discard": workflows.SignalDiscard}
 
-func (h *handler) act(w http.ResponseWriter, r *http.Request) {
+// act sends an operator's retry or discard. The operator recorded is the
+// signed-in user, never a name typed into the form.
+func (h *handler) act(w http.ResponseWriter, r *http.Request, who identity) {
 	kind, id, action := r.PathValue("kind"), r.PathValue("id"), r.PathValue("action")
 	signal, err := checkAction(kind, id, action)
 	if err == nil {
@@ -214,7 +240,7 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 	}
 	var act workflows.OperatorAction
 	if err == nil {
-		act, err = operatorAction(r.PostForm)
+		act, err = operatorAction(who.Name, r.PostForm)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -270,17 +296,11 @@ func checkAction(kind, id, action string) (string, error) {
 	return signal, nil
 }
 
-// operatorAction reads the operator and reason fields.
-func operatorAction(form url.Values) (workflows.OperatorAction, error) {
-	a := workflows.OperatorAction{Operator: strings.TrimSpace(form.Get("operator")), Reason: strings.TrimSpace(form.Get("reason"))}
-	if !utf8.ValidString(a.Operator) || utf8.RuneCountInString(a.Operator) > maxOperatorChars {
-		return a, badf("operator: at most %d characters of UTF-8", maxOperatorChars)
-	}
+// operatorAction is operator's action with the form's reason.
+func operatorAction(operator string, form url.Values) (workflows.OperatorAction, error) {
+	a := workflows.OperatorAction{Operator: operator, Reason: strings.TrimSpace(form.Get("reason"))}
 	if !utf8.ValidString(a.Reason) || utf8.RuneCountInString(a.Reason) > maxReasonChars {
 		return a, badf("reason: at most %d characters of UTF-8", maxReasonChars)
-	}
-	if a.Operator == "" {
-		a.Operator = DefaultOperator
 	}
 	return a, nil
 }

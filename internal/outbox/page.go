@@ -24,6 +24,9 @@ type pageData struct {
 	Statuses []string
 	Kinds    []string
 	Flash    *flash
+	// Who is the signed-in person; Open is true when the page asks nobody.
+	Who  identity
+	Open bool
 
 	uiURL, namespace string
 }
@@ -80,7 +83,8 @@ form.filter label { display: flex; flex-direction: column; font-size: .85rem; co
 .status-Parked { color: #b91c1c; font-weight: 600; } .status-Retrying, .status-Pending { color: #b45309; font-weight: 600; }
 .err-text { color: #5b6675; max-width: 28rem; overflow-wrap: anywhere; }
 form.act { display: flex; gap: .3rem; flex-wrap: wrap; }
-form.act input { width: 7rem; }
+form.act input { width: 9rem; }
+form.who { float: right; color: #5b6675; }
 .muted { color: #5b6675; }
 .nw { white-space: nowrap; }
 #sites { width: auto; min-width: 50%; }
@@ -88,6 +92,7 @@ form.act input { width: 7rem; }
 </head>
 <body>
 <h1>Outpost outbox</h1>
+{{if not .Open}}<form class="who" method="post" action="logout"><span id="who">Signed in as <b>{{.Who.Name}}</b> ({{.Who.Role}})</span>{{if .Who.ViaSession}} <button type="submit" id="sign-out">Sign out</button>{{end}}</form>{{end}}
 <p class="sub">At {{utc .Now}} · stuck: Pending or Retrying for more than {{dur .StuckAge}} · delivered: last {{dur .Window}}</p>
 {{with .Flash}}<p class="flash {{if .OK}}ok{{else}}err{{end}}" role="status">{{.Message}}</p>{{end}}
 
@@ -134,13 +139,12 @@ form.act input { width: 7rem; }
   <td class="nw" title="created {{utc .CreatedAt}}">{{$.Age .CreatedAt}}</td><td class="n">{{.RetryCount}}</td>
   <td class="err-text">{{.LastError}}</td>
   <td><a href="{{$.WorkflowURL .}}" target="_blank" rel="noopener">{{.WorkflowID}}</a></td>
-  <td>{{if parked .Status}}<form class="act" method="post" action="{{itemPath . "retry"}}">
+  <td>{{if not (parked .Status)}}<span class="muted">waits for its next attempt</span>{{else if $.Who.CanAct}}<form class="act" method="post" action="{{itemPath . "retry"}}">
     <input type="hidden" name="back" value="{{$.Back}}">
-    <input name="operator" placeholder="operator" maxlength="128" aria-label="operator">
     <input name="reason" placeholder="reason" maxlength="1000" aria-label="reason">
     <button type="submit" class="retry">Retry</button>
     <button type="submit" class="discard" formaction="{{itemPath . "discard"}}">Discard</button>
-  </form>{{else}}<span class="muted">waits for its next attempt</span>{{end}}</td>
+  </form>{{else}}<span class="muted">parked: an operator can retry or discard it</span>{{end}}</td>
 </tr>
 {{else}}<tr><td colspan="10" class="muted">Nothing stuck or parked matches.</td></tr>
 {{end}}

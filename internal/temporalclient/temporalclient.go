@@ -29,7 +29,7 @@ func Options(cfg config.Temporal, logger *zap.Logger) (client.Options, error) {
 		opts.ConnectionOptions.TLS = &tls.Config{}
 	}
 	if len(cfg.EncryptionKeys) > 0 {
-		c, err := payloadCodec(cfg.EncryptionKeys)
+		c, err := PayloadCodec(cfg.EncryptionKeys)
 		if err != nil {
 			return client.Options{}, err
 		}
@@ -38,8 +38,9 @@ func Options(cfg config.Temporal, logger *zap.Logger) (client.Options, error) {
 	return opts, nil
 }
 
-// payloadCodec reads the configured keys.
-func payloadCodec(keys []config.EncryptionKey) (*codec.AESGCM, error) {
+// PayloadCodec reads the configured keys into the codec every client uses,
+// and central's codec server serves.
+func PayloadCodec(keys []config.EncryptionKey) (*codec.AESGCM, error) {
 	parsed := make([]codec.Key, 0, len(keys))
 	for _, k := range keys {
 		text, err := k.Secret()

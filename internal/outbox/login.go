@@ -1,0 +1,98 @@
+package outbox
+
+import (
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// require serves next to requests whose identity has at least role; others
+// are sent to the login form (a GET with users configured), or refused.
+func (h *handler) require(role Role, next func(http.ResponseWriter, *http.Request, identity)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := h.auth.identify(r)
+		switch {
+		case !ok && r.Method == http.MethodGet && len(h.opts.Auth.Users) > 0:
+			http.Redirect(w, r, pagePath(r)+"login", http.StatusSeeOther)
+		case !ok && len(h.opts.Auth.Users) > 0:
+			http.Error(w, "not signed in: sign in at "+pagePath(r)+"login", http.StatusUnauthorized)
+		case !ok:
+			http.Error(w, "not signed in: this page is served through an authenticating proxy; open it through the proxy", http.StatusUnauthorized)
+		case role == RoleOperator && !id.CanAct():
+			http.Error(w, fmt.Sprintf("%s is a %s: retry and discard need the operator role", id.Name, id.Role), http.StatusForbidden)
+		default:
+			next(w, r, id)
+		}
+	})
+}
+
+// loginForm shows the sign-in form.
+func (h *handler) loginForm(w http.ResponseWriter, r *http.Request) {
+	renderLogin(w, http.StatusOK, "")
+}
+
+// login checks the user name and password, starts a session and goes to
+// the page; a wrong pair shows the form again with 401.
+func (h *handler) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "read form: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	name, password := strings.TrimSpace(r.PostForm.Get("user")), r.PostForm.Get("password")
+	if !utf8.ValidString(name) || len(name) > maxOperatorChars || len(password) > 72 || !h.auth.checkPassword(name, password) {
+		renderLogin(w, http.StatusUnauthorized, "Wrong user name or password.")
+		return
+	}
+	value, expires := h.auth.newSession(name)
+	base := pagePath(r)
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: value, Path: base, Expires: expires,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode,
+	})
+	http.Redirect(w, r, base, http.StatusSeeOther)
+}
+
+// logout ends the session.
+func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
+	base := pagePath(r)
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: base, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, base+"login", http.StatusSeeOther)
+}
+
+var loginTemplate = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sign in · Outpost outbox</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 3rem auto; max-width: 22rem; color: #1d2733; background: #f6f7f9; }
+form { background: #fff; border: 1px solid #d9dee5; border-radius: 6px; padding: 1rem 1.2rem; display: flex; flex-direction: column; gap: .6rem; }
+label { display: flex; flex-direction: column; color: #5b6675; }
+.err { background: #fdecec; border: 1px solid #e39a9a; padding: .5rem .8rem; border-radius: 6px; }
+</style>
+</head>
+<body>
+<h1>Outpost outbox</h1>
+{{if .}}<p class="err" role="alert">{{.}}</p>{{end}}
+<form method="post" action="login">
+  <label>User<input name="user" autocomplete="username" required autofocus></label>
+  <label>Password<input name="password" type="password" autocomplete="current-password" required></label>
+  <button type="submit" id="sign-in">Sign in</button>
+</form>
+</body>
+</html>
+`))
+
+func renderLogin(w http.ResponseWriter, code int, message string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	w.WriteHeader(code)
+	_ = loginTemplate.Execute(w, message)
+}
