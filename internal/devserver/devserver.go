@@ -73,6 +73,9 @@ type Options struct {
 	DBFile string
 	// UIPort serves the Web UI; 0 runs headless.
 	UIPort int
+	// UICodecEndpoint is the codec server the Web UI decodes payloads with
+	// (central's /codec); empty: none.
+	UICodecEndpoint string
 	// Output receives the server's own log; io.Discard when nil.
 	Output io.Writer
 	Logger log.Logger
@@ -105,6 +108,9 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 	}
 	if opts.UIPort != 0 {
 		devOpts.UIPort = strconv.Itoa(opts.UIPort)
+	}
+	if opts.UICodecEndpoint != "" {
+		devOpts.ExtraArgs = append(devOpts.ExtraArgs, "--ui-codec-endpoint", opts.UICodecEndpoint)
 	}
 	srv, err := testsuite.StartDevServer(ctx, devOpts)
 	if err != nil {

@@ -60,6 +60,8 @@ type stack struct {
 	demo *demosystem.System
 	// uiPort serves the dev server's Web UI; 0 runs it headless.
 	uiPort int
+	// uiCodec is the codec endpoint the Web UI decodes with.
+	uiCodec string
 	// noCentral leaves the central worker to the test (a child process).
 	noCentral bool
 	// noSite leaves the site daemon to the test (a child process).
@@ -73,6 +75,17 @@ type stackOption func(*stack)
 // uiURL). Off by default: the UI costs memory and start-up time.
 func withWebUI() stackOption {
 	return func(s *stack) { s.uiPort = testutil.FreePort(s.t) }
+}
+
+// withWebUICodec starts the Web UI (withWebUI) with central's codec server
+// as its codec endpoint, central listening on a port known in advance.
+func withWebUICodec() stackOption {
+	return func(s *stack) {
+		withWebUI()(s)
+		s.cfg.Central.Listen = freeAddr(s.t)
+		s.cfg.Central.TemporalUIURL = s.uiURL()
+		s.uiCodec = "http://" + s.cfg.Central.Listen + "/codec"
+	}
 }
 
 // withoutCentral starts no central worker: the test runs its own.
@@ -147,7 +160,7 @@ func (s *stack) startTemporal() {
 	defer cancel()
 	srv, err := devserver.Start(ctx, devserver.Options{
 		Address: s.cfg.Temporal.Address, Namespace: s.cfg.Temporal.Namespace,
-		DBFile: filepath.Join(s.dir, "temporal.db"), UIPort: s.uiPort, Logger: logging.NewTemporal(s.log),
+		DBFile: filepath.Join(s.dir, "temporal.db"), UIPort: s.uiPort, UICodecEndpoint: s.uiCodec, Logger: logging.NewTemporal(s.log),
 		Output: s.serverLog(),
 	})
 	require.NoError(s.t, err)
