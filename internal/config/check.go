@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -228,6 +229,7 @@ func (c *checker) validate(cfg Config) {
 	}
 	c.nonEmpty("site.node", cfg.Site.Node)
 	c.nonEmpty("site.store", cfg.Site.Store)
+	c.temporalTLS(cfg.Temporal)
 	for i, k := range cfg.Temporal.EncryptionKeys {
 		path := fmt.Sprintf("temporal.encryption_keys[%d]", i)
 		c.nonEmpty(path+".id", k.ID)
@@ -296,6 +298,22 @@ func (c *checker) validate(cfg Config) {
 	}
 	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "console", "json")
+}
+
+// temporalTLS checks that the mutual-TLS files exist and parse.
+func (c *checker) temporalTLS(t Temporal) {
+	if (t.TLSCertFile == "") != (t.TLSKeyFile == "") {
+		c.add("temporal.tls_cert_file", "give both tls_cert_file and tls_key_file, or neither")
+	} else if t.TLSCertFile != "" {
+		if _, err := tls.LoadX509KeyPair(t.TLSCertFile, t.TLSKeyFile); err != nil {
+			c.add("temporal.tls_cert_file", "%s with %s: %v", t.TLSCertFile, t.TLSKeyFile, err)
+		}
+	}
+	if t.TLSCAFile != "" {
+		if _, err := LoadCertPool(t.TLSCAFile); err != nil {
+			c.add("temporal.tls_ca_file", "%v", err)
+		}
+	}
 }
 
 // pageAuth checks who may use the outbox page.

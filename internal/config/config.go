@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -34,8 +35,20 @@ type Temporal struct {
 	Address string `yaml:"address"`
 	// Namespace. Default "default".
 	Namespace string `yaml:"namespace"`
-	// TLS turns on TLS to the frontend. Default false; implied by an API key.
+	// TLS turns on TLS to the frontend. Default false; implied by an API
+	// key or any tls_* file.
 	TLS bool `yaml:"tls"`
+	// TLSCertFile and TLSKeyFile are the client certificate and key for
+	// mutual TLS (PEM; reread at every new connection, so a renewed
+	// certificate needs no restart). Default empty.
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+	// TLSCAFile is the CA (PEM) that signed the frontend's certificate.
+	// Default empty: the system's roots.
+	TLSCAFile string `yaml:"tls_ca_file"`
+	// TLSServerName is the name the frontend's certificate must carry when
+	// it is not the host of address. Default empty: that host.
+	TLSServerName string `yaml:"tls_server_name"`
 	// APIKeyEnv names the environment variable holding a Temporal Cloud API
 	// key. Default OUTPOST_TEMPORAL_API_KEY; unset or empty variable: no key.
 	APIKeyEnv string `yaml:"api_key_env"`
@@ -604,6 +617,24 @@ func dsnWithPassword(dsn, passwordEnv string) (string, error) {
 
 // APIKey reads the Temporal API key from its environment variable.
 func (t Temporal) APIKey() string { return os.Getenv(t.APIKeyEnv) }
+
+// LoadCertPool reads the PEM certificates of a CA file.
+func LoadCertPool(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// UsesTLS reports whether the connection to the frontend is TLS.
+func (t Temporal) UsesTLS() bool {
+	return t.TLS || t.APIKey() != "" || t.TLSCertFile != "" || t.TLSCAFile != "" || t.TLSServerName != ""
+}
 
 // Mailer is the mailer configuration of the SMTP section.
 func (c Central) Mailer() mailer.Config {

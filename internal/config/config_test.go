@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -262,4 +263,19 @@ func TestPageAuthIsChecked(t *testing.T) {
 	}
 	_, err = Parse(strings.NewReader("central:\n  page_auth:\n    proxy_header: X-Forwarded-User\n"), Default())
 	require.ErrorContains(t, err, "central.page_auth.trusted_proxies")
+}
+
+// config check reads the mutual-TLS files it is given.
+func TestTemporalTLSFilesAreChecked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.pem")
+	require.NoError(t, os.WriteFile(junk, []byte("not a certificate"), 0o600))
+	_, err := Parse(strings.NewReader("temporal:\n  tls_cert_file: "+junk+"\n"), Default())
+	require.ErrorContains(t, err, "temporal.tls_cert_file (line 2): give both tls_cert_file and tls_key_file, or neither")
+	_, err = Parse(strings.NewReader("temporal:\n  tls_cert_file: "+junk+"\n  tls_key_file: "+junk+"\n  tls_ca_file: "+junk+"\n"), Default())
+	require.ErrorContains(t, err, "temporal.tls_cert_file (line 2): "+junk+" with "+junk+": tls: failed to find any PEM data")
+	require.ErrorContains(t, err, "temporal.tls_ca_file (line 4): "+junk+" holds no PEM certificate")
+	_, err = Parse(strings.NewReader("temporal:\n  tls_ca_file: "+filepath.Join(dir, "missing.pem")+"\n"), Default())
+	require.ErrorContains(t, err, "no such file or directory")
 }

@@ -62,6 +62,9 @@ type stack struct {
 	uiPort int
 	// uiCodec is the codec endpoint the Web UI decodes with.
 	uiCodec string
+	// serverAddr is the dev server's frontend: temporal.address unless a
+	// tweak put something (a proxy) in front of it.
+	serverAddr string
 	// noCentral leaves the central worker to the test (a child process).
 	noCentral bool
 	// noSite leaves the site daemon to the test (a child process).
@@ -129,12 +132,13 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 		"historian": testDatabase(filepath.Join(dir, "historian.db")),
 		"archive":   testDatabase(filepath.Join(dir, "archive.db")),
 	}
+	serverAddr := cfg.Temporal.Address
 	if tweak != nil {
 		tweak(&cfg)
 	}
 	metrics := workers.NewCentralMetrics()
 	t.Cleanup(func() { metrics.Close() })
-	s := &stack{t: t, cfg: cfg, log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), dir: dir, demo: demo, metrics: metrics}
+	s := &stack{t: t, cfg: cfg, log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), dir: dir, demo: demo, metrics: metrics, serverAddr: serverAddr}
 	for _, opt := range opts {
 		opt(s)
 	}
@@ -159,7 +163,7 @@ func (s *stack) startTemporal() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	srv, err := devserver.Start(ctx, devserver.Options{
-		Address: s.cfg.Temporal.Address, Namespace: s.cfg.Temporal.Namespace,
+		Address: s.serverAddr, Namespace: s.cfg.Temporal.Namespace,
 		DBFile: filepath.Join(s.dir, "temporal.db"), UIPort: s.uiPort, UICodecEndpoint: s.uiCodec, Logger: logging.NewTemporal(s.log),
 		Output: s.serverLog(),
 	})

@@ -24,9 +24,13 @@ func Options(cfg config.Temporal, logger *zap.Logger) (client.Options, error) {
 	}
 	if key := cfg.APIKey(); key != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
-		opts.ConnectionOptions.TLS = &tls.Config{}
-	} else if cfg.TLS {
-		opts.ConnectionOptions.TLS = &tls.Config{}
+	}
+	if cfg.UsesTLS() {
+		t, err := tlsConfig(cfg)
+		if err != nil {
+			return client.Options{}, err
+		}
+		opts.ConnectionOptions.TLS = t
 	}
 	if len(cfg.EncryptionKeys) > 0 {
 		c, err := PayloadCodec(cfg.EncryptionKeys)
@@ -36,6 +40,47 @@ func Options(cfg config.Temporal, logger *zap.Logger) (client.Options, error) {
 		opts.DataConverter = codec.DataConverter(c)
 	}
 	return opts, nil
+}
+
+// tlsConfig is the TLS of the frontend connection: the CA and server name
+// to verify it by, and the client certificate for mutual TLS, read at every
+// handshake so that a renewed certificate is picked up without a restart.
+func tlsConfig(cfg config.Temporal) (*tls.Config, error) {
+	t := &tls.Config{ServerName: cfg.TLSServerName, MinVersion: tls.VersionTLS12}
+	if cfg.TLSCAFile != "" {
+		pool, err := config.LoadCertPool(cfg.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("temporal.tls_ca_file: %w", err)
+		}
+		t.RootCAs = pool
+	}
+	if cfg.TLSCertFile != "" {
+		load := func() (*tls.Certificate, error) {
+			pair, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("temporal.tls_cert_file %s with tls_key_file %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+			}
+			return &pair, nil
+		}
+		if _, err := load(); err != nil {
+			return nil, err
+		}
+		t.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return load() }
+	}
+	return t, nil
+}
+
+// describeTLS says how the connection was secured, for an error: a refused
+// handshake often reads only "broken pipe" or "EOF".
+func describeTLS(cfg config.Temporal) string {
+	switch {
+	case !cfg.UsesTLS():
+		return ", plain text: set temporal.tls if the frontend expects TLS"
+	case cfg.TLSCertFile == "":
+		return ", TLS without a client certificate"
+	default:
+		return ", TLS with client certificate " + cfg.TLSCertFile
+	}
 }
 
 // PayloadCodec reads the configured keys into the codec every client uses,
@@ -70,7 +115,7 @@ func Dial(cfg config.Temporal, logger *zap.Logger, metrics client.MetricsHandler
 	opts.MetricsHandler = metrics
 	c, err := client.Dial(opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect to temporal at %s (namespace %s): %w", cfg.Address, cfg.Namespace, err)
+		return nil, fmt.Errorf("connect to temporal at %s (namespace %s%s): %w", cfg.Address, cfg.Namespace, describeTLS(cfg), err)
 	}
 	return c, nil
 }

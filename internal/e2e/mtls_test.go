@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// Temporal behind a TLS-terminating proxy that demands client certificates
+// (the dev server has no TLS of its own): the site and central connect
+// through it with temporal.tls_* and deliver; a client certificate from
+// another CA is refused with an error that says so.
+func TestTemporalMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t, "outpost test CA")
+	other := newCA(t, "someone else's CA")
+	serverCert := ca.issue(t, "temporal.test", []string{"temporal.test"}, x509.ExtKeyUsageServerAuth)
+	clientCert, clientKey := ca.writePair(t, dir, "client", ca.issue(t, "outpost", nil, x509.ExtKeyUsageClientAuth))
+	caFile := filepath.Join(dir, "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, ca.certPEM, 0o600))
+
+	var proxy *tlsProxy
+	s := newStack(t, func(c *config.Config) {
+		proxy = startTLSProxy(t, c.Temporal.Address, serverCert, ca.pool())
+		c.Temporal.Address = proxy.addr
+		c.Temporal.TLSCertFile, c.Temporal.TLSKeyFile = clientCert, clientKey
+		c.Temporal.TLSCAFile, c.Temporal.TLSServerName = caFile, "temporal.test"
+	})
+	id := s.notify("ops", "through mutual TLS")
+	s.waitStatus(workflows.StatusDelivered, time.Minute, id)
+	require.Equal(t, 1, s.received()[id])
+	require.Positive(t, proxy.handshakes(), "the clients went through the proxy")
+
+	wrong := s.cfg.Temporal
+	wrong.TLSCertFile, wrong.TLSKeyFile = other.writePair(t, dir, "wrong", other.issue(t, "mallory", nil, x509.ExtKeyUsageClientAuth))
+	_, err := temporalclient.Dial(wrong, zaptest.NewLogger(t), nil)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "connect to temporal at "+proxy.addr)
+	require.Contains(t, err.Error(), "TLS with client certificate "+wrong.TLSCertFile)
+	// Whether the server's alert ("unknown certificate authority") or a
+	// broken pipe comes back is a race in TLS 1.3; the context above is not.
+
+	noCert := s.cfg.Temporal
+	noCert.TLSCertFile, noCert.TLSKeyFile = "", ""
+	_, err = temporalclient.Dial(noCert, zaptest.NewLogger(t), nil)
+	require.ErrorContains(t, err, "TLS without a client certificate")
+}
+
+// testCA signs certificates for a test.
+type testCA struct {
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+	certPEM []byte
+}
+
+func newCA(t *testing.T, name string) testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return testCA{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+func (ca testCA) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// issue signs a certificate for name (DNS names dns) with usage.
+func (ca testCA) issue(t *testing.T, name string, dns []string, usage x509.ExtKeyUsage) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: name}, DNSNames: dns,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// writePair writes a certificate and its key as PEM files.
+func (ca testCA) writePair(t *testing.T, dir, name string, c tls.Certificate) (certFile, keyFile string) {
+	t.Helper()
+	keyDER, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+	require.NoError(t, err)
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
+	return certFile, keyFile
+}
+
+// tlsProxy terminates TLS, requiring a client certificate from its CA, and
+// forwards the plain bytes (gRPC over HTTP/2) to the dev server.
+type tlsProxy struct {
+	addr string
+	mu   sync.Mutex
+	ok   int
+}
+
+func startTLSProxy(t *testing.T, backend string, cert tls.Certificate, clientCAs *x509.CertPool) *tlsProxy {
+	t.Helper()
+	p := &tlsProxy{}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCAs,
+		NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	p.addr = ln.Addr().String()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(conn.(*tls.Conn), backend)
+		}
+	}()
+	return p
+}
+
+func (p *tlsProxy) forward(conn *tls.Conn, backend string) {
+	defer conn.Close()
+	if err := conn.Handshake(); err != nil {
+		return
+	}
+	p.mu.Lock()
+	p.ok++
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", backend)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, conn); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(conn, up); done <- struct{}{} }()
+	<-done
+}
+
+func (p *tlsProxy) handshakes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ok
+}
