@@ -4,9 +4,13 @@ package smtpsink
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/md5" //nolint:gosec // CRAM-MD5 is what SMTP clients speak without TLS; the sink is for tests and dev
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"mime"
 	"mime/quotedprintable"
 	"net"
@@ -16,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
 	"github.com/outpost-dev/outpost/internal/mailer"
@@ -40,6 +45,9 @@ type Sink struct {
 	messages []Message
 	reject   *smtp.SMTPError
 	onEmail  func(Message)
+	// user and password, when set, are the only AUTH PLAIN accepted, and
+	// mail is refused without it.
+	user, password string
 }
 
 // Start listens on addr ("127.0.0.1:0" for any free port) and serves.
@@ -65,6 +73,31 @@ func (s *Sink) Port() int { return s.listener.Addr().(*net.TCPAddr).Port }
 
 // Close stops the server; connections are refused from then on.
 func (s *Sink) Close() error { return s.server.Close() }
+
+// RequireAuth makes the sink accept mail only after a login (AUTH PLAIN,
+// or CRAM-MD5, which mail clients use without TLS) with user and password,
+// as a relay that needs a login does.
+func (s *Sink) RequireAuth(user, password string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.user, s.password = user, password
+}
+
+// checkLogin is the AUTH PLAIN check.
+func (s *Sink) checkLogin(user, password string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.user != "" && (user != s.user || password != s.password) {
+		return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "authentication failed"}
+	}
+	return nil
+}
+
+func (s *Sink) needsLogin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.user != ""
+}
 
 // Reject makes every message fail at RCPT with code and text (a 4xx is
 // transient, a 5xx permanent); code 0 accepts again.
@@ -131,12 +164,65 @@ func (s *Sink) receive(m Message) {
 }
 
 type session struct {
-	sink *Sink
-	from string
-	to   []string
+	sink     *Sink
+	from     string
+	to       []string
+	loggedIn bool
 }
 
-func (ss *session) Mail(from string, _ *smtp.MailOptions) error { ss.from = from; return nil }
+const cramMD5 = "CRAM-MD5"
+
+func (ss *session) AuthMechanisms() []string { return []string{cramMD5, sasl.Plain} }
+
+func (ss *session) Auth(mech string) (sasl.Server, error) {
+	if mech == cramMD5 {
+		return &cramMD5Server{sink: ss.sink, loggedIn: &ss.loggedIn}, nil
+	}
+	return sasl.NewPlainServer(func(_, user, password string) error {
+		if err := ss.sink.checkLogin(user, password); err != nil {
+			return err
+		}
+		ss.loggedIn = true
+		return nil
+	}), nil
+}
+
+// cramMD5Server is the server side of CRAM-MD5 (RFC 2195): a challenge,
+// answered with the user and the HMAC-MD5 of it keyed by the password.
+type cramMD5Server struct {
+	sink      *Sink
+	loggedIn  *bool
+	challenge []byte
+}
+
+func (c *cramMD5Server) Next(response []byte) ([]byte, bool, error) {
+	if c.challenge == nil {
+		c.challenge = fmt.Appendf(nil, "<%d.%d@outpost-sink.local>", rand.Int64(), time.Now().UnixNano())
+		return c.challenge, false, nil
+	}
+	user, digest, ok := strings.Cut(string(response), " ")
+	if !ok {
+		return nil, true, &smtp.SMTPError{Code: 501, Message: "malformed CRAM-MD5 response"}
+	}
+	c.sink.mu.Lock()
+	wantUser, password := c.sink.user, c.sink.password
+	c.sink.mu.Unlock()
+	mac := hmac.New(md5.New, []byte(password))
+	mac.Write(c.challenge)
+	if wantUser != "" && (user != wantUser || !hmac.Equal([]byte(digest), []byte(hex.EncodeToString(mac.Sum(nil))))) {
+		return nil, true, &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "authentication failed"}
+	}
+	*c.loggedIn = true
+	return nil, true, nil
+}
+
+func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+	if ss.sink.needsLogin() && !ss.loggedIn {
+		return &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "authentication required"}
+	}
+	ss.from = from
+	return nil
+}
 
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if err := ss.sink.rejection(); err != nil {
