@@ -49,7 +49,7 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	c := newClient(store, reg, Options{SiteID: cfg.ID, Node: cfg.Node, Temporal: tc, MaxBodyBytes: cfg.MaxBodyBytes})
 	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
 		Interval: cfg.ForwardInterval, Batch: cfg.ForwardBatch, Parallelism: cfg.ForwardParallelism,
-		PollInterval: cfg.PollInterval, RedactFields: cfg.RedactFields,
+		PollInterval: cfg.PollInterval, RedactFields: cfg.RedactFields, HideSubject: cfg.WorkflowSummary == config.SummaryListOnly,
 	}, log.Named("forwarder"))
 	c.enqueued = fwd.Wake
 	ln, err := net.Listen("tcp", cfg.Listen)

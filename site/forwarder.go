@@ -35,6 +35,9 @@ type ForwarderOptions struct {
 	// RedactFields are call params hidden, beside DefaultRedactFields, in
 	// the request view a call's hand-off carries for operators.
 	RedactFields []string
+	// HideSubject leaves a notification's subject out of its workflow
+	// summary ("Notify ops" instead of "Notify ops: Pump 3 tripped").
+	HideSubject bool
 }
 
 // Forwarder hands buffered operations to central and deletes each on
@@ -368,7 +371,7 @@ func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
 		if err := json.Unmarshal(m.Payload, &sub); err != nil {
 			return fmt.Errorf("decode buffered notification %s: %w: %w", m.ID, errUnreadable, err)
 		}
-		id, signal, opts, wf = workflows.NotificationWorkflowID(sub.NotificationID), sub, NotificationStartOptions(sub), workflows.NotificationWorkflow
+		id, signal, opts, wf = workflows.NotificationWorkflowID(sub.NotificationID), sub, NotificationStartOptions(sub, f.opts.HideSubject), workflows.NotificationWorkflow
 	case sitestore.CategoryExternalCall, sitestore.CategoryDatabaseWrite:
 		sub, err := f.callSubmission(ctx, m)
 		if err != nil {
@@ -407,14 +410,20 @@ func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (wo
 }
 
 // NotificationStartOptions starts a notification's workflow: search
-// attributes for the Web UI, a readable summary, and a closed workflow never
-// restarted by a late resubmit.
-func NotificationStartOptions(sub workflows.NotificationSubmission) client.StartWorkflowOptions {
+// attributes for the Web UI, a readable summary (without the subject when
+// hideSubject: whoever opens the Web UI reads summaries, and without payload
+// encryption in plain text), and a closed workflow never restarted by a late
+// resubmit.
+func NotificationStartOptions(sub workflows.NotificationSubmission, hideSubject bool) client.StartWorkflowOptions {
+	summary := "Notify " + sub.ListName
+	if !hideSubject {
+		summary += ": " + sub.Subject
+	}
 	return client.StartWorkflowOptions{
 		ID:                    workflows.NotificationWorkflowID(sub.NotificationID),
 		TaskQueue:             workflows.CentralTaskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:         workflows.Summary(fmt.Sprintf("Notify %s: %s", sub.ListName, sub.Subject)),
+		StaticSummary:         workflows.Summary(summary),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrKind.ValueSet(workflows.KindNotification),
 			workflows.AttrSite.ValueSet(sub.SourceSiteID),

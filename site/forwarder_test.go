@@ -126,7 +126,7 @@ func TestSweepAcksANotificationWhoseWorkflowIsClosed(t *testing.T) {
 	var sub workflows.NotificationSubmission
 	require.NoError(t, json.Unmarshal(m.Payload, &sub))
 	id := workflows.NotificationWorkflowID(sub.NotificationID)
-	run, err := tc.SignalWithStartWorkflow(ctx, id, workflows.SignalSubmit, sub, NotificationStartOptions(sub), workflows.NotificationWorkflow)
+	run, err := tc.SignalWithStartWorkflow(ctx, id, workflows.SignalSubmit, sub, NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
 	require.NoError(t, err)
 	require.NoError(t, tc.TerminateWorkflow(ctx, id, run.GetRunID(), "closed before the site's hand-off"))
 	closed, err := tc.DescribeWorkflowExecution(ctx, id, "")

@@ -14,11 +14,21 @@ import (
 func TestStartOptionsKeepSummariesShort(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("Überdruck ", 50) // 550 bytes
-	n := NotificationStartOptions(workflows.NotificationSubmission{NotificationID: "n-1", ListName: "ops", Subject: long, SourceSiteID: "plant-1"})
+	sub := workflows.NotificationSubmission{NotificationID: "n-1", ListName: "ops", Subject: long, SourceSiteID: "plant-1"}
+	n := NotificationStartOptions(sub, false)
 	require.LessOrEqual(t, len(n.StaticSummary), workflows.MaxSummaryBytes)
 	require.True(t, strings.HasPrefix(n.StaticSummary, "Notify ops: Überdruck"), n.StaticSummary)
 
 	c := CachedCallStartOptions(workflows.CachedCallSubmission{OperationID: "c-1", Kind: workflows.KindExternalCall, Target: "erp." + long, SiteID: "plant-1"})
 	require.LessOrEqual(t, len(c.StaticSummary), workflows.MaxSummaryBytes)
 	require.True(t, strings.HasPrefix(c.StaticSummary, "Call erp.Überdruck"), c.StaticSummary)
+}
+
+// site.workflow_summary: list-only keeps the subject out of the summary
+// everyone with Web UI access reads.
+func TestListOnlySummaryHidesTheSubject(t *testing.T) {
+	t.Parallel()
+	sub := workflows.NotificationSubmission{NotificationID: "n-1", ListName: "ops", Subject: "Pump 3 tripped", SourceSiteID: "plant-1"}
+	require.Equal(t, "Notify ops: Pump 3 tripped", NotificationStartOptions(sub, false).StaticSummary)
+	require.Equal(t, "Notify ops", NotificationStartOptions(sub, true).StaticSummary)
 }

@@ -144,7 +144,7 @@ func (r *run) bareSignalWithStart(ctx context.Context, tc client.Client, n int) 
 	err := parallel(ctx, n, r.opts.Parallelism, func(ctx context.Context, _ int) error {
 		sub := submission(uuid.NewString(), body, time.Now())
 		_, err := tc.SignalWithStartWorkflow(ctx, workflows.NotificationWorkflowID(sub.NotificationID), workflows.SignalSubmit,
-			sub, site.NotificationStartOptions(sub), workflows.NotificationWorkflow)
+			sub, site.NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
 		return err
 	})
 	return time.Since(start), err

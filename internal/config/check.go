@@ -247,6 +247,7 @@ func (c *checker) validate(cfg Config) {
 	for _, name := range sortedKeys(cfg.Site.APITokens) {
 		c.nonEmpty("site.api_tokens."+name, cfg.Site.APITokens[name])
 	}
+	c.oneOf("site.workflow_summary", cfg.Site.WorkflowSummary, SummaryFull, SummaryListOnly)
 	c.positiveDuration("site.forward_interval", cfg.Site.ForwardInterval)
 	c.positiveDuration("site.poll_interval", cfg.Site.PollInterval)
 	c.positive("site.forward_batch", cfg.Site.ForwardBatch)

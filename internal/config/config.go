@@ -119,6 +119,11 @@ type Site struct {
 	// password, secret, token, apikey, api_key and authorization, which are
 	// always hidden. Default none.
 	RedactFields []string `yaml:"redact_fields"`
+	// WorkflowSummary is what a notification's workflow summary in the Web
+	// UI says: "full" (list and subject) or "list-only". Everyone with Web
+	// UI access reads summaries (in plain text unless
+	// temporal.encryption_keys is set). Default full.
+	WorkflowSummary string `yaml:"workflow_summary"`
 	// ForwardInterval is the fixed wait before a failed hand-off to central is
 	// tried again, forever. Default 10s.
 	ForwardInterval time.Duration `yaml:"forward_interval"`
@@ -233,6 +238,12 @@ const (
 	AllowPragma = "pragma"
 	AllowAttach = "attach"
 	AllowExec   = "exec"
+)
+
+// Workflow summary modes (site.workflow_summary).
+const (
+	SummaryFull     = "full"
+	SummaryListOnly = "list-only"
 )
 
 // IsLoopback reports whether a listen address (host:port) is reachable
@@ -509,7 +520,7 @@ func Default() Config {
 	return Config{
 		Temporal: Temporal{Address: "127.0.0.1:7233", Namespace: "default", APIKeyEnv: "OUTPOST_TEMPORAL_API_KEY"},
 		Site: Site{
-			ID: "site-1", Node: "node-a", Store: "outpost-site.db", Listen: "127.0.0.1:8480",
+			ID: "site-1", Node: "node-a", Store: "outpost-site.db", Listen: "127.0.0.1:8480", WorkflowSummary: SummaryFull,
 			ForwardInterval: 10 * time.Second, ForwardBatch: 100, ForwardParallelism: 8,
 			PollInterval: 250 * time.Millisecond, MaxBodyBytes: 64 << 10,
 			CommitBatch: sitestore.DefaultCommitBatch, CommitDelay: sitestore.DefaultCommitDelay,

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/devserver"
@@ -143,4 +144,17 @@ func withPayloadsDecoded(t *testing.T, out []byte) string {
 	}
 	walk(doc)
 	return b.String()
+}
+
+// site.workflow_summary: list-only keeps the subject out of the summary the
+// Web UI shows everyone (here without payload encryption: plain text).
+func TestListOnlySummaryInTemporal(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.Site.WorkflowSummary = config.SummaryListOnly })
+	id := s.notify("ops", "Pump 3 tripped")
+	s.waitStatus(workflows.StatusDelivered, time.Minute, id)
+	desc, err := s.client.DescribeWorkflowExecution(t.Context(), workflows.NotificationWorkflowID(id), "")
+	require.NoError(t, err)
+	var summary string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(desc.GetExecutionConfig().GetUserMetadata().GetSummary(), &summary))
+	require.Equal(t, "Notify ops", summary)
 }

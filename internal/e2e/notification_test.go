@@ -239,7 +239,7 @@ func TestDuplicateSubmitSendsOnce(t *testing.T) {
 	ctx := context.Background()
 	submit := func() error {
 		_, err := s.client.SignalWithStartWorkflow(ctx, workflows.NotificationWorkflowID(sub.NotificationID),
-			workflows.SignalSubmit, sub, site.NotificationStartOptions(sub), workflows.NotificationWorkflow)
+			workflows.SignalSubmit, sub, site.NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
 		return err
 	}
 	require.NoError(t, submit())
