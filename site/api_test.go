@@ -69,6 +69,9 @@ func TestPostNotificationRejectsBadInput(t *testing.T) {
 		{"unknown field", `{"list":"ops","subject":"s","priority":1}`, 400, `unknown field "priority"`},
 		{"field name in the wrong case", `{"List":"ops","subject":"s"}`, 400, `unknown field "List" (known: list, subject, body, instance, script; names are case-sensitive)`},
 		{"wrong type", `{"list":"ops","subject":42}`, 400, `field "subject" must be a string`},
+		{"overlong instance", `{"list":"ops","subject":"s","instance":"` + strings.Repeat("i", 257) + `"}`, 400, "instance: longer than 256 characters"},
+		{"overlong list", `{"list":"` + strings.Repeat("l", 201) + `","subject":"s"}`, 400, "list: longer than 200 characters"},
+		{"overlong subject", `{"list":"ops","subject":"` + strings.Repeat("s", 901) + `"}`, 400, "subject: longer than 900 characters"},
 	}
 	for _, tc := range cases {
 		code, body := post(t, h, tc.body)
@@ -190,6 +193,14 @@ func TestOpenRefusesAnEmptySiteID(t *testing.T) {
 	require.Contains(t, err.Error(), "SiteID")
 	_, statErr := os.Stat(path)
 	require.ErrorIs(t, statErr, os.ErrNotExist, "no store is created for a client that cannot work")
+
+	// A node or site id central cannot store (64 characters of a-z0-9._-).
+	_, err = Open(context.Background(), path, Options{SiteID: "plant-1", Node: strings.Repeat("n", 65)})
+	require.ErrorContains(t, err, "Node: ")
+	_, err = Open(context.Background(), path, Options{SiteID: "plant 1"})
+	require.ErrorContains(t, err, `SiteID: "plant 1" must be 1-64 letters`)
+	_, statErr = os.Stat(path)
+	require.ErrorIs(t, statErr, os.ErrNotExist)
 }
 
 // Every field is bounded before anything is buffered: a notification the

@@ -54,6 +54,21 @@ func checkProvenance(instance, script string) error {
 	return nil
 }
 
+// checkIdentity refuses a site id or node central could not store: every
+// operation would be accepted and then fail to reach central forever.
+func checkIdentity(opts Options) error {
+	if strings.TrimSpace(opts.SiteID) == "" {
+		return &InvalidError{"SiteID", "is required: it names the site in every operation's provenance (use the daemon's site.id)"}
+	}
+	if !config.IsSiteName(opts.SiteID) {
+		return &InvalidError{"SiteID", fmt.Sprintf("%q must be 1-64 letters, digits, '.', '_' or '-', like the daemon's site.id", opts.SiteID)}
+	}
+	if opts.Node != "" && !config.IsSiteName(opts.Node) {
+		return &InvalidError{"Node", fmt.Sprintf("%q must be 1-64 letters, digits, '.', '_' or '-', like the daemon's site.node", opts.Node)}
+	}
+	return nil
+}
+
 // ErrNotFound is returned by Status for an id neither the site nor central knows.
 var ErrNotFound = errors.New("operation not found")
 
@@ -99,8 +114,8 @@ type Client struct {
 // Open opens the site store at path for a script that sends notifications.
 // Calls and writes need the site's definitions: use OpenConfig.
 func Open(ctx context.Context, path string, opts Options) (*Client, error) {
-	if strings.TrimSpace(opts.SiteID) == "" {
-		return nil, &InvalidError{"SiteID", "is required: it names the site in every operation's provenance (use the daemon's site.id)"}
+	if err := checkIdentity(opts); err != nil {
+		return nil, err
 	}
 	store, err := sitestore.Open(ctx, path, sitestore.Options{Now: opts.Now})
 	if err != nil {
@@ -122,6 +137,9 @@ func OpenConfig(ctx context.Context, file string, opts Options) (*Client, error)
 
 func openSite(ctx context.Context, cfg config.Site, opts Options) (*Client, error) {
 	opts = withSiteDefaults(opts, cfg)
+	if err := checkIdentity(opts); err != nil {
+		return nil, err
+	}
 	store, err := openStore(ctx, cfg, opts.Now)
 	if err != nil {
 		return nil, err

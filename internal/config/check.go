@@ -218,16 +218,23 @@ func yamlKind(tag, value string) string {
 	return value
 }
 
-var siteIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var siteNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// IsSiteName reports whether s is a valid site id or node name: 1-64
+// letters, digits, '.', '_' or '-' (a task queue name, and central's
+// 64-character columns).
+func IsSiteName(s string) bool { return siteNameRE.MatchString(s) }
 
 func (c *checker) validate(cfg Config) {
 	c.hostPort("temporal.address", cfg.Temporal.Address)
 	c.nonEmpty("temporal.namespace", cfg.Temporal.Namespace)
 
-	if !siteIDRE.MatchString(cfg.Site.ID) {
+	if !IsSiteName(cfg.Site.ID) {
 		c.add("site.id", "%q must be 1-64 letters, digits, '.', '_' or '-' (it names the task queue outpost-site-<id>)", cfg.Site.ID)
 	}
-	c.nonEmpty("site.node", cfg.Site.Node)
+	if !IsSiteName(cfg.Site.Node) {
+		c.add("site.node", "%q must be 1-64 letters, digits, '.', '_' or '-' (central stores it in a 64-character column)", cfg.Site.Node)
+	}
 	c.nonEmpty("site.store", cfg.Site.Store)
 	c.temporalTLS(cfg.Temporal)
 	for i, k := range cfg.Temporal.EncryptionKeys {

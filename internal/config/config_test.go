@@ -279,3 +279,11 @@ func TestTemporalTLSFilesAreChecked(t *testing.T) {
 	_, err = Parse(strings.NewReader("temporal:\n  tls_ca_file: "+filepath.Join(dir, "missing.pem")+"\n"), Default())
 	require.ErrorContains(t, err, "no such file or directory")
 }
+
+// A node name central cannot store is refused by config check.
+func TestSiteNodeIsBounded(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(strings.NewReader("site:\n  node: "+strings.Repeat("n", 65)+"\n"), Default())
+	require.ErrorContains(t, err, "site.node (line 2): ")
+	require.ErrorContains(t, err, "central stores it in a 64-character column")
+}
