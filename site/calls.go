@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
@@ -140,10 +140,10 @@ func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, insta
 func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Request) (CallResult, error) {
 	res, attemptErr := c.targets.Execute(ctx, req)
 	at := c.now()
-	status, lastError := activities.ImmediateOutcome(attemptErr)
+	status, lastError := onsite.ImmediateOutcome(attemptErr)
 	attempt := sitestore.Attempt{OperationID: id, Status: status, LastError: lastError, At: &at, Immediate: true}
 	if status == workflows.StatusPending {
-		next := activities.NextAttemptAt(at, c.targets.Policy(req).Interval, attemptErr)
+		next := onsite.NextAttemptAt(at, c.targets.Policy(req).Interval, attemptErr)
 		attempt.NextAttemptAt = &next
 	}
 	// The caller may have given up; the outcome must be recorded regardless.

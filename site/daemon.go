@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/httpserve"
 	"github.com/outpost-dev/outpost/internal/targets"
@@ -127,7 +127,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return runPurge(ctx, d.Client.store, d.cfg.TrackingRetention, d.cfg.PurgeInterval, time.Now, d.log.Named("purge"))
 	})
 	g.Go(func() error {
-		acts := &activities.SiteActivities{Store: d.Client.store, Targets: d.Client.targets, Node: d.cfg.Node}
+		acts := &onsite.SiteActivities{Store: d.Client.store, Targets: d.Client.targets, Node: d.cfg.Node}
 		return runWorker(ctx, d.temporal, d.cfg.ID, d.identity, acts, d.cfg.ReconcileInterval, d.cfg.ForwardInterval, d.log.Named("worker"))
 	})
 	g.Go(func() error { return d.pollers.run(ctx, d.cfg.PollerCheckInterval) })

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
-	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -20,7 +20,7 @@ import (
 // actions, reconciliation pulls) and makes sure central reconciles this
 // site. Central may be down when the site starts: it keeps trying every
 // retry interval, and the site works meanwhile.
-func runWorker(ctx context.Context, tc client.Client, siteID, identity string, acts *activities.SiteActivities,
+func runWorker(ctx context.Context, tc client.Client, siteID, identity string, acts *onsite.SiteActivities,
 	reconcileEvery, retry time.Duration, log *zap.Logger) error {
 	var w worker.Worker
 	for {
@@ -47,7 +47,7 @@ func runWorker(ctx context.Context, tc client.Client, siteID, identity string, a
 
 // startWorker starts *w unless it is already running (a worker that failed
 // to start is replaced by a fresh one).
-func startWorker(tc client.Client, siteID, identity string, acts *activities.SiteActivities, w *worker.Worker) error {
+func startWorker(tc client.Client, siteID, identity string, acts *onsite.SiteActivities, w *worker.Worker) error {
 	if *w != nil {
 		return nil
 	}

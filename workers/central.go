@@ -35,6 +35,10 @@ type Central struct {
 // binds central.listen for the outbox page, metrics (into registry, which
 // holds the SDK's metrics too: see NewCentralMetrics) and health.
 func NewCentral(ctx context.Context, cfg config.Central, tcfg config.Temporal, tc client.Client, registry *prometheus.Registry) (*Central, error) {
+	mail, err := MailerConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	store, err := OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -62,7 +66,7 @@ func NewCentral(ctx context.Context, cfg config.Central, tcfg config.Temporal, t
 	w.RegisterActivity(&activities.PurgeActivities{Store: store, Retention: cfg.Retention})
 	w.RegisterActivity(&activities.NotificationActivities{
 		Store:  store,
-		Sender: mailer.New(cfg.Mailer()),
+		Sender: mailer.New(mail),
 		Lists: func(name string) ([]string, bool) {
 			r, ok := cfg.Lists[name]
 			return r, ok

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -38,7 +39,7 @@ func TestCachedCallOperatorActionsAreAudited(t *testing.T) {
 	env := ts.NewTestWorkflowEnvironment()
 	env.SetStartTime(callT0)
 	env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
-	site := &activities.SiteActivities{}
+	site := &onsite.SiteActivities{}
 	env.RegisterActivity(site)
 	env.SetActivityTaskQueue(workflows.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
 	rec := &recorder{}

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -61,7 +62,7 @@ func (s *cachedCallSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.SetStartTime(callT0)
 	s.env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
-	site := &activities.SiteActivities{}
+	site := &onsite.SiteActivities{}
 	s.env.RegisterActivity(site)
 	s.env.RegisterActivity(&activities.AuditActivities{})
 	// Auditing is tested in audit_test.go; here it only succeeds.

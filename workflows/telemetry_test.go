@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -54,7 +55,7 @@ func (s *telemetrySuite) SetupTest() {
 	s.env.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: "IngestTelemetryWorkflow"})
 	s.env.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: "ReconcileSiteWorkflow"})
 	s.env.RegisterActivity(&activities.MirrorActivities{})
-	site := &activities.SiteActivities{}
+	site := &onsite.SiteActivities{}
 	s.env.RegisterActivity(site)
 	// The pull runs on the site's own queue, nowhere else.
 	s.env.SetActivityTaskQueue(workflows.SiteTaskQueue(telemetrySite), site.ListTrackingChanges, site.ResolveParkedCall)

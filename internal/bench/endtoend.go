@@ -154,7 +154,7 @@ func (r *run) centralConfig(smtpPort int) config.Central {
 	c := config.Default().Central
 	c.Store.Path = r.path("e2e-central.db")
 	c.Listen = "127.0.0.1:0"
-	c.SMTP.Port, c.SMTP.TLS, c.SMTP.Timeout = smtpPort, mailer.TLSNone, 10*time.Second
+	c.SMTP.Port, c.SMTP.TLS, c.SMTP.Timeout = smtpPort, config.SMTPTLSNone, 10*time.Second
 	c.Lists = map[string][]string{benchList: {"ops@example.com"}}
 	return c
 }
@@ -181,7 +181,11 @@ func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
 func (e *endToEnd) startBare(cfg config.Central) error {
 	w := worker.New(e.tc, bareTaskQueue, worker.Options{})
 	w.RegisterWorkflow(BareWorkflow)
-	w.RegisterActivity(&BareActivities{Mailer: mailer.New(cfg.Mailer()), To: cfg.Lists[benchList]})
+	mail, err := workers.MailerConfig(cfg)
+	if err != nil {
+		return err
+	}
+	w.RegisterActivity(&BareActivities{Mailer: mailer.New(mail), To: cfg.Lists[benchList]})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start bare worker: %w", err)
 	}

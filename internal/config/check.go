@@ -17,8 +17,6 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
-
-	"github.com/outpost-dev/outpost/internal/mailer"
 )
 
 // Problem is one thing wrong with a config file.
@@ -444,7 +442,7 @@ func (c *checker) smtp(s SMTP) {
 	if _, err := mail.ParseAddress(s.From); err != nil {
 		c.add("central.smtp.from", "%q is not an email address", s.From)
 	}
-	c.oneOf("central.smtp.tls", s.TLS, mailer.TLSNone, mailer.TLSOpportunistic, mailer.TLSStartTLS, mailer.TLSImplicit)
+	c.oneOf("central.smtp.tls", s.TLS, SMTPTLSNone, SMTPTLSOpportunistic, SMTPTLSStartTLS, SMTPTLSImplicit)
 	c.positiveDuration("central.smtp.timeout", s.Timeout)
 	c.positiveDuration("central.smtp.final_reply_timeout", s.FinalReplyTimeout)
 	c.retries("central.smtp", s.MaxRetries, s.RetryInterval)

@@ -15,9 +15,6 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/outpost-dev/outpost/internal/mailer"
-	"github.com/outpost-dev/outpost/internal/sitestore"
 )
 
 // Config is the whole file.
@@ -238,6 +235,14 @@ const (
 	AllowPragma = "pragma"
 	AllowAttach = "attach"
 	AllowExec   = "exec"
+)
+
+// SMTP TLS modes (central.smtp.tls).
+const (
+	SMTPTLSNone          = "none"          // plain SMTP (a local relay or the dev sink)
+	SMTPTLSOpportunistic = "opportunistic" // STARTTLS when offered
+	SMTPTLSStartTLS      = "starttls"      // STARTTLS required
+	SMTPTLSImplicit      = "tls"           // TLS from the first byte (port 465)
 )
 
 // Workflow summary modes (site.workflow_summary).
@@ -523,7 +528,7 @@ func Default() Config {
 			ID: "site-1", Node: "node-a", Store: "outpost-site.db", Listen: "127.0.0.1:8480", WorkflowSummary: SummaryFull,
 			ForwardInterval: 10 * time.Second, ForwardBatch: 100, ForwardParallelism: 8,
 			PollInterval: 250 * time.Millisecond, MaxBodyBytes: 64 << 10,
-			CommitBatch: sitestore.DefaultCommitBatch, CommitDelay: sitestore.DefaultCommitDelay,
+			CommitBatch: 256, CommitDelay: 2 * time.Millisecond,
 			TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
 			TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
 			PollerCheckInterval: 30 * time.Second,
@@ -535,7 +540,7 @@ func Default() Config {
 			Store:     CentralStore{Driver: DriverSQLite, Path: "outpost-central.db", PasswordEnv: "OUTPOST_DB_PASSWORD"},
 			SMTP: SMTP{
 				Host: "127.0.0.1", Port: 25, PasswordEnv: "OUTPOST_SMTP_PASSWORD", From: "outpost@localhost",
-				TLS: mailer.TLSStartTLS, Timeout: 30 * time.Second, FinalReplyTimeout: 5 * time.Minute,
+				TLS: SMTPTLSStartTLS, Timeout: 30 * time.Second, FinalReplyTimeout: 5 * time.Minute,
 				RetryInterval: time.Minute, MaxRetries: 10,
 			},
 		},
@@ -558,7 +563,7 @@ func DevDefault() Config {
 	cfg.Site.ForwardInterval = 5 * time.Second
 	cfg.Central.Store.Path = ".outpost-dev/central.db"
 	cfg.Central.SMTP.Port = 2525
-	cfg.Central.SMTP.TLS = mailer.TLSNone
+	cfg.Central.SMTP.TLS = SMTPTLSNone
 	cfg.Central.SMTP.RetryInterval = 10 * time.Second
 	cfg.Central.SMTP.MaxRetries = 3
 	cfg.Central.Lists = map[string][]string{"ops": {"ops@example.com", "oncall@example.com"}}
@@ -645,12 +650,4 @@ func LoadCertPool(path string) (*x509.CertPool, error) {
 // UsesTLS reports whether the connection to the frontend is TLS.
 func (t Temporal) UsesTLS() bool {
 	return t.TLS || t.APIKey() != "" || t.TLSCertFile != "" || t.TLSCAFile != "" || t.TLSServerName != ""
-}
-
-// Mailer is the mailer configuration of the SMTP section.
-func (c Central) Mailer() mailer.Config {
-	return mailer.Config{
-		Host: c.SMTP.Host, Port: c.SMTP.Port, Username: c.SMTP.Username, Password: c.SMTPPassword(),
-		From: c.SMTP.From, TLS: c.SMTP.TLS, Timeout: c.SMTP.Timeout, FinalReplyTimeout: c.SMTP.FinalReplyTimeout,
-	}
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/logging"
-	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/site"
@@ -116,7 +115,7 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 	cfg.Central.Store.Path = filepath.Join(dir, "central.db")
 	cfg.Central.Listen = "127.0.0.1:0"
 	cfg.Central.SMTP.Port = testutil.FreePort(t)
-	cfg.Central.SMTP.TLS = mailer.TLSNone
+	cfg.Central.SMTP.TLS = config.SMTPTLSNone
 	cfg.Central.SMTP.Timeout = 5 * time.Second
 	cfg.Central.SMTP.FinalReplyTimeout = 10 * time.Second
 	cfg.Central.SMTP.RetryInterval = time.Second

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
@@ -45,7 +46,7 @@ func TestImmediateOutcome(t *testing.T) {
 			workflows.StatusFailed, `method: system "erp" has no method "nope"`},
 	}
 	for _, c := range cases {
-		status, lastError := activities.ImmediateOutcome(c.err)
+		status, lastError := onsite.ImmediateOutcome(c.err)
 		require.Equal(t, c.wantStatus, status, c.name)
 		require.Equal(t, c.wantError, lastError, c.name)
 	}
@@ -74,7 +75,7 @@ func TestRetryOutcome(t *testing.T) {
 		{"invalid", invalid, 1, 3, workflows.StatusParked, `permanent failure: connection: unknown database "gone"`},
 	}
 	for _, c := range cases {
-		status, lastError := activities.RetryOutcome(c.err, c.retries, c.maxRetries)
+		status, lastError := onsite.RetryOutcome(c.err, c.retries, c.maxRetries)
 		require.Equal(t, c.wantStatus, status, c.name)
 		require.Equal(t, c.wantError, lastError, c.name)
 	}
@@ -136,7 +137,7 @@ type site struct {
 	t     *testing.T
 	erp   *erpServer
 	store *sitestore.Store
-	acts  *activities.SiteActivities
+	acts  *onsite.SiteActivities
 	env   *testsuite.TestActivityEnvironment
 	now   time.Time
 }
@@ -154,7 +155,7 @@ func newSite(t *testing.T, status int) *site {
 	}}, nil)
 	t.Cleanup(func() { reg.Close() })
 	s.store = store
-	s.acts = &activities.SiteActivities{Store: store, Targets: reg, Now: clock}
+	s.acts = &onsite.SiteActivities{Store: store, Targets: reg, Now: clock}
 	var ts testsuite.WorkflowTestSuite
 	s.env = ts.NewTestActivityEnvironment()
 	s.env.RegisterActivity(s.acts)
@@ -507,7 +508,7 @@ func TestNextAttemptAtHonoursRetryAfter(t *testing.T) {
 		"Retry-After past ten intervals": {&targets.Failure{Status: 503, RetryAfter: time.Hour}, 10 * interval},
 		"wrapped":                        {fmt.Errorf("call: %w", &targets.Failure{Status: 429, RetryAfter: 2 * time.Minute}), 2 * time.Minute},
 	} {
-		require.Equal(t, at.Add(tc.want), activities.NextAttemptAt(at, interval, tc.err), name)
+		require.Equal(t, at.Add(tc.want), onsite.NextAttemptAt(at, interval, tc.err), name)
 	}
 }
 

@@ -1,4 +1,8 @@
-package activities
+// Package onsite holds the activities a site's daemon serves on its task
+// queue (outpost-site-<id>): they deliver cached calls to site-local targets
+// and keep the site's tracking table. It depends on nothing of central, so
+// the site SDK and daemon link no central code.
+package onsite
 
 import (
 	"context"
@@ -8,8 +12,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/outpost-dev/outpost/internal/audit"
-	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
@@ -27,7 +29,12 @@ type SiteActivities struct {
 	Now func() time.Time
 }
 
-func (a *SiteActivities) now() time.Time { return utcNow(a.Now) }
+func (a *SiteActivities) now() time.Time {
+	if a.Now == nil {
+		return time.Now().UTC()
+	}
+	return a.Now().UTC()
+}
 
 // DeliverCachedCall makes one retry of a buffered cached call and records
 // its outcome on the tracking row: Delivered, Retrying or Parked. A retry the
@@ -63,74 +70,6 @@ func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.Del
 		attempt.NextAttemptAt = &next
 	}
 	return a.Store.RecordAttempt(ctx, attempt)
-}
-
-// NextAttemptAt is when an attempt that failed at at with err is tried
-// again: one interval later, or later when the target asked for more
-// (Retry-After on a 429 or 503), but never more than ten intervals later.
-func NextAttemptAt(at time.Time, interval time.Duration, err error) time.Time {
-	wait := interval
-	var f *targets.Failure
-	if errors.As(err, &f) && f.RetryAfter > wait {
-		wait = min(f.RetryAfter, maxRetryAfterIntervals*interval)
-	}
-	return at.Add(wait)
-}
-
-// maxRetryAfterIntervals caps a target's Retry-After, in intervals: a
-// target cannot hold a call back indefinitely.
-const maxRetryAfterIntervals = 10
-
-// ImmediateOutcome is a cached call's status and last error after the site's
-// immediate attempt ended with err (nil: delivered): Delivered, Failed when
-// retrying cannot help, or Pending, queued for retry through central.
-func ImmediateOutcome(err error) (workflows.Status, string) {
-	if err == nil {
-		return workflows.StatusDelivered, ""
-	}
-	if isTransient(err) {
-		return workflows.StatusPending, err.Error()
-	}
-	return workflows.StatusFailed, err.Error()
-}
-
-// isTransient reports whether a failed attempt may succeed later. A request
-// that cannot run at all (*targets.InvalidError) is not.
-func isTransient(err error) bool {
-	var failure *targets.Failure
-	return errors.As(err, &failure) && !failure.Permanent
-}
-
-// RetryOutcome is a cached call's status and last error after retry number
-// retries ended with err (nil: delivered).
-func RetryOutcome(err error, retries, maxRetries int) (workflows.Status, string) {
-	if err == nil {
-		return workflows.StatusDelivered, ""
-	}
-	permanent := !isTransient(err)
-	switch status := workflows.AfterFailedAttempt(retries, maxRetries, permanent); {
-	case status == workflows.StatusRetrying:
-		return status, err.Error()
-	case permanent:
-		return status, "permanent failure: " + err.Error()
-	default:
-		return status, exhausted(maxRetries, err.Error())
-	}
-}
-
-// exhausted is the last error of a call parked because its retries are used up.
-func exhausted(maxRetries int, lastError string) string {
-	return fmt.Sprintf("retries exhausted (%d): %s", maxRetries, lastError)
-}
-
-// immediateWasLast reports whether row's failed immediate attempt (recorded
-// on the site: Pending with an attempt time) was the last attempt policy
-// allows, that is, it allows no retries. The workflow asks for a first
-// retry all the same, so its commands do not depend on the policy. A
-// Pending row without an attempt time never finished its immediate
-// attempt: the retry stands in for it.
-func immediateWasLast(row workflows.TrackedOperation, policy workflows.RetryPolicy) bool {
-	return row.Status == workflows.StatusPending && row.LastAttemptAt != nil && row.RetryCount >= policy.MaxRetries
 }
 
 // deliver runs the buffered call once; nil is success. A call missing from
@@ -201,57 +140,4 @@ func (a *SiteActivities) operation(ctx context.Context, id string) (workflows.Tr
 			workflows.ErrTypeUnknownOperation, err)
 	}
 	return row, err
-}
-
-// retryable reports whether a call in status s takes a delivery attempt.
-func retryable(s workflows.Status) bool {
-	return s == workflows.StatusPending || s == workflows.StatusRetrying
-}
-
-// MirrorActivities keep central's site_calls mirror and audit what each
-// mirrored row shows, in the same transaction.
-type MirrorActivities struct {
-	Store   *centralstore.Store
-	Observe EventObserver
-}
-
-// MirrorSiteCalls upserts a telemetry batch with its audit events.
-func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []workflows.TrackedOperation) (int, error) {
-	events := siteCallEvents(rows)
-	n, err := a.Store.UpsertSiteCalls(ctx, rows, events...)
-	if err != nil {
-		return n, err
-	}
-	a.Observe.observe(events...)
-	return n, nil
-}
-
-// siteCallEvents is the events of every row, stale ones included: event
-// ids are deterministic, so an event already stored is not stored again.
-func siteCallEvents(rows []workflows.TrackedOperation) []centralstore.AuditEvent {
-	var events []centralstore.AuditEvent
-	for _, r := range rows {
-		events = append(events, audit.SiteCallEvents(r)...)
-	}
-	return events
-}
-
-// ReadReconcileCursor is the site's reconciliation cursor.
-func (a *MirrorActivities) ReadReconcileCursor(ctx context.Context, siteID string) (int64, error) {
-	return a.Store.ReconcileCursor(ctx, siteID)
-}
-
-// ResetReconcileCursor starts the site's reconciliation over from change 0.
-func (a *MirrorActivities) ResetReconcileCursor(ctx context.Context, siteID string) error {
-	return a.Store.ResetReconcileCursor(ctx, siteID)
-}
-
-// MirrorReconciled upserts a reconciliation page and advances the cursor.
-func (a *MirrorActivities) MirrorReconciled(ctx context.Context, in workflows.MirrorReconciledInput) error {
-	events := siteCallEvents(in.Rows)
-	if _, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor, events...); err != nil {
-		return err
-	}
-	a.Observe.observe(events...)
-	return nil
 }

@@ -1,0 +1,57 @@
+package activities
+
+import (
+	"context"
+
+	"github.com/outpost-dev/outpost/internal/audit"
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// MirrorActivities keep central's site_calls mirror and audit what each
+// mirrored row shows, in the same transaction.
+type MirrorActivities struct {
+	Store   *centralstore.Store
+	Observe EventObserver
+}
+
+// MirrorSiteCalls upserts a telemetry batch with its audit events.
+func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []workflows.TrackedOperation) (int, error) {
+	events := siteCallEvents(rows)
+	n, err := a.Store.UpsertSiteCalls(ctx, rows, events...)
+	if err != nil {
+		return n, err
+	}
+	a.Observe.observe(events...)
+	return n, nil
+}
+
+// siteCallEvents is the events of every row, stale ones included: event
+// ids are deterministic, so an event already stored is not stored again.
+func siteCallEvents(rows []workflows.TrackedOperation) []centralstore.AuditEvent {
+	var events []centralstore.AuditEvent
+	for _, r := range rows {
+		events = append(events, audit.SiteCallEvents(r)...)
+	}
+	return events
+}
+
+// ReadReconcileCursor is the site's reconciliation cursor.
+func (a *MirrorActivities) ReadReconcileCursor(ctx context.Context, siteID string) (int64, error) {
+	return a.Store.ReconcileCursor(ctx, siteID)
+}
+
+// ResetReconcileCursor starts the site's reconciliation over from change 0.
+func (a *MirrorActivities) ResetReconcileCursor(ctx context.Context, siteID string) error {
+	return a.Store.ResetReconcileCursor(ctx, siteID)
+}
+
+// MirrorReconciled upserts a reconciliation page and advances the cursor.
+func (a *MirrorActivities) MirrorReconciled(ctx context.Context, in workflows.MirrorReconciledInput) error {
+	events := siteCallEvents(in.Rows)
+	if _, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor, events...); err != nil {
+		return err
+	}
+	a.Observe.observe(events...)
+	return nil
+}

@@ -1,0 +1,42 @@
+package site
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/sitestore"
+)
+
+// A script that imports the SDK links no central code: not the central
+// store, the audit events, the mailer or go-mail, nor central's activities
+// and workers. (The SQL Server driver stays: a site's database targets may
+// be SQL Server.)
+func TestSDKLinksNoCentralCode(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/outpost-dev/outpost/internal/sitestore", "the list is the SDK's dependencies")
+	for _, central := range []string{
+		"github.com/outpost-dev/outpost/internal/centralstore",
+		"github.com/outpost-dev/outpost/internal/audit",
+		"github.com/outpost-dev/outpost/internal/mailer",
+		"github.com/wneessen/go-mail",
+		"github.com/outpost-dev/outpost/activities",
+		"github.com/outpost-dev/outpost/workers",
+	} {
+		require.NotContains(t, deps, central)
+	}
+}
+
+// The config's group-commit defaults are the store's own.
+func TestConfigCommitDefaultsAreTheStores(t *testing.T) {
+	t.Parallel()
+	d := config.Default().Site
+	require.Equal(t, sitestore.DefaultCommitBatch, d.CommitBatch)
+	require.Equal(t, sitestore.DefaultCommitDelay, d.CommitDelay)
+}
