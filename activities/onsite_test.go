@@ -150,7 +150,7 @@ func newSite(t *testing.T, status int) *site {
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	reg := targets.New(map[string]config.ExternalSystem{"erp": {
-		BaseURL: s.erp.URL, Timeout: 5 * time.Second,
+		BaseURL: s.erp.URL, Timeout: 5 * time.Second, MaxRetries: 2, RetryInterval: time.Minute,
 		Methods: map[string]config.Method{"createOrder": {Verb: "POST", Path: "/orders/{id}"}},
 	}}, nil)
 	t.Cleanup(func() { reg.Close() })
@@ -176,9 +176,9 @@ func (s *site) buffer(id string) workflows.TrackedOperation {
 		Provenance: sitestore.Provenance{SiteID: "plant-1", Node: "node-a"}, AttemptGrace: time.Minute,
 	})
 	require.NoError(s.t, err)
-	at := s.now
+	at, next := s.now, s.now.Add(time.Minute)
 	row, err := s.store.RecordAttempt(ctx, sitestore.Attempt{
-		OperationID: id, Status: workflows.StatusPending, LastError: "HTTP 503 Service Unavailable", At: &at,
+		OperationID: id, Status: workflows.StatusPending, LastError: "HTTP 503 Service Unavailable", At: &at, NextAttemptAt: &next,
 	})
 	require.NoError(s.t, err)
 	return row
@@ -549,4 +549,80 @@ func TestCancelledDiscardAppliesToAnyCallNotFinal(t *testing.T) {
 	require.Equal(t, workflows.StatusDiscarded, row.Status)
 	_, err = s.store.OperationPayload(context.Background(), "op-9")
 	require.ErrorIs(t, err, sitestore.ErrNotFound, "the buffered call is dropped")
+}
+
+// While central has not taken a call over (no acknowledged hand-off), the
+// site retries it itself when it is due, with its definition's policy
+// (max_retries 2, every minute), and parks it when the retries are used
+// up. A call handed off is left to its workflow; a call not yet due waits.
+func TestRetryOnSiteUntilParkedAndNeverAHandedOffCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newSite(t, http.StatusServiceUnavailable)
+	s.buffer("op-1")
+	dueIDs := func() []string {
+		due, err := s.store.DueOnSite(ctx, s.now, 10)
+		require.NoError(t, err)
+		ids := []string{}
+		for _, r := range due {
+			ids = append(ids, r.OperationID)
+		}
+		return ids
+	}
+	require.Empty(t, dueIDs(), "the first retry waits one interval after the immediate attempt")
+
+	s.now = s.now.Add(time.Minute)
+	require.Equal(t, []string{"op-1"}, dueIDs())
+	row, err := s.acts.RetryOnSite(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusRetrying, row.Status, row.LastError)
+	require.Equal(t, 1, row.RetryCount)
+	require.Equal(t, s.now.Add(time.Minute), when(t, row.NextAttemptAt))
+
+	s.now = s.now.Add(time.Minute)
+	require.Equal(t, []string{"op-1"}, dueIDs())
+	row, err = s.acts.RetryOnSite(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusParked, row.Status, "the second of two retries failed")
+	require.Equal(t, 2, row.RetryCount)
+	require.Contains(t, row.LastError, "retries exhausted (2): HTTP 503 Service Unavailable")
+	require.Equal(t, 2, s.erp.requests())
+	require.Empty(t, dueIDs(), "a parked call waits for an operator")
+	_, err = s.store.Get(ctx, "op-1")
+	require.NoError(t, err, "the parked call stays buffered for central")
+
+	// Handed off: its workflow drives it, the site does not.
+	s.buffer("op-2")
+	require.NoError(t, s.store.MarkHandedOff(ctx, "op-2"))
+	s.now = s.now.Add(time.Hour)
+	require.Empty(t, dueIDs())
+	row, err = s.acts.RetryOnSite(ctx, "op-2")
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusPending, row.Status)
+	require.Equal(t, 2, s.erp.requests(), "no attempt at a handed-off call")
+}
+
+// A workflow's retry and the site's own never run at once: the second sees
+// the first's outcome and does not repeat it.
+func TestSiteRetryAndWorkflowRetryDoNotOverlap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newSite(t, http.StatusServiceUnavailable)
+	s.buffer("op-1")
+	s.now = s.now.Add(time.Minute)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, err := s.acts.RetryOnSite(ctx, "op-1")
+		require.NoError(t, err)
+	}()
+	go func() {
+		defer wg.Done()
+		_, err := s.acts.DeliverCachedCall(ctx, workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+		require.NoError(t, err)
+	}()
+	wg.Wait()
+	require.Equal(t, 1, s.erp.requests(), "one attempt, not one each")
+	require.Equal(t, 1, s.stored("op-1").RetryCount)
 }

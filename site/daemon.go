@@ -126,10 +126,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return runPurge(ctx, d.Client.store, d.cfg.TrackingRetention, d.cfg.PurgeInterval, time.Now, d.log.Named("purge"))
 	})
+	// One SiteActivities for the worker and the site's own retries: they
+	// share its per-call locks.
+	acts := &onsite.SiteActivities{Store: d.Client.store, Targets: d.Client.targets, Node: d.cfg.Node}
 	g.Go(func() error {
-		acts := &onsite.SiteActivities{Store: d.Client.store, Targets: d.Client.targets, Node: d.cfg.Node}
 		return runWorker(ctx, d.temporal, d.cfg.ID, d.identity, acts, d.cfg.ReconcileInterval, d.cfg.ForwardInterval, d.log.Named("worker"))
 	})
+	g.Go(func() error { return runLocalRetries(ctx, d.Client.store, acts, time.Second, d.log.Named("retries")) })
 	g.Go(func() error { return d.pollers.run(ctx, d.cfg.PollerCheckInterval) })
 	g.Go(func() error {
 		if err := d.serve(); !errors.Is(err, http.ErrServerClosed) {

@@ -406,6 +406,7 @@ func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (wo
 		OperationID: row.OperationID, Kind: row.Kind, Target: row.Target, SiteID: row.SourceSiteID,
 		Policy: f.targets.Policy(req), LastAttemptAt: row.LastAttemptAt, NextAttemptAt: row.NextAttemptAt,
 		LastError: row.LastError, CreatedAt: row.CreatedAt, Request: requestView(req, f.opts.RedactFields),
+		RetryCount: row.RetryCount, Status: row.Status,
 	}, nil
 }
 
@@ -434,8 +435,13 @@ func NotificationStartOptions(sub workflows.NotificationSubmission, hideSubject 
 }
 
 // CachedCallStartOptions starts a cached call's workflow: search attributes
-// for the Web UI, a readable summary, and never a restart of a closed one.
+// for the Web UI (Parked at once for a call the site parked while central
+// was away), a readable summary, and never a restart of a closed one.
 func CachedCallStartOptions(sub workflows.CachedCallSubmission) client.StartWorkflowOptions {
+	status := workflows.StatusPending
+	if sub.Status == workflows.StatusParked {
+		status = workflows.StatusParked
+	}
 	verb := "Call"
 	if sub.Kind == workflows.KindDatabaseWrite {
 		verb = "Write to"
@@ -449,7 +455,7 @@ func CachedCallStartOptions(sub workflows.CachedCallSubmission) client.StartWork
 			workflows.AttrKind.ValueSet(sub.Kind),
 			workflows.AttrSite.ValueSet(sub.SiteID),
 			workflows.AttrTarget.ValueSet(sub.Target),
-			workflows.AttrStatus.ValueSet(string(workflows.StatusPending)),
+			workflows.AttrStatus.ValueSet(string(status)),
 		),
 	}
 }

@@ -33,6 +33,12 @@ type CachedCallSubmission struct {
 	Request   json.RawMessage `json:"request,omitempty"`
 	LastError string          `json:"lastError,omitempty"`
 	CreatedAt time.Time       `json:"createdAt"`
+	// RetryCount and Status are where the site got with the call before
+	// central took it over: it retries on its own while central is
+	// unreachable, and parks a call whose retries are used up. The workflow
+	// continues from there. Empty Status: Pending, retry count 0.
+	RetryCount int    `json:"retryCount,omitempty"`
+	Status     Status `json:"status,omitempty"`
 }
 
 // DeliverCachedCallInput asks the site for one retry of a cached call.
@@ -82,9 +88,12 @@ func CachedCallWorkflow(ctx workflow.Context) (CachedCallState, error) {
 	ignoreDuplicateSubmits(ctx)
 
 	c := &cachedCall{sub: sub, state: TrackedOperation{
-		OperationID: sub.OperationID, Kind: sub.Kind, Target: sub.Target, Status: StatusPending,
+		OperationID: sub.OperationID, Kind: sub.Kind, Target: sub.Target, Status: StatusPending, RetryCount: sub.RetryCount,
 		LastError: sub.LastError, SourceSiteID: sub.SiteID, CreatedAt: sub.CreatedAt, LastAttemptAt: sub.LastAttemptAt,
 	}}
+	if sub.Status != "" {
+		c.state.Status = sub.Status
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CachedCallState, error) {
 		return c.answer(), nil
 	}); err != nil {
@@ -143,12 +152,13 @@ type cachedCall struct {
 	operatorActions int
 }
 
-// waitFirstRetry keeps the fixed interval between the site's immediate
-// attempt and the first retry, or the longer wait the target asked for (no
-// wait when the hand-off came later).
+// waitFirstRetry keeps the fixed interval between the site's last attempt
+// (its immediate attempt, or its own last retry while central was away) and
+// the next retry, or the longer wait the target asked for (no wait when the
+// hand-off came later).
 func (c *cachedCall) waitFirstRetry(ctx workflow.Context) error {
-	if c.sub.LastAttemptAt == nil {
-		return nil
+	if c.sub.LastAttemptAt == nil || c.sub.Status == StatusParked {
+		return nil // a call parked on the site waits for an operator at once
 	}
 	due := c.sub.LastAttemptAt.Add(c.sub.Policy.Interval)
 	if next := c.sub.NextAttemptAt; next != nil && next.After(due) {
@@ -168,11 +178,17 @@ func (c *cachedCall) answer() CachedCallState {
 func (c *cachedCall) run(ctx workflow.Context) error {
 	retryCh := workflow.GetSignalChannel(ctx, SignalRetry)
 	discardCh := workflow.GetSignalChannel(ctx, SignalDiscard)
+	// A call the site parked before central took it over shows Parked from
+	// its start: an operator's action sent from then on is not stale.
+	parkedFromStart := c.sub.Status == StatusParked
 	for {
 		if err := c.retryUntilSettled(ctx); err != nil || c.state.Status != StatusParked {
 			return err
 		}
-		drainStale(retryCh, discardCh)
+		if !parkedFromStart {
+			drainStale(retryCh, discardCh)
+		}
+		parkedFromStart = false
 		action, retry := waitForOperator(ctx, retryCh, discardCh)
 		cancelled := ctx.Err() != nil
 		ctx = afterCancel(ctx) // a cancel is a discard, applied like one

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -27,6 +29,20 @@ type SiteActivities struct {
 	Node string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	// locks serialise the attempts at one call: a workflow's retry and the
+	// site's own (RetryOnSite) never run at once, so neither repeats the
+	// other's.
+	locks [64]sync.Mutex
+}
+
+// lock takes the lock of operation id and returns its release.
+func (a *SiteActivities) lock(id string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	m := &a.locks[h.Sum32()%uint32(len(a.locks))]
+	m.Lock()
+	return m.Unlock
 }
 
 func (a *SiteActivities) now() time.Time {
@@ -42,6 +58,38 @@ func (a *SiteActivities) now() time.Time {
 // wrote it) is not made again. A call whose definition allows no retries
 // (max_retries 0) parks on its immediate attempt's error with no retry.
 func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+	defer a.lock(in.OperationID)()
+	return a.retry(ctx, in)
+}
+
+// RetryOnSite makes the due retry of a cached call central has not taken
+// over, if it is still due once the call's lock is held: while central is unreachable (its hand-off not acknowledged) the
+// site retries at the definition's interval, counted against max_retries,
+// and parks the call when they are used up. A call handed off meanwhile is
+// left to its workflow: one driver at a time.
+func (a *SiteActivities) RetryOnSite(ctx context.Context, id string) (workflows.TrackedOperation, error) {
+	defer a.lock(id)()
+	row, err := a.operation(ctx, id)
+	if err != nil || !retryable(row.Status) || row.NextAttemptAt == nil || row.NextAttemptAt.After(a.now()) {
+		return row, err // not due (any more): a retry made meanwhile moved it on
+	}
+	handedOff, err := a.Store.HandedOff(ctx, id)
+	if err != nil || handedOff {
+		return row, err
+	}
+	payload, err := a.Store.OperationPayload(ctx, id)
+	if err != nil {
+		return row, err
+	}
+	req, err := targets.Decode(payload)
+	if err != nil {
+		return row, fmt.Errorf("decode buffered call %s: %w", id, err)
+	}
+	return a.retry(ctx, workflows.DeliverCachedCallInput{OperationID: id, RetryCount: row.RetryCount, Policy: a.Targets.Policy(req)})
+}
+
+// retry makes retry number in.RetryCount+1 of a call, under its lock.
+func (a *SiteActivities) retry(ctx context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
 	row, err := a.operation(ctx, in.OperationID)
 	if err != nil {
 		return row, err
@@ -93,6 +141,7 @@ func (a *SiteActivities) deliver(ctx context.Context, id string, payload []byte,
 // applied it) it returns the row unchanged. A discard a cancel request asked
 // for (in.Cancelled) applies to any call not yet final.
 func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+	defer a.lock(in.OperationID)()
 	row, err := a.operation(ctx, in.OperationID)
 	if err != nil || row.Status.Terminal() {
 		return row, err

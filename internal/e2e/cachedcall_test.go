@@ -391,10 +391,12 @@ func (s *stack) operation(id string) (workflows.TrackedOperation, int) {
 func (s *stack) waitOperation(id string, want workflows.Status, timeout time.Duration) workflows.TrackedOperation {
 	s.t.Helper()
 	var row workflows.TrackedOperation
-	require.Eventually(s.t, func() bool {
+	waitFor(s.t, timeout, func() bool {
 		row, _ = s.operation(id)
 		return row.Status == want
-	}, timeout, 100*time.Millisecond, "waiting for operation %s to be %s (last seen %s: %s)", id, want, row.Status, row.LastError)
+	}, func() string {
+		return fmt.Sprintf("operation %s to be %s (last seen %s, %d retries: %s)", id, want, row.Status, row.RetryCount, row.LastError)
+	})
 	return row
 }
 
@@ -580,4 +582,49 @@ func TestSiteKilledMidCallRetriesWithTheSameIdempotencyKey(t *testing.T) {
 	for _, r := range requests {
 		require.Equal(t, accepted.ID, r.Header.Get("Idempotency-Key"))
 	}
+}
+
+// Central (Temporal) away: the site retries its own calls at each
+// definition's interval. A call whose target fails three times then
+// recovers is Delivered on the site before Temporal returns; a call that
+// never recovers uses up its retries and is Parked on the site (tracking
+// row, status API). When Temporal is back the parked call's workflow shows
+// OutpostStatus="Parked" from the state the site reached, and an operator's
+// retry delivers it.
+func TestSiteRetriesItsCallsWhileCentralIsAway(t *testing.T) {
+	s := newStack(t, nil)
+	s.stopTemporal()
+
+	s.demo.FailNext(3, http.StatusServiceUnavailable)
+	recovers, code := s.call("erp", "createOrder", map[string]any{"sku": "recovers"})
+	require.Equal(t, http.StatusAccepted, code, recovers.Error)
+	row := s.waitOperation(recovers.ID, workflows.StatusDelivered, time.Minute)
+	require.Equal(t, 3, row.RetryCount, "the immediate attempt and two retries failed; the third retry delivered")
+	require.Nil(t, s.server, "delivered by the site alone, Temporal still down")
+
+	s.demo.FailNext(-1, http.StatusServiceUnavailable)
+	never, code := s.call("erp", "createOrder", map[string]any{"sku": "never"})
+	require.Equal(t, http.StatusAccepted, code, never.Error)
+	parked := s.waitOperation(never.ID, workflows.StatusParked, time.Minute)
+	require.Equal(t, s.cfg.Site.ExternalSystems["erp"].MaxRetries, parked.RetryCount)
+	require.Contains(t, parked.LastError, "retries exhausted (3)")
+	require.Equal(t, 1, s.bufferDepth(), "the parked call stays buffered for central")
+
+	s.demo.Recover()
+	s.startTemporal()
+	s.waitParkedCount(fmt.Sprintf(`OutpostStatus="Parked" AND WorkflowId=%q`, workflows.CachedCallWorkflowID(never.ID)), 1, time.Minute)
+	answer, err := s.client.QueryWorkflow(t.Context(), workflows.CachedCallWorkflowID(never.ID), "", workflows.QueryStatus)
+	require.NoError(t, err)
+	var state workflows.CachedCallState
+	require.NoError(t, answer.Get(&state))
+	require.Equal(t, workflows.StatusParked, state.Status)
+	require.Equal(t, 3, state.RetryCount, "the workflow continues from the site's state")
+
+	require.NoError(t, s.client.SignalWorkflow(t.Context(), workflows.CachedCallWorkflowID(never.ID), "",
+		workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "ERP back"}))
+	s.waitOperation(never.ID, workflows.StatusDelivered, time.Minute)
+	s.waitMirror(never.ID, workflows.StatusDelivered)
+	s.waitMirror(recovers.ID, workflows.StatusDelivered)
+	require.Zero(t, s.bufferDepth())
+	s.recordHistory(workflows.CachedCallWorkflowID(never.ID), "cachedcall_parked_on_site.json")
 }

@@ -159,6 +159,9 @@ var migrations = []string{
 		value INTEGER NOT NULL
 	);
 	INSERT INTO meta (name, value) VALUES ('tracking_seq', 0), ('telemetry_cursor', 0);`,
+	// 3: the site retries cached calls itself while central is away; it
+	// finds the due ones by their next attempt.
+	`CREATE INDEX tracking_due ON tracking (next_attempt_at) WHERE status IN ('Pending', 'Retrying');`,
 }
 
 // Open opens (creating if needed) the site store at path.

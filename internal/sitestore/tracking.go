@@ -214,6 +214,34 @@ func (s *Store) ChangesSince(ctx context.Context, seq int64, limit int) ([]workf
 	return rows, nil
 }
 
+// DueOnSite returns up to limit cached calls central has not taken over (no
+// acknowledged hand-off) whose next retry is due at now, the most overdue
+// first: while central is unreachable the site retries them itself.
+func (s *Store) DueOnSite(ctx context.Context, now time.Time, limit int) ([]workflows.TrackedOperation, error) {
+	rows, err := s.queryTracking(ctx, `WHERE status IN ('Pending', 'Retrying') AND next_attempt_at <= ?
+		AND operation_id IN (SELECT tracked_operation_id FROM buffer WHERE handed_off = 0 AND tracked_operation_id != '')
+		ORDER BY next_attempt_at LIMIT ?`, rowTime(now).UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read calls due on the site: %w", err)
+	}
+	return rows, nil
+}
+
+// HandedOff reports whether central acknowledged the hand-off of a cached
+// call (its workflow drives the retries from then on); false for a call
+// with no buffer row.
+func (s *Store) HandedOff(ctx context.Context, operationID string) (bool, error) {
+	var handedOff bool
+	err := s.db.QueryRowContext(ctx, `SELECT handed_off FROM buffer WHERE tracked_operation_id = ?`, operationID).Scan(&handedOff)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read hand-off of operation %s: %w", operationID, err)
+	}
+	return handedOff, nil
+}
+
 // ListOperations returns every tracking row, by id (tests and tools).
 func (s *Store) ListOperations(ctx context.Context) ([]workflows.TrackedOperation, error) {
 	rows, err := s.queryTracking(ctx, `ORDER BY operation_id`)
