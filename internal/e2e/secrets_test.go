@@ -115,10 +115,7 @@ log: {level: debug}
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := httpc.Do(req)
 		require.NoError(t, err)
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(data)
+		return resp.StatusCode, readAll(t, resp)
 	}
 	var written strings.Builder // everything the stack wrote or answered
 	record := func(what string, text string) { fmt.Fprintf(&written, "\n--- %s\n%s", what, text) }
