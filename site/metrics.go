@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +34,7 @@ func newHandoffCounter() *prometheus.CounterVec {
 func newMetricsRegistry(store *sitestore.Store, handoffs *prometheus.CounterVec, now func() time.Time) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(handoffs, &storeCollector{store: store, now: now})
+	reg.MustRegister(handoffs, &storeCollector{store: store, now: now, ages: ageWatch{seen: map[string]firstSeen{}}})
 	return reg
 }
 
@@ -41,7 +42,8 @@ var (
 	bufferDepthDesc = prometheus.NewDesc("outpost_site_buffer_depth",
 		"Operations in the site buffer, by category (cached calls stay until delivered or discarded).", []string{"category"}, nil)
 	bufferOldestDesc = prometheus.NewDesc("outpost_site_buffer_oldest_age_seconds",
-		"Age of the oldest buffered operation, by category.", []string{"category"}, nil)
+		"Age of the oldest buffered operation, by category: by the wall clock, and never less than this daemon "+
+			"has seen it waiting (so a clock set back does not read 0).", []string{"category"}, nil)
 	notificationBacklogDesc = prometheus.NewDesc("outpost_site_notification_backlog",
 		"Notifications not yet acknowledged by central (the site-to-central leg).", nil, nil)
 	trackingRowsDesc = prometheus.NewDesc("outpost_site_tracking_rows",
@@ -62,6 +64,7 @@ var (
 type storeCollector struct {
 	store *sitestore.Store
 	now   func() time.Time
+	ages  ageWatch
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -95,7 +98,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(telemetryBacklogDesc, prometheus.GaugeValue, float64(backlog))
-	ch <- prometheus.MustNewConstMetric(telemetryLagDesc, prometheus.GaugeValue, ageSeconds(now, oldest))
+	ch <- prometheus.MustNewConstMetric(telemetryLagDesc, prometheus.GaugeValue, c.ages.seconds("telemetry", now, oldest))
 }
 
 func (c *storeCollector) collectBuffer(ctx context.Context, ch chan<- prometheus.Metric, now time.Time) {
@@ -107,7 +110,7 @@ func (c *storeCollector) collectBuffer(ctx context.Context, ch chan<- prometheus
 	notifications := 0
 	for _, st := range stats {
 		ch <- prometheus.MustNewConstMetric(bufferDepthDesc, prometheus.GaugeValue, float64(st.Depth), st.Category)
-		ch <- prometheus.MustNewConstMetric(bufferOldestDesc, prometheus.GaugeValue, ageSeconds(now, st.Oldest), st.Category)
+		ch <- prometheus.MustNewConstMetric(bufferOldestDesc, prometheus.GaugeValue, c.ages.seconds("buffer/"+st.Category, now, st.Oldest), st.Category)
 		if st.Category == sitestore.CategoryNotification {
 			notifications = st.Depth
 		}
@@ -115,9 +118,34 @@ func (c *storeCollector) collectBuffer(ctx context.Context, ch chan<- prometheus
 	ch <- prometheus.MustNewConstMetric(notificationBacklogDesc, prometheus.GaugeValue, float64(notifications))
 }
 
-func ageSeconds(now, since time.Time) float64 {
-	if since.IsZero() || since.After(now) {
+// ageWatch measures how long the oldest row of each series has waited.
+// The wall clock alone reads 0 for a row created while the clock ran ahead
+// and then set back (its created time is in the future), so the watch also
+// remembers, by the process's monotonic clock, when it first saw that row
+// as the oldest, and reports the larger age: the metric keeps growing while
+// the row waits, whatever the wall clock does.
+type ageWatch struct {
+	mu   sync.Mutex
+	seen map[string]firstSeen
+}
+
+// firstSeen is the oldest row's created time and when the watch first saw
+// it (with a monotonic reading).
+type firstSeen struct{ created, at time.Time }
+
+// seconds is the age of the oldest row of series key, created at created
+// (zero when the series is empty), at wall time now.
+func (w *ageWatch) seconds(key string, now, created time.Time) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if created.IsZero() {
+		delete(w.seen, key)
 		return 0
 	}
-	return now.Sub(since).Seconds()
+	f, ok := w.seen[key]
+	if !ok || !f.created.Equal(created) {
+		f = firstSeen{created: created, at: time.Now()}
+		w.seen[key] = f
+	}
+	return max(now.Sub(created), time.Since(f.at), 0).Seconds()
 }

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outpost-dev/outpost/internal/operator"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -291,7 +292,7 @@ func addLastErrors(ctx context.Context, tc temporalAPI, items []parkedItem) {
 				it.QueryError = "not asked: an earlier status query got no answer (is the central worker running?)"
 				return nil
 			}
-			st, err := queryState(ctx, tc, it.WorkflowID, it.RunID)
+			st, err := operator.QueryState(ctx, tc, it.WorkflowID, it.RunID)
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) || isDeadline(err) {
 					unanswered.Store(true)

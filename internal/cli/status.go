@@ -24,6 +24,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/logging"
+	"github.com/outpost-dev/outpost/internal/operator"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -237,59 +238,17 @@ func kindOf(workflowID string, sa *commonpb.SearchAttributes) string {
 	return "call"
 }
 
-// opState is the answer of the status query (or the workflow's result),
-// decoded by kind: NotificationState for notifications, CachedCallState
-// for calls and writes.
-type opState struct {
-	Notification *workflows.NotificationState
-	Call         *workflows.CachedCallState
-}
-
-func decodeState(workflowID string, get func(any) error) (opState, error) {
-	if strings.HasPrefix(workflowID, notificationPrefix) {
-		var n workflows.NotificationState
-		if err := get(&n); err != nil {
-			return opState{}, err
-		}
-		return opState{Notification: &n}, nil
-	}
-	var c workflows.CachedCallState
-	if err := get(&c); err != nil {
-		return opState{}, err
-	}
-	return opState{Call: &c}, nil
-}
-
-// queryTimeout bounds one status query: with no central worker polling,
-// a query waits until its deadline.
-const queryTimeout = 10 * time.Second
-
-// queryState asks a workflow's status query.
-func queryState(ctx context.Context, tc temporalAPI, workflowID, runID string) (opState, error) {
-	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
-	defer cancel()
-	v, err := tc.QueryWorkflow(ctx, workflowID, runID, workflows.QueryStatus)
-	if err != nil {
-		return opState{}, fmt.Errorf("status query of %s: %w", workflowID, err)
-	}
-	st, err := decodeState(workflowID, v.Get)
-	if err != nil {
-		return opState{}, fmt.Errorf("status query of %s: decode: %w", workflowID, err)
-	}
-	return st, nil
-}
-
 // stateOf is the operation's state: a completed workflow's result (no
 // worker needed), else the status query's answer.
-func stateOf(ctx context.Context, tc temporalAPI, info *workflowExecution) (opState, error) {
+func stateOf(ctx context.Context, tc temporalAPI, info *workflowExecution) (operator.State, error) {
 	if info.status == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		run := tc.GetWorkflow(ctx, info.id, info.runID)
-		st, err := decodeState(info.id, func(v any) error { return run.Get(ctx, v) })
+		st, err := operator.DecodeState(info.id, func(v any) error { return run.Get(ctx, v) })
 		if err == nil {
 			return st, nil
 		}
 	}
-	return queryState(ctx, tc, info.id, info.runID)
+	return operator.QueryState(ctx, tc, info.id, info.runID)
 }
 
 // workflowExecution is what the operator commands read of one workflow.
@@ -433,7 +392,7 @@ func operationStatus(ctx context.Context, tc temporalAPI, cfg config.Config, id 
 	return s, nil
 }
 
-func (s *operationStory) apply(st opState) {
+func (s *operationStory) apply(st operator.State) {
 	switch {
 	case st.Notification != nil:
 		n := st.Notification

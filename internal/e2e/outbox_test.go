@@ -65,9 +65,23 @@ func TestOutboxPageInChromium(t *testing.T) {
 	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.querySelectorAll('button.retry, button.discard').length"))
 	require.NoError(t, err)
 	require.Zero(t, buttons, "a viewer gets no Retry or Discard button")
-	href, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#item-"+note+" a"), "href"))
+	href, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#item-"+note+" a.workflow"), "href"))
 	require.NoError(t, err)
 	require.Equal(t, s.cfg.Central.TemporalUIURL+"/namespaces/default/workflows/notification%2F"+note, href.Value)
+
+	// The parked call's page shows what it sends, its secret redacted, and
+	// its audit trail.
+	_, err = chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#item-"+call.ID+" a.details"))))
+	require.NoError(t, err)
+	request := text(t, ctx, "#request")
+	require.Contains(t, request, `"sku": "outbox-page"`)
+	require.Contains(t, request, `"password": "[redacted]"`)
+	require.NotContains(t, text(t, ctx, "body"), "hunter2")
+	require.Equal(t, "Parked", text(t, ctx, "#status"))
+	require.Contains(t, text(t, ctx, "#audit"), "Enqueued")
+	require.Contains(t, text(t, ctx, "#audit"), "Parked")
+	_, err = chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#back"))))
+	require.NoError(t, err)
 
 	_, err = chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#sign-out"))))
 	require.NoError(t, err)
@@ -83,9 +97,11 @@ func TestOutboxPageInChromium(t *testing.T) {
 	require.Equal(t, 1, s.received()[note], "delivered once")
 	require.Contains(t, s.auditLines(note), "operator/1 OperatorRetry Pending ana relay fixed", "the audit log names the signed-in operator")
 
-	// Discard the call from the page.
-	submit(t, ctx, "#item-"+call.ID+" button.discard")
+	// Discard the call from its own page, which it comes back to.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/items/"+workflows.KindExternalCall+"/"+call.ID), chromedp.WaitVisible(chromedp.CSS("#request"))))
+	submit(t, ctx, "button.discard")
 	require.Contains(t, text(t, ctx, ".flash"), "Sent discard to "+workflows.CachedCallWorkflowID(call.ID)+" as ana.")
+	require.NotEmpty(t, text(t, ctx, "#request"), "back on the call's page")
 	s.waitOperation(call.ID, workflows.StatusDiscarded, 30*time.Second)
 	s.waitMirror(call.ID, workflows.StatusDiscarded)
 
@@ -94,6 +110,14 @@ func TestOutboxPageInChromium(t *testing.T) {
 	require.Equal(t, "0", text(t, ctx, "#tile-parked .value"))
 	require.Equal(t, "1", text(t, ctx, "#tile-delivered .value"))
 	require.Contains(t, text(t, ctx, "#items"), "Nothing stuck or parked matches.")
+
+	// The delivered notification's page shows its body, where it went and
+	// who retried it.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/items/"+workflows.KindNotification+"/"+note), chromedp.WaitVisible(chromedp.CSS("#audit"))))
+	require.Equal(t, "Delivered", text(t, ctx, "#status"))
+	require.Equal(t, subject, text(t, ctx, "#subject"))
+	require.Contains(t, text(t, ctx, "#payload"), "ops@example.com")
+	require.Contains(t, text(t, ctx, "#audit"), "relay fixed")
 }
 
 // signInAs fills the login form the page sent the browser to, and waits for
@@ -152,13 +176,14 @@ func text(t *testing.T, ctx context.Context, css string) string {
 }
 
 // parkOneOfEach parks a notification (SMTP stopped) and a cached call (erp
-// answering 503 from now on) and returns their ids.
+// answering 503 from now on, its params holding a secret the site redacts)
+// and returns their ids.
 func (s *stack) parkOneOfEach(subject, sku string) (noteID string, call site.CallResult) {
 	s.t.Helper()
 	s.stopSMTP()
 	noteID = s.notify("ops", subject)
 	s.demo.FailNext(-1, http.StatusServiceUnavailable)
-	call, code := s.call("erp", "createOrder", map[string]any{"sku": sku})
+	call, code := s.call("erp", "createOrder", map[string]any{"sku": sku, "password": "hunter2"})
 	require.Equal(s.t, http.StatusAccepted, code, "a 503 is transient: %s", call.Error)
 	s.waitStatus(workflows.StatusParked, time.Minute, noteID)
 	s.waitOperation(call.ID, workflows.StatusParked, time.Minute)

@@ -1,8 +1,9 @@
 // Package outbox is the operator's outbox page, served by the central worker:
 // KPI tiles, a per-site table, and the stuck and parked notifications and
-// cached calls with a filter form, each linked to its workflow in the
-// Temporal Web UI, parked ones with Retry and Discard buttons that send the
-// same signals an operator sends from the Web UI or the temporal CLI.
+// cached calls with a filter form, each linked to its own page (payload and
+// audit trail) and to its workflow in the Temporal Web UI, parked ones with
+// Retry and Discard buttons that send the same signals an operator sends
+// from the Web UI or the temporal CLI.
 //
 // The page is server-rendered (html/template) and needs no JavaScript.
 package outbox
@@ -75,7 +76,8 @@ type handler struct {
 	auth  *authenticator
 }
 
-// New returns the outbox page: GET / renders it; POST
+// New returns the outbox page: GET / renders it; GET /items/{kind}/{id}
+// renders one item with its payload and audit trail; POST
 // /items/{kind}/{id}/retry and /items/{kind}/{id}/discard signal a workflow
 // and redirect back (303) with a message; GET and POST /login sign in, POST
 // /logout signs out; /codec/ is the codec server. Mount it at a path ending
@@ -107,6 +109,7 @@ func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handle
 	h := &handler{store: store, tc: tc, opts: opts, auth: auth}
 	page := http.NewServeMux()
 	page.Handle("GET /{$}", h.require(RoleViewer, h.page))
+	page.Handle("GET /items/{kind}/{id}", h.require(RoleViewer, h.item))
 	page.Handle("POST /items/{kind}/{id}/{action}", h.require(RoleOperator, h.act))
 	if len(opts.Auth.Users) > 0 {
 		page.HandleFunc("GET /login", h.loginForm)
@@ -205,13 +208,21 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, who identity) {
 		http.Error(w, "central store: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	data := pageData{
-		Now: now, StuckAge: h.opts.StuckAge, Window: h.opts.Window, Report: report, Items: items,
-		Form: formValues(r.URL.Query()), Back: filterQuery(r.URL.Query()),
-		Statuses: statuses, Kinds: centralstore.Kinds, Flash: readFlash(w, r), Who: who, Open: h.opts.Auth.open(),
+	data := h.pageData(w, r, who)
+	data.Now, data.Report, data.Items = now, report, items
+	data.Form, data.Back = formValues(r.URL.Query()), filterQuery(r.URL.Query())
+	data.Statuses, data.Kinds = statuses, centralstore.Kinds
+	render(w, "outbox", data)
+}
+
+// pageData is what every page shows: the time, the pending message, who
+// is signed in, and how to link to the Web UI.
+func (h *handler) pageData(w http.ResponseWriter, r *http.Request, who identity) pageData {
+	return pageData{
+		Now: h.opts.Now().UTC(), StuckAge: h.opts.StuckAge, Window: h.opts.Window,
+		Flash: readFlash(w, r), Who: who, Open: h.opts.Auth.open(),
 		uiURL: strings.TrimRight(h.opts.TemporalUIURL, "/"), namespace: h.opts.Namespace,
 	}
-	render(w, data)
 }
 
 // formValues echoes the filter parameters into the form.
@@ -272,7 +283,9 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request, who identity) {
 	page := pagePath(r)
 	setFlash(w, page, f)
 	back := page
-	if q, err := url.ParseQuery(r.PostForm.Get("back")); err == nil {
+	if r.PostForm.Get("return") == "item" {
+		back += "items/" + kind + "/" + id
+	} else if q, err := url.ParseQuery(r.PostForm.Get("back")); err == nil {
 		if enc := filterQuery(q); enc != "" {
 			back += "?" + enc
 		}
@@ -283,11 +296,8 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request, who identity) {
 // checkAction validates the path: a known kind, a canonical UUID, retry or
 // discard. Returns the signal name.
 func checkAction(kind, id, action string) (string, error) {
-	if !slices.Contains(centralstore.Kinds, kind) {
-		return "", badf("kind %q: want one of %s", kind, strings.Join(centralstore.Kinds, ", "))
-	}
-	if !workflows.IsOperationID(id) {
-		return "", badf("id %q is not a UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11", id)
+	if err := checkItemPath(kind, id); err != nil {
+		return "", err
 	}
 	signal, ok := actions[action]
 	if !ok {

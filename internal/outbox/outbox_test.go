@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/outbox"
@@ -157,7 +158,8 @@ func TestPageShowsKPIsAndItems(t *testing.T) {
 	// Buttons on parked items only; the fresh notification is not listed.
 	require.Contains(t, body, `action="items/Notification/`+f.note+`/retry"`)
 	require.Contains(t, body, `formaction="items/DatabaseWrite/`+f.write+`/discard"`)
-	require.NotContains(t, body, "items/ExternalCall/"+f.call)
+	require.NotContains(t, body, "items/ExternalCall/"+f.call+"/retry")
+	require.Contains(t, body, `class="details" href="items/ExternalCall/`+f.call+`"`)
 	require.NotContains(t, body, f.new)
 
 	// Filters narrow the list and come back in the form.
@@ -295,6 +297,61 @@ func TestActionsUnderPrefix(t *testing.T) {
 	require.Equal(t, "/outbox/", resp.Request.URL.Path)
 	require.Contains(t, body, "Sent retry to notification/"+f.note)
 	require.Contains(t, body, `action="items/Notification/`+f.note+`/retry"`)
+}
+
+// noWorker answers every status query the way Temporal does when no
+// worker polls: with an error.
+type noWorker struct{ signals }
+
+func (*noWorker) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	return nil, errors.New("context deadline exceeded")
+}
+
+func TestItemPageShowsPayloadAndAuditTrail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	require.NoError(t, f.store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{
+		NotificationID: f.note, Status: workflows.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): connection refused",
+	}, centralstore.AuditEvent{
+		EventID: uuid.NewString(), OperationID: f.note, Kind: workflows.KindNotification, SiteID: "plant-1",
+		Event: centralstore.AuditAttempt, Status: workflows.StatusParked, Detail: "dial <smtp>: connection refused", At: f.now,
+	}))
+	h := f.handler(&noWorker{})
+
+	rec := get(t, h, "/items/Notification/"+f.note)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	body := rec.Body.String()
+	require.Contains(t, body, `<pre id="body">b</pre>`)
+	require.Contains(t, body, "Pump 3 &lt;script&gt;", "escaped, never markup")
+	require.NotContains(t, body, "<script>")
+	require.Contains(t, body, "dial &lt;smtp&gt;: connection refused", "the audit trail")
+	require.Contains(t, body, `id="status">Parked<`)
+	require.Contains(t, body, `action="`+f.note+`/retry"`, "an open page lets anyone act")
+	require.Contains(t, body, `name="return" value="item"`)
+	require.Contains(t, body, `href="http://ui.example:8233/namespaces/prod%20ns/workflows/notification%2F`+f.note+`"`)
+
+	// A call's request comes from its workflow: without a worker the page
+	// says why it cannot show it.
+	rec = get(t, h, "/items/DatabaseWrite/"+f.write)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), "Not shown: status query of call/"+f.write+": context deadline exceeded")
+	require.Contains(t, rec.Body.String(), "No audit events.")
+
+	for target, want := range map[string]int{
+		"/items/ExternalCall/" + f.write:       http.StatusNotFound, // a write, not a call
+		"/items/Notification/" + f.call:        http.StatusNotFound,
+		"/items/Notification/not-a-uuid":       http.StatusBadRequest,
+		"/items/Fax/" + f.note:                 http.StatusBadRequest,
+		"/items/Notification/{" + f.note + "}": http.StatusBadRequest,
+	} {
+		require.Equal(t, want, get(t, h, target).Code, target)
+	}
+
+	// Retry from the item's page comes back to it.
+	rec = post(t, h, "/items/Notification/"+f.note+"/retry", url.Values{"return": {"item"}})
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	require.Equal(t, "/items/Notification/"+f.note, rec.Header().Get("Location"))
 }
 
 func TestFormatAge(t *testing.T) {

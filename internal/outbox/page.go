@@ -52,18 +52,28 @@ var funcs = template.FuncMap{
 	"utc":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") + " UTC" },
 	"dur":    FormatAge,
 	"parked": func(s workflows.Status) bool { return s == workflows.StatusParked },
+	// itemPath is an item's page, or with an action, where its button posts.
 	"itemPath": func(it centralstore.OperatorItem, action string) string {
+		if action == "" {
+			return "items/" + it.Kind + "/" + it.ID
+		}
 		return "items/" + it.Kind + "/" + it.ID + "/" + action
 	},
 }
 
-var pageTemplate = template.Must(template.New("outbox").Funcs(funcs).Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Outpost outbox</title>
-<style>
+// templates are the outbox page ("outbox") and an item's page ("item"),
+// which share one style sheet ("style").
+var templates = parseTemplates()
+
+func parseTemplates() *template.Template {
+	t := template.New("").Funcs(funcs)
+	template.Must(t.New("style").Parse(styleHTML))
+	template.Must(t.New("outbox").Parse(outboxHTML))
+	template.Must(t.New("item").Parse(itemHTML))
+	return t
+}
+
+const styleHTML = `<style>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #1d2733; background: #f6f7f9; }
 h1 { font-size: 1.4rem; margin: 0 0 .2rem; } h2 { font-size: 1.1rem; margin: 1.6rem 0 .5rem; }
 .sub { color: #5b6675; margin: 0 0 1rem; }
@@ -88,7 +98,17 @@ form.who { float: right; color: #5b6675; }
 .muted { color: #5b6675; }
 .nw { white-space: nowrap; }
 #sites { width: auto; min-width: 50%; }
-</style>
+table.kv { width: auto; min-width: 40%; } table.kv th { width: 10rem; }
+pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 13px; }
+</style>`
+
+const outboxHTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Outpost outbox</title>
+{{template "style"}}
 </head>
 <body>
 <h1>Outpost outbox</h1>
@@ -135,10 +155,10 @@ form.who { float: right; color: #5b6675; }
 {{range .Items.Items}}
 <tr id="item-{{.ID}}">
   <td class="nw status-{{.Status}}">{{.Status}}{{if .Stuck}} (stuck){{end}}</td>
-  <td>{{.Kind}}</td><td class="nw">{{.Site}}</td><td>{{.Target}}</td><td>{{.Subject}}</td>
+  <td><a class="details" href="{{itemPath . ""}}" title="payload and audit trail">{{.Kind}}</a></td><td class="nw">{{.Site}}</td><td>{{.Target}}</td><td>{{.Subject}}</td>
   <td class="nw" title="created {{utc .CreatedAt}}">{{$.Age .CreatedAt}}</td><td class="n">{{.RetryCount}}</td>
   <td class="err-text">{{.LastError}}</td>
-  <td><a href="{{$.WorkflowURL .}}" target="_blank" rel="noopener">{{.WorkflowID}}</a></td>
+  <td><a class="workflow" href="{{$.WorkflowURL .}}" target="_blank" rel="noopener">{{.WorkflowID}}</a></td>
   <td>{{if not (parked .Status)}}<span class="muted">waits for its next attempt</span>{{else if $.Who.CanAct}}<form class="act" method="post" action="{{itemPath . "retry"}}">
     <input type="hidden" name="back" value="{{$.Back}}">
     <input name="reason" placeholder="reason" maxlength="1000" aria-label="reason">
@@ -153,13 +173,13 @@ form.who { float: right; color: #5b6675; }
 {{if .Items.More}}<p class="muted">Showing the newest {{len .Items.Items}}; narrow the filter to see the rest.</p>{{end}}
 </body>
 </html>
-`))
+`
 
-// render writes the page, or a 500 if the template fails before anything
-// was sent.
-func render(w http.ResponseWriter, data pageData) {
+// render writes the template name with data, or a 500 if the template
+// fails before anything was sent.
+func render(w http.ResponseWriter, name string, data any) {
 	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, data); err != nil {
+	if err := templates.ExecuteTemplate(&buf, name, data); err != nil {
 		http.Error(w, "render page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -1,0 +1,64 @@
+// Package operator holds what every operator tool (the outpost CLI and the
+// outbox page) needs to read an operation from its workflow: its state by
+// the status query or the workflow's result.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+
+	"github.com/outpost-dev/outpost/workflows"
+)
+
+// State is the answer of the status query (or the workflow's result),
+// decoded by kind: NotificationState for notifications, CachedCallState
+// for calls and writes. Exactly one field is set.
+type State struct {
+	Notification *workflows.NotificationState
+	Call         *workflows.CachedCallState
+}
+
+// DecodeState decodes a status answer of the workflow workflowID with get
+// (an EncodedValue's Get or a WorkflowRun's Get).
+func DecodeState(workflowID string, get func(any) error) (State, error) {
+	if strings.HasPrefix(workflowID, workflows.NotificationWorkflowID("")) {
+		var n workflows.NotificationState
+		if err := get(&n); err != nil {
+			return State{}, err
+		}
+		return State{Notification: &n}, nil
+	}
+	var c workflows.CachedCallState
+	if err := get(&c); err != nil {
+		return State{}, err
+	}
+	return State{Call: &c}, nil
+}
+
+// Querier is the part of a Temporal client QueryState uses.
+type Querier interface {
+	QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error)
+}
+
+// QueryTimeout bounds one status query: with no central worker polling,
+// a query waits until its deadline.
+const QueryTimeout = 10 * time.Second
+
+// QueryState asks a workflow's status query (runID "" for the latest run).
+func QueryState(ctx context.Context, tc Querier, workflowID, runID string) (State, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	v, err := tc.QueryWorkflow(ctx, workflowID, runID, workflows.QueryStatus)
+	if err != nil {
+		return State{}, fmt.Errorf("status query of %s: %w", workflowID, err)
+	}
+	st, err := DecodeState(workflowID, v.Get)
+	if err != nil {
+		return State{}, fmt.Errorf("status query of %s: decode: %w", workflowID, err)
+	}
+	return st, nil
+}
