@@ -3,9 +3,9 @@ package activities
 import (
 	"context"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Audit events are stored in the transaction of the state change they
@@ -31,7 +31,7 @@ type AuditActivities struct {
 }
 
 // AuditOperatorAction stores an operator action's event.
-func (a *AuditActivities) AuditOperatorAction(ctx context.Context, in workflows.OperatorActionAudit) error {
+func (a *AuditActivities) AuditOperatorAction(ctx context.Context, in contract.OperatorActionAudit) error {
 	e := audit.OperatorAction(in)
 	if _, err := a.Store.InsertAuditEvents(ctx, []centralstore.AuditEvent{e}); err != nil {
 		return err

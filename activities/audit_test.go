@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/workflows"
@@ -76,7 +77,7 @@ type notificationRun struct {
 	env    *testsuite.TestWorkflowEnvironment
 	acts   *activities.NotificationActivities
 	sender *switchSender
-	sub    workflows.NotificationSubmission
+	sub    contract.NotificationSubmission
 }
 
 func newNotificationRun(t *testing.T, store *centralstore.Store, failing bool) *notificationRun {
@@ -88,25 +89,25 @@ func newNotificationRun(t *testing.T, store *centralstore.Store, failing bool) *
 	r.acts = &activities.NotificationActivities{
 		Store: store, Sender: r.sender,
 		Lists:  func(name string) ([]string, bool) { return []string{"ops@example.com"}, name == "ops" },
-		Policy: workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
+		Policy: contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
 		Now:    env.Now,
 	}
-	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
+	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterActivity(r.acts)
-	r.sub = workflows.NotificationSubmission{
+	r.sub = contract.NotificationSubmission{
 		NotificationID: uuid.NewString(), ListName: "ops", Subject: "Pump 3 tripped", Body: "Pressure low",
 		SourceSiteID: "plant-1", SiteEnqueuedAt: centralT0.Add(-time.Second),
 	}
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalSubmit, r.sub) }, 0)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.SignalSubmit, r.sub) }, 0)
 	return r
 }
 
-func (r *notificationRun) execute(t *testing.T) workflows.NotificationState {
+func (r *notificationRun) execute(t *testing.T) contract.NotificationState {
 	t.Helper()
-	r.env.ExecuteWorkflow("NotificationWorkflow")
+	r.env.ExecuteWorkflow(contract.WorkflowNotification)
 	require.True(t, r.env.IsWorkflowCompleted())
 	require.NoError(t, r.env.GetWorkflowError())
-	var st workflows.NotificationState
+	var st contract.NotificationState
 	require.NoError(t, r.env.GetWorkflowResult(&st))
 	return st
 }
@@ -120,9 +121,9 @@ func TestNotificationDeliveryIsAudited(t *testing.T) {
 	r := newNotificationRun(t, store, true)
 	r.env.RegisterDelayedCallback(func() {
 		r.sender.recover()
-		r.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"})
+		r.env.SignalWorkflow(contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "relay fixed"})
 	}, time.Hour)
-	require.Equal(t, workflows.StatusDelivered, r.execute(t).Status)
+	require.Equal(t, contract.StatusDelivered, r.execute(t).Status)
 
 	// Times: enqueued -1s; attempts at 0, 1m, 2m (parks); at 1h the operator
 	// retries and attempt 4 delivers (the test clock stands still during
@@ -139,9 +140,9 @@ func TestNotificationDeliveryIsAudited(t *testing.T) {
 	for _, e := range events {
 		byID[e.EventID] = e
 		require.Equal(t, "plant-1", e.SiteID, e.EventID)
-		require.Equal(t, workflows.KindNotification, e.Kind, e.EventID)
+		require.Equal(t, contract.KindNotification, e.Kind, e.EventID)
 	}
-	prefix := workflows.NotificationWorkflowID(r.sub.NotificationID)
+	prefix := contract.NotificationWorkflowID(r.sub.NotificationID)
 	require.Contains(t, byID[prefix+"/attempt/1"].Detail, "retry count 1: smtp send: dial tcp")
 	require.Equal(t, centralT0, byID[prefix+"/attempt/1"].At)
 	require.Contains(t, byID[prefix+"/terminal/Parked/3"].Detail, "retries exhausted (2)")
@@ -166,11 +167,11 @@ func TestAuditIsStoredWithItsChange(t *testing.T) {
 	var recoverErr error
 	r.env.RegisterDelayedCallback(func() {
 		row, err := store.GetNotification(context.Background(), r.sub.NotificationID)
-		markedWhileRefused = err != nil || row.Status == workflows.StatusDelivered
+		markedWhileRefused = err != nil || row.Status == contract.StatusDelivered
 		recoverErr = execCentral(path, `DROP TRIGGER refuse_terminal`)
 	}, 3*time.Minute)
 
-	require.Equal(t, workflows.StatusDelivered, r.execute(t).Status)
+	require.Equal(t, contract.StatusDelivered, r.execute(t).Status)
 	require.NoError(t, recoverErr)
 	require.False(t, markedWhileRefused, "no Delivered row without its events")
 	require.Len(t, r.sender.sent, 1)
@@ -188,9 +189,9 @@ func TestMirroredRowsAreAudited(t *testing.T) {
 	env.RegisterActivity(acts)
 
 	at := func(d time.Duration) *time.Time { t := centralT0.Add(d); return &t }
-	row := func(seq int64, status workflows.Status, retries int, attempt *time.Time) workflows.TrackedOperation {
-		r := workflows.TrackedOperation{
-			OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", Status: status,
+	row := func(seq int64, status contract.Status, retries int, attempt *time.Time) contract.TrackedOperation {
+		r := contract.TrackedOperation{
+			OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", Status: status,
 			RetryCount: retries, SourceSiteID: "plant-1", CreatedAt: centralT0, UpdatedAt: centralT0.Add(time.Duration(seq) * time.Minute),
 			LastAttemptAt: attempt, Seq: seq,
 		}
@@ -199,21 +200,21 @@ func TestMirroredRowsAreAudited(t *testing.T) {
 		}
 		return r
 	}
-	history := []workflows.TrackedOperation{
-		row(1, workflows.StatusPending, 0, nil),
-		row(2, workflows.StatusPending, 0, at(time.Second)),
-		row(3, workflows.StatusRetrying, 1, at(time.Minute)),
-		row(4, workflows.StatusParked, 2, at(2*time.Minute)),
-		row(5, workflows.StatusRetrying, 0, at(2*time.Minute)), // an operator's retry
-		row(6, workflows.StatusParked, 2, at(5*time.Minute)),   // parked again
-		row(7, workflows.StatusRetrying, 0, at(5*time.Minute)),
-		row(8, workflows.StatusDelivered, 1, at(10*time.Minute)),
+	history := []contract.TrackedOperation{
+		row(1, contract.StatusPending, 0, nil),
+		row(2, contract.StatusPending, 0, at(time.Second)),
+		row(3, contract.StatusRetrying, 1, at(time.Minute)),
+		row(4, contract.StatusParked, 2, at(2*time.Minute)),
+		row(5, contract.StatusRetrying, 0, at(2*time.Minute)), // an operator's retry
+		row(6, contract.StatusParked, 2, at(5*time.Minute)),   // parked again
+		row(7, contract.StatusRetrying, 0, at(5*time.Minute)),
+		row(8, contract.StatusDelivered, 1, at(10*time.Minute)),
 	}
 	_, err := env.ExecuteActivity(acts.MirrorSiteCalls, history[:4])
 	require.NoError(t, err)
 	_, err = env.ExecuteActivity(acts.MirrorSiteCalls, history[2:]) // a replayed overlap
 	require.NoError(t, err)
-	_, err = env.ExecuteActivity(acts.MirrorReconciled, workflows.MirrorReconciledInput{SiteID: "plant-1", Rows: history[7:], Cursor: 8})
+	_, err = env.ExecuteActivity(acts.MirrorReconciled, contract.MirrorReconciledInput{SiteID: "plant-1", Rows: history[7:], Cursor: 8})
 	require.NoError(t, err)
 
 	require.Equal(t, []string{

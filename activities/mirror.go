@@ -3,9 +3,9 @@ package activities
 import (
 	"context"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // MirrorActivities keep central's site_calls mirror and audit what each
@@ -16,7 +16,7 @@ type MirrorActivities struct {
 }
 
 // MirrorSiteCalls upserts a telemetry batch with its audit events.
-func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []workflows.TrackedOperation) (int, error) {
+func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []contract.TrackedOperation) (int, error) {
 	events := siteCallEvents(rows)
 	n, err := a.Store.UpsertSiteCalls(ctx, rows, events...)
 	if err != nil {
@@ -28,7 +28,7 @@ func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []workflows
 
 // siteCallEvents is the events of every row, stale ones included: event
 // ids are deterministic, so an event already stored is not stored again.
-func siteCallEvents(rows []workflows.TrackedOperation) []centralstore.AuditEvent {
+func siteCallEvents(rows []contract.TrackedOperation) []centralstore.AuditEvent {
 	var events []centralstore.AuditEvent
 	for _, r := range rows {
 		events = append(events, audit.SiteCallEvents(r)...)
@@ -47,7 +47,7 @@ func (a *MirrorActivities) ResetReconcileCursor(ctx context.Context, siteID stri
 }
 
 // MirrorReconciled upserts a reconciliation page and advances the cursor.
-func (a *MirrorActivities) MirrorReconciled(ctx context.Context, in workflows.MirrorReconciledInput) error {
+func (a *MirrorActivities) MirrorReconciled(ctx context.Context, in contract.MirrorReconciledInput) error {
 	events := siteCallEvents(in.Rows)
 	if _, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor, events...); err != nil {
 		return err

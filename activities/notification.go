@@ -11,10 +11,10 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/mailer"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Sender sends one email; *mailer.Mailer in production.
@@ -32,7 +32,7 @@ type NotificationActivities struct {
 	Sender Sender
 	Lists  Lists
 	// Policy is the SMTP retry policy (interval, max retries, attempt timeout).
-	Policy workflows.RetryPolicy
+	Policy contract.RetryPolicy
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Observe is told of the audit events stored with each change.
@@ -51,14 +51,14 @@ func utcNow(clock func() time.Time) time.Time {
 
 // RecordNotification inserts the central row unless it exists, and returns
 // the stored row with the retry policy in force.
-func (a *NotificationActivities) RecordNotification(ctx context.Context, sub workflows.NotificationSubmission) (workflows.RecordNotificationResult, error) {
+func (a *NotificationActivities) RecordNotification(ctx context.Context, sub contract.NotificationSubmission) (contract.RecordNotificationResult, error) {
 	n := centralstore.Notification{
 		NotificationID:   sub.NotificationID,
 		Type:             centralstore.NotificationTypeEmail,
 		ListName:         sub.ListName,
 		Subject:          sub.Subject,
 		Body:             sub.Body,
-		Status:           workflows.StatusPending,
+		Status:           contract.StatusPending,
 		SourceSiteID:     sub.SourceSiteID,
 		SourceInstanceID: sub.SourceInstanceID,
 		SourceScript:     sub.SourceScript,
@@ -69,33 +69,33 @@ func (a *NotificationActivities) RecordNotification(ctx context.Context, sub wor
 	enqueued := audit.NotificationEnqueued(n)
 	row, err := a.Store.InsertNotification(ctx, n, enqueued)
 	if err != nil {
-		return workflows.RecordNotificationResult{}, err
+		return contract.RecordNotificationResult{}, err
 	}
 	a.Observe.observe(enqueued)
-	return workflows.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}, nil
+	return contract.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}, nil
 }
 
 // DeliverNotification makes one delivery attempt and records a success.
-func (a *NotificationActivities) DeliverNotification(ctx context.Context, in workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+func (a *NotificationActivities) DeliverNotification(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 	row, err := a.Store.GetNotification(ctx, in.NotificationID)
 	if err != nil {
-		return workflows.DeliverNotificationResult{}, err
+		return contract.DeliverNotificationResult{}, err
 	}
-	if row.Status == workflows.StatusDelivered {
+	if row.Status == contract.StatusDelivered {
 		// An earlier attempt sent it and recorded it (with its audit
 		// events) but its completion was lost: never send twice.
-		return workflows.DeliverNotificationResult{DeliveredAt: *row.DeliveredAt, ResolvedTargets: row.ResolvedTargets}, nil
+		return contract.DeliverNotificationResult{DeliveredAt: *row.DeliveredAt, ResolvedTargets: row.ResolvedTargets}, nil
 	}
 	recipients, err := a.resolve(row.ListName)
 	if err != nil {
-		return workflows.DeliverNotificationResult{}, err
+		return contract.DeliverNotificationResult{}, err
 	}
 	err = a.Sender.Send(ctx, mailer.Email{ID: row.NotificationID, To: recipients, Subject: row.Subject, Body: row.Body})
 	if err != nil {
-		return workflows.DeliverNotificationResult{}, classifySendError(row.NotificationID, err)
+		return contract.DeliverNotificationResult{}, classifySendError(row.NotificationID, err)
 	}
 	at := a.now()
-	res := workflows.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
+	res := contract.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
 	events := audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, in.Attempt, in.RetryCount, at, recipients)
 	if err := a.Store.MarkNotificationDelivered(ctx, row.NotificationID, at, recipients, events...); err != nil {
 		// The email is gone: a failure now would have it sent again. The
@@ -114,7 +114,7 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in wor
 
 // UpdateNotification writes a status change decided by the workflow, then
 // audits the attempt or operator action it records.
-func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd workflows.NotificationUpdate) error {
+func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd contract.NotificationUpdate) error {
 	if upd.At.IsZero() {
 		upd.At = a.now()
 	}
@@ -133,7 +133,7 @@ func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd wor
 // otherwise a non-retryable TerminalRow failure whose details are the row's
 // state, which the workflow adopts: an attempt that delivered the email and
 // marked the row, but whose completion was lost, ends Delivered.
-func (a *NotificationActivities) applyUpdate(ctx context.Context, upd workflows.NotificationUpdate, events []centralstore.AuditEvent) error {
+func (a *NotificationActivities) applyUpdate(ctx context.Context, upd contract.NotificationUpdate, events []centralstore.AuditEvent) error {
 	err := a.writeUpdate(ctx, upd, events)
 	if !errors.Is(err, centralstore.ErrTerminal) {
 		return err
@@ -145,13 +145,13 @@ func (a *NotificationActivities) applyUpdate(ctx context.Context, upd workflows.
 	if row.Status == upd.Status {
 		return nil
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeTerminalRow, err, StateOf(row))
+	return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeTerminalRow, err, StateOf(row))
 }
 
 // writeUpdate is the store write of upd with its events: a Delivered row
 // also gets its delivery time and recipients.
-func (a *NotificationActivities) writeUpdate(ctx context.Context, upd workflows.NotificationUpdate, events []centralstore.AuditEvent) error {
-	if upd.Status == workflows.StatusDelivered {
+func (a *NotificationActivities) writeUpdate(ctx context.Context, upd contract.NotificationUpdate, events []centralstore.AuditEvent) error {
+	if upd.Status == contract.StatusDelivered {
 		return a.Store.MarkNotificationDelivered(ctx, upd.NotificationID, upd.DeliveredAt, upd.ResolvedTargets, events...)
 	}
 	return a.Store.UpdateNotificationStatus(ctx, upd, events...)
@@ -162,11 +162,11 @@ func (a *NotificationActivities) resolve(list string) ([]string, error) {
 	if !ok {
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notification list %q is not defined in the central config (central.lists)", list),
-			workflows.ErrTypeUnknownList, nil)
+			contract.ErrTypeUnknownList, nil)
 	}
 	if len(recipients) == 0 {
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("notification list %q has no recipients", list), workflows.ErrTypeNoRecipients, nil)
+			fmt.Sprintf("notification list %q has no recipients", list), contract.ErrTypeNoRecipients, nil)
 	}
 	return recipients, nil
 }
@@ -177,31 +177,31 @@ func classifySendError(id string, err error) error {
 		return temporal.NewNonRetryableApplicationError("delivery uncertain: the SMTP server received the whole message "+
 			"but did not confirm it within central.smtp.final_reply_timeout, so it may have been delivered; "+
 			"check a recipient's mailbox for Message-ID <"+id+"@outpost>, then retry (sends again) or discard: "+err.Error(),
-			workflows.ErrTypeUncertain, err)
+			contract.ErrTypeUncertain, err)
 	}
 	if errors.As(err, &sendErr) && sendErr.Permanent {
-		return temporal.NewNonRetryableApplicationError("smtp rejected the message: "+err.Error(), workflows.ErrTypeRejected, err)
+		return temporal.NewNonRetryableApplicationError("smtp rejected the message: "+err.Error(), contract.ErrTypeRejected, err)
 	}
 	return fmt.Errorf("smtp send: %w", err)
 }
 
 // LookupNotification reads a notification's central row as its status; an
 // id central has no row for fails non-retryable, ErrTypeNotFound.
-func (a *NotificationActivities) LookupNotification(ctx context.Context, id string) (workflows.NotificationState, error) {
+func (a *NotificationActivities) LookupNotification(ctx context.Context, id string) (contract.NotificationState, error) {
 	row, err := a.Store.GetNotification(ctx, id)
 	if errors.Is(err, centralstore.ErrNotFound) {
-		return workflows.NotificationState{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("central has no notification %s", id), workflows.ErrTypeNotFound, err)
+		return contract.NotificationState{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("central has no notification %s", id), contract.ErrTypeNotFound, err)
 	}
 	if err != nil {
-		return workflows.NotificationState{}, fmt.Errorf("look up notification %s: %w", id, err)
+		return contract.NotificationState{}, fmt.Errorf("look up notification %s: %w", id, err)
 	}
 	return StateOf(row), nil
 }
 
 // StateOf is the workflow's view of a central row.
-func StateOf(n centralstore.Notification) workflows.NotificationState {
-	return workflows.NotificationState{
+func StateOf(n centralstore.Notification) contract.NotificationState {
+	return contract.NotificationState{
 		NotificationID: n.NotificationID, Status: n.Status, RetryCount: n.RetryCount, LastError: n.LastError,
 		ResolvedTargets: n.ResolvedTargets, SiteEnqueuedAt: n.SiteEnqueuedAt, CreatedAt: n.CreatedAt,
 		LastAttemptAt: n.LastAttemptAt, NextAttemptAt: n.NextAttemptAt, DeliveredAt: n.DeliveredAt,

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // execCentral runs one statement on the central file through its own
@@ -46,11 +46,11 @@ func TestSentButUnmarkedIsDeliveredOnce(t *testing.T) {
 
 	st := r.execute(t)
 	require.NoError(t, recoverErr)
-	require.Equal(t, workflows.StatusDelivered, st.Status)
+	require.Equal(t, contract.StatusDelivered, st.Status)
 	require.Len(t, r.sender.sent, 1, "one email, however long the store took")
 	row, err := store.GetNotification(context.Background(), r.sub.NotificationID)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDelivered, row.Status)
+	require.Equal(t, contract.StatusDelivered, row.Status)
 	require.Equal(t, centralT0, when(t, row.DeliveredAt), "the send's time, not the write's")
 	require.Equal(t, []string{"ops@example.com"}, row.ResolvedTargets)
 	require.Equal(t, []string{"Enqueued Pending ", "Attempt Delivered ", "Terminal Delivered "},
@@ -67,24 +67,24 @@ func TestUpdateOfATerminalRow(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
-	update := func(u workflows.NotificationUpdate) error {
+	update := func(u contract.NotificationUpdate) error {
 		_, err := env.ExecuteActivity(acts.UpdateNotification, u)
 		return err
 	}
 	record := func() string {
 		id := uuid.NewString()
-		_, err := env.ExecuteActivity(acts.RecordNotification, workflows.NotificationSubmission{
+		_, err := env.ExecuteActivity(acts.RecordNotification, contract.NotificationSubmission{
 			NotificationID: id, ListName: "ops", Subject: "s", SourceSiteID: "plant-1", SiteEnqueuedAt: centralT0,
 		})
 		require.NoError(t, err)
 		return id
 	}
 
-	discarded := workflows.NotificationUpdate{NotificationID: record(), Status: workflows.StatusDiscarded, At: centralT0}
+	discarded := contract.NotificationUpdate{NotificationID: record(), Status: contract.StatusDiscarded, At: centralT0}
 	require.NoError(t, update(discarded))
 	require.NoError(t, update(discarded), "the same change again")
 
-	delivered := workflows.NotificationUpdate{NotificationID: record(), Status: workflows.StatusDelivered,
+	delivered := contract.NotificationUpdate{NotificationID: record(), Status: contract.StatusDelivered,
 		DeliveredAt: centralT0, ResolvedTargets: []string{"ops@example.com"}}
 	require.NoError(t, update(delivered))
 	require.NoError(t, update(delivered), "the same change again")
@@ -93,14 +93,14 @@ func TestUpdateOfATerminalRow(t *testing.T) {
 	require.Equal(t, centralT0, when(t, row.DeliveredAt))
 	require.Equal(t, []string{"ops@example.com"}, row.ResolvedTargets)
 
-	err = update(workflows.NotificationUpdate{NotificationID: delivered.NotificationID, Status: workflows.StatusPending})
+	err = update(contract.NotificationUpdate{NotificationID: delivered.NotificationID, Status: contract.StatusPending})
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)
-	require.Equal(t, workflows.ErrTypeTerminalRow, appErr.Type())
+	require.Equal(t, contract.ErrTypeTerminalRow, appErr.Type())
 	require.True(t, appErr.NonRetryable())
-	var state workflows.NotificationState
+	var state contract.NotificationState
 	require.NoError(t, appErr.Details(&state), "the refusal carries the row for the workflow to adopt")
-	require.Equal(t, workflows.StatusDelivered, state.Status)
+	require.Equal(t, contract.StatusDelivered, state.Status)
 	require.Equal(t, centralT0, when(t, state.DeliveredAt))
 	require.Equal(t, []string{"ops@example.com"}, state.ResolvedTargets)
 }

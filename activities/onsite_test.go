@@ -19,6 +19,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
@@ -31,19 +32,19 @@ func TestImmediateOutcome(t *testing.T) {
 	cases := []struct {
 		name       string
 		err        error
-		wantStatus workflows.Status
+		wantStatus contract.Status
 		wantError  string
 	}{
-		{"success", nil, workflows.StatusDelivered, ""},
-		{"transient failure", unavailable, workflows.StatusPending, "HTTP 503 Service Unavailable"},
-		{"wrapped transient failure", fmt.Errorf("call erp.createOrder: %w", unavailable), workflows.StatusPending,
+		{"success", nil, contract.StatusDelivered, ""},
+		{"transient failure", unavailable, contract.StatusPending, "HTTP 503 Service Unavailable"},
+		{"wrapped transient failure", fmt.Errorf("call erp.createOrder: %w", unavailable), contract.StatusPending,
 			"call erp.createOrder: HTTP 503 Service Unavailable"},
-		{"network failure", &targets.Failure{Message: "dial tcp 127.0.0.1:1: connection refused"}, workflows.StatusPending,
+		{"network failure", &targets.Failure{Message: "dial tcp 127.0.0.1:1: connection refused"}, contract.StatusPending,
 			"dial tcp 127.0.0.1:1: connection refused"},
 		{"permanent failure", &targets.Failure{Permanent: true, Status: 400, Message: `HTTP 400 Bad Request: {"error":"no such order"}`},
-			workflows.StatusFailed, `HTTP 400 Bad Request: {"error":"no such order"}`},
+			contract.StatusFailed, `HTTP 400 Bad Request: {"error":"no such order"}`},
 		{"invalid request", &targets.InvalidError{Field: "method", Reason: `system "erp" has no method "nope"`},
-			workflows.StatusFailed, `method: system "erp" has no method "nope"`},
+			contract.StatusFailed, `method: system "erp" has no method "nope"`},
 	}
 	for _, c := range cases {
 		status, lastError := onsite.ImmediateOutcome(c.err)
@@ -61,18 +62,18 @@ func TestRetryOutcome(t *testing.T) {
 		name                string
 		err                 error
 		retries, maxRetries int
-		wantStatus          workflows.Status
+		wantStatus          contract.Status
 		wantError           string
 	}{
-		{"success", nil, 3, 3, workflows.StatusDelivered, ""},
-		{"transient, first retry", unavailable, 1, 3, workflows.StatusRetrying, "HTTP 503 Service Unavailable"},
-		{"transient, under max", unavailable, 2, 3, workflows.StatusRetrying, "HTTP 503 Service Unavailable"},
-		{"transient, at max", unavailable, 3, 3, workflows.StatusParked, "retries exhausted (3): HTTP 503 Service Unavailable"},
+		{"success", nil, 3, 3, contract.StatusDelivered, ""},
+		{"transient, first retry", unavailable, 1, 3, contract.StatusRetrying, "HTTP 503 Service Unavailable"},
+		{"transient, under max", unavailable, 2, 3, contract.StatusRetrying, "HTTP 503 Service Unavailable"},
+		{"transient, at max", unavailable, 3, 3, contract.StatusParked, "retries exhausted (3): HTTP 503 Service Unavailable"},
 		// With no retries allowed a call parks on its immediate attempt
 		// (DeliverCachedCall): retry 1 is an operator's retry.
-		{"transient, operator's retry, no retries allowed", unavailable, 1, 0, workflows.StatusParked, "retries exhausted (0): HTTP 503 Service Unavailable"},
-		{"permanent", rejected, 1, 3, workflows.StatusParked, "permanent failure: HTTP 422 Unprocessable Entity"},
-		{"invalid", invalid, 1, 3, workflows.StatusParked, `permanent failure: connection: unknown database "gone"`},
+		{"transient, operator's retry, no retries allowed", unavailable, 1, 0, contract.StatusParked, "retries exhausted (0): HTTP 503 Service Unavailable"},
+		{"permanent", rejected, 1, 3, contract.StatusParked, "permanent failure: HTTP 422 Unprocessable Entity"},
+		{"invalid", invalid, 1, 3, contract.StatusParked, `permanent failure: connection: unknown database "gone"`},
 	}
 	for _, c := range cases {
 		status, lastError := onsite.RetryOutcome(c.err, c.retries, c.maxRetries)
@@ -164,10 +165,10 @@ func newSite(t *testing.T, status int) *site {
 
 // buffer tracks a call whose immediate attempt failed transiently, as the
 // site's client does: BeginOperation, then RecordAttempt(Pending).
-func (s *site) buffer(id string) workflows.TrackedOperation {
+func (s *site) buffer(id string) contract.TrackedOperation {
 	s.t.Helper()
 	ctx := context.Background()
-	req := targets.Request{Kind: workflows.KindExternalCall, System: "erp", Method: "createOrder",
+	req := targets.Request{Kind: contract.KindExternalCall, System: "erp", Method: "createOrder",
 		Params: map[string]any{"id": id, "qty": 3}}
 	payload, err := targets.Encode(req)
 	require.NoError(s.t, err)
@@ -178,32 +179,32 @@ func (s *site) buffer(id string) workflows.TrackedOperation {
 	require.NoError(s.t, err)
 	at, next := s.now, s.now.Add(time.Minute)
 	row, err := s.store.RecordAttempt(ctx, sitestore.Attempt{
-		OperationID: id, Status: workflows.StatusPending, LastError: "HTTP 503 Service Unavailable", At: &at, NextAttemptAt: &next,
+		OperationID: id, Status: contract.StatusPending, LastError: "HTTP 503 Service Unavailable", At: &at, NextAttemptAt: &next,
 	})
 	require.NoError(s.t, err)
 	return row
 }
 
-func (s *site) deliver(in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+func (s *site) deliver(in contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
 	return s.run(s.acts.DeliverCachedCall, in)
 }
 
-func (s *site) resolve(in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+func (s *site) resolve(in contract.ResolveParkedCallInput) (contract.TrackedOperation, error) {
 	return s.run(s.acts.ResolveParkedCall, in)
 }
 
-func (s *site) run(activity, in any) (workflows.TrackedOperation, error) {
+func (s *site) run(activity, in any) (contract.TrackedOperation, error) {
 	s.t.Helper()
 	v, err := s.env.ExecuteActivity(activity, in)
 	if err != nil {
-		return workflows.TrackedOperation{}, err
+		return contract.TrackedOperation{}, err
 	}
-	var row workflows.TrackedOperation
+	var row contract.TrackedOperation
 	require.NoError(s.t, v.Get(&row))
 	return row, nil
 }
 
-func (s *site) stored(id string) workflows.TrackedOperation {
+func (s *site) stored(id string) contract.TrackedOperation {
 	s.t.Helper()
 	row, err := s.store.GetOperation(context.Background(), id)
 	require.NoError(s.t, err)
@@ -217,7 +218,7 @@ func when(t *testing.T, p *time.Time) time.Time {
 	return *p
 }
 
-var sitePolicy = workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute}
+var sitePolicy = contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute}
 
 func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 	t.Parallel()
@@ -227,13 +228,13 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 
 	// Retry 1 fails transiently: Retrying, next attempt one interval on.
 	s.now = siteT0.Add(time.Minute)
-	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+	row, err := s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
 	require.NoError(t, err)
 	require.Equal(t, 1, s.erp.requests())
 	path, body := s.erp.request(0)
 	require.Equal(t, "/orders/op-1", path)
 	require.JSONEq(t, `{"qty":3}`, body)
-	require.Equal(t, workflows.StatusRetrying, row.Status)
+	require.Equal(t, contract.StatusRetrying, row.Status)
 	require.Equal(t, 1, row.RetryCount)
 	require.Contains(t, row.LastError, "HTTP 503")
 	require.Equal(t, s.now, when(t, row.LastAttemptAt))
@@ -242,17 +243,17 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 
 	// The same task redelivered (the worker died after the store write)
 	// answers the recorded row and does not call the system again.
-	again, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+	again, err := s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
 	require.NoError(t, err)
 	require.Equal(t, 1, s.erp.requests())
 	require.Equal(t, row, again)
 
 	// Retry 2 is the last one allowed: Parked.
 	s.now = siteT0.Add(2 * time.Minute)
-	row, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 1, Policy: sitePolicy})
+	row, err = s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 1, Policy: sitePolicy})
 	require.NoError(t, err)
 	require.Equal(t, 2, s.erp.requests())
-	require.Equal(t, workflows.StatusParked, row.Status)
+	require.Equal(t, contract.StatusParked, row.Status)
 	require.Equal(t, 2, row.RetryCount)
 	require.Contains(t, row.LastError, "retries exhausted (2): HTTP 503")
 	require.Nil(t, row.NextAttemptAt)
@@ -261,7 +262,7 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 	require.NoError(t, err, "a parked call stays buffered for an operator retry")
 
 	// A parked call takes no attempt.
-	again, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 2, Policy: sitePolicy})
+	again, err = s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 2, Policy: sitePolicy})
 	require.NoError(t, err)
 	require.Equal(t, 2, s.erp.requests())
 	require.Equal(t, row, again)
@@ -269,10 +270,10 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 	// The operator retries: back to Retrying with the count reset, due now.
 	s.now = siteT0.Add(time.Hour)
 	parkedAt := when(t, row.LastAttemptAt)
-	row, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true,
-		Action: workflows.OperatorAction{Operator: "ana", Reason: "erp is back"}})
+	row, err = s.resolve(contract.ResolveParkedCallInput{OperationID: "op-1", Retry: true,
+		Action: contract.OperatorAction{Operator: "ana", Reason: "erp is back"}})
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusRetrying, row.Status)
+	require.Equal(t, contract.StatusRetrying, row.Status)
 	require.Equal(t, 0, row.RetryCount)
 	require.Equal(t, s.now, when(t, row.NextAttemptAt))
 	require.Equal(t, parkedAt, when(t, row.LastAttemptAt), "an operator action is not an attempt")
@@ -280,17 +281,17 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 	require.Equal(t, 2, s.erp.requests())
 
 	// The same resolve redelivered changes nothing.
-	again, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true})
+	again, err = s.resolve(contract.ResolveParkedCallInput{OperationID: "op-1", Retry: true})
 	require.NoError(t, err)
 	require.Equal(t, row, again)
 
 	// The system is back: Delivered, and the buffered call is gone.
 	s.erp.answer(http.StatusCreated)
 	s.now = siteT0.Add(time.Hour + time.Second)
-	row, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+	row, err = s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
 	require.NoError(t, err)
 	require.Equal(t, 3, s.erp.requests())
-	require.Equal(t, workflows.StatusDelivered, row.Status)
+	require.Equal(t, contract.StatusDelivered, row.Status)
 	require.Equal(t, 1, row.RetryCount)
 	require.Empty(t, row.LastError)
 	require.Nil(t, row.NextAttemptAt)
@@ -299,7 +300,7 @@ func TestDeliverCachedCallRetriesParksAndOperatorRetryDelivers(t *testing.T) {
 	require.ErrorIs(t, err, sitestore.ErrNotFound)
 
 	// Delivered is never delivered again, even for a stale task.
-	again, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+	again, err = s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
 	require.NoError(t, err)
 	require.Equal(t, 3, s.erp.requests())
 	require.Equal(t, row, again)
@@ -312,13 +313,13 @@ func TestNoRetriesAllowedParksOnTheImmediateAttempt(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, http.StatusServiceUnavailable)
 	s.buffer("op-1")
-	noRetries := workflows.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute}
+	noRetries := contract.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute}
 
 	s.now = siteT0.Add(time.Minute)
-	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: noRetries})
+	row, err := s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: noRetries})
 	require.NoError(t, err)
 	require.Zero(t, s.erp.requests(), "no retry is allowed")
-	require.Equal(t, workflows.StatusParked, row.Status)
+	require.Equal(t, contract.StatusParked, row.Status)
 	require.Equal(t, 0, row.RetryCount)
 	require.Equal(t, "retries exhausted (0): HTTP 503 Service Unavailable", row.LastError)
 	require.Equal(t, siteT0, when(t, row.LastAttemptAt), "the immediate attempt is the last one")
@@ -327,12 +328,12 @@ func TestNoRetriesAllowedParksOnTheImmediateAttempt(t *testing.T) {
 	_, err = s.store.OperationPayload(context.Background(), "op-1")
 	require.NoError(t, err, "a parked call stays buffered for an operator retry")
 
-	_, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true})
+	_, err = s.resolve(contract.ResolveParkedCallInput{OperationID: "op-1", Retry: true})
 	require.NoError(t, err)
-	row, err = s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: noRetries})
+	row, err = s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: noRetries})
 	require.NoError(t, err)
 	require.Equal(t, 1, s.erp.requests(), "an operator's retry is made")
-	require.Equal(t, workflows.StatusParked, row.Status)
+	require.Equal(t, contract.StatusParked, row.Status)
 	require.Equal(t, 1, row.RetryCount)
 	require.Contains(t, row.LastError, "retries exhausted (0): HTTP 503")
 }
@@ -342,19 +343,19 @@ func TestNoRetriesAllowedParksOnTheImmediateAttempt(t *testing.T) {
 func TestNoRetriesAllowedAfterAnUnrecordedImmediateAttemptStillTries(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, http.StatusCreated)
-	payload, err := targets.Encode(targets.Request{Kind: workflows.KindExternalCall, System: "erp", Method: "createOrder",
+	payload, err := targets.Encode(targets.Request{Kind: contract.KindExternalCall, System: "erp", Method: "createOrder",
 		Params: map[string]any{"id": "op-1"}})
 	require.NoError(t, err)
 	_, err = s.store.BeginOperation(context.Background(), sitestore.NewOperation{
-		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", Payload: payload,
+		OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", Payload: payload,
 		Provenance: sitestore.Provenance{SiteID: "plant-1"}, AttemptGrace: time.Minute,
 	})
 	require.NoError(t, err)
 
-	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", Policy: workflows.RetryPolicy{AttemptTimeout: time.Minute}})
+	row, err := s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", Policy: contract.RetryPolicy{AttemptTimeout: time.Minute}})
 	require.NoError(t, err)
 	require.Equal(t, 1, s.erp.requests())
-	require.Equal(t, workflows.StatusDelivered, row.Status)
+	require.Equal(t, contract.StatusDelivered, row.Status)
 }
 
 // The workflow over the real site activities: a call allowed no retries
@@ -367,30 +368,30 @@ func TestCachedCallWithNoRetriesParksWithoutCallingAgain(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.SetStartTime(siteT0)
-	env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
+	env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 	env.RegisterActivity(s.acts)
 	central, _ := openCentral(t)
 	env.RegisterActivity(&activities.AuditActivities{Store: central})
-	env.SetActivityTaskQueue(workflows.SiteTaskQueue("plant-1"), s.acts.DeliverCachedCall, s.acts.ResolveParkedCall)
-	sub := workflows.CachedCallSubmission{
-		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", SiteID: "plant-1",
-		Policy:        workflows.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute},
+	env.SetActivityTaskQueue(contract.SiteTaskQueue("plant-1"), s.acts.DeliverCachedCall, s.acts.ResolveParkedCall)
+	sub := contract.CachedCallSubmission{
+		OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", SiteID: "plant-1",
+		Policy:        contract.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute},
 		LastAttemptAt: immediate.LastAttemptAt, LastError: immediate.LastError, CreatedAt: immediate.CreatedAt,
 	}
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalSubmit, sub) }, 0)
-	var parked workflows.TrackedOperation
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.SignalSubmit, sub) }, 0)
+	var parked contract.TrackedOperation
 	env.RegisterDelayedCallback(func() {
 		parked = s.stored("op-1")
-		env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{Operator: "bo"})
+		env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{Operator: "bo"})
 	}, time.Hour)
-	env.ExecuteWorkflow("CachedCallWorkflow")
+	env.ExecuteWorkflow(contract.WorkflowCachedCall)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
-	require.Equal(t, workflows.StatusParked, parked.Status)
+	require.Equal(t, contract.StatusParked, parked.Status)
 	require.Equal(t, "retries exhausted (0): HTTP 503 Service Unavailable", parked.LastError)
 	require.Zero(t, s.erp.requests())
-	require.Equal(t, workflows.StatusDiscarded, s.stored("op-1").Status)
+	require.Equal(t, contract.StatusDiscarded, s.stored("op-1").Status)
 }
 
 func TestPermanentFailureParksThenDiscardDropsTheCall(t *testing.T) {
@@ -399,18 +400,18 @@ func TestPermanentFailureParksThenDiscardDropsTheCall(t *testing.T) {
 	s.buffer("op-1")
 
 	s.now = siteT0.Add(time.Minute)
-	policy := workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 5, AttemptTimeout: time.Minute}
-	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-1", Policy: policy})
+	policy := contract.RetryPolicy{Interval: time.Minute, MaxRetries: 5, AttemptTimeout: time.Minute}
+	row, err := s.deliver(contract.DeliverCachedCallInput{OperationID: "op-1", Policy: policy})
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusParked, row.Status, "a permanent failure parks at once")
+	require.Equal(t, contract.StatusParked, row.Status, "a permanent failure parks at once")
 	require.Equal(t, 1, row.RetryCount)
 	require.Contains(t, row.LastError, "permanent failure: HTTP 400")
 
 	s.now = siteT0.Add(time.Hour)
-	row, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: false,
-		Action: workflows.OperatorAction{Operator: "bo", Reason: "order cancelled"}})
+	row, err = s.resolve(contract.ResolveParkedCallInput{OperationID: "op-1", Retry: false,
+		Action: contract.OperatorAction{Operator: "bo", Reason: "order cancelled"}})
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDiscarded, row.Status)
+	require.Equal(t, contract.StatusDiscarded, row.Status)
 	require.Equal(t, 1, row.RetryCount)
 	require.Contains(t, row.LastError, "permanent failure: HTTP 400")
 	require.Equal(t, s.now, when(t, row.TerminalAt))
@@ -422,7 +423,7 @@ func TestPermanentFailureParksThenDiscardDropsTheCall(t *testing.T) {
 	require.Zero(t, depth)
 
 	// A redelivered discard, or a late retry, finds it settled and changes nothing.
-	again, err := s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true})
+	again, err := s.resolve(contract.ResolveParkedCallInput{OperationID: "op-1", Retry: true})
 	require.NoError(t, err)
 	require.Equal(t, row, again)
 	require.Equal(t, 1, s.erp.requests())
@@ -434,19 +435,19 @@ func TestPermanentFailureParksThenDiscardDropsTheCall(t *testing.T) {
 func TestUnknownOperationIsRetryable(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, http.StatusOK)
-	for name, run := range map[string]func() (workflows.TrackedOperation, error){
-		"deliver": func() (workflows.TrackedOperation, error) {
-			return s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-gone", Policy: sitePolicy})
+	for name, run := range map[string]func() (contract.TrackedOperation, error){
+		"deliver": func() (contract.TrackedOperation, error) {
+			return s.deliver(contract.DeliverCachedCallInput{OperationID: "op-gone", Policy: sitePolicy})
 		},
-		"resolve": func() (workflows.TrackedOperation, error) {
-			return s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-gone", Retry: true})
+		"resolve": func() (contract.TrackedOperation, error) {
+			return s.resolve(contract.ResolveParkedCallInput{OperationID: "op-gone", Retry: true})
 		},
 	} {
 		_, err := run()
 		require.Error(t, err, name)
 		var appErr *temporal.ApplicationError
 		require.True(t, errors.As(err, &appErr), "%s: %v", name, err)
-		require.Equal(t, workflows.ErrTypeUnknownOperation, appErr.Type(), name)
+		require.Equal(t, contract.ErrTypeUnknownOperation, appErr.Type(), name)
 		require.False(t, appErr.NonRetryable(), name)
 		require.Contains(t, appErr.Error(), "op-gone", name)
 	}
@@ -460,18 +461,18 @@ func TestListTrackingChangesAfterCursorInSeqOrder(t *testing.T) {
 	s.buffer("b") // seq 3, 4
 	s.buffer("c") // seq 5, 6
 	s.now = siteT0.Add(time.Minute)
-	_, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "a", Policy: sitePolicy}) // seq 7
+	_, err := s.deliver(contract.DeliverCachedCallInput{OperationID: "a", Policy: sitePolicy}) // seq 7
 	require.NoError(t, err)
 
-	list := func(after int64, limit int) []workflows.TrackedOperation {
+	list := func(after int64, limit int) []contract.TrackedOperation {
 		t.Helper()
-		v, err := s.env.ExecuteActivity(s.acts.ListTrackingChanges, workflows.ListTrackingChangesInput{After: after, Limit: limit})
+		v, err := s.env.ExecuteActivity(s.acts.ListTrackingChanges, contract.ListTrackingChangesInput{After: after, Limit: limit})
 		require.NoError(t, err)
-		var rows []workflows.TrackedOperation
+		var rows []contract.TrackedOperation
 		require.NoError(t, v.Get(&rows))
 		return rows
 	}
-	summary := func(rows []workflows.TrackedOperation) []string {
+	summary := func(rows []contract.TrackedOperation) []string {
 		out := []string{}
 		for _, r := range rows {
 			out = append(out, fmt.Sprintf("%s@%d:%s", r.OperationID, r.Seq, r.Status))
@@ -486,10 +487,10 @@ func TestListTrackingChangesAfterCursorInSeqOrder(t *testing.T) {
 
 	// A cursor past the last change number was given out by an earlier
 	// store of this site.
-	_, err = s.env.ExecuteActivity(s.acts.ListTrackingChanges, workflows.ListTrackingChangesInput{After: 8, Limit: 2})
+	_, err = s.env.ExecuteActivity(s.acts.ListTrackingChanges, contract.ListTrackingChangesInput{After: 8, Limit: 2})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	require.Equal(t, workflows.ErrTypeCursorAhead, appErr.Type())
+	require.Equal(t, contract.ErrTypeCursorAhead, appErr.Type())
 	require.True(t, appErr.NonRetryable())
 	require.ErrorContains(t, err, "cursor 8 is past this site's last change 7")
 }
@@ -521,7 +522,7 @@ func TestRetriesCarryTheOperationIDAsIdempotencyKey(t *testing.T) {
 	s.buffer("op-7")
 	for retry := range 2 {
 		s.now = s.now.Add(time.Minute)
-		_, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-7", RetryCount: retry, Policy: sitePolicy})
+		_, err := s.deliver(contract.DeliverCachedCallInput{OperationID: "op-7", RetryCount: retry, Policy: sitePolicy})
 		require.NoError(t, err)
 	}
 	s.erp.mu.Lock()
@@ -536,17 +537,17 @@ func TestCancelledDiscardAppliesToAnyCallNotFinal(t *testing.T) {
 	s := newSite(t, http.StatusServiceUnavailable)
 	s.buffer("op-9")
 	s.now = s.now.Add(time.Minute)
-	row, err := s.deliver(workflows.DeliverCachedCallInput{OperationID: "op-9", Policy: sitePolicy})
+	row, err := s.deliver(contract.DeliverCachedCallInput{OperationID: "op-9", Policy: sitePolicy})
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusRetrying, row.Status)
+	require.Equal(t, contract.StatusRetrying, row.Status)
 
-	row, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-9"})
+	row, err = s.resolve(contract.ResolveParkedCallInput{OperationID: "op-9"})
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusRetrying, row.Status, "not parked: an ordinary discard waits")
+	require.Equal(t, contract.StatusRetrying, row.Status, "not parked: an ordinary discard waits")
 
-	row, err = s.resolve(workflows.ResolveParkedCallInput{OperationID: "op-9", Cancelled: true})
+	row, err = s.resolve(contract.ResolveParkedCallInput{OperationID: "op-9", Cancelled: true})
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDiscarded, row.Status)
+	require.Equal(t, contract.StatusDiscarded, row.Status)
 	_, err = s.store.OperationPayload(context.Background(), "op-9")
 	require.ErrorIs(t, err, sitestore.ErrNotFound, "the buffered call is dropped")
 }
@@ -575,7 +576,7 @@ func TestRetryOnSiteUntilParkedAndNeverAHandedOffCall(t *testing.T) {
 	require.Equal(t, []string{"op-1"}, dueIDs())
 	row, err := s.acts.RetryOnSite(ctx, "op-1")
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusRetrying, row.Status, row.LastError)
+	require.Equal(t, contract.StatusRetrying, row.Status, row.LastError)
 	require.Equal(t, 1, row.RetryCount)
 	require.Equal(t, s.now.Add(time.Minute), when(t, row.NextAttemptAt))
 
@@ -583,7 +584,7 @@ func TestRetryOnSiteUntilParkedAndNeverAHandedOffCall(t *testing.T) {
 	require.Equal(t, []string{"op-1"}, dueIDs())
 	row, err = s.acts.RetryOnSite(ctx, "op-1")
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusParked, row.Status, "the second of two retries failed")
+	require.Equal(t, contract.StatusParked, row.Status, "the second of two retries failed")
 	require.Equal(t, 2, row.RetryCount)
 	require.Contains(t, row.LastError, "retries exhausted (2): HTTP 503 Service Unavailable")
 	require.Equal(t, 2, s.erp.requests())
@@ -598,7 +599,7 @@ func TestRetryOnSiteUntilParkedAndNeverAHandedOffCall(t *testing.T) {
 	require.Empty(t, dueIDs())
 	row, err = s.acts.RetryOnSite(ctx, "op-2")
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusPending, row.Status)
+	require.Equal(t, contract.StatusPending, row.Status)
 	require.Equal(t, 2, s.erp.requests(), "no attempt at a handed-off call")
 }
 
@@ -619,7 +620,7 @@ func TestSiteRetryAndWorkflowRetryDoNotOverlap(t *testing.T) {
 	}()
 	go func() {
 		defer wg.Done()
-		_, err := s.acts.DeliverCachedCall(ctx, workflows.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
+		_, err := s.acts.DeliverCachedCall(ctx, contract.DeliverCachedCallInput{OperationID: "op-1", RetryCount: 0, Policy: sitePolicy})
 		require.NoError(t, err)
 	}()
 	wg.Wait()

@@ -6,9 +6,9 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // purgeBatchesPerCall bounds one PurgeCentralStore call; PurgeWorkflow calls
@@ -29,7 +29,7 @@ type PurgeActivities struct {
 // Discarded, by terminal_at) older than their retention, and audit_log rows
 // older than theirs (by at), in transactions of Retention.PurgeBatch rows,
 // up to purgeBatchesPerCall of them. It heartbeats after every batch.
-func (a *PurgeActivities) PurgeCentralStore(ctx context.Context) (workflows.PurgeResult, error) {
+func (a *PurgeActivities) PurgeCentralStore(ctx context.Context) (contract.PurgeResult, error) {
 	now := utcNow(a.Now)
 	batch := a.Retention.PurgeBatch
 	if batch <= 0 {
@@ -43,7 +43,7 @@ func (a *PurgeActivities) PurgeCentralStore(ctx context.Context) (workflows.Purg
 		MaxRows:             batch * purgeBatchesPerCall,
 		Progress:            func(p centralstore.PurgeResult) { activity.RecordHeartbeat(ctx, p) },
 	})
-	out := workflows.PurgeResult{Notifications: res.Notifications, SiteCalls: res.SiteCalls, AuditLog: res.AuditLog, More: res.More}
+	out := contract.PurgeResult{Notifications: res.Notifications, SiteCalls: res.SiteCalls, AuditLog: res.AuditLog, More: res.More}
 	if err != nil {
 		return out, err
 	}

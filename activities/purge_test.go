@@ -10,9 +10,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // The purge activity, run "a year later" by its clock on a real SQLite file,
@@ -23,46 +23,46 @@ func TestPurgeCentralStoreAYearLater(t *testing.T) {
 	store, _ := openCentral(t)
 	const day = 24 * time.Hour
 
-	notification := func(at time.Time, status workflows.Status) string {
+	notification := func(at time.Time, status contract.Status) string {
 		t.Helper()
 		id := uuid.NewString()
 		_, err := store.InsertNotification(ctx, centralstore.Notification{
 			NotificationID: id, Type: centralstore.NotificationTypeEmail, ListName: "ops", Subject: "s", Body: "b",
-			Status: workflows.StatusPending, SourceSiteID: "plant-1", SiteEnqueuedAt: at, CreatedAt: at,
+			Status: contract.StatusPending, SourceSiteID: "plant-1", SiteEnqueuedAt: at, CreatedAt: at,
 		})
 		require.NoError(t, err)
 		switch status {
-		case workflows.StatusDelivered:
+		case contract.StatusDelivered:
 			require.NoError(t, store.MarkNotificationDelivered(ctx, id, at, []string{"ops@example.com"}))
-		case workflows.StatusPending:
+		case contract.StatusPending:
 		default:
-			require.NoError(t, store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{NotificationID: id, Status: status, At: at}))
+			require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{NotificationID: id, Status: status, At: at}))
 		}
 		return id
 	}
 	old := centralT0
-	delivered, discarded := notification(old, workflows.StatusDelivered), notification(old, workflows.StatusDiscarded)
-	parked, pending := notification(old, workflows.StatusParked), notification(old, workflows.StatusPending)
-	fresh := notification(old.Add(200*day), workflows.StatusDelivered)
+	delivered, discarded := notification(old, contract.StatusDelivered), notification(old, contract.StatusDiscarded)
+	parked, pending := notification(old, contract.StatusParked), notification(old, contract.StatusPending)
+	fresh := notification(old.Add(200*day), contract.StatusDelivered)
 
-	call := func(seq int64, status workflows.Status, at time.Time) workflows.TrackedOperation {
-		r := workflows.TrackedOperation{OperationID: uuid.NewString(), Kind: workflows.KindExternalCall, Target: "erp.createOrder",
+	call := func(seq int64, status contract.Status, at time.Time) contract.TrackedOperation {
+		r := contract.TrackedOperation{OperationID: uuid.NewString(), Kind: contract.KindExternalCall, Target: "erp.createOrder",
 			Status: status, SourceSiteID: "plant-1", CreatedAt: at, UpdatedAt: at, Seq: seq}
 		if status.Terminal() {
 			r.TerminalAt = &at
 		}
 		return r
 	}
-	calls := []workflows.TrackedOperation{
-		call(1, workflows.StatusDelivered, old), call(2, workflows.StatusFailed, old), call(3, workflows.StatusDiscarded, old),
-		call(4, workflows.StatusParked, old), call(5, workflows.StatusRetrying, old), call(6, workflows.StatusDelivered, old.Add(300*day)),
+	calls := []contract.TrackedOperation{
+		call(1, contract.StatusDelivered, old), call(2, contract.StatusFailed, old), call(3, contract.StatusDiscarded, old),
+		call(4, contract.StatusParked, old), call(5, contract.StatusRetrying, old), call(6, contract.StatusDelivered, old.Add(300*day)),
 	}
 	_, err := store.UpsertSiteCalls(ctx, calls)
 	require.NoError(t, err)
 	_, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{
-		{EventID: "a", OperationID: pending, Kind: workflows.KindNotification, Event: centralstore.AuditEnqueued, At: old},
-		{EventID: "b", OperationID: pending, Kind: workflows.KindNotification, Event: centralstore.AuditAttempt, At: old.Add(time.Hour)},
-		{EventID: "c", OperationID: pending, Kind: workflows.KindNotification, Event: centralstore.AuditAttempt, At: old.Add(200 * day)},
+		{EventID: "a", OperationID: pending, Kind: contract.KindNotification, Event: centralstore.AuditEnqueued, At: old},
+		{EventID: "b", OperationID: pending, Kind: contract.KindNotification, Event: centralstore.AuditAttempt, At: old.Add(time.Hour)},
+		{EventID: "c", OperationID: pending, Kind: contract.KindNotification, Event: centralstore.AuditAttempt, At: old.Add(200 * day)},
 	})
 	require.NoError(t, err)
 
@@ -76,9 +76,9 @@ func TestPurgeCentralStoreAYearLater(t *testing.T) {
 	env.RegisterActivity(acts)
 	v, err := env.ExecuteActivity(acts.PurgeCentralStore)
 	require.NoError(t, err)
-	var res workflows.PurgeResult
+	var res contract.PurgeResult
 	require.NoError(t, v.Get(&res))
-	require.Equal(t, workflows.PurgeResult{Notifications: 2, SiteCalls: 3, AuditLog: 2}, res)
+	require.Equal(t, contract.PurgeResult{Notifications: 2, SiteCalls: 3, AuditLog: 2}, res)
 
 	for _, id := range []string{delivered, discarded} {
 		_, err := store.GetNotification(ctx, id)
@@ -107,5 +107,5 @@ func TestPurgeCentralStoreAYearLater(t *testing.T) {
 	v, err = env.ExecuteActivity(none.PurgeCentralStore)
 	require.NoError(t, err)
 	require.NoError(t, v.Get(&res))
-	require.Equal(t, workflows.PurgeResult{}, res)
+	require.Equal(t, contract.PurgeResult{}, res)
 }

@@ -9,9 +9,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // SettleActivities find operations whose workflows were terminated before
@@ -30,11 +30,11 @@ type SettleActivities struct {
 // workflows were terminated while Pending, Retrying or Parked, and returns
 // them with the calls in the same case, which the workflow discards on the
 // site. An operation already settled is left out.
-func (a *SettleActivities) SettleTerminated(ctx context.Context, siteID string) (workflows.SettleTerminatedResult, error) {
-	var out workflows.SettleTerminatedResult
-	status := workflows.AttrStatus.GetName()
+func (a *SettleActivities) SettleTerminated(ctx context.Context, siteID string) (contract.SettleTerminatedResult, error) {
+	var out contract.SettleTerminatedResult
+	status := contract.AttrStatus.GetName()
 	query := fmt.Sprintf(`ExecutionStatus="Terminated" AND %s=%q AND (%s="Pending" OR %s="Retrying" OR %s="Parked")`,
-		workflows.AttrSite.GetName(), siteID, status, status, status)
+		contract.AttrSite.GetName(), siteID, status, status, status)
 	var token []byte
 	for {
 		resp, err := a.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
@@ -43,7 +43,7 @@ func (a *SettleActivities) SettleTerminated(ctx context.Context, siteID string) 
 		}
 		for _, info := range resp.GetExecutions() {
 			wid := info.GetExecution().GetWorkflowId()
-			if id, ok := workflows.NotificationIDFromWorkflowID(wid); ok {
+			if id, ok := contract.NotificationIDFromWorkflowID(wid); ok {
 				settled, err := a.discardNotification(ctx, id)
 				if err != nil {
 					return out, err
@@ -51,7 +51,7 @@ func (a *SettleActivities) SettleTerminated(ctx context.Context, siteID string) 
 				if settled {
 					out.Notifications = append(out.Notifications, id)
 				}
-			} else if id, ok := workflows.CachedCallIDFromWorkflowID(wid); ok && a.callOpen(ctx, id) {
+			} else if id, ok := contract.CachedCallIDFromWorkflowID(wid); ok && a.callOpen(ctx, id) {
 				out.Calls = append(out.Calls, id)
 			}
 		}
@@ -71,8 +71,8 @@ func (a *SettleActivities) discardNotification(ctx context.Context, id string) (
 	if err != nil || row.Status.Terminal() {
 		return false, err
 	}
-	upd := workflows.NotificationUpdate{
-		NotificationID: id, Status: workflows.StatusDiscarded, RetryCount: row.RetryCount,
+	upd := contract.NotificationUpdate{
+		NotificationID: id, Status: contract.StatusDiscarded, RetryCount: row.RetryCount,
 		LastError:     "workflow terminated before it finished, discarded by reconciliation; last error: " + row.LastError,
 		LastAttemptAt: row.LastAttemptAt, SiteID: row.SourceSiteID, At: utcNow(a.Now),
 	}

@@ -14,8 +14,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // API is the site daemon's local HTTP API:
@@ -148,7 +148,7 @@ func (a *API) runCachedCall(w http.ResponseWriter, r *http.Request, req targets.
 	}()
 	w.Header().Set("Preference-Applied", "respond-async")
 	w.Header().Set("Location", "/v1/operations/"+id)
-	writeJSON(w, http.StatusAccepted, CallResult{ID: id, Status: workflows.StatusPending})
+	writeJSON(w, http.StatusAccepted, CallResult{ID: id, Status: contract.StatusPending})
 }
 
 // prefersAsync reports a "Prefer: respond-async" request (RFC 7240).
@@ -176,7 +176,7 @@ func (a *API) writeCallResult(w http.ResponseWriter, res CallResult, err error) 
 	case err != nil:
 		a.log.Error("cached call", zap.Error(err))
 		writeError(w, http.StatusInternalServerError, err.Error())
-	case res.Status == workflows.StatusPending:
+	case res.Status == contract.StatusPending:
 		writeJSON(w, http.StatusAccepted, res)
 	default:
 		writeJSON(w, http.StatusOK, res)

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 func newTestClient(t *testing.T) *Client {
@@ -118,7 +118,7 @@ func TestPostNotificationBuffersAndAnswersForwarding(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sitestore.CategoryNotification, msg.Category)
 	require.Equal(t, sitestore.Provenance{SiteID: "plant-1", Node: "node-a", Instance: "pump-3", Script: "trip.go"}, msg.Provenance)
-	var sub workflows.NotificationSubmission
+	var sub contract.NotificationSubmission
 	require.NoError(t, json.Unmarshal(msg.Payload, &sub))
 	require.Equal(t, acc.ID, sub.NotificationID)
 	require.Equal(t, "pump-3", sub.SourceInstanceID)
@@ -127,9 +127,9 @@ func TestPostNotificationBuffersAndAnswersForwarding(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, apiRequest(http.MethodGet, "/v1/notifications/"+acc.ID, ""))
 	require.Equal(t, http.StatusOK, rec.Code)
-	var st workflows.NotificationState
+	var st contract.NotificationState
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &st))
-	require.Equal(t, workflows.StatusForwarding, st.Status)
+	require.Equal(t, contract.StatusForwarding, st.Status)
 
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, apiRequest(http.MethodGet, "/v1/notifications/not-a-uuid", ""))
@@ -145,7 +145,7 @@ func TestNotifyReturnsIDOfCommittedRow(t *testing.T) {
 	require.NoError(t, err)
 	st, err := c.Status(context.Background(), id)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusForwarding, st.Status)
+	require.Equal(t, contract.StatusForwarding, st.Status)
 	_, err = c.Notify(context.Background(), "", "subject", "body")
 	var invalid *InvalidError
 	require.ErrorAs(t, err, &invalid)
@@ -231,7 +231,7 @@ func TestProvenanceIsBounded(t *testing.T) {
 // large one is summarised (it travels in the workflow's history).
 func TestRequestViewIsRedactedAndBounded(t *testing.T) {
 	t.Parallel()
-	req := targets.Request{Kind: workflows.KindExternalCall, System: "erp", Method: "createOrder",
+	req := targets.Request{Kind: contract.KindExternalCall, System: "erp", Method: "createOrder",
 		Params: map[string]any{"sku": "P-1", "apiKey": "k3y", "login": map[string]any{"password": "pw", "user": "ana"}, "pin": "12"}}
 	view := string(requestView(req, []string{"pin"}))
 	require.Contains(t, view, `"sku":"P-1"`)
@@ -239,9 +239,9 @@ func TestRequestViewIsRedactedAndBounded(t *testing.T) {
 	for _, secret := range []string{"k3y", `"pw"`, `"12"`} {
 		require.NotContains(t, view, secret)
 	}
-	req.Params = map[string]any{"blob": strings.Repeat("x", workflows.MaxRequestView)}
+	req.Params = map[string]any{"blob": strings.Repeat("x", contract.MaxRequestView)}
 	view = string(requestView(req, nil))
-	require.LessOrEqual(t, len(view), workflows.MaxRequestView)
+	require.LessOrEqual(t, len(view), contract.MaxRequestView)
 	require.Contains(t, view, "GET /v1/operations/{id} on the site shows it whole")
 	require.NotContains(t, view, "xxxx")
 }

@@ -7,9 +7,9 @@ import (
 	"fmt"
 
 	"github.com/outpost-dev/outpost/activities/onsite"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // CallRequest is an external system call with per-call provenance.
@@ -37,7 +37,7 @@ type CallResult struct {
 	ID string `json:"id"`
 	// Status is Delivered (done), Pending (queued: the site retries it
 	// through central) or Failed (the target refused it for good).
-	Status workflows.Status `json:"status"`
+	Status contract.Status `json:"status"`
 	// HTTPStatus and Body are the external system's answer (Delivered calls).
 	HTTPStatus int             `json:"httpStatus,omitempty"`
 	Body       json.RawMessage `json:"body,omitempty"`
@@ -49,7 +49,7 @@ type CallResult struct {
 }
 
 // Queued reports whether the call was buffered for retry.
-func (r CallResult) Queued() bool { return r.Status == workflows.StatusPending }
+func (r CallResult) Queued() bool { return r.Status == contract.StatusPending }
 
 // TargetError is a permanent failure of a cached call: the target refused it
 // and retrying cannot help. The call's tracking row is Failed.
@@ -79,7 +79,7 @@ func (c *Client) SendCall(ctx context.Context, r CallRequest) (CallResult, error
 }
 
 func (r CallRequest) target() targets.Request {
-	return targets.Request{Kind: workflows.KindExternalCall, System: r.System, Method: r.Method, Params: r.Params}
+	return targets.Request{Kind: contract.KindExternalCall, System: r.System, Method: r.Method, Params: r.Params}
 }
 
 // Write runs a parameterised SQL statement on a database connection defined
@@ -96,7 +96,7 @@ func (c *Client) SendWrite(ctx context.Context, w WriteRequest) (CallResult, err
 }
 
 func (w WriteRequest) target() targets.Request {
-	return targets.Request{Kind: workflows.KindDatabaseWrite, Connection: w.Connection, SQL: w.SQL, Args: w.Args}
+	return targets.Request{Kind: contract.KindDatabaseWrite, Connection: w.Connection, SQL: w.SQL, Args: w.Args}
 }
 
 // cachedCall tracks req, makes its immediate attempt and records the outcome.
@@ -142,7 +142,7 @@ func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Re
 	at := c.now()
 	status, lastError := onsite.ImmediateOutcome(attemptErr)
 	attempt := sitestore.Attempt{OperationID: id, Status: status, LastError: lastError, At: &at, Immediate: true}
-	if status == workflows.StatusPending {
+	if status == contract.StatusPending {
 		next := onsite.NextAttemptAt(at, c.targets.Policy(req).Interval, attemptErr)
 		attempt.NextAttemptAt = &next
 	}
@@ -154,10 +154,10 @@ func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Re
 		return CallResult{ID: id, Status: row.Status, Error: row.LastError}, nil
 	}
 	if err != nil {
-		return CallResult{ID: id, Status: workflows.StatusPending}, fmt.Errorf(
+		return CallResult{ID: id, Status: contract.StatusPending}, fmt.Errorf(
 			"operation %s: recording the immediate attempt failed; the call stays buffered and central will retry it: %w", id, err)
 	}
-	if status == workflows.StatusPending {
+	if status == contract.StatusPending {
 		c.enqueued()
 	}
 	return callResult(id, req.Kind, status, lastError, res, attemptErr)
@@ -188,12 +188,12 @@ func asInvalid(err error) error {
 	return err
 }
 
-func callResult(id, kind string, status workflows.Status, lastError string, res targets.Result, attemptErr error) (CallResult, error) {
+func callResult(id, kind string, status contract.Status, lastError string, res targets.Result, attemptErr error) (CallResult, error) {
 	out := CallResult{ID: id, Status: status, HTTPStatus: res.HTTPStatus, Body: res.Body, Error: lastError}
-	if kind == workflows.KindDatabaseWrite && status == workflows.StatusDelivered {
+	if kind == contract.KindDatabaseWrite && status == contract.StatusDelivered {
 		out.RowsAffected = &res.RowsAffected
 	}
-	if status != workflows.StatusFailed {
+	if status != contract.StatusFailed {
 		return out, nil
 	}
 	te := &TargetError{ID: id, Message: lastError}
@@ -212,9 +212,9 @@ type Tracking struct{ store *sitestore.Store }
 func (c *Client) Tracking() Tracking { return Tracking{store: c.store} }
 
 // Status returns the tracking row of a cached call or write.
-func (t Tracking) Status(ctx context.Context, id string) (workflows.TrackedOperation, error) {
-	if !workflows.IsOperationID(id) {
-		return workflows.TrackedOperation{}, &InvalidError{"id", fmt.Sprintf("%q is not an operation id (a lower-case UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11)", id)}
+func (t Tracking) Status(ctx context.Context, id string) (contract.TrackedOperation, error) {
+	if !contract.IsOperationID(id) {
+		return contract.TrackedOperation{}, &InvalidError{"id", fmt.Sprintf("%q is not an operation id (a lower-case UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11)", id)}
 	}
 	row, err := t.store.GetOperation(ctx, id)
 	if errors.Is(err, sitestore.ErrNotFound) {
@@ -224,6 +224,6 @@ func (t Tracking) Status(ctx context.Context, id string) (workflows.TrackedOpera
 }
 
 // List returns every tracking row the site holds, by id.
-func (t Tracking) List(ctx context.Context) ([]workflows.TrackedOperation, error) {
+func (t Tracking) List(ctx context.Context) ([]contract.TrackedOperation, error) {
 	return t.store.ListOperations(ctx)
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/internal/testutil"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // erpServer answers 200, or the status in failWith when it is set.
@@ -114,7 +114,7 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 
 	delivered, err := d.Client.Call(ctx, "erp", "getOrder", map[string]any{"id": 7})
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDelivered, delivered.Status)
+	require.Equal(t, contract.StatusDelivered, delivered.Status)
 	require.JSONEq(t, `{"path":"/orders/7"}`, string(delivered.Body))
 	// Central received this row before it went away.
 	row, err := d.Client.Tracking().Status(ctx, delivered.ID)
@@ -135,10 +135,10 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "the delivered row is purged after the retention window")
 	row, err = d.Client.Tracking().Status(ctx, queued.ID)
 	require.NoError(t, err, "a Pending row is never purged")
-	require.Equal(t, workflows.StatusPending, row.Status)
+	require.Equal(t, contract.StatusPending, row.Status)
 	row, err = d.Client.Tracking().Status(ctx, unsent.ID)
 	require.NoError(t, err, "a terminal row central has not received is kept")
-	require.Equal(t, workflows.StatusFailed, row.Status)
+	require.Equal(t, contract.StatusFailed, row.Status)
 }
 
 // daemonSiteConfig is a site in a temporary folder whose external system
@@ -240,17 +240,17 @@ func TestRespondAsyncAnswersTheIDBeforeTheAttempt(t *testing.T) {
 	require.Equal(t, "respond-async", rec.Header().Get("Preference-Applied"))
 	var res CallResult
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res))
-	require.Equal(t, workflows.StatusPending, res.Status)
+	require.Equal(t, contract.StatusPending, res.Status)
 	require.Equal(t, "/v1/operations/"+res.ID, rec.Header().Get("Location"))
 	require.Equal(t, res.ID, <-keys, "the attempt carries the id as its idempotency key")
 
 	row, err := c.Tracking().Status(context.Background(), res.ID)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusPending, row.Status, "the attempt is still running")
+	require.Equal(t, contract.StatusPending, row.Status, "the attempt is still running")
 	close(release)
 	require.Eventually(t, func() bool {
 		row, err := c.Tracking().Status(context.Background(), res.ID)
-		return err == nil && row.Status == workflows.StatusDelivered
+		return err == nil && row.Status == contract.StatusDelivered
 	}, 10*time.Second, 20*time.Millisecond)
 }
 

@@ -22,10 +22,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Limits on a notification, checked before anything is buffered.
@@ -221,7 +221,7 @@ func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
 		return "", err
 	}
 	now := c.now()
-	sub := workflows.NotificationSubmission{
+	sub := contract.NotificationSubmission{
 		NotificationID: id, ListName: n.List, Subject: n.Subject, Body: n.Body,
 		SourceSiteID: c.opts.SiteID, SourceNode: c.opts.Node, SourceInstanceID: n.Instance,
 		SourceScript: n.Script, SiteEnqueuedAt: now,
@@ -266,22 +266,22 @@ func (c *Client) validate(n Notification) error {
 // Status answers where a notification is: Forwarding while the site still
 // holds it, otherwise central's answer (status, retry count, last error,
 // timestamps).
-func (c *Client) Status(ctx context.Context, id string) (workflows.NotificationState, error) {
-	if !workflows.IsOperationID(id) {
-		return workflows.NotificationState{}, &InvalidError{"id", fmt.Sprintf("%q is not a notification id (a lower-case UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11)", id)}
+func (c *Client) Status(ctx context.Context, id string) (contract.NotificationState, error) {
+	if !contract.IsOperationID(id) {
+		return contract.NotificationState{}, &InvalidError{"id", fmt.Sprintf("%q is not a notification id (a lower-case UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11)", id)}
 	}
 	msg, err := c.store.Get(ctx, id)
 	if err == nil {
 		return forwardingState(msg), nil
 	}
 	if !errors.Is(err, sitestore.ErrNotFound) {
-		return workflows.NotificationState{}, err
+		return contract.NotificationState{}, err
 	}
 	if c.unknown.has(id) {
-		return workflows.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
+		return contract.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
 	}
 	if c.opts.Temporal == nil {
-		return workflows.NotificationState{}, fmt.Errorf("notification %s has left the site and no Temporal client is configured to ask central", id)
+		return contract.NotificationState{}, fmt.Errorf("notification %s has left the site and no Temporal client is configured to ask central", id)
 	}
 	state, err := queryCentral(ctx, c.opts.Temporal, id)
 	if errors.Is(err, ErrNotFound) {
@@ -290,15 +290,15 @@ func (c *Client) Status(ctx context.Context, id string) (workflows.NotificationS
 	return state, err
 }
 
-func forwardingState(m sitestore.Message) workflows.NotificationState {
-	st := workflows.NotificationState{
-		NotificationID: m.ID, Status: workflows.StatusForwarding, RetryCount: m.RetryCount,
+func forwardingState(m sitestore.Message) contract.NotificationState {
+	st := contract.NotificationState{
+		NotificationID: m.ID, Status: contract.StatusForwarding, RetryCount: m.RetryCount,
 		LastError: m.LastError, SiteEnqueuedAt: m.CreatedAt, LastAttemptAt: m.LastAttemptAt,
 		NextAttemptAt: &m.NextAttemptAt,
 	}
 	if m.Status == sitestore.BufferParked {
 		// Central refused it for good: it waits on the site, not retried.
-		st.Status, st.NextAttemptAt = workflows.StatusParked, nil
+		st.Status, st.NextAttemptAt = contract.StatusParked, nil
 	}
 	return st
 }
@@ -309,20 +309,20 @@ type UnreachableError struct{ Err error }
 func (e *UnreachableError) Error() string { return "central is unreachable: " + e.Err.Error() }
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-func queryCentral(ctx context.Context, tc client.Client, id string) (workflows.NotificationState, error) {
+func queryCentral(ctx context.Context, tc client.Client, id string) (contract.NotificationState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := tc.QueryWorkflow(ctx, workflows.NotificationWorkflowID(id), "", workflows.QueryStatus)
+	resp, err := tc.QueryWorkflow(ctx, contract.NotificationWorkflowID(id), "", contract.QueryStatus)
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
 		return lookupCentral(ctx, tc, id)
 	case err != nil:
-		return workflows.NotificationState{}, &UnreachableError{Err: err}
+		return contract.NotificationState{}, &UnreachableError{Err: err}
 	}
-	var state workflows.NotificationState
+	var state contract.NotificationState
 	if err := resp.Get(&state); err != nil {
-		return workflows.NotificationState{}, fmt.Errorf("decode status of %s: %w", id, err)
+		return contract.NotificationState{}, fmt.Errorf("decode status of %s: %w", id, err)
 	}
 	return state, nil
 }
@@ -330,25 +330,25 @@ func queryCentral(ctx context.Context, tc client.Client, id string) (workflows.N
 // lookupCentral reads the notification's central row through
 // LookupNotificationWorkflow: the answer once its workflow has passed the
 // namespace's retention, and the way to tell an id central never had.
-func lookupCentral(ctx context.Context, tc client.Client, id string) (workflows.NotificationState, error) {
+func lookupCentral(ctx context.Context, tc client.Client, id string) (contract.NotificationState, error) {
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.LookupNotificationWorkflowID(id),
-		TaskQueue:                workflows.CentralTaskQueue,
+		ID:                       contract.LookupNotificationWorkflowID(id),
+		TaskQueue:                contract.CentralTaskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowExecutionTimeout: time.Minute,
 		StaticSummary:            "Status of notification " + id,
-	}, workflows.LookupNotificationWorkflow, id)
+	}, contract.WorkflowLookupNotification, id)
 	if err != nil {
-		return workflows.NotificationState{}, &UnreachableError{Err: err}
+		return contract.NotificationState{}, &UnreachableError{Err: err}
 	}
-	var state workflows.NotificationState
+	var state contract.NotificationState
 	err = run.Get(ctx, &state)
 	var appErr *temporal.ApplicationError
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeNotFound:
-		return workflows.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
+	case errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeNotFound:
+		return contract.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
 	case err != nil:
-		return workflows.NotificationState{}, &UnreachableError{Err: fmt.Errorf("read central's row of %s: %w", id, err)}
+		return contract.NotificationState{}, &UnreachableError{Err: fmt.Errorf("read central's row of %s: %w", id, err)}
 	}
 	return state, nil
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // A script that imports the SDK links no central code: not the central
-// store, the audit events, the mailer or go-mail, nor central's activities
-// and workers. (The SQL Server driver stays: a site's database targets may
+// store, the audit events, the mailer or go-mail, nor the workflows,
+// central's activities and workers (the site starts workflows by the names
+// in package contract). (The SQL Server driver stays: a site's database targets may
 // be SQL Server.)
 func TestSDKLinksNoCentralCode(t *testing.T) {
 	t.Parallel()
@@ -28,6 +29,7 @@ func TestSDKLinksNoCentralCode(t *testing.T) {
 		"github.com/wneessen/go-mail",
 		"github.com/outpost-dev/outpost/activities",
 		"github.com/outpost-dev/outpost/workers",
+		"github.com/outpost-dev/outpost/workflows",
 	} {
 		require.NotContains(t, deps, central)
 	}

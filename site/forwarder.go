@@ -15,9 +15,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // ForwarderOptions tunes the forwarder (site config).
@@ -367,23 +367,23 @@ func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
 	)
 	switch m.Category {
 	case sitestore.CategoryNotification:
-		var sub workflows.NotificationSubmission
+		var sub contract.NotificationSubmission
 		if err := json.Unmarshal(m.Payload, &sub); err != nil {
 			return fmt.Errorf("decode buffered notification %s: %w: %w", m.ID, errUnreadable, err)
 		}
-		id, signal, opts, wf = workflows.NotificationWorkflowID(sub.NotificationID), sub, NotificationStartOptions(sub, f.opts.HideSubject), workflows.NotificationWorkflow
+		id, signal, opts, wf = contract.NotificationWorkflowID(sub.NotificationID), sub, NotificationStartOptions(sub, f.opts.HideSubject), contract.WorkflowNotification
 	case sitestore.CategoryExternalCall, sitestore.CategoryDatabaseWrite:
 		sub, err := f.callSubmission(ctx, m)
 		if err != nil {
 			return err
 		}
-		id, signal, opts, wf = workflows.CachedCallWorkflowID(sub.OperationID), sub, CachedCallStartOptions(sub), workflows.CachedCallWorkflow
+		id, signal, opts, wf = contract.CachedCallWorkflowID(sub.OperationID), sub, CachedCallStartOptions(sub), contract.WorkflowCachedCall
 	default:
 		return fmt.Errorf("buffered %s %s: no forwarder for this category", m.Category, m.ID)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
 	defer cancel()
-	_, err := f.temporal.SignalWithStartWorkflow(ctx, id, workflows.SignalSubmit, signal, opts, wf)
+	_, err := f.temporal.SignalWithStartWorkflow(ctx, id, contract.SignalSubmit, signal, opts, wf)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return nil
@@ -393,16 +393,16 @@ func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
 
 // callSubmission describes a buffered cached call to central: its tracking
 // row and the retry policy of its definition.
-func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (workflows.CachedCallSubmission, error) {
+func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (contract.CachedCallSubmission, error) {
 	row, err := f.store.GetOperation(ctx, m.TrackedOperationID)
 	if err != nil {
-		return workflows.CachedCallSubmission{}, err
+		return contract.CachedCallSubmission{}, err
 	}
 	req, err := targets.Decode(m.Payload)
 	if err != nil {
-		return workflows.CachedCallSubmission{}, fmt.Errorf("decode buffered call %s: %w", m.ID, err)
+		return contract.CachedCallSubmission{}, fmt.Errorf("decode buffered call %s: %w", m.ID, err)
 	}
-	return workflows.CachedCallSubmission{
+	return contract.CachedCallSubmission{
 		OperationID: row.OperationID, Kind: row.Kind, Target: row.Target, SiteID: row.SourceSiteID,
 		Policy: f.targets.Policy(req), LastAttemptAt: row.LastAttemptAt, NextAttemptAt: row.NextAttemptAt,
 		LastError: row.LastError, CreatedAt: row.CreatedAt, Request: requestView(req, f.opts.RedactFields),
@@ -415,21 +415,21 @@ func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (wo
 // hideSubject: whoever opens the Web UI reads summaries, and without payload
 // encryption in plain text), and a closed workflow never restarted by a late
 // resubmit.
-func NotificationStartOptions(sub workflows.NotificationSubmission, hideSubject bool) client.StartWorkflowOptions {
+func NotificationStartOptions(sub contract.NotificationSubmission, hideSubject bool) client.StartWorkflowOptions {
 	summary := "Notify " + sub.ListName
 	if !hideSubject {
 		summary += ": " + sub.Subject
 	}
 	return client.StartWorkflowOptions{
-		ID:                    workflows.NotificationWorkflowID(sub.NotificationID),
-		TaskQueue:             workflows.CentralTaskQueue,
+		ID:                    contract.NotificationWorkflowID(sub.NotificationID),
+		TaskQueue:             contract.CentralTaskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:         workflows.Summary(summary),
+		StaticSummary:         contract.Summary(summary),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.AttrKind.ValueSet(workflows.KindNotification),
-			workflows.AttrSite.ValueSet(sub.SourceSiteID),
-			workflows.AttrTarget.ValueSet(sub.ListName),
-			workflows.AttrStatus.ValueSet(string(workflows.StatusPending)),
+			contract.AttrKind.ValueSet(contract.KindNotification),
+			contract.AttrSite.ValueSet(sub.SourceSiteID),
+			contract.AttrTarget.ValueSet(sub.ListName),
+			contract.AttrStatus.ValueSet(string(contract.StatusPending)),
 		),
 	}
 }
@@ -437,25 +437,25 @@ func NotificationStartOptions(sub workflows.NotificationSubmission, hideSubject 
 // CachedCallStartOptions starts a cached call's workflow: search attributes
 // for the Web UI (Parked at once for a call the site parked while central
 // was away), a readable summary, and never a restart of a closed one.
-func CachedCallStartOptions(sub workflows.CachedCallSubmission) client.StartWorkflowOptions {
-	status := workflows.StatusPending
-	if sub.Status == workflows.StatusParked {
-		status = workflows.StatusParked
+func CachedCallStartOptions(sub contract.CachedCallSubmission) client.StartWorkflowOptions {
+	status := contract.StatusPending
+	if sub.Status == contract.StatusParked {
+		status = contract.StatusParked
 	}
 	verb := "Call"
-	if sub.Kind == workflows.KindDatabaseWrite {
+	if sub.Kind == contract.KindDatabaseWrite {
 		verb = "Write to"
 	}
 	return client.StartWorkflowOptions{
-		ID:                    workflows.CachedCallWorkflowID(sub.OperationID),
-		TaskQueue:             workflows.CentralTaskQueue,
+		ID:                    contract.CachedCallWorkflowID(sub.OperationID),
+		TaskQueue:             contract.CentralTaskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:         workflows.Summary(fmt.Sprintf("%s %s from %s", verb, sub.Target, sub.SiteID)),
+		StaticSummary:         contract.Summary(fmt.Sprintf("%s %s from %s", verb, sub.Target, sub.SiteID)),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.AttrKind.ValueSet(sub.Kind),
-			workflows.AttrSite.ValueSet(sub.SiteID),
-			workflows.AttrTarget.ValueSet(sub.Target),
-			workflows.AttrStatus.ValueSet(string(status)),
+			contract.AttrKind.ValueSet(sub.Kind),
+			contract.AttrSite.ValueSet(sub.SiteID),
+			contract.AttrTarget.ValueSet(sub.Target),
+			contract.AttrStatus.ValueSet(string(status)),
 		),
 	}
 }

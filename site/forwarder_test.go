@@ -16,11 +16,11 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/internal/testutil"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // bufferNotifications commits n notifications to a fresh site store, with
@@ -76,7 +76,7 @@ func TestSweepDrainsABacklogOfManyPages(t *testing.T) {
 	t.Logf("400 acknowledged rows settled in %d commits", commits)
 	require.Less(t, commits, int64(400/4), "acknowledged rows are deleted in batches")
 	for _, id := range []string{ids[0], ids[len(ids)-1]} {
-		_, err := srv.Client().DescribeWorkflowExecution(ctx, workflows.NotificationWorkflowID(id), "")
+		_, err := srv.Client().DescribeWorkflowExecution(ctx, contract.NotificationWorkflowID(id), "")
 		require.NoError(t, err, "workflow of %s started", id)
 	}
 }
@@ -123,10 +123,10 @@ func TestSweepAcksANotificationWhoseWorkflowIsClosed(t *testing.T) {
 	store, ids := bufferNotifications(t, 1)
 	m, err := store.Get(ctx, ids[0])
 	require.NoError(t, err)
-	var sub workflows.NotificationSubmission
+	var sub contract.NotificationSubmission
 	require.NoError(t, json.Unmarshal(m.Payload, &sub))
-	id := workflows.NotificationWorkflowID(sub.NotificationID)
-	run, err := tc.SignalWithStartWorkflow(ctx, id, workflows.SignalSubmit, sub, NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
+	id := contract.NotificationWorkflowID(sub.NotificationID)
+	run, err := tc.SignalWithStartWorkflow(ctx, id, contract.SignalSubmit, sub, NotificationStartOptions(sub, false), contract.WorkflowNotification)
 	require.NoError(t, err)
 	require.NoError(t, tc.TerminateWorkflow(ctx, id, run.GetRunID(), "closed before the site's hand-off"))
 	closed, err := tc.DescribeWorkflowExecution(ctx, id, "")
@@ -172,7 +172,7 @@ func TestSweepParksWhatCentralRefusesForGood(t *testing.T) {
 	require.NoError(t, err)
 	poison, err := NewID()
 	require.NoError(t, err)
-	payload, err := json.Marshal(workflows.NotificationSubmission{NotificationID: poison, ListName: "ops", Subject: "huge",
+	payload, err := json.Marshal(contract.NotificationSubmission{NotificationID: poison, ListName: "ops", Subject: "huge",
 		SourceSiteID: "plant-1", SourceInstanceID: strings.Repeat("x", 3<<20), SiteEnqueuedAt: time.Now().UTC()})
 	require.NoError(t, err)
 	_, err = c.store.Enqueue(ctx, sitestore.NewMessage{ID: poison, Category: sitestore.CategoryNotification, Target: "ops",
@@ -191,7 +191,7 @@ func TestSweepParksWhatCentralRefusesForGood(t *testing.T) {
 
 	st, err := c.Status(ctx, poison)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusParked, st.Status)
+	require.Equal(t, contract.StatusParked, st.Status)
 	require.Contains(t, st.LastError, "central refused it for good")
 	require.Nil(t, st.NextAttemptAt)
 }

@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outpost-dev/outpost/activities/onsite"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // localRetryParallelism bounds the retries the site makes at once while
@@ -52,7 +52,7 @@ func retryDueOnSite(ctx context.Context, store *sitestore.Store, acts *onsite.Si
 			switch {
 			case err != nil && ctx.Err() == nil:
 				log.Error("retry on the site", zap.String("operation", row.OperationID), zap.Error(err))
-			case after.Status == workflows.StatusParked && row.Status != workflows.StatusParked:
+			case after.Status == contract.StatusParked && row.Status != contract.StatusParked:
 				log.Warn("cached call parked on the site: retries used up while central was unreachable; an operator retries or discards it once central has it",
 					zap.String("operation", row.OperationID), zap.String("target", row.Target), zap.String("lastError", after.LastError))
 			}

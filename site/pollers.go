@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // workerIdentity names this daemon's poller on the site's task queue,
@@ -61,7 +61,7 @@ func (p *pollerWatch) run(ctx context.Context, every time.Duration) error {
 
 // check lists the pollers and reports any other than this daemon.
 func (p *pollerWatch) check(ctx context.Context) error {
-	queue := workflows.SiteTaskQueue(p.siteID)
+	queue := contract.SiteTaskQueue(p.siteID)
 	resp, err := p.tc.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_ACTIVITY)
 	if err != nil {
 		return fmt.Errorf("describe task queue %s: %w", queue, err)

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // DefaultRedactFields are the parameter names whose values the status API
@@ -26,7 +26,7 @@ const redacted = "[redacted]"
 // method and params, or the connection, SQL and args. Secret params are
 // redacted.
 type OperationDetails struct {
-	workflows.TrackedOperation
+	contract.TrackedOperation
 	Request *targets.Request `json:"request,omitempty"`
 }
 
@@ -66,7 +66,7 @@ func redactRequest(req targets.Request, redact []string) targets.Request {
 // workflows.MaxRequestView is summarised, pointing to the site's full view.
 func requestView(req targets.Request, redact []string) json.RawMessage {
 	b, err := json.Marshal(redactRequest(req, redact))
-	if err == nil && len(b) <= workflows.MaxRequestView {
+	if err == nil && len(b) <= contract.MaxRequestView {
 		return b
 	}
 	b, _ = json.Marshal(map[string]any{

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // A long subject or target still gives a summary the server accepts: a
@@ -14,13 +14,13 @@ import (
 func TestStartOptionsKeepSummariesShort(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("Überdruck ", 50) // 550 bytes
-	sub := workflows.NotificationSubmission{NotificationID: "n-1", ListName: "ops", Subject: long, SourceSiteID: "plant-1"}
+	sub := contract.NotificationSubmission{NotificationID: "n-1", ListName: "ops", Subject: long, SourceSiteID: "plant-1"}
 	n := NotificationStartOptions(sub, false)
-	require.LessOrEqual(t, len(n.StaticSummary), workflows.MaxSummaryBytes)
+	require.LessOrEqual(t, len(n.StaticSummary), contract.MaxSummaryBytes)
 	require.True(t, strings.HasPrefix(n.StaticSummary, "Notify ops: Überdruck"), n.StaticSummary)
 
-	c := CachedCallStartOptions(workflows.CachedCallSubmission{OperationID: "c-1", Kind: workflows.KindExternalCall, Target: "erp." + long, SiteID: "plant-1"})
-	require.LessOrEqual(t, len(c.StaticSummary), workflows.MaxSummaryBytes)
+	c := CachedCallStartOptions(contract.CachedCallSubmission{OperationID: "c-1", Kind: contract.KindExternalCall, Target: "erp." + long, SiteID: "plant-1"})
+	require.LessOrEqual(t, len(c.StaticSummary), contract.MaxSummaryBytes)
 	require.True(t, strings.HasPrefix(c.StaticSummary, "Call erp.Überdruck"), c.StaticSummary)
 }
 
@@ -28,7 +28,7 @@ func TestStartOptionsKeepSummariesShort(t *testing.T) {
 // everyone with Web UI access reads.
 func TestListOnlySummaryHidesTheSubject(t *testing.T) {
 	t.Parallel()
-	sub := workflows.NotificationSubmission{NotificationID: "n-1", ListName: "ops", Subject: "Pump 3 tripped", SourceSiteID: "plant-1"}
+	sub := contract.NotificationSubmission{NotificationID: "n-1", ListName: "ops", Subject: "Pump 3 tripped", SourceSiteID: "plant-1"}
 	require.Equal(t, "Notify ops: Pump 3 tripped", NotificationStartOptions(sub, false).StaticSummary)
 	require.Equal(t, "Notify ops", NotificationStartOptions(sub, true).StaticSummary)
 }

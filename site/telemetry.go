@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // TelemetryOptions tunes the telemetry sender (site config).
@@ -34,7 +34,7 @@ type Telemetry struct {
 	log   *zap.Logger
 	// send delivers one batch and returns once central persisted it; tests
 	// replace it, the daemon uses ingest.
-	send func(context.Context, workflows.TelemetryBatch) error
+	send func(context.Context, contract.TelemetryBatch) error
 	// batches counts batches central persisted: its round trips.
 	batches atomic.Int64
 	// attempts counts every send, failed ones included.
@@ -52,7 +52,7 @@ type Telemetry struct {
 // NewTelemetry returns a sender over store.
 func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOptions, log *zap.Logger) *Telemetry {
 	t := &Telemetry{store: store, opts: opts, log: log}
-	t.send = func(ctx context.Context, batch workflows.TelemetryBatch) error { return ingest(ctx, tc, batch) }
+	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error { return ingest(ctx, tc, batch) }
 	return t
 }
 
@@ -138,7 +138,7 @@ func (t *Telemetry) sendBatch(ctx context.Context) error {
 		return err
 	}
 	t.attempts.Add(1)
-	if err := t.send(ctx, workflows.TelemetryBatch{SiteID: t.opts.SiteID, Rows: rows}); err != nil {
+	if err := t.send(ctx, contract.TelemetryBatch{SiteID: t.opts.SiteID, Rows: rows}); err != nil {
 		return err
 	}
 	t.batches.Add(1)
@@ -147,19 +147,19 @@ func (t *Telemetry) sendBatch(ctx context.Context) error {
 
 // ingest runs the batch's ingest workflow and waits until central persisted
 // it. A resend of the same batch joins the run already under way.
-func ingest(ctx context.Context, tc client.Client, batch workflows.TelemetryBatch) error {
+func ingest(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	last := batch.Rows[len(batch.Rows)-1].Seq
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.TelemetryWorkflowID(batch.SiteID, last),
-		TaskQueue:                workflows.CentralTaskQueue,
+		ID:                       contract.TelemetryWorkflowID(batch.SiteID, last),
+		TaskQueue:                contract.CentralTaskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// No central worker for a minute: give up rather than pile up runs;
 		// the rows are still in the outbox.
 		WorkflowExecutionTimeout: time.Minute,
-		StaticSummary:            workflows.Summary(fmt.Sprintf("Telemetry from %s: %d tracking changes", batch.SiteID, len(batch.Rows))),
-	}, workflows.IngestTelemetryWorkflow, batch)
+		StaticSummary:            contract.Summary(fmt.Sprintf("Telemetry from %s: %d tracking changes", batch.SiteID, len(batch.Rows))),
+	}, contract.WorkflowIngestTelemetry, batch)
 	if err != nil {
 		return fmt.Errorf("start telemetry ingest: %w", err)
 	}

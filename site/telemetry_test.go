@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // sentBatch is one send the telemetry sender made.
@@ -33,7 +33,7 @@ type centralRecorder struct {
 	sent    []sentBatch
 }
 
-func (c *centralRecorder) send(ctx context.Context, batch workflows.TelemetryBatch) error {
+func (c *centralRecorder) send(ctx context.Context, batch contract.TelemetryBatch) error {
 	b := sentBatch{at: time.Now(), failed: c.failing.Load()}
 	for _, row := range batch.Rows {
 		b.seqs = append(b.seqs, row.Seq)
@@ -85,7 +85,7 @@ func trackChanges(t *testing.T, store *sitestore.Store, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		_, err := store.BeginOperation(context.Background(), sitestore.NewOperation{
-			OperationID: fmt.Sprintf("op-%d-%d", time.Now().UnixNano(), i), Kind: workflows.KindExternalCall,
+			OperationID: fmt.Sprintf("op-%d-%d", time.Now().UnixNano(), i), Kind: contract.KindExternalCall,
 			Target: "erp.getOrder", Payload: []byte(`{}`), Provenance: sitestore.Provenance{SiteID: "plant-1"},
 		})
 		require.NoError(t, err)

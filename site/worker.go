@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/activities/onsite"
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // runWorker serves the site's task queue (cached-call deliveries, operator
@@ -39,7 +39,7 @@ func runWorker(ctx context.Context, tc client.Client, siteID, identity string, a
 		case <-time.After(retry):
 		}
 	}
-	log.Info("site worker serving", zap.String("taskQueue", workflows.SiteTaskQueue(siteID)))
+	log.Info("site worker serving", zap.String("taskQueue", contract.SiteTaskQueue(siteID)))
 	<-ctx.Done()
 	stopWorker(w)
 	return nil
@@ -51,10 +51,10 @@ func startWorker(tc client.Client, siteID, identity string, acts *onsite.SiteAct
 	if *w != nil {
 		return nil
 	}
-	candidate := worker.New(tc, workflows.SiteTaskQueue(siteID), worker.Options{Identity: identity})
+	candidate := worker.New(tc, contract.SiteTaskQueue(siteID), worker.Options{Identity: identity})
 	candidate.RegisterActivity(acts)
 	if err := candidate.Start(); err != nil {
-		return fmt.Errorf("start worker on %s: %w", workflows.SiteTaskQueue(siteID), err)
+		return fmt.Errorf("start worker on %s: %w", contract.SiteTaskQueue(siteID), err)
 	}
 	*w = candidate
 	return nil
@@ -70,7 +70,7 @@ func stopWorker(w worker.Worker) {
 // ReconcileSiteWorkflow for this site every interval, or brings an existing
 // one's interval in line with the config.
 func ensureReconcileSchedule(ctx context.Context, tc client.Client, siteID string, every time.Duration) error {
-	id := workflows.ReconcileScheduleID(siteID)
+	id := contract.ReconcileScheduleID(siteID)
 	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
 	_, err := tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
 		ID:      id,
@@ -78,9 +78,9 @@ func ensureReconcileSchedule(ctx context.Context, tc client.Client, siteID strin
 		Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,
 		Action: &client.ScheduleWorkflowAction{
 			ID:        id,
-			Workflow:  workflows.ReconcileSiteWorkflow,
-			Args:      []any{workflows.ReconcileInput{SiteID: siteID}},
-			TaskQueue: workflows.CentralTaskQueue,
+			Workflow:  contract.WorkflowReconcileSite,
+			Args:      []any{contract.ReconcileInput{SiteID: siteID}},
+			TaskQueue: contract.CentralTaskQueue,
 		},
 		Note: "Pulls tracking rows changed on site " + siteID + " into central's site_calls; trigger it to reconcile now.",
 	})

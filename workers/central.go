@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/mailer"
@@ -53,13 +54,13 @@ func NewCentral(ctx context.Context, cfg config.Central, tcfg config.Temporal, t
 			events.WithLabelValues(e.Kind, string(e.Event), string(e.Status)).Inc()
 		}
 	})
-	w := worker.New(tc, workflows.CentralTaskQueue, worker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
-	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
-	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: "IngestTelemetryWorkflow"})
-	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: "ReconcileSiteWorkflow"})
-	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowPurge})
-	w.RegisterWorkflowWithOptions(workflows.LookupNotificationWorkflow, workflow.RegisterOptions{Name: "LookupNotificationWorkflow"})
+	w := worker.New(tc, contract.CentralTaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
+	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: contract.WorkflowIngestTelemetry})
+	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})
+	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: contract.WorkflowPurge})
+	w.RegisterWorkflowWithOptions(workflows.LookupNotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowLookupNotification})
 	w.RegisterActivity(&activities.MirrorActivities{Store: store, Observe: observe})
 	w.RegisterActivity(&activities.AuditActivities{Store: store, Observe: observe})
 	w.RegisterActivity(&activities.SettleActivities{Client: tc, Store: store, Observe: observe})
@@ -71,7 +72,7 @@ func NewCentral(ctx context.Context, cfg config.Central, tcfg config.Temporal, t
 			r, ok := cfg.Lists[name]
 			return r, ok
 		},
-		Policy: workflows.RetryPolicy{
+		Policy: contract.RetryPolicy{
 			Interval: cfg.SMTP.RetryInterval, MaxRetries: cfg.SMTP.MaxRetries,
 			// Connecting and the commands take up to a timeout each, the
 			// final reply its own; leave room for the store writes around them.
@@ -121,12 +122,12 @@ func (c *Central) Run(ctx context.Context) error {
 // action in line. Operators see it, pause it and trigger it on the Web UI's
 // Schedules page; an update keeps a pause.
 func EnsurePurgeSchedule(ctx context.Context, tc client.Client) error {
-	id := workflows.PurgeScheduleID
+	id := contract.PurgeScheduleID
 	spec := client.ScheduleSpec{Calendars: []client.ScheduleCalendarSpec{{
 		Hour: []client.ScheduleRange{{Start: 3}}, Comment: "daily at 03:00 UTC",
 	}}}
 	action := &client.ScheduleWorkflowAction{
-		ID: id, Workflow: workflows.WorkflowPurge, TaskQueue: workflows.CentralTaskQueue,
+		ID: id, Workflow: contract.WorkflowPurge, TaskQueue: contract.CentralTaskQueue,
 		WorkflowRunTimeout: 6 * time.Hour,
 	}
 	_, err := tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
@@ -166,7 +167,7 @@ func EnsureSearchAttributes(ctx context.Context, tc client.Client, namespace str
 		return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
 	}
 	missing := map[string]enums.IndexedValueType{}
-	for _, key := range workflows.SearchAttributes {
+	for _, key := range contract.SearchAttributes {
 		if _, ok := existing.GetCustomAttributes()[key.GetName()]; !ok {
 			missing[key.GetName()] = enums.INDEXED_VALUE_TYPE_KEYWORD
 		}

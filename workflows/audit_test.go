@@ -15,6 +15,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -38,48 +39,48 @@ func TestCachedCallOperatorActionsAreAudited(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.SetStartTime(callT0)
-	env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
+	env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 	site := &onsite.SiteActivities{}
 	env.RegisterActivity(site)
-	env.SetActivityTaskQueue(workflows.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
+	env.SetActivityTaskQueue(contract.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
 	rec := &recorder{}
 	store, err := centralstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "central.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	env.RegisterActivity(&activities.AuditActivities{Store: store, Observe: rec.observe})
 
-	parked := callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503")
-	delivers := []workflows.TrackedOperation{parked, parked}
-	resolves := []workflows.TrackedOperation{callRow(workflows.StatusRetrying, 0, ""), callRow(workflows.StatusDiscarded, 0, "")}
-	env.OnActivity(workflows.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
-		func(context.Context, workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+	parked := callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503")
+	delivers := []contract.TrackedOperation{parked, parked}
+	resolves := []contract.TrackedOperation{callRow(contract.StatusRetrying, 0, ""), callRow(contract.StatusDiscarded, 0, "")}
+	env.OnActivity(contract.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+		func(context.Context, contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
 			row := delivers[0]
 			delivers = delivers[1:]
 			return row, nil
 		})
-	env.OnActivity(workflows.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
-		func(context.Context, workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+	env.OnActivity(contract.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
+		func(context.Context, contract.ResolveParkedCallInput) (contract.TrackedOperation, error) {
 			row := resolves[0]
 			resolves = resolves[1:]
 			return row, nil
 		})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalSubmit, callSubmission()) }, 0)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.SignalSubmit, callSubmission()) }, 0)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "erp is back"})
+		env.SignalWorkflow(contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "erp is back"})
 	}, time.Hour)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{Operator: "bo", Reason: "entered by hand"})
+		env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{Operator: "bo", Reason: "entered by hand"})
 	}, 2*time.Hour)
-	env.ExecuteWorkflow("CachedCallWorkflow")
+	env.ExecuteWorkflow(contract.WorkflowCachedCall)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
 	require.Equal(t, []centralstore.AuditEvent{
-		{EventID: "call/op-1/operator/1", OperationID: "op-1", Kind: workflows.KindExternalCall, SiteID: callSite,
-			Event: centralstore.AuditOperatorRetry, Status: workflows.StatusRetrying, Operator: "ana", Reason: "erp is back",
+		{EventID: "call/op-1/operator/1", OperationID: "op-1", Kind: contract.KindExternalCall, SiteID: callSite,
+			Event: centralstore.AuditOperatorRetry, Status: contract.StatusRetrying, Operator: "ana", Reason: "erp is back",
 			At: callT0.Add(time.Hour)},
-		{EventID: "call/op-1/operator/2", OperationID: "op-1", Kind: workflows.KindExternalCall, SiteID: callSite,
-			Event: centralstore.AuditOperatorDiscard, Status: workflows.StatusDiscarded, Operator: "bo", Reason: "entered by hand",
+		{EventID: "call/op-1/operator/2", OperationID: "op-1", Kind: contract.KindExternalCall, SiteID: callSite,
+			Event: centralstore.AuditOperatorDiscard, Status: contract.StatusDiscarded, Operator: "bo", Reason: "entered by hand",
 			At: callT0.Add(2 * time.Hour)},
 	}, rec.events)
 	stored, err := store.ListAuditEvents(context.Background(), "op-1")
@@ -96,40 +97,40 @@ func TestNotificationUpdatesCarryTheAuditFields(t *testing.T) {
 	env := ts.NewTestWorkflowEnvironment()
 	t0 := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
 	env.SetStartTime(t0)
-	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
+	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterActivity(&activities.NotificationActivities{})
-	env.OnActivity(workflows.ActivityRecordNotification, mock.Anything, mock.Anything).Return(
-		workflows.RecordNotificationResult{
-			State:  workflows.NotificationState{NotificationID: sub.NotificationID, Status: workflows.StatusPending},
-			Policy: workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 1, AttemptTimeout: time.Minute},
+	env.OnActivity(contract.ActivityRecordNotification, mock.Anything, mock.Anything).Return(
+		contract.RecordNotificationResult{
+			State:  contract.NotificationState{NotificationID: sub.NotificationID, Status: contract.StatusPending},
+			Policy: contract.RetryPolicy{Interval: time.Minute, MaxRetries: 1, AttemptTimeout: time.Minute},
 		}, nil)
 	var attempts []int
-	env.OnActivity(workflows.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.DeliverNotificationInput) (workflows.DeliverNotificationResult, error) {
+	env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 			attempts = append(attempts, in.Attempt)
 			if in.Attempt == 4 {
 				return delivered(), nil
 			}
-			return workflows.DeliverNotificationResult{}, errors.New("connection refused")
+			return contract.DeliverNotificationResult{}, errors.New("connection refused")
 		})
-	var updates []workflows.NotificationUpdate
-	env.OnActivity(workflows.ActivityUpdateNotification, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, u workflows.NotificationUpdate) error {
+	var updates []contract.NotificationUpdate
+	env.OnActivity(contract.ActivityUpdateNotification, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, u contract.NotificationUpdate) error {
 			updates = append(updates, u)
 			return nil
 		})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalSubmit, sub) }, 0)
-	ana := workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"}
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalRetry, ana) }, time.Hour)
-	env.ExecuteWorkflow("NotificationWorkflow")
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.SignalSubmit, sub) }, 0)
+	ana := contract.OperatorAction{Operator: "ana", Reason: "relay fixed"}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.SignalRetry, ana) }, time.Hour)
+	env.ExecuteWorkflow(contract.WorkflowNotification)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
 	require.Equal(t, []int{1, 2, 3, 4}, attempts)
 	type audited struct {
-		Status   workflows.Status
+		Status   contract.Status
 		Attempt  int
-		Operator *workflows.OperatorAction
+		Operator *contract.OperatorAction
 		Seq      int
 		At       time.Time
 	}
@@ -139,9 +140,9 @@ func TestNotificationUpdatesCarryTheAuditFields(t *testing.T) {
 		got = append(got, audited{u.Status, u.Attempt, u.OperatorAction, u.OperatorSeq, u.At})
 	}
 	require.Equal(t, []audited{
-		{workflows.StatusRetrying, 1, nil, 0, t0},
-		{workflows.StatusParked, 2, nil, 0, t0.Add(time.Minute)},
-		{workflows.StatusPending, 0, &ana, 1, t0.Add(time.Hour)},
-		{workflows.StatusRetrying, 3, nil, 0, t0.Add(time.Hour)},
+		{contract.StatusRetrying, 1, nil, 0, t0},
+		{contract.StatusParked, 2, nil, 0, t0.Add(time.Minute)},
+		{contract.StatusPending, 0, &ana, 1, t0.Add(time.Hour)},
+		{contract.StatusRetrying, 3, nil, 0, t0.Add(time.Hour)},
 	}, got)
 }

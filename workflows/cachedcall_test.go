@@ -13,6 +13,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -23,9 +24,9 @@ type cachedCallSuite struct {
 	// statusAttrs is every OutpostStatus value the workflow upserted, in order.
 	statusAttrs []string
 	// delivers records each DeliverCachedCall input and the workflow time it ran at.
-	delivers   []workflows.DeliverCachedCallInput
+	delivers   []contract.DeliverCachedCallInput
 	deliverAt  []time.Time
-	resolves   []workflows.ResolveParkedCallInput
+	resolves   []contract.ResolveParkedCallInput
 	resolvesAt []time.Time
 }
 
@@ -33,24 +34,24 @@ func TestCachedCallWorkflow(t *testing.T) { suite.Run(t, new(cachedCallSuite)) }
 
 var (
 	callT0     = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
-	callPolicy = workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 90 * time.Second}
+	callPolicy = contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 90 * time.Second}
 )
 
 const callSite = "plant-1"
 
-func callSubmission() workflows.CachedCallSubmission {
+func callSubmission() contract.CachedCallSubmission {
 	at := callT0
-	return workflows.CachedCallSubmission{
-		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", SiteID: callSite,
+	return contract.CachedCallSubmission{
+		OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", SiteID: callSite,
 		Policy: callPolicy, LastAttemptAt: &at, LastError: "HTTP 503 Service Unavailable", CreatedAt: callT0.Add(-time.Second),
 	}
 }
 
 // callRow is the site's tracking row of op-1 as a site activity returns it.
-func callRow(status workflows.Status, retries int, lastError string) workflows.TrackedOperation {
+func callRow(status contract.Status, retries int, lastError string) contract.TrackedOperation {
 	at := callT0.Add(time.Duration(retries) * time.Minute)
-	return workflows.TrackedOperation{
-		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", Status: status,
+	return contract.TrackedOperation{
+		OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", Status: status,
 		RetryCount: retries, LastError: lastError, SourceSiteID: callSite, SourceNode: "node-a",
 		CreatedAt: callT0.Add(-time.Second), UpdatedAt: at, LastAttemptAt: &at, Seq: int64(10 + retries),
 	}
@@ -61,67 +62,67 @@ var errUnexpectedCall = temporal.NewNonRetryableApplicationError("unexpected ext
 func (s *cachedCallSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.SetStartTime(callT0)
-	s.env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
+	s.env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 	site := &onsite.SiteActivities{}
 	s.env.RegisterActivity(site)
 	s.env.RegisterActivity(&activities.AuditActivities{})
 	// Auditing is tested in audit_test.go; here it only succeeds.
-	s.env.OnActivity(workflows.ActivityAuditOperatorAction, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.ActivityAuditOperatorAction, mock.Anything, mock.Anything).Return(nil)
 	// The site activities exist only on the site's own queue: an activity
 	// scheduled anywhere else finds no worker and fails the test.
-	s.env.SetActivityTaskQueue(workflows.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
+	s.env.SetActivityTaskQueue(contract.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
 	s.statusAttrs, s.delivers, s.deliverAt, s.resolves, s.resolvesAt = nil, nil, nil, nil, nil
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.AttrStatus); ok {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(contract.AttrStatus); ok {
 			s.statusAttrs = append(s.statusAttrs, v)
 		}
 	}).Return(nil)
 }
 
-func (s *cachedCallSuite) submitAt(sub workflows.CachedCallSubmission, after time.Duration) {
-	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(workflows.SignalSubmit, sub) }, after)
+func (s *cachedCallSuite) submitAt(sub contract.CachedCallSubmission, after time.Duration) {
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalSubmit, sub) }, after)
 }
 
 // deliverReturns makes DeliverCachedCall answer rows in turn. A call past
 // the last row fails the workflow at once instead of retrying forever.
-func (s *cachedCallSuite) deliverReturns(rows ...workflows.TrackedOperation) {
-	s.env.OnActivity(workflows.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+func (s *cachedCallSuite) deliverReturns(rows ...contract.TrackedOperation) {
+	s.env.OnActivity(contract.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
 			s.delivers = append(s.delivers, in)
 			s.deliverAt = append(s.deliverAt, s.env.Now().UTC())
 			if len(s.delivers) > len(rows) {
-				return workflows.TrackedOperation{}, errUnexpectedCall
+				return contract.TrackedOperation{}, errUnexpectedCall
 			}
 			return rows[len(s.delivers)-1], nil
 		})
 }
 
-func (s *cachedCallSuite) resolveReturns(rows ...workflows.TrackedOperation) {
-	s.env.OnActivity(workflows.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+func (s *cachedCallSuite) resolveReturns(rows ...contract.TrackedOperation) {
+	s.env.OnActivity(contract.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.ResolveParkedCallInput) (contract.TrackedOperation, error) {
 			s.resolves = append(s.resolves, in)
 			s.resolvesAt = append(s.resolvesAt, s.env.Now().UTC())
 			if len(s.resolves) > len(rows) {
-				return workflows.TrackedOperation{}, errUnexpectedCall
+				return contract.TrackedOperation{}, errUnexpectedCall
 			}
 			return rows[len(s.resolves)-1], nil
 		})
 }
 
-func (s *cachedCallSuite) result() workflows.TrackedOperation {
+func (s *cachedCallSuite) result() contract.TrackedOperation {
 	return s.resultState().TrackedOperation
 }
 
-func (s *cachedCallSuite) resultState() workflows.CachedCallState {
+func (s *cachedCallSuite) resultState() contract.CachedCallState {
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
-	var st workflows.CachedCallState
+	var st contract.CachedCallState
 	s.Require().NoError(s.env.GetWorkflowResult(&st))
 	return st
 }
 
-func (s *cachedCallSuite) queryStatus() workflows.CachedCallState {
-	return queryStatusAs[workflows.CachedCallState](s.T(), s.env)
+func (s *cachedCallSuite) queryStatus() contract.CachedCallState {
+	return queryStatusAs[contract.CachedCallState](s.T(), s.env)
 }
 
 func (s *cachedCallSuite) retryCounts() []int {
@@ -135,14 +136,14 @@ func (s *cachedCallSuite) retryCounts() []int {
 func (s *cachedCallSuite) TestFailsTwiceThenDelivered() {
 	s.submitAt(callSubmission(), 0)
 	s.deliverReturns(
-		callRow(workflows.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
-		callRow(workflows.StatusRetrying, 2, "HTTP 503 Service Unavailable"),
-		callRow(workflows.StatusDelivered, 3, ""),
+		callRow(contract.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
+		callRow(contract.StatusRetrying, 2, "HTTP 503 Service Unavailable"),
+		callRow(contract.StatusDelivered, 3, ""),
 	)
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
 	st := s.result()
-	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(contract.StatusDelivered, st.Status)
 	s.Equal(3, st.RetryCount)
 	s.Equal([]int{0, 1, 2}, s.retryCounts())
 	for _, in := range s.delivers {
@@ -156,7 +157,7 @@ func (s *cachedCallSuite) TestFailsTwiceThenDelivered() {
 	s.Equal(callPolicy.Interval, s.deliverAt[1].Sub(s.deliverAt[0]))
 	s.Equal(callPolicy.Interval, s.deliverAt[2].Sub(s.deliverAt[1]))
 	s.Equal([]string{"Retrying", "Retrying", "Delivered"}, s.statusAttrs)
-	s.env.AssertNotCalled(s.T(), workflows.ActivityResolveParkedCall, mock.Anything, mock.Anything)
+	s.env.AssertNotCalled(s.T(), contract.ActivityResolveParkedCall, mock.Anything, mock.Anything)
 }
 
 // A call handed off long after its immediate attempt is retried at once.
@@ -165,10 +166,10 @@ func (s *cachedCallSuite) TestLateHandOffRetriesAtOnce() {
 	late := callT0.Add(-10 * time.Minute)
 	sub.LastAttemptAt = &late
 	s.submitAt(sub, 0)
-	s.deliverReturns(callRow(workflows.StatusDelivered, 1, ""))
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.deliverReturns(callRow(contract.StatusDelivered, 1, ""))
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
-	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Require().Len(s.deliverAt, 1)
 	s.Equal(callT0, s.deliverAt[0])
 }
@@ -176,25 +177,25 @@ func (s *cachedCallSuite) TestLateHandOffRetriesAtOnce() {
 func (s *cachedCallSuite) TestParksThenOperatorRetryDelivers() {
 	s.submitAt(callSubmission(), 0)
 	s.deliverReturns(
-		callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable"),
-		callRow(workflows.StatusDelivered, 1, ""),
+		callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable"),
+		callRow(contract.StatusDelivered, 1, ""),
 	)
-	s.resolveReturns(callRow(workflows.StatusRetrying, 0, "retries exhausted (2): HTTP 503 Service Unavailable"))
+	s.resolveReturns(callRow(contract.StatusRetrying, 0, "retries exhausted (2): HTTP 503 Service Unavailable"))
 	s.env.RegisterDelayedCallback(func() {
-		s.Equal(workflows.StatusParked, s.queryStatus().Status)
+		s.Equal(contract.StatusParked, s.queryStatus().Status)
 		s.Nil(s.queryStatus().LastOperatorAction)
 		s.Empty(s.resolves, "nothing happens to a parked call before the operator acts")
-		s.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "fixed"})
+		s.env.SignalWorkflow(contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "fixed"})
 	}, time.Hour)
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
 	st := s.resultState()
-	s.Equal(workflows.StatusDelivered, st.Status)
-	s.Equal(&workflows.OperatorAction{Operator: "ana", Reason: "fixed"}, st.LastOperatorAction,
+	s.Equal(contract.StatusDelivered, st.Status)
+	s.Equal(&contract.OperatorAction{Operator: "ana", Reason: "fixed"}, st.LastOperatorAction,
 		"who retried it, and why, stays on the item after the delivery that followed")
 	s.Require().Len(s.resolves, 1)
-	s.Equal(workflows.ResolveParkedCallInput{OperationID: "op-1", Retry: true,
-		Action: workflows.OperatorAction{Operator: "ana", Reason: "fixed"}}, s.resolves[0])
+	s.Equal(contract.ResolveParkedCallInput{OperationID: "op-1", Retry: true,
+		Action: contract.OperatorAction{Operator: "ana", Reason: "fixed"}}, s.resolves[0])
 	s.Equal([]int{0, 0}, s.retryCounts(), "the operator's retry starts the count again")
 	s.Require().Len(s.deliverAt, 2)
 	s.Equal(s.resolvesAt[0], s.deliverAt[1], "the retry is made as soon as the operator asks")
@@ -203,13 +204,13 @@ func (s *cachedCallSuite) TestParksThenOperatorRetryDelivers() {
 
 func (s *cachedCallSuite) TestParksThenDiscard() {
 	s.submitAt(callSubmission(), 0)
-	s.deliverReturns(callRow(workflows.StatusParked, 1, "permanent failure: HTTP 400 Bad Request"))
-	discarded := callRow(workflows.StatusDiscarded, 1, "permanent failure: HTTP 400 Bad Request")
+	s.deliverReturns(callRow(contract.StatusParked, 1, "permanent failure: HTTP 400 Bad Request"))
+	discarded := callRow(contract.StatusDiscarded, 1, "permanent failure: HTTP 400 Bad Request")
 	s.resolveReturns(discarded)
 	s.env.RegisterDelayedCallback(func() {
-		s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{Operator: "bo"})
+		s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{Operator: "bo"})
 	}, time.Hour)
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
 	s.Equal(discarded, s.result())
 	s.Require().Len(s.resolves, 1)
@@ -224,24 +225,24 @@ func (s *cachedCallSuite) TestParksThenDiscard() {
 func (s *cachedCallSuite) TestStaleRetryIsNotAppliedToALaterPark() {
 	s.submitAt(callSubmission(), 0)
 	s.deliverReturns(
-		callRow(workflows.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
-		callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable"),
+		callRow(contract.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
+		callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable"),
 	)
-	s.resolveReturns(callRow(workflows.StatusDiscarded, 2, "retries exhausted (2): HTTP 503 Service Unavailable"))
+	s.resolveReturns(callRow(contract.StatusDiscarded, 2, "retries exhausted (2): HTTP 503 Service Unavailable"))
 	// Retries at 1m and 2m; the stale retry arrives in between.
 	s.env.RegisterDelayedCallback(func() {
-		s.Equal(workflows.StatusRetrying, s.queryStatus().Status)
-		s.env.SignalWorkflow(workflows.SignalRetry, workflows.OperatorAction{Operator: "ana"})
+		s.Equal(contract.StatusRetrying, s.queryStatus().Status)
+		s.env.SignalWorkflow(contract.SignalRetry, contract.OperatorAction{Operator: "ana"})
 	}, 90*time.Second)
 	s.env.RegisterDelayedCallback(func() {
 		s.False(s.env.IsWorkflowCompleted())
-		s.Equal(workflows.StatusParked, s.queryStatus().Status)
+		s.Equal(contract.StatusParked, s.queryStatus().Status)
 		s.Empty(s.resolves, "the stale retry was applied to the park")
-		s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{Operator: "bo"})
+		s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{Operator: "bo"})
 	}, time.Hour)
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
-	s.Equal(workflows.StatusDiscarded, s.result().Status)
+	s.Equal(contract.StatusDiscarded, s.result().Status)
 	s.Require().Len(s.resolves, 1)
 	s.False(s.resolves[0].Retry)
 	s.Equal("bo", s.resolves[0].Action.Operator)
@@ -253,25 +254,25 @@ func (s *cachedCallSuite) TestStaleRetryIsNotAppliedToALaterPark() {
 // changes nothing: not the operation, the site, nor the policy.
 func (s *cachedCallSuite) TestDuplicateSubmitIsIgnored() {
 	s.submitAt(callSubmission(), 0)
-	other := workflows.CachedCallSubmission{
-		OperationID: "op-2", Kind: workflows.KindDatabaseWrite, Target: "historian", SiteID: "plant-2",
-		Policy: workflows.RetryPolicy{Interval: 10 * time.Minute, MaxRetries: 9, AttemptTimeout: time.Minute},
+	other := contract.CachedCallSubmission{
+		OperationID: "op-2", Kind: contract.KindDatabaseWrite, Target: "historian", SiteID: "plant-2",
+		Policy: contract.RetryPolicy{Interval: 10 * time.Minute, MaxRetries: 9, AttemptTimeout: time.Minute},
 	}
 	s.submitAt(other, 30*time.Second)
 	s.deliverReturns(
-		callRow(workflows.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
-		callRow(workflows.StatusDelivered, 2, ""),
+		callRow(contract.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
+		callRow(contract.StatusDelivered, 2, ""),
 	)
 	s.env.RegisterDelayedCallback(func() {
 		st := s.queryStatus()
 		s.Equal("op-1", st.OperationID)
 		s.Equal(callSite, st.SourceSiteID)
 	}, 45*time.Second)
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
 	st := s.result()
 	s.Equal("op-1", st.OperationID)
-	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(contract.StatusDelivered, st.Status)
 	s.Require().Len(s.delivers, 2)
 	for _, in := range s.delivers {
 		s.Equal("op-1", in.OperationID)
@@ -284,24 +285,24 @@ func (s *cachedCallSuite) TestDuplicateSubmitIsIgnored() {
 func (s *cachedCallSuite) TestStatusQueryAnswersCurrentRow() {
 	sub := callSubmission()
 	s.submitAt(sub, 0)
-	parked := callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable")
+	parked := callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable")
 	s.deliverReturns(parked)
-	s.resolveReturns(callRow(workflows.StatusDiscarded, 2, parked.LastError))
+	s.resolveReturns(callRow(contract.StatusDiscarded, 2, parked.LastError))
 	// Before the first retry: the submission as a Pending row.
 	s.env.RegisterDelayedCallback(func() {
-		s.Equal(workflows.TrackedOperation{
-			OperationID: sub.OperationID, Kind: sub.Kind, Target: sub.Target, Status: workflows.StatusPending,
+		s.Equal(contract.TrackedOperation{
+			OperationID: sub.OperationID, Kind: sub.Kind, Target: sub.Target, Status: contract.StatusPending,
 			LastError: sub.LastError, SourceSiteID: sub.SiteID, CreatedAt: sub.CreatedAt, LastAttemptAt: sub.LastAttemptAt,
 		}, s.queryStatus().TrackedOperation)
 	}, 30*time.Second)
 	// Parked: exactly the row the site returned.
 	s.env.RegisterDelayedCallback(func() {
-		s.Equal(workflows.CachedCallState{TrackedOperation: parked}, s.queryStatus())
-		s.env.SignalWorkflow(workflows.SignalDiscard, workflows.OperatorAction{})
+		s.Equal(contract.CachedCallState{TrackedOperation: parked}, s.queryStatus())
+		s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{})
 	}, time.Hour)
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
-	s.Equal(workflows.StatusDiscarded, s.result().Status)
+	s.Equal(contract.StatusDiscarded, s.result().Status)
 	s.Len(s.resolves, 1)
 }
 
@@ -311,18 +312,18 @@ func (s *cachedCallSuite) TestStatusQueryAnswersCurrentRow() {
 func (s *cachedCallSuite) TestUnknownOperationIsRetriedUntilItsDaemonAnswers() {
 	s.submitAt(callSubmission(), 0)
 	calls := 0
-	s.env.OnActivity(workflows.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+	s.env.OnActivity(contract.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
 			calls++
 			if calls <= 2 {
-				return workflows.TrackedOperation{}, temporal.NewApplicationError(
-					"operation "+in.OperationID+" is not in this daemon's tracking table", workflows.ErrTypeUnknownOperation)
+				return contract.TrackedOperation{}, temporal.NewApplicationError(
+					"operation "+in.OperationID+" is not in this daemon's tracking table", contract.ErrTypeUnknownOperation)
 			}
-			return workflows.TrackedOperation{OperationID: in.OperationID, Status: workflows.StatusDelivered, RetryCount: 1}, nil
+			return contract.TrackedOperation{OperationID: in.OperationID, Status: contract.StatusDelivered, RetryCount: 1}, nil
 		})
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
-	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal(3, calls, "two refusals by the wrong daemon, then the delivery")
 }
 
@@ -331,13 +332,13 @@ func (s *cachedCallSuite) TestUnknownOperationIsRetriedUntilItsDaemonAnswers() {
 func (s *cachedCallSuite) TestPendingAnswerIsRetried() {
 	s.submitAt(callSubmission(), 0)
 	s.deliverReturns(
-		callRow(workflows.StatusPending, 0, "timeout"),
-		callRow(workflows.StatusDelivered, 1, ""),
+		callRow(contract.StatusPending, 0, "timeout"),
+		callRow(contract.StatusDelivered, 1, ""),
 	)
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
 	st := s.result()
-	s.Equal(workflows.StatusDelivered, st.Status)
+	s.Equal(contract.StatusDelivered, st.Status)
 	s.Equal([]int{0, 0}, s.retryCounts(), "the next retry follows the row's own count")
 	s.Require().Len(s.deliverAt, 2)
 	s.Equal(callPolicy.Interval, s.deliverAt[1].Sub(s.deliverAt[0]))
@@ -352,13 +353,13 @@ func (s *cachedCallSuite) TestRetryAfterIsHonoured() {
 	firstDue := callT0.Add(5 * time.Minute)
 	sub.NextAttemptAt = &firstDue
 	s.submitAt(sub, 0)
-	retrying := callRow(workflows.StatusRetrying, 1, "HTTP 429 Too Many Requests")
+	retrying := callRow(contract.StatusRetrying, 1, "HTTP 429 Too Many Requests")
 	secondDue := firstDue.Add(7 * time.Minute)
 	retrying.NextAttemptAt = &secondDue
-	s.deliverReturns(retrying, callRow(workflows.StatusDelivered, 2, ""))
-	s.env.ExecuteWorkflow("CachedCallWorkflow")
+	s.deliverReturns(retrying, callRow(contract.StatusDelivered, 2, ""))
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
-	s.Equal(workflows.StatusDelivered, s.result().Status)
+	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal([]time.Time{firstDue, secondDue}, s.deliverAt)
 }
 
@@ -368,22 +369,22 @@ func (s *cachedCallSuite) TestRetryAfterIsHonoured() {
 func (s *cachedCallSuite) TestCancelIsADiscardOnTheSite() {
 	for _, tc := range []struct {
 		name     string
-		delivers []workflows.TrackedOperation
+		delivers []contract.TrackedOperation
 		cancelAt time.Duration
 	}{
-		{"parked", []workflows.TrackedOperation{callRow(workflows.StatusParked, 2, "retries exhausted (2): HTTP 503")}, time.Hour},
-		{"retrying", []workflows.TrackedOperation{callRow(workflows.StatusRetrying, 1, "HTTP 503")}, 90 * time.Second},
+		{"parked", []contract.TrackedOperation{callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503")}, time.Hour},
+		{"retrying", []contract.TrackedOperation{callRow(contract.StatusRetrying, 1, "HTTP 503")}, 90 * time.Second},
 	} {
 		s.Run(tc.name, func() {
 			s.SetupTest()
 			s.submitAt(callSubmission(), 0)
 			s.deliverReturns(tc.delivers...)
-			s.resolveReturns(callRow(workflows.StatusDiscarded, 1, "HTTP 503"))
+			s.resolveReturns(callRow(contract.StatusDiscarded, 1, "HTTP 503"))
 			s.env.RegisterDelayedCallback(s.env.CancelWorkflow, tc.cancelAt)
-			s.env.ExecuteWorkflow("CachedCallWorkflow")
+			s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 
 			st := s.resultState()
-			s.Equal(workflows.StatusDiscarded, st.Status)
+			s.Equal(contract.StatusDiscarded, st.Status)
 			s.Require().NotNil(st.LastOperatorAction)
 			s.Contains(st.LastOperatorAction.Reason, "workflow cancelled")
 			s.Require().Len(s.resolves, 1)

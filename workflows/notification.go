@@ -7,164 +7,43 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/contract"
 )
-
-// NotificationSubmission is what a site hands to central for one notification:
-// the payload of SignalSubmit on workflow NotificationWorkflowID(NotificationID).
-type NotificationSubmission struct {
-	NotificationID   string    `json:"notificationId"`
-	ListName         string    `json:"listName"`
-	Subject          string    `json:"subject"`
-	Body             string    `json:"body"`
-	SourceSiteID     string    `json:"sourceSiteId"`
-	SourceNode       string    `json:"sourceNode,omitempty"`
-	SourceInstanceID string    `json:"sourceInstanceId,omitempty"`
-	SourceScript     string    `json:"sourceScript,omitempty"`
-	SiteEnqueuedAt   time.Time `json:"siteEnqueuedAt"`
-}
-
-// NotificationState is the central view of one notification: the status
-// query's answer and the workflow's result.
-type NotificationState struct {
-	NotificationID  string    `json:"notificationId"`
-	Status          Status    `json:"status"`
-	RetryCount      int       `json:"retryCount"`
-	LastError       string    `json:"lastError,omitempty"`
-	ResolvedTargets []string  `json:"resolvedTargets,omitempty"`
-	SiteEnqueuedAt  time.Time `json:"siteEnqueuedAt,omitzero"`
-	// CreatedAt is when central recorded it; zero (left out) while the
-	// site still holds it.
-	CreatedAt     time.Time  `json:"createdAt,omitzero"`
-	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
-	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
-	DeliveredAt   *time.Time `json:"deliveredAt,omitempty"`
-	// LastOperatorAction is the most recent retry or discard applied.
-	LastOperatorAction *OperatorAction `json:"lastOperatorAction,omitempty"`
-}
-
-// RetryPolicy is a fixed-interval delivery policy: MaxRetries retries after the
-// first attempt, Interval apart, then the operation parks.
-type RetryPolicy struct {
-	Interval   time.Duration `json:"interval"`
-	MaxRetries int           `json:"maxRetries"`
-	// AttemptTimeout bounds one delivery attempt.
-	AttemptTimeout time.Duration `json:"attemptTimeout"`
-}
-
-// RecordNotificationResult is the central row as stored (possibly by an
-// earlier run) and the retry policy in force for its delivery.
-type RecordNotificationResult struct {
-	State  NotificationState `json:"state"`
-	Policy RetryPolicy       `json:"policy"`
-}
-
-// DeliverNotificationInput asks for one delivery attempt.
-type DeliverNotificationInput struct {
-	NotificationID string `json:"notificationId"`
-	// RetryCount is the number of failed attempts before this one in the current cycle.
-	RetryCount int `json:"retryCount"`
-	// Attempt numbers this attempt among all of the run's attempts, from 1
-	// (operator retries do not reset it): it names the attempt's audit event.
-	Attempt int `json:"attempt,omitempty"`
-}
-
-// DeliverNotificationResult is a successful delivery.
-type DeliverNotificationResult struct {
-	DeliveredAt     time.Time `json:"deliveredAt"`
-	ResolvedTargets []string  `json:"resolvedTargets"`
-	// Unrecorded is true when the email went out but the activity could not
-	// mark the central row Delivered: the workflow records it instead, for
-	// a failed activity would make the workflow send the email again.
-	Unrecorded bool `json:"unrecorded,omitempty"`
-}
-
-// NotificationUpdate is a status change written to the central row.
-type NotificationUpdate struct {
-	NotificationID string     `json:"notificationId"`
-	Status         Status     `json:"status"`
-	RetryCount     int        `json:"retryCount"`
-	LastError      string     `json:"lastError,omitempty"`
-	LastAttemptAt  *time.Time `json:"lastAttemptAt,omitempty"`
-	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
-	// DeliveredAt and ResolvedTargets go with Status Delivered (required
-	// then): a delivery whose activity could not record it.
-	DeliveredAt     time.Time `json:"deliveredAt,omitzero"`
-	ResolvedTargets []string  `json:"resolvedTargets,omitempty"`
-
-	// The fields below feed the audit log; all are optional.
-
-	// SiteID is the notification's source site.
-	SiteID string `json:"siteId,omitempty"`
-	// At is when the workflow decided the change (workflow time); a
-	// Discarded row's terminal time.
-	At time.Time `json:"at,omitzero"`
-	// Attempt is the delivery attempt (DeliverNotificationInput.Attempt)
-	// whose outcome this change records: a failure, or a delivery the
-	// attempt could not record; 0 when it records none.
-	Attempt int `json:"attempt,omitempty"`
-	// OperatorAction is the operator's retry or discard this change applies.
-	OperatorAction *OperatorAction `json:"operatorAction,omitempty"`
-	// OperatorSeq numbers the run's operator actions from 1.
-	OperatorSeq int `json:"operatorSeq,omitempty"`
-}
-
-// Activity names: the activities package implements them and the central
-// worker registers them under these names.
-const (
-	ActivityRecordNotification  = "RecordNotification"
-	ActivityDeliverNotification = "DeliverNotification"
-	ActivityUpdateNotification  = "UpdateNotification"
-)
-
-// Error types that make a delivery failure permanent (no retry: park at once).
-const (
-	ErrTypeUnknownList  = "UnknownList"
-	ErrTypeNoRecipients = "NoRecipients"
-	ErrTypeRejected     = "SMTPRejected"
-	// ErrTypeUncertain is a send the server may have accepted: it had the
-	// whole message and never answered. Sending again could deliver it
-	// twice, so it parks for an operator to check and retry or discard.
-	ErrTypeUncertain = "DeliveryUncertain"
-)
-
-// ErrTypeTerminalRow fails a central-store write that would change a row
-// already Delivered or Discarded: no retry can make it. Its details are the
-// row's NotificationState, which the workflow adopts.
-const ErrTypeTerminalRow = "TerminalRow"
 
 // NotificationWorkflow delivers one notification: record the central row,
 // deliver with fixed-interval retry, park, then wait for retry or discard.
-func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
-	var sub NotificationSubmission
-	workflow.GetSignalChannel(ctx, SignalSubmit).Receive(ctx, &sub)
+func NotificationWorkflow(ctx workflow.Context) (contract.NotificationState, error) {
+	var sub contract.NotificationSubmission
+	workflow.GetSignalChannel(ctx, contract.SignalSubmit).Receive(ctx, &sub)
 	ignoreDuplicateSubmits(ctx)
 
 	// Pending from the first moment: the status query must not answer a
 	// zero state while the central row is being written.
-	n := &notification{siteID: sub.SourceSiteID, state: NotificationState{
-		NotificationID: sub.NotificationID, Status: StatusPending, SiteEnqueuedAt: sub.SiteEnqueuedAt,
+	n := &notification{siteID: sub.SourceSiteID, state: contract.NotificationState{
+		NotificationID: sub.NotificationID, Status: contract.StatusPending, SiteEnqueuedAt: sub.SiteEnqueuedAt,
 	}}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (NotificationState, error) {
+	if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.NotificationState, error) {
 		return n.state, nil
 	}); err != nil {
-		return NotificationState{}, fmt.Errorf("register status query: %w", err)
+		return contract.NotificationState{}, fmt.Errorf("register status query: %w", err)
 	}
 
-	var recorded RecordNotificationResult
+	var recorded contract.RecordNotificationResult
 	// Recorded even if a cancel request arrives meanwhile: a cancelled
 	// notification ends as a Discarded row, so the row must exist.
 	recordCtx, _ := workflow.NewDisconnectedContext(ctx)
-	if err := storeWrite(recordCtx, ActivityRecordNotification, sub, &recorded); err != nil {
-		return NotificationState{}, fmt.Errorf("record notification %s: %w", sub.NotificationID, err)
+	if err := storeWrite(recordCtx, contract.ActivityRecordNotification, sub, &recorded); err != nil {
+		return contract.NotificationState{}, fmt.Errorf("record notification %s: %w", sub.NotificationID, err)
 	}
 	n.state, n.policy = recorded.State, recorded.Policy
 	if n.state.Status.Terminal() {
 		// A resubmit of a notification central already finished: never deliver twice.
 		return n.state, n.setStatusAttr(ctx)
 	}
-	if n.state.Status != StatusPending {
+	if n.state.Status != contract.StatusPending {
 		// A previous run left it Retrying or Parked: restart its cycle cleanly.
-		if err := n.update(ctx, NotificationUpdate{Status: StatusPending, LastError: n.state.LastError}); err != nil || n.finished() {
+		if err := n.update(ctx, contract.NotificationUpdate{Status: contract.StatusPending, LastError: n.state.LastError}); err != nil || n.finished() {
 			return n.endCancelled(ctx, err)
 		}
 	}
@@ -176,31 +55,31 @@ func NotificationWorkflow(ctx workflow.Context) (NotificationState, error) {
 // cancellation) as Discarded: a cancel from the Web UI must not leave the
 // row Parked or Retrying with nothing left to act on it. Any other outcome
 // stands.
-func (n *notification) endCancelled(ctx workflow.Context, err error) (NotificationState, error) {
+func (n *notification) endCancelled(ctx workflow.Context, err error) (contract.NotificationState, error) {
 	if !temporal.IsCanceledError(err) {
 		return n.state, err
 	}
 	workflow.GetLogger(ctx).Info("notification cancelled; discarding it", "notification", n.state.NotificationID)
 	n.operatorActions++
 	n.state.LastOperatorAction = &cancelledAction
-	err = n.update(afterCancel(ctx), NotificationUpdate{Status: StatusDiscarded, RetryCount: n.state.RetryCount,
+	err = n.update(afterCancel(ctx), contract.NotificationUpdate{Status: contract.StatusDiscarded, RetryCount: n.state.RetryCount,
 		LastError: n.state.LastError, OperatorAction: &cancelledAction, OperatorSeq: n.operatorActions})
 	return n.state, err // the state the update left
 }
 
 // notification is the workflow's state: a mirror of the central row.
 type notification struct {
-	state  NotificationState
-	policy RetryPolicy
+	state  contract.NotificationState
+	policy contract.RetryPolicy
 	siteID string
 	// attempts and operatorActions count this run's delivery attempts and
 	// operator actions; they name the audit events (no extra commands).
 	attempts, operatorActions int
 }
 
-func (n *notification) run(ctx workflow.Context) (NotificationState, error) {
-	retryCh := workflow.GetSignalChannel(ctx, SignalRetry)
-	discardCh := workflow.GetSignalChannel(ctx, SignalDiscard)
+func (n *notification) run(ctx workflow.Context) (contract.NotificationState, error) {
+	retryCh := workflow.GetSignalChannel(ctx, contract.SignalRetry)
+	discardCh := workflow.GetSignalChannel(ctx, contract.SignalDiscard)
 	for {
 		delivered, err := n.deliver(ctx)
 		if err != nil || delivered {
@@ -213,10 +92,10 @@ func (n *notification) run(ctx workflow.Context) (NotificationState, error) {
 		workflow.GetLogger(ctx).Info("operator action on parked notification",
 			"retry", retry, "operator", action.Operator, "reason", action.Reason)
 		n.operatorActions++
-		upd := NotificationUpdate{Status: StatusPending, LastError: n.state.LastError,
+		upd := contract.NotificationUpdate{Status: contract.StatusPending, LastError: n.state.LastError,
 			OperatorAction: &action, OperatorSeq: n.operatorActions}
 		if !retry {
-			upd.Status, upd.RetryCount = StatusDiscarded, n.state.RetryCount
+			upd.Status, upd.RetryCount = contract.StatusDiscarded, n.state.RetryCount
 			err := n.update(ctx, upd)
 			return n.state, err // the state the update left
 		}
@@ -239,9 +118,9 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 	for {
-		var res DeliverNotificationResult
+		var res contract.DeliverNotificationResult
 		n.attempts++
-		err := workflow.ExecuteActivity(actCtx, ActivityDeliverNotification, DeliverNotificationInput{
+		err := workflow.ExecuteActivity(actCtx, contract.ActivityDeliverNotification, contract.DeliverNotificationInput{
 			NotificationID: n.state.NotificationID, RetryCount: n.state.RetryCount, Attempt: n.attempts,
 		}).Get(ctx, &res)
 		now := workflow.Now(ctx)
@@ -249,14 +128,14 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 			return true, n.delivered(ctx, res)
 		}
 		n.state.LastAttemptAt = &now
-		next := AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(err))
-		if next == StatusParked {
-			err := n.update(ctx, NotificationUpdate{Status: StatusParked, RetryCount: n.state.RetryCount,
+		next := contract.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(err))
+		if next == contract.StatusParked {
+			err := n.update(ctx, contract.NotificationUpdate{Status: contract.StatusParked, RetryCount: n.state.RetryCount,
 				LastError: parkReason(err, n.policy.MaxRetries), Attempt: n.attempts})
 			return n.finished(), err
 		}
 		nextAt := now.Add(n.policy.Interval)
-		if err := n.update(ctx, NotificationUpdate{Status: StatusRetrying, RetryCount: n.state.RetryCount + 1,
+		if err := n.update(ctx, contract.NotificationUpdate{Status: contract.StatusRetrying, RetryCount: n.state.RetryCount + 1,
 			LastError: describe(err), NextAttemptAt: &nextAt, Attempt: n.attempts}); err != nil || n.finished() {
 			return n.finished(), err
 		}
@@ -270,35 +149,23 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 // activity marked the row Delivered with its audit events, unless that
 // write failed after the email went out: then the workflow writes both,
 // through the store write that retries until the store answers.
-func (n *notification) delivered(ctx workflow.Context, res DeliverNotificationResult) error {
+func (n *notification) delivered(ctx workflow.Context, res contract.DeliverNotificationResult) error {
 	n.state.DeliveredAt, n.state.ResolvedTargets, n.state.LastAttemptAt = &res.DeliveredAt, res.ResolvedTargets, &res.DeliveredAt
 	if res.Unrecorded {
-		return n.update(ctx, NotificationUpdate{Status: StatusDelivered, RetryCount: n.state.RetryCount,
+		return n.update(ctx, contract.NotificationUpdate{Status: contract.StatusDelivered, RetryCount: n.state.RetryCount,
 			DeliveredAt: res.DeliveredAt, ResolvedTargets: res.ResolvedTargets, Attempt: n.attempts})
 	}
-	n.state.Status, n.state.LastError, n.state.NextAttemptAt = StatusDelivered, "", nil
+	n.state.Status, n.state.LastError, n.state.NextAttemptAt = contract.StatusDelivered, "", nil
 	return n.setStatusAttr(ctx)
-}
-
-// AfterFailedAttempt is the status after a failed attempt, with retries the
-// number of retries made so far counting this attempt (0 for a first
-// attempt): Parked when the failure is permanent or the retries are used
-// up, Retrying otherwise. A notification's first attempt is central's; a
-// cached call's is the site's immediate attempt, so its retries start at 1.
-func AfterFailedAttempt(retries, maxRetries int, permanent bool) Status {
-	if permanent || retries >= maxRetries {
-		return StatusParked
-	}
-	return StatusRetrying
 }
 
 // update writes a status change (upd's Status, RetryCount, LastError,
 // NextAttemptAt and audit fields) to the central row, then to the
 // workflow's state and search attribute.
-func (n *notification) update(ctx workflow.Context, upd NotificationUpdate) error {
+func (n *notification) update(ctx workflow.Context, upd contract.NotificationUpdate) error {
 	upd.NotificationID, upd.LastAttemptAt = n.state.NotificationID, n.state.LastAttemptAt
 	upd.SiteID, upd.At = n.siteID, workflow.Now(ctx)
-	err := storeWrite(ctx, ActivityUpdateNotification, upd, nil)
+	err := storeWrite(ctx, contract.ActivityUpdateNotification, upd, nil)
 	if row, ok := terminalRow(err); ok {
 		return n.adoptTerminalRow(ctx, row, upd.Status)
 	}
@@ -314,7 +181,7 @@ func (n *notification) update(ctx workflow.Context, upd NotificationUpdate) erro
 // happens when an attempt delivered the email and marked the row Delivered
 // but its completion was lost (the worker or Temporal died after the
 // send): the workflow saw a timeout and tried to record Retrying.
-func (n *notification) adoptTerminalRow(ctx workflow.Context, row NotificationState, wanted Status) error {
+func (n *notification) adoptTerminalRow(ctx workflow.Context, row contract.NotificationState, wanted contract.Status) error {
 	workflow.GetLogger(ctx).Info("central row already terminal; taking its state",
 		"notification", n.state.NotificationID, "row", row.Status, "wanted", wanted)
 	action := n.state.LastOperatorAction
@@ -324,22 +191,22 @@ func (n *notification) adoptTerminalRow(ctx workflow.Context, row NotificationSt
 }
 
 // terminalRow is the row state carried by a TerminalRow failure.
-func terminalRow(err error) (NotificationState, bool) {
+func terminalRow(err error) (contract.NotificationState, bool) {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != ErrTypeTerminalRow || !appErr.HasDetails() {
-		return NotificationState{}, false
+	if !errors.As(err, &appErr) || appErr.Type() != contract.ErrTypeTerminalRow || !appErr.HasDetails() {
+		return contract.NotificationState{}, false
 	}
-	var row NotificationState
+	var row contract.NotificationState
 	if appErr.Details(&row) != nil || !row.Status.Terminal() {
-		return NotificationState{}, false
+		return contract.NotificationState{}, false
 	}
 	return row, true
 }
 
 func (n *notification) setStatusAttr(ctx workflow.Context) error {
 	setDetails(ctx, n.state.Status, n.state.RetryCount, n.state.LastError)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(string(n.state.Status))); err != nil {
-		return fmt.Errorf("set %s: %w", AttrStatus.GetName(), err)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.AttrStatus.ValueSet(string(n.state.Status))); err != nil {
+		return fmt.Errorf("set %s: %w", contract.AttrStatus.GetName(), err)
 	}
 	return nil
 }
@@ -348,12 +215,12 @@ func (n *notification) setStatusAttr(ctx workflow.Context) error {
 // details, which the Web UI shows on the workflow page: an operator sees
 // "Parked: <last error>" without opening the history. It records nothing
 // in the history.
-func setDetails(ctx workflow.Context, status Status, retryCount int, lastError string) {
+func setDetails(ctx workflow.Context, status contract.Status, retryCount int, lastError string) {
 	switch status {
-	case StatusParked:
+	case contract.StatusParked:
 		workflow.SetCurrentDetails(ctx, "Parked: "+lastError+
 			"\n\nSend signal retry (deliver again) or discard, input {} or {\"operator\":\"…\",\"reason\":\"…\"}.")
-	case StatusRetrying:
+	case contract.StatusRetrying:
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Retrying (%d so far): %s", retryCount, lastError))
 	default:
 		workflow.SetCurrentDetails(ctx, "")
@@ -402,7 +269,7 @@ func storeWrite(ctx workflow.Context, activity string, in, out any) error {
 // ignoreDuplicateSubmits consumes later submits: the first one wins.
 func ignoreDuplicateSubmits(ctx workflow.Context) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		ch := workflow.GetSignalChannel(ctx, SignalSubmit)
+		ch := workflow.GetSignalChannel(ctx, contract.SignalSubmit)
 		for {
 			ch.Receive(ctx, nil)
 			workflow.GetLogger(ctx).Info("duplicate submit ignored")
@@ -422,8 +289,8 @@ func drainStale(chs ...workflow.ReceiveChannel) {
 // waitForOperator blocks until retry (true) or discard (false) arrives. A
 // cancel request (the Web UI's Cancel, `temporal workflow cancel`) is a
 // discard too: cancelledAction, with ctx cancelled.
-func waitForOperator(ctx workflow.Context, retryCh, discardCh workflow.ReceiveChannel) (OperatorAction, bool) {
-	var action OperatorAction
+func waitForOperator(ctx workflow.Context, retryCh, discardCh workflow.ReceiveChannel) (contract.OperatorAction, bool) {
+	var action contract.OperatorAction
 	retry := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(retryCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &action); retry = true })
@@ -436,7 +303,7 @@ func waitForOperator(ctx workflow.Context, retryCh, discardCh workflow.ReceiveCh
 // cancelledAction is the discard a cancel request stands for. The request
 // carries no operator or reason the workflow can read; the Web UI and the
 // temporal CLI record who sent it in the history's WorkflowExecutionCancelRequested event.
-var cancelledAction = OperatorAction{Reason: "workflow cancelled (Web UI Cancel or temporal workflow cancel), taken as a discard; " +
+var cancelledAction = contract.OperatorAction{Reason: "workflow cancelled (Web UI Cancel or temporal workflow cancel), taken as a discard; " +
 	"who asked is in the history's cancel request"}
 
 // afterCancel is a context for the work that ends a cancelled workflow
@@ -470,7 +337,7 @@ func describe(err error) string {
 
 func parkReason(err error, maxRetries int) string {
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == ErrTypeUncertain {
+	if errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeUncertain {
 		return describe(err)
 	}
 	if isPermanent(err) {

@@ -6,25 +6,9 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-)
 
-// Purge names: the workflow, its activity, and the Temporal Schedule that
-// runs it daily (operators see and trigger it on the Web UI's Schedules page).
-const (
-	WorkflowPurge             = "PurgeWorkflow"
-	ActivityPurgeCentralStore = "PurgeCentralStore"
-	PurgeScheduleID           = "outpost-purge"
+	"github.com/outpost-dev/outpost/contract"
 )
-
-// PurgeResult counts the rows a purge deleted, per central table.
-type PurgeResult struct {
-	Notifications int `json:"notifications"`
-	SiteCalls     int `json:"siteCalls"`
-	AuditLog      int `json:"auditLog"`
-	// More is true when the purge stopped at its cap with rows still due:
-	// the next run goes on.
-	More bool `json:"more,omitempty"`
-}
 
 // purgeCallsPerRun bounds one run: each activity call deletes a bounded
 // number of batches, and a backlog larger than this many calls is left to
@@ -36,7 +20,7 @@ const purgeCallsPerRun = 50
 // rows are never deleted. The retention and batch size are the central
 // worker's config; the activity reads its clock, so a run decides its
 // cutoffs when it runs.
-func PurgeWorkflow(ctx workflow.Context) (PurgeResult, error) {
+func PurgeWorkflow(ctx workflow.Context) (contract.PurgeResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Hour,
 		// The activity heartbeats after every batch.
@@ -45,10 +29,10 @@ func PurgeWorkflow(ctx workflow.Context) (PurgeResult, error) {
 			InitialInterval: 30 * time.Second, BackoffCoefficient: 1, MaximumAttempts: 5,
 		},
 	})
-	var total PurgeResult
+	var total contract.PurgeResult
 	for range purgeCallsPerRun {
-		var res PurgeResult
-		if err := workflow.ExecuteActivity(ctx, ActivityPurgeCentralStore).Get(ctx, &res); err != nil {
+		var res contract.PurgeResult
+		if err := workflow.ExecuteActivity(ctx, contract.ActivityPurgeCentralStore).Get(ctx, &res); err != nil {
 			return total, fmt.Errorf("purge central store: %w", err)
 		}
 		total.Notifications += res.Notifications

@@ -11,13 +11,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
 func newPurgeEnv() *testsuite.TestWorkflowEnvironment {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowPurge})
+	env.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: contract.WorkflowPurge})
 	env.RegisterActivity(&activities.PurgeActivities{})
 	return env
 }
@@ -27,23 +28,23 @@ func newPurgeEnv() *testsuite.TestWorkflowEnvironment {
 func TestPurgeWorkflowRunsUntilNothingIsLeft(t *testing.T) {
 	t.Parallel()
 	env := newPurgeEnv()
-	answers := []workflows.PurgeResult{
+	answers := []contract.PurgeResult{
 		{Notifications: 1000, More: true},
 		{Notifications: 200, SiteCalls: 700, AuditLog: 100, More: true},
 		{AuditLog: 40},
 	}
 	calls := 0
-	env.OnActivity(workflows.ActivityPurgeCentralStore, mock.Anything).Return(
-		func(context.Context) (workflows.PurgeResult, error) {
+	env.OnActivity(contract.ActivityPurgeCentralStore, mock.Anything).Return(
+		func(context.Context) (contract.PurgeResult, error) {
 			calls++
 			return answers[calls-1], nil
 		})
-	env.ExecuteWorkflow(workflows.WorkflowPurge)
+	env.ExecuteWorkflow(contract.WorkflowPurge)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var res workflows.PurgeResult
+	var res contract.PurgeResult
 	require.NoError(t, env.GetWorkflowResult(&res))
-	require.Equal(t, workflows.PurgeResult{Notifications: 1200, SiteCalls: 700, AuditLog: 140}, res)
+	require.Equal(t, contract.PurgeResult{Notifications: 1200, SiteCalls: 700, AuditLog: 140}, res)
 	require.Equal(t, 3, calls)
 }
 
@@ -52,14 +53,14 @@ func TestPurgeWorkflowStopsAtItsCap(t *testing.T) {
 	t.Parallel()
 	env := newPurgeEnv()
 	calls := 0
-	env.OnActivity(workflows.ActivityPurgeCentralStore, mock.Anything).Return(
-		func(context.Context) (workflows.PurgeResult, error) {
+	env.OnActivity(contract.ActivityPurgeCentralStore, mock.Anything).Return(
+		func(context.Context) (contract.PurgeResult, error) {
 			calls++
-			return workflows.PurgeResult{SiteCalls: 10, More: true}, nil
+			return contract.PurgeResult{SiteCalls: 10, More: true}, nil
 		})
-	env.ExecuteWorkflow(workflows.WorkflowPurge)
+	env.ExecuteWorkflow(contract.WorkflowPurge)
 	require.NoError(t, env.GetWorkflowError())
-	var res workflows.PurgeResult
+	var res contract.PurgeResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 	require.True(t, res.More)
 	require.Equal(t, 50, calls)
@@ -71,10 +72,10 @@ func TestPurgeWorkflowStopsAtItsCap(t *testing.T) {
 func TestPurgeWorkflowFailsWhenTheStoreFails(t *testing.T) {
 	t.Parallel()
 	env := newPurgeEnv()
-	env.OnActivity(workflows.ActivityPurgeCentralStore, mock.Anything).Return(
-		workflows.PurgeResult{}, temporal.NewApplicationError("database is locked", "Store"))
-	env.ExecuteWorkflow(workflows.WorkflowPurge)
+	env.OnActivity(contract.ActivityPurgeCentralStore, mock.Anything).Return(
+		contract.PurgeResult{}, temporal.NewApplicationError("database is locked", "Store"))
+	env.ExecuteWorkflow(contract.WorkflowPurge)
 	require.True(t, env.IsWorkflowCompleted())
 	require.ErrorContains(t, env.GetWorkflowError(), "database is locked")
-	env.AssertNumberOfCalls(t, workflows.ActivityPurgeCentralStore, 5)
+	env.AssertNumberOfCalls(t, contract.ActivityPurgeCentralStore, 5)
 }

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -21,8 +22,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			replayer := worker.NewWorkflowReplayer()
-			replayer.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: "NotificationWorkflow"})
-			replayer.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: "CachedCallWorkflow"})
+			replayer.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+			replayer.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, file))
 		})
 	}

@@ -7,63 +7,14 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/contract"
 )
-
-// TelemetryBatch is a batch of a site's tracking-row changes, oldest first.
-type TelemetryBatch struct {
-	SiteID string             `json:"siteId"`
-	Rows   []TrackedOperation `json:"rows"`
-}
-
-// MirrorReconciledInput is one page of a reconciliation pull.
-type MirrorReconciledInput struct {
-	SiteID string             `json:"siteId"`
-	Rows   []TrackedOperation `json:"rows"`
-	// Cursor is the highest change number in Rows: the site's next pull starts after it.
-	Cursor int64 `json:"cursor"`
-}
-
-// ListTrackingChangesInput asks a site for tracking rows changed after a cursor.
-type ListTrackingChangesInput struct {
-	After int64 `json:"after"`
-	Limit int   `json:"limit"`
-}
-
-// ReconcileInput names the site to reconcile.
-type ReconcileInput struct {
-	SiteID string `json:"siteId"`
-	// PageSize is how many rows one pull asks for. Default 200.
-	PageSize int `json:"pageSize,omitempty"`
-}
-
-// ReconcileResult says what one reconciliation run pulled.
-type ReconcileResult struct {
-	Rows   int   `json:"rows"`
-	Cursor int64 `json:"cursor"`
-}
-
-// Central activities behind site_calls.
-const (
-	ActivityMirrorSiteCalls      = "MirrorSiteCalls"
-	ActivityReadReconcileCursor  = "ReadReconcileCursor"
-	ActivityMirrorReconciled     = "MirrorReconciled"
-	ActivityResetReconcileCursor = "ResetReconcileCursor"
-	ActivitySettleTerminated     = "SettleTerminated"
-)
-
-// SettleTerminatedResult is what SettleTerminated found of a site's
-// operations whose workflows were terminated before they finished:
-// notifications it discarded on central, and calls still to discard on the
-// site.
-type SettleTerminatedResult struct {
-	Notifications []string `json:"notifications,omitempty"`
-	Calls         []string `json:"calls,omitempty"`
-}
 
 // terminatedAction is the discard reconciliation applies to an operation
 // whose workflow was terminated: a terminated workflow runs no code, so
 // nothing else would ever settle it.
-var terminatedAction = OperatorAction{Reason: "workflow terminated (Web UI Terminate or temporal workflow terminate) before the operation finished; discarded by reconciliation"}
+var terminatedAction = contract.OperatorAction{Reason: "workflow terminated (Web UI Terminate or temporal workflow terminate) before the operation finished; discarded by reconciliation"}
 
 // changeSettleTerminated versions the settling of terminated workflows'
 // operations at the start of ReconcileSiteWorkflow.
@@ -73,13 +24,13 @@ const changeSettleTerminated = "settle-terminated"
 // terminated while Pending, Retrying or Parked: notifications on central
 // (by the activity), calls on the site.
 func settleTerminated(ctx workflow.Context, siteID string, siteCtx workflow.Context) error {
-	var found SettleTerminatedResult
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivitySettleTerminated, siteID).Get(ctx, &found); err != nil {
+	var found contract.SettleTerminatedResult
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivitySettleTerminated, siteID).Get(ctx, &found); err != nil {
 		return fmt.Errorf("settle terminated operations of site %s: %w", siteID, err)
 	}
 	for _, id := range found.Calls {
-		in := ResolveParkedCallInput{OperationID: id, Action: terminatedAction, Cancelled: true}
-		if err := workflow.ExecuteActivity(siteCtx, ActivityResolveParkedCall, in).Get(ctx, nil); err != nil {
+		in := contract.ResolveParkedCallInput{OperationID: id, Action: terminatedAction, Cancelled: true}
+		if err := workflow.ExecuteActivity(siteCtx, contract.ActivityResolveParkedCall, in).Get(ctx, nil); err != nil {
 			return fmt.Errorf("discard call %s of terminated workflow on site %s: %w", id, siteID, err)
 		}
 	}
@@ -90,16 +41,12 @@ func settleTerminated(ctx workflow.Context, siteID string, siteCtx workflow.Cont
 	return nil
 }
 
-// ErrTypeCursorAhead fails a pull whose cursor is past the site's last
-// change number: the site's store was replaced.
-const ErrTypeCursorAhead = "CursorAhead"
-
 // IngestTelemetryWorkflow persists one telemetry batch in site_calls with one
 // bulk upsert. The site waits for its result: only then do the events leave
 // the site's outbox.
-func IngestTelemetryWorkflow(ctx workflow.Context, batch TelemetryBatch) (int, error) {
+func IngestTelemetryWorkflow(ctx workflow.Context, batch contract.TelemetryBatch) (int, error) {
 	var changed int
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityMirrorSiteCalls, batch.Rows).Get(ctx, &changed); err != nil {
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivityMirrorSiteCalls, batch.Rows).Get(ctx, &changed); err != nil {
 		return 0, fmt.Errorf("mirror %d tracking rows of site %s: %w", len(batch.Rows), batch.SiteID, err)
 	}
 	return changed, nil
@@ -112,16 +59,16 @@ const pagesPerRun = 50
 // ReconcileSiteWorkflow pulls a site's tracking rows changed since central's
 // cursor (an activity on the site's queue) and mirrors them, page by page,
 // healing anything telemetry missed. A Temporal Schedule runs it per site.
-func ReconcileSiteWorkflow(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error) {
+func ReconcileSiteWorkflow(ctx workflow.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
 	if in.PageSize <= 0 {
 		in.PageSize = 200
 	}
-	var res ReconcileResult
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityReadReconcileCursor, in.SiteID).Get(ctx, &res.Cursor); err != nil {
+	var res contract.ReconcileResult
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivityReadReconcileCursor, in.SiteID).Get(ctx, &res.Cursor); err != nil {
 		return res, fmt.Errorf("read reconcile cursor of site %s: %w", in.SiteID, err)
 	}
 	siteCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: SiteTaskQueue(in.SiteID),
+		TaskQueue: contract.SiteTaskQueue(in.SiteID),
 		// An unreachable site fails this run; the next scheduled run tries again.
 		ScheduleToCloseTimeout: 2 * time.Minute,
 		StartToCloseTimeout:    30 * time.Second,
@@ -133,9 +80,9 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in ReconcileInput) (ReconcileRe
 		}
 	}
 	for page := 0; page < pagesPerRun; page++ {
-		var rows []TrackedOperation
-		err := workflow.ExecuteActivity(siteCtx, ActivityListTrackingChanges,
-			ListTrackingChangesInput{After: res.Cursor, Limit: in.PageSize}).Get(ctx, &rows)
+		var rows []contract.TrackedOperation
+		err := workflow.ExecuteActivity(siteCtx, contract.ActivityListTrackingChanges,
+			contract.ListTrackingChangesInput{After: res.Cursor, Limit: in.PageSize}).Get(ctx, &rows)
 		if isCursorAhead(err) && res.Cursor > 0 {
 			if err := resetCursor(ctx, in.SiteID, res.Cursor); err != nil {
 				return res, err
@@ -150,8 +97,8 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in ReconcileInput) (ReconcileRe
 			return res, nil
 		}
 		cursor := rows[len(rows)-1].Seq
-		mirror := MirrorReconciledInput{SiteID: in.SiteID, Rows: rows, Cursor: cursor}
-		if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityMirrorReconciled, mirror).Get(ctx, nil); err != nil {
+		mirror := contract.MirrorReconciledInput{SiteID: in.SiteID, Rows: rows, Cursor: cursor}
+		if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivityMirrorReconciled, mirror).Get(ctx, nil); err != nil {
 			return res, fmt.Errorf("mirror reconciled rows of site %s: %w", in.SiteID, err)
 		}
 		res.Rows += len(rows)
@@ -165,7 +112,7 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in ReconcileInput) (ReconcileRe
 
 func isCursorAhead(err error) bool {
 	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == ErrTypeCursorAhead
+	return errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeCursorAhead
 }
 
 // resetCursor starts a site's reconciliation over: its store was replaced,
@@ -173,7 +120,7 @@ func isCursorAhead(err error) bool {
 func resetCursor(ctx workflow.Context, siteID string, stale int64) error {
 	workflow.GetLogger(ctx).Warn("site's change numbers are behind central's cursor (store replaced?); reconciling from the start",
 		"site", siteID, "cursor", stale)
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), ActivityResetReconcileCursor, siteID).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivityResetReconcileCursor, siteID).Get(ctx, nil); err != nil {
 		return fmt.Errorf("reset reconcile cursor of site %s: %w", siteID, err)
 	}
 	return nil

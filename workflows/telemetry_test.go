@@ -15,6 +15,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -23,10 +24,10 @@ type telemetrySuite struct {
 	testsuite.WorkflowTestSuite
 	env *testsuite.TestWorkflowEnvironment
 	// settled is what SettleTerminated answers.
-	settled workflows.SettleTerminatedResult
+	settled contract.SettleTerminatedResult
 	// lists and mirrors record the reconciliation's pulls and mirrored pages.
-	lists   []workflows.ListTrackingChangesInput
-	mirrors []workflows.MirrorReconciledInput
+	lists   []contract.ListTrackingChangesInput
+	mirrors []contract.MirrorReconciledInput
 }
 
 func TestTelemetryWorkflows(t *testing.T) { suite.Run(t, new(telemetrySuite)) }
@@ -34,16 +35,16 @@ func TestTelemetryWorkflows(t *testing.T) { suite.Run(t, new(telemetrySuite)) }
 const telemetrySite = "plant-1"
 
 // seqRow is a tracking row whose last change is seq.
-func seqRow(seq int64) workflows.TrackedOperation {
+func seqRow(seq int64) contract.TrackedOperation {
 	at := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC).Add(time.Duration(seq) * time.Second)
-	return workflows.TrackedOperation{
-		OperationID: fmt.Sprintf("op-%d", seq), Kind: workflows.KindExternalCall, Target: "erp.createOrder",
-		Status: workflows.StatusRetrying, RetryCount: 1, SourceSiteID: telemetrySite, CreatedAt: at, UpdatedAt: at, Seq: seq,
+	return contract.TrackedOperation{
+		OperationID: fmt.Sprintf("op-%d", seq), Kind: contract.KindExternalCall, Target: "erp.createOrder",
+		Status: contract.StatusRetrying, RetryCount: 1, SourceSiteID: telemetrySite, CreatedAt: at, UpdatedAt: at, Seq: seq,
 	}
 }
 
-func seqRows(from, to int64) []workflows.TrackedOperation {
-	var rows []workflows.TrackedOperation
+func seqRows(from, to int64) []contract.TrackedOperation {
+	var rows []contract.TrackedOperation
 	for seq := from; seq <= to; seq++ {
 		rows = append(rows, seqRow(seq))
 	}
@@ -52,17 +53,17 @@ func seqRows(from, to int64) []workflows.TrackedOperation {
 
 func (s *telemetrySuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
-	s.env.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: "IngestTelemetryWorkflow"})
-	s.env.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: "ReconcileSiteWorkflow"})
+	s.env.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: contract.WorkflowIngestTelemetry})
+	s.env.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})
 	s.env.RegisterActivity(&activities.MirrorActivities{})
 	site := &onsite.SiteActivities{}
 	s.env.RegisterActivity(site)
 	// The pull runs on the site's own queue, nowhere else.
-	s.env.SetActivityTaskQueue(workflows.SiteTaskQueue(telemetrySite), site.ListTrackingChanges, site.ResolveParkedCall)
+	s.env.SetActivityTaskQueue(contract.SiteTaskQueue(telemetrySite), site.ListTrackingChanges, site.ResolveParkedCall)
 	s.env.RegisterActivity(&activities.SettleActivities{})
-	s.settled = workflows.SettleTerminatedResult{}
-	s.env.OnActivity(workflows.ActivitySettleTerminated, mock.Anything, mock.Anything).Return(
-		func(context.Context, string) (workflows.SettleTerminatedResult, error) { return s.settled, nil })
+	s.settled = contract.SettleTerminatedResult{}
+	s.env.OnActivity(contract.ActivitySettleTerminated, mock.Anything, mock.Anything).Return(
+		func(context.Context, string) (contract.SettleTerminatedResult, error) { return s.settled, nil })
 	s.lists, s.mirrors = nil, nil
 }
 
@@ -70,16 +71,16 @@ func (s *telemetrySuite) SetupTest() {
 // were terminated: each call is discarded on its site (a cancel-like
 // discard, since the call may be Retrying).
 func (s *telemetrySuite) TestReconcileDiscardsCallsOfTerminatedWorkflows() {
-	s.settled = workflows.SettleTerminatedResult{Notifications: []string{"n-1"}, Calls: []string{"c-1", "c-2"}}
-	var resolved []workflows.ResolveParkedCallInput
-	s.env.OnActivity(workflows.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+	s.settled = contract.SettleTerminatedResult{Notifications: []string{"n-1"}, Calls: []string{"c-1", "c-2"}}
+	var resolved []contract.ResolveParkedCallInput
+	s.env.OnActivity(contract.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.ResolveParkedCallInput) (contract.TrackedOperation, error) {
 			resolved = append(resolved, in)
-			return workflows.TrackedOperation{OperationID: in.OperationID, Status: workflows.StatusDiscarded}, nil
+			return contract.TrackedOperation{OperationID: in.OperationID, Status: contract.StatusDiscarded}, nil
 		})
-	s.env.OnActivity(workflows.ActivityReadReconcileCursor, mock.Anything, mock.Anything).Return(int64(0), nil)
-	s.env.OnActivity(workflows.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return([]workflows.TrackedOperation{}, nil)
-	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite})
+	s.env.OnActivity(contract.ActivityReadReconcileCursor, mock.Anything, mock.Anything).Return(int64(0), nil)
+	s.env.OnActivity(contract.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return([]contract.TrackedOperation{}, nil)
+	s.env.ExecuteWorkflow(contract.WorkflowReconcileSite, contract.ReconcileInput{SiteID: telemetrySite})
 
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
@@ -93,27 +94,27 @@ func (s *telemetrySuite) TestReconcileDiscardsCallsOfTerminatedWorkflows() {
 }
 
 func (s *telemetrySuite) TestIngestMirrorsTheBatch() {
-	batch := workflows.TelemetryBatch{SiteID: telemetrySite, Rows: seqRows(7, 9)}
-	var mirrored [][]workflows.TrackedOperation
-	s.env.OnActivity(workflows.ActivityMirrorSiteCalls, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, rows []workflows.TrackedOperation) (int, error) {
+	batch := contract.TelemetryBatch{SiteID: telemetrySite, Rows: seqRows(7, 9)}
+	var mirrored [][]contract.TrackedOperation
+	s.env.OnActivity(contract.ActivityMirrorSiteCalls, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, rows []contract.TrackedOperation) (int, error) {
 			mirrored = append(mirrored, rows)
 			return 2, nil // one row was already newer in site_calls
 		})
-	s.env.ExecuteWorkflow("IngestTelemetryWorkflow", batch)
+	s.env.ExecuteWorkflow(contract.WorkflowIngestTelemetry, batch)
 
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
 	var changed int
 	s.Require().NoError(s.env.GetWorkflowResult(&changed))
 	s.Equal(2, changed, "the mirror's count, not the batch size")
-	s.Equal([][]workflows.TrackedOperation{batch.Rows}, mirrored, "one bulk upsert of the batch's rows")
+	s.Equal([][]contract.TrackedOperation{batch.Rows}, mirrored, "one bulk upsert of the batch's rows")
 }
 
 func (s *telemetrySuite) TestIngestFailsWhenMirrorFails() {
-	s.env.OnActivity(workflows.ActivityMirrorSiteCalls, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(contract.ActivityMirrorSiteCalls, mock.Anything, mock.Anything).Return(
 		0, temporal.NewNonRetryableApplicationError("site_calls is read-only", "Test", nil))
-	s.env.ExecuteWorkflow("IngestTelemetryWorkflow", workflows.TelemetryBatch{SiteID: telemetrySite, Rows: seqRows(1, 3)})
+	s.env.ExecuteWorkflow(contract.WorkflowIngestTelemetry, contract.TelemetryBatch{SiteID: telemetrySite, Rows: seqRows(1, 3)})
 
 	s.Require().True(s.env.IsWorkflowCompleted())
 	err := s.env.GetWorkflowError()
@@ -123,79 +124,79 @@ func (s *telemetrySuite) TestIngestFailsWhenMirrorFails() {
 
 // onReconcile mocks central's cursor, the site's pages (answered by the
 // cursor asked for) and central's mirror.
-func (s *telemetrySuite) onReconcile(cursor int64, pages map[int64][]workflows.TrackedOperation) {
-	s.env.OnActivity(workflows.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(cursor, nil).Once()
-	s.env.OnActivity(workflows.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.ListTrackingChangesInput) ([]workflows.TrackedOperation, error) {
+func (s *telemetrySuite) onReconcile(cursor int64, pages map[int64][]contract.TrackedOperation) {
+	s.env.OnActivity(contract.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(cursor, nil).Once()
+	s.env.OnActivity(contract.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.ListTrackingChangesInput) ([]contract.TrackedOperation, error) {
 			s.lists = append(s.lists, in)
 			if len(s.lists) > 100 {
 				return nil, temporal.NewNonRetryableApplicationError("runaway pulling", "Test", nil)
 			}
 			return pages[in.After], nil
 		})
-	s.env.OnActivity(workflows.ActivityMirrorReconciled, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.MirrorReconciledInput) error {
+	s.env.OnActivity(contract.ActivityMirrorReconciled, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.MirrorReconciledInput) error {
 			s.mirrors = append(s.mirrors, in)
 			return nil
 		})
 }
 
-func (s *telemetrySuite) reconcileResult() workflows.ReconcileResult {
+func (s *telemetrySuite) reconcileResult() contract.ReconcileResult {
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
-	var res workflows.ReconcileResult
+	var res contract.ReconcileResult
 	s.Require().NoError(s.env.GetWorkflowResult(&res))
 	return res
 }
 
 func (s *telemetrySuite) TestReconcilePagesFromCursorUntilAShortPage() {
-	s.onReconcile(5, map[int64][]workflows.TrackedOperation{
+	s.onReconcile(5, map[int64][]contract.TrackedOperation{
 		5: seqRows(6, 8),
 		8: seqRows(9, 11),
 		// Seqs need not be contiguous: purged rows leave gaps.
 		11: {seqRow(14)},
 	})
-	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite, PageSize: 3})
+	s.env.ExecuteWorkflow(contract.WorkflowReconcileSite, contract.ReconcileInput{SiteID: telemetrySite, PageSize: 3})
 
-	s.Equal(workflows.ReconcileResult{Rows: 7, Cursor: 14}, s.reconcileResult())
-	s.Equal([]workflows.ListTrackingChangesInput{{After: 5, Limit: 3}, {After: 8, Limit: 3}, {After: 11, Limit: 3}}, s.lists,
+	s.Equal(contract.ReconcileResult{Rows: 7, Cursor: 14}, s.reconcileResult())
+	s.Equal([]contract.ListTrackingChangesInput{{After: 5, Limit: 3}, {After: 8, Limit: 3}, {After: 11, Limit: 3}}, s.lists,
 		"a short page ends the run without another pull")
-	s.Equal([]workflows.MirrorReconciledInput{
+	s.Equal([]contract.MirrorReconciledInput{
 		{SiteID: telemetrySite, Rows: seqRows(6, 8), Cursor: 8},
 		{SiteID: telemetrySite, Rows: seqRows(9, 11), Cursor: 11},
-		{SiteID: telemetrySite, Rows: []workflows.TrackedOperation{seqRow(14)}, Cursor: 14},
+		{SiteID: telemetrySite, Rows: []contract.TrackedOperation{seqRow(14)}, Cursor: 14},
 	}, s.mirrors)
 }
 
 func (s *telemetrySuite) TestReconcileEmptyFirstPageMirrorsNothing() {
 	s.onReconcile(5, nil)
-	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite})
+	s.env.ExecuteWorkflow(contract.WorkflowReconcileSite, contract.ReconcileInput{SiteID: telemetrySite})
 
-	s.Equal(workflows.ReconcileResult{Rows: 0, Cursor: 5}, s.reconcileResult())
-	s.Equal([]workflows.ListTrackingChangesInput{{After: 5, Limit: 200}}, s.lists, "PageSize defaults to 200")
+	s.Equal(contract.ReconcileResult{Rows: 0, Cursor: 5}, s.reconcileResult())
+	s.Equal([]contract.ListTrackingChangesInput{{After: 5, Limit: 200}}, s.lists, "PageSize defaults to 200")
 	s.Empty(s.mirrors)
-	s.env.AssertNotCalled(s.T(), workflows.ActivityMirrorReconciled, mock.Anything, mock.Anything)
+	s.env.AssertNotCalled(s.T(), contract.ActivityMirrorReconciled, mock.Anything, mock.Anything)
 }
 
 // A full page followed by an empty one: the empty pull ends the run.
 func (s *telemetrySuite) TestReconcileFullPageThenEmpty() {
-	s.onReconcile(0, map[int64][]workflows.TrackedOperation{0: seqRows(1, 2)})
-	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite, PageSize: 2})
+	s.onReconcile(0, map[int64][]contract.TrackedOperation{0: seqRows(1, 2)})
+	s.env.ExecuteWorkflow(contract.WorkflowReconcileSite, contract.ReconcileInput{SiteID: telemetrySite, PageSize: 2})
 
-	s.Equal(workflows.ReconcileResult{Rows: 2, Cursor: 2}, s.reconcileResult())
-	s.Equal([]workflows.ListTrackingChangesInput{{After: 0, Limit: 2}, {After: 2, Limit: 2}}, s.lists)
+	s.Equal(contract.ReconcileResult{Rows: 2, Cursor: 2}, s.reconcileResult())
+	s.Equal([]contract.ListTrackingChangesInput{{After: 0, Limit: 2}, {After: 2, Limit: 2}}, s.lists)
 	s.Len(s.mirrors, 1)
 }
 
 // A long backlog continues as new after 50 full pages, so one run's history
 // stays bounded; the next run starts from the mirrored cursor.
 func (s *telemetrySuite) TestReconcileContinuesAsNewAfterFiftyFullPages() {
-	pages := map[int64][]workflows.TrackedOperation{}
+	pages := map[int64][]contract.TrackedOperation{}
 	for after := int64(5); after < 200; after++ {
 		pages[after] = seqRows(after+1, after+1)
 	}
 	s.onReconcile(5, pages)
-	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite, PageSize: 1})
+	s.env.ExecuteWorkflow(contract.WorkflowReconcileSite, contract.ReconcileInput{SiteID: telemetrySite, PageSize: 1})
 
 	s.Require().True(s.env.IsWorkflowCompleted())
 	err := s.env.GetWorkflowError()
@@ -212,44 +213,44 @@ func (s *telemetrySuite) TestReconcileContinuesAsNewAfterFiftyFullPages() {
 // after central's old cursor is refused, central resets its cursor and
 // pulls from the start.
 func (s *telemetrySuite) TestReconcileStartsOverWhenTheSiteStoreWasReplaced() {
-	s.env.OnActivity(workflows.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(500), nil).Once()
-	s.env.OnActivity(workflows.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.ListTrackingChangesInput) ([]workflows.TrackedOperation, error) {
+	s.env.OnActivity(contract.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(500), nil).Once()
+	s.env.OnActivity(contract.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.ListTrackingChangesInput) ([]contract.TrackedOperation, error) {
 			s.lists = append(s.lists, in)
 			if in.After > 3 {
-				return nil, temporal.NewNonRetryableApplicationError("cursor is past this site's last change 3", workflows.ErrTypeCursorAhead, nil)
+				return nil, temporal.NewNonRetryableApplicationError("cursor is past this site's last change 3", contract.ErrTypeCursorAhead, nil)
 			}
 			return seqRows(in.After+1, 3), nil
 		})
 	var resets []string
-	s.env.OnActivity(workflows.ActivityResetReconcileCursor, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(contract.ActivityResetReconcileCursor, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, site string) error {
 			resets = append(resets, site)
 			return nil
 		})
-	s.env.OnActivity(workflows.ActivityMirrorReconciled, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in workflows.MirrorReconciledInput) error {
+	s.env.OnActivity(contract.ActivityMirrorReconciled, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.MirrorReconciledInput) error {
 			s.mirrors = append(s.mirrors, in)
 			return nil
 		})
-	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite, PageSize: 10})
+	s.env.ExecuteWorkflow(contract.WorkflowReconcileSite, contract.ReconcileInput{SiteID: telemetrySite, PageSize: 10})
 
-	s.Equal(workflows.ReconcileResult{Rows: 3, Cursor: 3}, s.reconcileResult())
+	s.Equal(contract.ReconcileResult{Rows: 3, Cursor: 3}, s.reconcileResult())
 	s.Equal([]string{telemetrySite}, resets)
-	s.Equal([]workflows.ListTrackingChangesInput{{After: 500, Limit: 10}, {After: 0, Limit: 10}}, s.lists)
-	s.Equal([]workflows.MirrorReconciledInput{{SiteID: telemetrySite, Rows: seqRows(1, 3), Cursor: 3}}, s.mirrors)
+	s.Equal([]contract.ListTrackingChangesInput{{After: 500, Limit: 10}, {After: 0, Limit: 10}}, s.lists)
+	s.Equal([]contract.MirrorReconciledInput{{SiteID: telemetrySite, Rows: seqRows(1, 3), Cursor: 3}}, s.mirrors)
 }
 
 func (s *telemetrySuite) TestReconcileFailsWhenTheSiteCannotBeReached() {
-	s.env.OnActivity(workflows.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(5), nil).Once()
-	s.env.OnActivity(workflows.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
-		[]workflows.TrackedOperation(nil), errors.New("site unreachable"))
-	s.env.ExecuteWorkflow("ReconcileSiteWorkflow", workflows.ReconcileInput{SiteID: telemetrySite})
+	s.env.OnActivity(contract.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(5), nil).Once()
+	s.env.OnActivity(contract.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
+		[]contract.TrackedOperation(nil), errors.New("site unreachable"))
+	s.env.ExecuteWorkflow(contract.WorkflowReconcileSite, contract.ReconcileInput{SiteID: telemetrySite})
 
 	s.Require().True(s.env.IsWorkflowCompleted())
 	err := s.env.GetWorkflowError()
 	s.Require().Error(err)
 	s.Contains(err.Error(), "pull tracking changes of site plant-1 after 5")
-	s.env.AssertNumberOfCalls(s.T(), workflows.ActivityListTrackingChanges, 3)
-	s.env.AssertNotCalled(s.T(), workflows.ActivityMirrorReconciled, mock.Anything, mock.Anything)
+	s.env.AssertNumberOfCalls(s.T(), contract.ActivityListTrackingChanges, 3)
+	s.env.AssertNotCalled(s.T(), contract.ActivityMirrorReconciled, mock.Anything, mock.Anything)
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // The cached-call state rules: what status, last error and next attempt a
@@ -32,14 +32,14 @@ const maxRetryAfterIntervals = 10
 // ImmediateOutcome is a cached call's status and last error after the site's
 // immediate attempt ended with err (nil: delivered): Delivered, Failed when
 // retrying cannot help, or Pending, queued for retry through central.
-func ImmediateOutcome(err error) (workflows.Status, string) {
+func ImmediateOutcome(err error) (contract.Status, string) {
 	if err == nil {
-		return workflows.StatusDelivered, ""
+		return contract.StatusDelivered, ""
 	}
 	if isTransient(err) {
-		return workflows.StatusPending, err.Error()
+		return contract.StatusPending, err.Error()
 	}
-	return workflows.StatusFailed, err.Error()
+	return contract.StatusFailed, err.Error()
 }
 
 // isTransient reports whether a failed attempt may succeed later. A request
@@ -51,13 +51,13 @@ func isTransient(err error) bool {
 
 // RetryOutcome is a cached call's status and last error after retry number
 // retries ended with err (nil: delivered).
-func RetryOutcome(err error, retries, maxRetries int) (workflows.Status, string) {
+func RetryOutcome(err error, retries, maxRetries int) (contract.Status, string) {
 	if err == nil {
-		return workflows.StatusDelivered, ""
+		return contract.StatusDelivered, ""
 	}
 	permanent := !isTransient(err)
-	switch status := workflows.AfterFailedAttempt(retries, maxRetries, permanent); {
-	case status == workflows.StatusRetrying:
+	switch status := contract.AfterFailedAttempt(retries, maxRetries, permanent); {
+	case status == contract.StatusRetrying:
 		return status, err.Error()
 	case permanent:
 		return status, "permanent failure: " + err.Error()
@@ -77,11 +77,11 @@ func exhausted(maxRetries int, lastError string) string {
 // retry all the same, so its commands do not depend on the policy. A
 // Pending row without an attempt time never finished its immediate
 // attempt: the retry stands in for it.
-func immediateWasLast(row workflows.TrackedOperation, policy workflows.RetryPolicy) bool {
-	return row.Status == workflows.StatusPending && row.LastAttemptAt != nil && row.RetryCount >= policy.MaxRetries
+func immediateWasLast(row contract.TrackedOperation, policy contract.RetryPolicy) bool {
+	return row.Status == contract.StatusPending && row.LastAttemptAt != nil && row.RetryCount >= policy.MaxRetries
 }
 
 // retryable reports whether a call in status s takes a delivery attempt.
-func retryable(s workflows.Status) bool {
-	return s == workflows.StatusPending || s == workflows.StatusRetrying
+func retryable(s contract.Status) bool {
+	return s == contract.StatusPending || s == contract.StatusRetrying
 }

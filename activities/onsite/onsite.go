@@ -14,9 +14,9 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // SiteActivities run on a site's task queue (outpost-site-<id>), served by
@@ -57,7 +57,7 @@ func (a *SiteActivities) now() time.Time {
 // row already records (the activity task was redelivered after the site
 // wrote it) is not made again. A call whose definition allows no retries
 // (max_retries 0) parks on its immediate attempt's error with no retry.
-func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
 	defer a.lock(in.OperationID)()
 	return a.retry(ctx, in)
 }
@@ -67,7 +67,7 @@ func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in workflows.Del
 // site retries at the definition's interval, counted against max_retries,
 // and parks the call when they are used up. A call handed off meanwhile is
 // left to its workflow: one driver at a time.
-func (a *SiteActivities) RetryOnSite(ctx context.Context, id string) (workflows.TrackedOperation, error) {
+func (a *SiteActivities) RetryOnSite(ctx context.Context, id string) (contract.TrackedOperation, error) {
 	defer a.lock(id)()
 	row, err := a.operation(ctx, id)
 	if err != nil || !retryable(row.Status) || row.NextAttemptAt == nil || row.NextAttemptAt.After(a.now()) {
@@ -85,11 +85,11 @@ func (a *SiteActivities) RetryOnSite(ctx context.Context, id string) (workflows.
 	if err != nil {
 		return row, fmt.Errorf("decode buffered call %s: %w", id, err)
 	}
-	return a.retry(ctx, workflows.DeliverCachedCallInput{OperationID: id, RetryCount: row.RetryCount, Policy: a.Targets.Policy(req)})
+	return a.retry(ctx, contract.DeliverCachedCallInput{OperationID: id, RetryCount: row.RetryCount, Policy: a.Targets.Policy(req)})
 }
 
 // retry makes retry number in.RetryCount+1 of a call, under its lock.
-func (a *SiteActivities) retry(ctx context.Context, in workflows.DeliverCachedCallInput) (workflows.TrackedOperation, error) {
+func (a *SiteActivities) retry(ctx context.Context, in contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
 	row, err := a.operation(ctx, in.OperationID)
 	if err != nil {
 		return row, err
@@ -99,7 +99,7 @@ func (a *SiteActivities) retry(ctx context.Context, in workflows.DeliverCachedCa
 	}
 	if immediateWasLast(row, in.Policy) {
 		// Park on the immediate attempt's error, without calling the target.
-		return a.Store.RecordAttempt(ctx, sitestore.Attempt{OperationID: in.OperationID, Status: workflows.StatusParked,
+		return a.Store.RecordAttempt(ctx, sitestore.Attempt{OperationID: in.OperationID, Status: contract.StatusParked,
 			RetryCount: row.RetryCount, LastError: exhausted(in.Policy.MaxRetries, row.LastError)})
 	}
 	payload, err := a.Store.OperationPayload(ctx, in.OperationID)
@@ -113,7 +113,7 @@ func (a *SiteActivities) retry(ctx context.Context, in workflows.DeliverCachedCa
 	retries := in.RetryCount + 1
 	status, lastError := RetryOutcome(outcome, retries, in.Policy.MaxRetries)
 	attempt := sitestore.Attempt{OperationID: in.OperationID, Status: status, RetryCount: retries, LastError: lastError, At: &at}
-	if status == workflows.StatusRetrying {
+	if status == contract.StatusRetrying {
 		next := NextAttemptAt(at, in.Policy.Interval, outcome)
 		attempt.NextAttemptAt = &next
 	}
@@ -140,22 +140,22 @@ func (a *SiteActivities) deliver(ctx context.Context, id string, payload []byte,
 // parked call. On a call no longer parked (an earlier run of this activity
 // applied it) it returns the row unchanged. A discard a cancel request asked
 // for (in.Cancelled) applies to any call not yet final.
-func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in workflows.ResolveParkedCallInput) (workflows.TrackedOperation, error) {
+func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in contract.ResolveParkedCallInput) (contract.TrackedOperation, error) {
 	defer a.lock(in.OperationID)()
 	row, err := a.operation(ctx, in.OperationID)
 	if err != nil || row.Status.Terminal() {
 		return row, err
 	}
-	if row.Status != workflows.StatusParked && !in.Cancelled {
+	if row.Status != contract.StatusParked && !in.Cancelled {
 		return row, nil // only a parked call waits for an operator
 	}
 	attempt := sitestore.Attempt{
-		OperationID: in.OperationID, Status: workflows.StatusDiscarded, RetryCount: row.RetryCount,
+		OperationID: in.OperationID, Status: contract.StatusDiscarded, RetryCount: row.RetryCount,
 		LastError: row.LastError,
 	}
 	if in.Retry {
 		now := a.now()
-		attempt.Status, attempt.RetryCount, attempt.NextAttemptAt = workflows.StatusRetrying, 0, &now
+		attempt.Status, attempt.RetryCount, attempt.NextAttemptAt = contract.StatusRetrying, 0, &now
 	}
 	return a.Store.RecordAttempt(ctx, attempt)
 }
@@ -164,7 +164,7 @@ func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in workflows.Res
 // A cursor past the store's last change number comes from an earlier store
 // of this site (the file was replaced and numbering began again): it fails
 // non-retryable, ErrTypeCursorAhead, so central starts over from 0.
-func (a *SiteActivities) ListTrackingChanges(ctx context.Context, in workflows.ListTrackingChangesInput) ([]workflows.TrackedOperation, error) {
+func (a *SiteActivities) ListTrackingChanges(ctx context.Context, in contract.ListTrackingChangesInput) ([]contract.TrackedOperation, error) {
 	last, err := a.Store.LastSeq(ctx)
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func (a *SiteActivities) ListTrackingChanges(ctx context.Context, in workflows.L
 	if in.After > last {
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("cursor %d is past this site's last change %d (was the site store replaced?)", in.After, last),
-			workflows.ErrTypeCursorAhead, nil)
+			contract.ErrTypeCursorAhead, nil)
 	}
 	return a.Store.ChangesSince(ctx, in.After, in.Limit)
 }
@@ -180,13 +180,13 @@ func (a *SiteActivities) ListTrackingChanges(ctx context.Context, in workflows.L
 // operation reads the tracking row. An id this daemon does not hold fails
 // retryably: the task queue may have handed it to the wrong one of two
 // daemons with the same site id, and a retry reaches the other.
-func (a *SiteActivities) operation(ctx context.Context, id string) (workflows.TrackedOperation, error) {
+func (a *SiteActivities) operation(ctx context.Context, id string) (contract.TrackedOperation, error) {
 	row, err := a.Store.GetOperation(ctx, id)
 	if errors.Is(err, sitestore.ErrNotFound) {
 		return row, temporal.NewApplicationErrorWithCause(
 			fmt.Sprintf("operation %s is not in this daemon's tracking table (node %q): another daemon with this "+
 				"site id holds it, or the site store was replaced; retried until the daemon that holds it answers", id, a.Node),
-			workflows.ErrTypeUnknownOperation, err)
+			contract.ErrTypeUnknownOperation, err)
 	}
 	return row, err
 }

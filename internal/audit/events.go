@@ -23,17 +23,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // NotificationEnqueued is the event of central recording notification n, at
 // the time the site accepted it.
 func NotificationEnqueued(n centralstore.Notification) centralstore.AuditEvent {
 	return centralstore.AuditEvent{
-		EventID: workflows.NotificationWorkflowID(n.NotificationID) + "/enqueued", OperationID: n.NotificationID,
-		Kind: workflows.KindNotification, SiteID: n.SourceSiteID, Event: centralstore.AuditEnqueued,
-		Status: workflows.StatusPending, Detail: "list " + n.ListName, At: n.SiteEnqueuedAt,
+		EventID: contract.NotificationWorkflowID(n.NotificationID) + "/enqueued", OperationID: n.NotificationID,
+		Kind: contract.KindNotification, SiteID: n.SourceSiteID, Event: centralstore.AuditEnqueued,
+		Status: contract.StatusPending, Detail: "list " + n.ListName, At: n.SiteEnqueuedAt,
 	}
 }
 
@@ -41,14 +41,14 @@ func NotificationEnqueued(n centralstore.Notification) centralstore.AuditEvent {
 // (DeliverNotificationInput.Attempt) of notification id and its Terminal
 // event.
 func NotificationDelivered(id, siteID string, attempt, retryCount int, at time.Time, recipients []string) []centralstore.AuditEvent {
-	prefix := workflows.NotificationWorkflowID(id)
+	prefix := contract.NotificationWorkflowID(id)
 	base := centralstore.AuditEvent{
-		OperationID: id, Kind: workflows.KindNotification, SiteID: siteID, Status: workflows.StatusDelivered, At: at,
+		OperationID: id, Kind: contract.KindNotification, SiteID: siteID, Status: contract.StatusDelivered, At: at,
 	}
 	attemptEvent, terminal := base, base
 	attemptEvent.EventID, attemptEvent.Event = prefix+"/attempt/"+strconv.Itoa(attempt), centralstore.AuditAttempt
 	attemptEvent.Detail = retryDetail(retryCount, "")
-	terminal.EventID, terminal.Event = prefix+"/terminal/"+string(workflows.StatusDelivered), centralstore.AuditTerminal
+	terminal.EventID, terminal.Event = prefix+"/terminal/"+string(contract.StatusDelivered), centralstore.AuditTerminal
 	terminal.Detail = "delivered to " + strings.Join(recipients, ", ")
 	return []centralstore.AuditEvent{attemptEvent, terminal}
 }
@@ -58,13 +58,13 @@ func NotificationDelivered(id, siteID string, attempt, retryCount int, at time.T
 // park's Terminal event), an operator's retry or discard, a discard's
 // Terminal event, and a delivery its attempt could not record. A change
 // that records none of these gives none.
-func NotificationUpdated(u workflows.NotificationUpdate) []centralstore.AuditEvent {
-	if u.Status == workflows.StatusDelivered && u.Attempt > 0 {
+func NotificationUpdated(u contract.NotificationUpdate) []centralstore.AuditEvent {
+	if u.Status == contract.StatusDelivered && u.Attempt > 0 {
 		return NotificationDelivered(u.NotificationID, u.SiteID, u.Attempt, u.RetryCount, u.DeliveredAt, u.ResolvedTargets)
 	}
-	prefix := workflows.NotificationWorkflowID(u.NotificationID)
+	prefix := contract.NotificationWorkflowID(u.NotificationID)
 	base := centralstore.AuditEvent{
-		OperationID: u.NotificationID, Kind: workflows.KindNotification, SiteID: u.SiteID, Status: u.Status, At: u.At,
+		OperationID: u.NotificationID, Kind: contract.KindNotification, SiteID: u.SiteID, Status: u.Status, At: u.At,
 	}
 	var out []centralstore.AuditEvent
 	if u.Attempt > 0 {
@@ -75,18 +75,18 @@ func NotificationUpdated(u workflows.NotificationUpdate) []centralstore.AuditEve
 			e.At = *u.LastAttemptAt
 		}
 		out = append(out, e)
-		if u.Status == workflows.StatusParked {
+		if u.Status == contract.StatusParked {
 			park := e
 			park.EventID, park.Event = prefix+"/terminal/Parked/"+strconv.Itoa(u.Attempt), centralstore.AuditTerminal
 			out = append(out, park)
 		}
 	}
 	if u.OperatorAction != nil && u.OperatorSeq > 0 {
-		out = append(out, operatorEvent(base, prefix, u.OperatorSeq, u.Status != workflows.StatusDiscarded, *u.OperatorAction))
+		out = append(out, operatorEvent(base, prefix, u.OperatorSeq, u.Status != contract.StatusDiscarded, *u.OperatorAction))
 	}
-	if u.Status == workflows.StatusDiscarded {
+	if u.Status == contract.StatusDiscarded {
 		e := base
-		e.EventID, e.Event, e.Detail = prefix+"/terminal/"+string(workflows.StatusDiscarded), centralstore.AuditTerminal, u.LastError
+		e.EventID, e.Event, e.Detail = prefix+"/terminal/"+string(contract.StatusDiscarded), centralstore.AuditTerminal, u.LastError
 		out = append(out, e)
 	}
 	return out
@@ -94,12 +94,12 @@ func NotificationUpdated(u workflows.NotificationUpdate) []centralstore.AuditEve
 
 // OperatorAction is the event of an operator's retry or discard of a parked
 // cached call.
-func OperatorAction(a workflows.OperatorActionAudit) centralstore.AuditEvent {
+func OperatorAction(a contract.OperatorActionAudit) centralstore.AuditEvent {
 	base := centralstore.AuditEvent{OperationID: a.OperationID, Kind: a.Kind, SiteID: a.SiteID, Status: a.Status, At: a.At}
-	return operatorEvent(base, workflows.CachedCallWorkflowID(a.OperationID), a.Seq, a.Retry, a.Action)
+	return operatorEvent(base, contract.CachedCallWorkflowID(a.OperationID), a.Seq, a.Retry, a.Action)
 }
 
-func operatorEvent(base centralstore.AuditEvent, prefix string, seq int, retry bool, action workflows.OperatorAction) centralstore.AuditEvent {
+func operatorEvent(base centralstore.AuditEvent, prefix string, seq int, retry bool, action contract.OperatorAction) centralstore.AuditEvent {
 	e := base
 	e.EventID, e.Event = prefix+"/operator/"+strconv.Itoa(seq), centralstore.AuditOperatorDiscard
 	if retry {
@@ -115,13 +115,13 @@ func operatorEvent(base centralstore.AuditEvent, prefix string, seq int, retry b
 // reset of an operator's retry); a Terminal event for Delivered, Failed,
 // Discarded and Parked. Rows central never receives (telemetry sends a
 // row's latest state) leave no events: their attempts are not audited.
-func SiteCallEvents(row workflows.TrackedOperation) []centralstore.AuditEvent {
-	prefix := workflows.CachedCallWorkflowID(row.OperationID)
+func SiteCallEvents(row contract.TrackedOperation) []centralstore.AuditEvent {
+	prefix := contract.CachedCallWorkflowID(row.OperationID)
 	base := centralstore.AuditEvent{
 		OperationID: row.OperationID, Kind: row.Kind, SiteID: row.SourceSiteID, Status: row.Status,
 	}
 	enqueued := base
-	enqueued.EventID, enqueued.Event, enqueued.Status = prefix+"/enqueued", centralstore.AuditEnqueued, workflows.StatusPending
+	enqueued.EventID, enqueued.Event, enqueued.Status = prefix+"/enqueued", centralstore.AuditEnqueued, contract.StatusPending
 	enqueued.Detail, enqueued.At = "target "+row.Target, row.CreatedAt
 	out := []centralstore.AuditEvent{enqueued}
 
@@ -133,7 +133,7 @@ func SiteCallEvents(row workflows.TrackedOperation) []centralstore.AuditEvent {
 		out = append(out, e)
 	}
 	switch row.Status {
-	case workflows.StatusParked:
+	case contract.StatusParked:
 		e := base
 		e.EventID, e.Event = prefix+"/terminal/Parked/"+key, centralstore.AuditTerminal
 		e.Detail, e.At = retryDetail(row.RetryCount, row.LastError), row.UpdatedAt
@@ -141,7 +141,7 @@ func SiteCallEvents(row workflows.TrackedOperation) []centralstore.AuditEvent {
 			e.At = *row.LastAttemptAt
 		}
 		out = append(out, e)
-	case workflows.StatusDelivered, workflows.StatusFailed, workflows.StatusDiscarded:
+	case contract.StatusDelivered, contract.StatusFailed, contract.StatusDiscarded:
 		e := base
 		e.EventID, e.Event = prefix+"/terminal/"+string(row.Status), centralstore.AuditTerminal
 		e.Detail, e.At = retryDetail(row.RetryCount, row.LastError), row.UpdatedAt
@@ -156,11 +156,11 @@ func SiteCallEvents(row workflows.TrackedOperation) []centralstore.AuditEvent {
 // isAttemptOutcome reports whether row's state was made by a delivery
 // attempt: not by a discard, nor by an operator's retry (Retrying with the
 // count reset; a retry's own outcome counts from 1).
-func isAttemptOutcome(row workflows.TrackedOperation) bool {
+func isAttemptOutcome(row contract.TrackedOperation) bool {
 	switch row.Status {
-	case workflows.StatusDiscarded:
+	case contract.StatusDiscarded:
 		return false
-	case workflows.StatusRetrying:
+	case contract.StatusRetrying:
 		return row.RetryCount > 0
 	}
 	return true
@@ -168,7 +168,7 @@ func isAttemptOutcome(row workflows.TrackedOperation) bool {
 
 // attemptKey names a cached call's attempt: its retry count restarts after
 // an operator retry, so the attempt's time goes with it.
-func attemptKey(row workflows.TrackedOperation) string {
+func attemptKey(row contract.TrackedOperation) string {
 	at := row.UpdatedAt
 	if row.LastAttemptAt != nil {
 		at = *row.LastAttemptAt

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 var t0 = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
@@ -23,9 +23,9 @@ func summary(prefix string, events []centralstore.AuditEvent) []string {
 	return out
 }
 
-func callRow(status workflows.Status, retries int, attemptAt *time.Time) workflows.TrackedOperation {
-	row := workflows.TrackedOperation{
-		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder", Status: status,
+func callRow(status contract.Status, retries int, attemptAt *time.Time) contract.TrackedOperation {
+	row := contract.TrackedOperation{
+		OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", Status: status,
 		RetryCount: retries, SourceSiteID: "plant-1", CreatedAt: t0, UpdatedAt: t0.Add(time.Hour), LastAttemptAt: attemptAt,
 	}
 	if status.Terminal() {
@@ -42,33 +42,33 @@ func TestSiteCallEvents(t *testing.T) {
 	ms := func(d time.Duration) string { return fmt.Sprint(t0.Add(d).UnixMilli()) }
 	cases := []struct {
 		name string
-		row  workflows.TrackedOperation
+		row  contract.TrackedOperation
 		want []string
 	}{
-		{"accepted, not attempted yet", callRow(workflows.StatusPending, 0, nil),
+		{"accepted, not attempted yet", callRow(contract.StatusPending, 0, nil),
 			[]string{"/enqueued Enqueued Pending 0s"}},
-		{"immediate attempt failed transiently", callRow(workflows.StatusPending, 0, at(time.Second)),
+		{"immediate attempt failed transiently", callRow(contract.StatusPending, 0, at(time.Second)),
 			[]string{"/enqueued Enqueued Pending 0s", "/attempt/0/" + ms(time.Second) + " Attempt Pending 1s"}},
-		{"retry failed", callRow(workflows.StatusRetrying, 2, at(time.Minute)),
+		{"retry failed", callRow(contract.StatusRetrying, 2, at(time.Minute)),
 			[]string{"/enqueued Enqueued Pending 0s", "/attempt/2/" + ms(time.Minute) + " Attempt Retrying 1m0s"}},
-		{"operator retry resets the count: no attempt", callRow(workflows.StatusRetrying, 0, at(time.Minute)),
+		{"operator retry resets the count: no attempt", callRow(contract.StatusRetrying, 0, at(time.Minute)),
 			[]string{"/enqueued Enqueued Pending 0s"}},
-		{"parked", callRow(workflows.StatusParked, 3, at(3*time.Minute)), []string{
+		{"parked", callRow(contract.StatusParked, 3, at(3*time.Minute)), []string{
 			"/enqueued Enqueued Pending 0s",
 			"/attempt/3/" + ms(3*time.Minute) + " Attempt Parked 3m0s",
 			"/terminal/Parked/3/" + ms(3*time.Minute) + " Terminal Parked 3m0s",
 		}},
-		{"delivered", callRow(workflows.StatusDelivered, 1, at(time.Hour)), []string{
+		{"delivered", callRow(contract.StatusDelivered, 1, at(time.Hour)), []string{
 			"/enqueued Enqueued Pending 0s",
 			"/attempt/1/" + ms(time.Hour) + " Attempt Delivered 1h0m0s",
 			"/terminal/Delivered Terminal Delivered 1h0m0s",
 		}},
-		{"failed at once", callRow(workflows.StatusFailed, 0, at(time.Second)), []string{
+		{"failed at once", callRow(contract.StatusFailed, 0, at(time.Second)), []string{
 			"/enqueued Enqueued Pending 0s",
 			"/attempt/0/" + ms(time.Second) + " Attempt Failed 1s",
 			"/terminal/Failed Terminal Failed 1h0m0s",
 		}},
-		{"discarded: an operator action, not an attempt", callRow(workflows.StatusDiscarded, 3, at(3*time.Minute)), []string{
+		{"discarded: an operator action, not an attempt", callRow(contract.StatusDiscarded, 3, at(3*time.Minute)), []string{
 			"/enqueued Enqueued Pending 0s",
 			"/terminal/Discarded Terminal Discarded 1h0m0s",
 		}},
@@ -78,16 +78,16 @@ func TestSiteCallEvents(t *testing.T) {
 		require.Equal(t, c.want, summary("call/op-1", got), c.name)
 		for _, e := range got {
 			require.Equal(t, "op-1", e.OperationID)
-			require.Equal(t, workflows.KindExternalCall, e.Kind)
+			require.Equal(t, contract.KindExternalCall, e.Kind)
 			require.Equal(t, "plant-1", e.SiteID)
 		}
 	}
 
 	// A second park after an operator retry is a new event, and the same
 	// row mirrored twice gives the same ids.
-	first := audit.SiteCallEvents(callRow(workflows.StatusParked, 3, at(3*time.Minute)))
-	again := audit.SiteCallEvents(callRow(workflows.StatusParked, 3, at(3*time.Minute)))
-	second := audit.SiteCallEvents(callRow(workflows.StatusParked, 3, at(time.Hour)))
+	first := audit.SiteCallEvents(callRow(contract.StatusParked, 3, at(3*time.Minute)))
+	again := audit.SiteCallEvents(callRow(contract.StatusParked, 3, at(3*time.Minute)))
+	second := audit.SiteCallEvents(callRow(contract.StatusParked, 3, at(time.Hour)))
 	require.Equal(t, first, again)
 	require.NotEqual(t, first[2].EventID, second[2].EventID)
 	require.NotEqual(t, first[1].EventID, second[1].EventID)
@@ -97,41 +97,41 @@ func TestNotificationEvents(t *testing.T) {
 	t.Parallel()
 	const id = "n-1"
 	prefix := "notification/" + id
-	update := func(status workflows.Status, retries, attempt int, op *workflows.OperatorAction, seq int) workflows.NotificationUpdate {
-		return workflows.NotificationUpdate{
+	update := func(status contract.Status, retries, attempt int, op *contract.OperatorAction, seq int) contract.NotificationUpdate {
+		return contract.NotificationUpdate{
 			NotificationID: id, Status: status, RetryCount: retries, LastError: "connection refused",
 			LastAttemptAt: at(time.Duration(attempt) * time.Minute), SiteID: "plant-1", At: t0.Add(time.Hour),
 			Attempt: attempt, OperatorAction: op, OperatorSeq: seq,
 		}
 	}
-	ana := &workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"}
+	ana := &contract.OperatorAction{Operator: "ana", Reason: "relay fixed"}
 	cases := []struct {
 		name string
-		upd  workflows.NotificationUpdate
+		upd  contract.NotificationUpdate
 		want []string
 	}{
-		{"a run restarting its cycle records nothing", update(workflows.StatusPending, 0, 0, nil, 0), []string{}},
-		{"failed attempt, will retry", update(workflows.StatusRetrying, 1, 1, nil, 0),
+		{"a run restarting its cycle records nothing", update(contract.StatusPending, 0, 0, nil, 0), []string{}},
+		{"failed attempt, will retry", update(contract.StatusRetrying, 1, 1, nil, 0),
 			[]string{"/attempt/1 Attempt Retrying 1m0s"}},
-		{"failed attempt parks", update(workflows.StatusParked, 2, 3, nil, 0),
+		{"failed attempt parks", update(contract.StatusParked, 2, 3, nil, 0),
 			[]string{"/attempt/3 Attempt Parked 3m0s", "/terminal/Parked/3 Terminal Parked 3m0s"}},
-		{"operator retry", update(workflows.StatusPending, 0, 0, ana, 1),
+		{"operator retry", update(contract.StatusPending, 0, 0, ana, 1),
 			[]string{"/operator/1 OperatorRetry Pending 1h0m0s"}},
-		{"operator discard", update(workflows.StatusDiscarded, 2, 0, &workflows.OperatorAction{}, 2),
+		{"operator discard", update(contract.StatusDiscarded, 2, 0, &contract.OperatorAction{}, 2),
 			[]string{"/operator/2 OperatorDiscard Discarded 1h0m0s", "/terminal/Discarded Terminal Discarded 1h0m0s"}},
 	}
 	for _, c := range cases {
 		got := audit.NotificationUpdated(c.upd)
 		require.Equal(t, c.want, summary(prefix, got), c.name)
 	}
-	op := audit.NotificationUpdated(update(workflows.StatusPending, 0, 0, ana, 1))[0]
+	op := audit.NotificationUpdated(update(contract.StatusPending, 0, 0, ana, 1))[0]
 	require.Equal(t, "ana", op.Operator)
 	require.Equal(t, "relay fixed", op.Reason)
 	require.Equal(t, "plant-1", op.SiteID)
 	require.Equal(t, id, op.OperationID)
-	require.Equal(t, workflows.KindNotification, op.Kind)
+	require.Equal(t, contract.KindNotification, op.Kind)
 
-	attempt := audit.NotificationUpdated(update(workflows.StatusRetrying, 1, 1, nil, 0))[0]
+	attempt := audit.NotificationUpdated(update(contract.StatusRetrying, 1, 1, nil, 0))[0]
 	require.Equal(t, "retry count 1: connection refused", attempt.Detail)
 
 	delivered := audit.NotificationDelivered(id, "plant-1", 4, 0, t0.Add(2*time.Hour), []string{"a@example.com", "b@example.com"})
@@ -144,14 +144,14 @@ func TestNotificationEvents(t *testing.T) {
 
 func TestOperatorActionOnCall(t *testing.T) {
 	t.Parallel()
-	e := audit.OperatorAction(workflows.OperatorActionAudit{
-		OperationID: "op-1", Kind: workflows.KindDatabaseWrite, SiteID: "plant-1", Retry: false,
-		Action: workflows.OperatorAction{Operator: "bo", Reason: "entered by hand"}, Seq: 2,
-		Status: workflows.StatusDiscarded, At: t0,
+	e := audit.OperatorAction(contract.OperatorActionAudit{
+		OperationID: "op-1", Kind: contract.KindDatabaseWrite, SiteID: "plant-1", Retry: false,
+		Action: contract.OperatorAction{Operator: "bo", Reason: "entered by hand"}, Seq: 2,
+		Status: contract.StatusDiscarded, At: t0,
 	})
 	require.Equal(t, centralstore.AuditEvent{
-		EventID: "call/op-1/operator/2", OperationID: "op-1", Kind: workflows.KindDatabaseWrite, SiteID: "plant-1",
-		Event: centralstore.AuditOperatorDiscard, Status: workflows.StatusDiscarded, Operator: "bo",
+		EventID: "call/op-1/operator/2", OperationID: "op-1", Kind: contract.KindDatabaseWrite, SiteID: "plant-1",
+		Event: centralstore.AuditOperatorDiscard, Status: contract.StatusDiscarded, Operator: "bo",
 		Reason: "entered by hand", At: t0,
 	}, e)
 }

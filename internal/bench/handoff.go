@@ -8,11 +8,11 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/site"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // handoff measures the forwarder handing Handoff prefilled notifications to
@@ -143,8 +143,8 @@ func (r *run) bareSignalWithStart(ctx context.Context, tc client.Client, n int) 
 	start := time.Now()
 	err := parallel(ctx, n, r.opts.Parallelism, func(ctx context.Context, _ int) error {
 		sub := submission(uuid.NewString(), body, time.Now())
-		_, err := tc.SignalWithStartWorkflow(ctx, workflows.NotificationWorkflowID(sub.NotificationID), workflows.SignalSubmit,
-			sub, site.NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
+		_, err := tc.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID), contract.SignalSubmit,
+			sub, site.NotificationStartOptions(sub, false), contract.WorkflowNotification)
 		return err
 	})
 	return time.Since(start), err

@@ -10,13 +10,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/dbtx"
 	"github.com/outpost-dev/outpost/internal/hlc"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/site"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Names and provenance of everything the benchmark buffers and sends.
@@ -92,8 +92,8 @@ func (m *rowMaker) notification(now time.Time) (bufferRow, error) {
 }
 
 // submission is what the site hands to central for notification id.
-func submission(id, body string, now time.Time) workflows.NotificationSubmission {
-	return workflows.NotificationSubmission{
+func submission(id, body string, now time.Time) contract.NotificationSubmission {
+	return contract.NotificationSubmission{
 		NotificationID: id, ListName: benchList, Subject: benchSubject, Body: body,
 		SourceSiteID: benchSite, SourceNode: benchNode, SourceScript: benchScript, SiteEnqueuedAt: now.UTC(),
 	}
@@ -103,7 +103,7 @@ func submission(id, body string, now time.Time) workflows.NotificationSubmission
 // BeginOperation writes it.
 func (m *rowMaker) call(id string, now time.Time) (bufferRow, error) {
 	payload, err := targets.Encode(targets.Request{
-		Kind: workflows.KindExternalCall, System: benchSystem, Method: benchMethod, Params: map[string]any{"note": m.body},
+		Kind: contract.KindExternalCall, System: benchSystem, Method: benchMethod, Params: map[string]any{"note": m.body},
 	})
 	if err != nil {
 		return bufferRow{}, err
@@ -165,7 +165,7 @@ func insertTracking(ctx context.Context, tx *sql.Tx, calls []bufferRow, seq int6
 	}
 	defer stmt.Close()
 	for i, c := range calls {
-		_, err := stmt.ExecContext(ctx, c.ID, workflows.KindExternalCall, c.Target, string(workflows.StatusPending),
+		_, err := stmt.ExecContext(ctx, c.ID, contract.KindExternalCall, c.Target, string(contract.StatusPending),
 			benchSite, benchNode, benchScript, c.CreatedAt, c.CreatedAt, seq+int64(i)+1)
 		if err != nil {
 			return fmt.Errorf("insert tracking row %s: %w", c.ID, err)

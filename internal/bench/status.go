@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // statusWarmUp is how many untimed requests of each kind come first.
@@ -114,11 +114,11 @@ func checkStatus(ctx context.Context, p *siteProcess, id string) error {
 	if err != nil {
 		return fmt.Errorf("status of prefilled call %s: %w", id, err)
 	}
-	var row workflows.TrackedOperation
+	var row contract.TrackedOperation
 	if err := json.Unmarshal(body, &row); err != nil {
 		return fmt.Errorf("status of prefilled call %s: %w", id, err)
 	}
-	if row.OperationID != id || row.Status != workflows.StatusPending {
+	if row.OperationID != id || row.Status != contract.StatusPending {
 		return fmt.Errorf("status of prefilled call %s: %+v; want it Pending", id, row)
 	}
 	return nil

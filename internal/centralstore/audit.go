@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/dbtx"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // AuditEventType is what happened to an operation.
@@ -40,7 +40,7 @@ type AuditEvent struct {
 	Kind        string // workflows.KindNotification, KindExternalCall or KindDatabaseWrite
 	SiteID      string
 	Event       AuditEventType
-	Status      workflows.Status
+	Status      contract.Status
 	Detail      string
 	Operator    string
 	Reason      string
@@ -148,7 +148,7 @@ func scanAuditEvent(row scanner) (AuditEvent, error) {
 	if err != nil {
 		return AuditEvent{}, err
 	}
-	e.Event, e.Status, e.At = AuditEventType(event), workflows.Status(status), e.At.UTC()
+	e.Event, e.Status, e.At = AuditEventType(event), contract.Status(status), e.At.UTC()
 	return e, nil
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // The SQL Server statements get numbered placeholders, one per argument, and
@@ -40,11 +40,11 @@ func TestSQLServerSiteCallChunkFits(t *testing.T) {
 
 func TestLatestBySeq(t *testing.T) {
 	t.Parallel()
-	rows := []workflows.TrackedOperation{
+	rows := []contract.TrackedOperation{
 		{OperationID: "a", Seq: 2}, {OperationID: "b", Seq: 5}, {OperationID: "a", Seq: 7},
-		{OperationID: "b", Seq: 4}, {OperationID: "a", Seq: 7, Status: workflows.StatusFailed},
+		{OperationID: "b", Seq: 4}, {OperationID: "a", Seq: 7, Status: contract.StatusFailed},
 	}
-	require.Equal(t, []workflows.TrackedOperation{{OperationID: "a", Seq: 7}, {OperationID: "b", Seq: 5}}, latestBySeq(rows))
+	require.Equal(t, []contract.TrackedOperation{{OperationID: "a", Seq: 7}, {OperationID: "b", Seq: 5}}, latestBySeq(rows))
 }
 
 // A full chunk of the audit_log MERGE stays under SQL Server's 2,100

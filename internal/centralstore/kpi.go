@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // Kinds lists the operation kinds in the order reports show them.
-var Kinds = []string{workflows.KindNotification, workflows.KindExternalCall, workflows.KindDatabaseWrite}
+var Kinds = []string{contract.KindNotification, contract.KindExternalCall, contract.KindDatabaseWrite}
 
 // KPIs are the outbox indicators of one slice of the central tables (one
 // kind, one site, or everything).
@@ -132,7 +132,7 @@ func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.D
 		FROM %s WHERE status IN ('Pending', 'Retrying', 'Parked')
 		GROUP BY source_site_id%s`
 	for _, q := range []string{
-		fmt.Sprintf(queued, "'"+workflows.KindNotification+"'", "notifications", ""),
+		fmt.Sprintf(queued, "'"+contract.KindNotification+"'", "notifications", ""),
 		fmt.Sprintf(queued, "kind", "site_calls", ", kind"),
 	} {
 		err := s.eachRow(ctx, q, []any{stuckBefore}, func(rows *sql.Rows) error {
@@ -158,7 +158,7 @@ func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.D
 	delivered := `SELECT source_site_id, %s, COUNT(*) FROM %s
 		WHERE status = 'Delivered' AND %s >= ? GROUP BY source_site_id%s`
 	for _, q := range []string{
-		fmt.Sprintf(delivered, "'"+workflows.KindNotification+"'", "notifications", "delivered_at", ""),
+		fmt.Sprintf(delivered, "'"+contract.KindNotification+"'", "notifications", "delivered_at", ""),
 		fmt.Sprintf(delivered, "kind", "site_calls", "terminal_at", ", kind"),
 	} {
 		err := s.eachRow(ctx, q, []any{deliveredSince}, func(rows *sql.Rows) error {
@@ -281,9 +281,9 @@ type OperatorItem struct {
 	// Kind is workflows.KindNotification, KindExternalCall or KindDatabaseWrite.
 	Kind string `json:"kind"`
 	// ID is the NotificationId or TrackedOperationId.
-	ID     string           `json:"id"`
-	Site   string           `json:"site"`
-	Status workflows.Status `json:"status"`
+	ID     string          `json:"id"`
+	Site   string          `json:"site"`
+	Status contract.Status `json:"status"`
 	// Stuck is true for a Pending or Retrying item older than the stuck age.
 	Stuck bool `json:"stuck"`
 	// Target is a notification's list or a call's target.
@@ -299,10 +299,10 @@ type OperatorItem struct {
 
 // WorkflowID is the id of the item's Temporal workflow.
 func (i OperatorItem) WorkflowID() string {
-	if i.Kind == workflows.KindNotification {
-		return workflows.NotificationWorkflowID(i.ID)
+	if i.Kind == contract.KindNotification {
+		return contract.NotificationWorkflowID(i.ID)
 	}
-	return workflows.CachedCallWorkflowID(i.ID)
+	return contract.CachedCallWorkflowID(i.ID)
 }
 
 // OperatorItems is the answer of ListOperatorItems.
@@ -333,13 +333,13 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 	}
 
 	var items []OperatorItem
-	if f.Kind == "" || f.Kind == workflows.KindNotification {
+	if f.Kind == "" || f.Kind == contract.KindNotification {
 		where, args := itemWhere(f, stateSQL, stateArgs, "list_name", "subject")
 		q := `SELECT notification_id, source_site_id, status, list_name, subject, retry_count, last_error,
 			created_at, last_attempt_at, next_attempt_at FROM notifications WHERE ` + where +
 			` ORDER BY created_at DESC, notification_id` + s.limitClause()
 		err := s.eachRow(ctx, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
-			it := OperatorItem{Kind: workflows.KindNotification}
+			it := OperatorItem{Kind: contract.KindNotification}
 			if err := scanItem(rows, &it, &it.Subject); err != nil {
 				return err
 			}
@@ -350,7 +350,7 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 			return OperatorItems{}, fmt.Errorf("list stuck and parked notifications: %w", err)
 		}
 	}
-	if f.Kind != workflows.KindNotification {
+	if f.Kind != contract.KindNotification {
 		where, args := itemWhere(f, stateSQL, stateArgs, "target", "target")
 		if f.Kind != "" {
 			where += " AND kind = ?"
@@ -374,7 +374,7 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 
 	cutoff := f.Now.Add(-f.StuckAge)
 	for i := range items {
-		items[i].Stuck = items[i].Status != workflows.StatusParked && items[i].CreatedAt.Before(cutoff)
+		items[i].Stuck = items[i].Status != contract.StatusParked && items[i].CreatedAt.Before(cutoff)
 	}
 	slices.SortStableFunc(items, func(a, b OperatorItem) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
@@ -388,14 +388,14 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 
 // itemState is the WHERE condition selecting stuck or parked rows.
 func itemState(status string, stuckBefore time.Time) (string, []any, error) {
-	switch workflows.Status(status) {
+	switch contract.Status(status) {
 	case ItemsStuckOrParked:
 		return `(status = 'Parked' OR (status IN ('Pending', 'Retrying') AND created_at < ?))`, []any{stuckBefore}, nil
 	case ItemsStuck:
 		return `status IN ('Pending', 'Retrying') AND created_at < ?`, []any{stuckBefore}, nil
-	case workflows.StatusPending, workflows.StatusRetrying:
+	case contract.StatusPending, contract.StatusRetrying:
 		return `status = ? AND created_at < ?`, []any{status, stuckBefore}, nil
-	case workflows.StatusParked:
+	case contract.StatusParked:
 		return `status = 'Parked'`, nil, nil
 	}
 	return "", nil, fmt.Errorf("%w: status %q is not one of Stuck, Parked, Pending, Retrying", ErrInvalidFilter, status)
@@ -446,7 +446,7 @@ func scanItem(rows *sql.Rows, it *OperatorItem, fifth *string) error {
 		&created, &lastAttempt, &nextAttempt); err != nil {
 		return err
 	}
-	it.Status, it.CreatedAt = workflows.Status(status), created.Time
+	it.Status, it.CreatedAt = contract.Status(status), created.Time
 	it.LastAttemptAt, it.NextAttemptAt = lastAttempt.ptr(), nextAttempt.ptr()
 	return nil
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/dbtx"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // trackedColumns hold the fields of a workflows.TrackedOperation, in the
@@ -31,7 +31,7 @@ var siteCallColumns = slices.Concat(trackedColumns, []string{"mirrored_at"})
 // state. Returns how many rows were inserted or changed; a row skipped for
 // its Seq does not count, on either dialect. events (what the rows show) are
 // stored in the same transaction.
-func (s *Store) UpsertSiteCalls(ctx context.Context, rows []workflows.TrackedOperation, events ...AuditEvent) (int, error) {
+func (s *Store) UpsertSiteCalls(ctx context.Context, rows []contract.TrackedOperation, events ...AuditEvent) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
@@ -53,7 +53,7 @@ func (s *Store) UpsertSiteCalls(ctx context.Context, rows []workflows.TrackedOpe
 // transaction, advances siteID's reconciliation cursor to cursor (never
 // moving it back): the cursor never claims rows that were not stored.
 // events are stored in the same transaction.
-func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []workflows.TrackedOperation, cursor int64, events ...AuditEvent) (int, error) {
+func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []contract.TrackedOperation, cursor int64, events ...AuditEvent) (int, error) {
 	var n int
 	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) (err error) {
 		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
@@ -99,28 +99,28 @@ func (s *Store) ReconcileCursor(ctx context.Context, siteID string) (int64, erro
 }
 
 // GetSiteCall reads one mirrored row; ErrNotFound when absent.
-func (s *Store) GetSiteCall(ctx context.Context, id string) (workflows.TrackedOperation, error) {
+func (s *Store) GetSiteCall(ctx context.Context, id string) (contract.TrackedOperation, error) {
 	row := s.db.QueryRowContext(ctx, s.bind(`SELECT `+strings.Join(trackedColumns, ", ")+`
 		FROM site_calls WHERE operation_id = ?`), id)
 	op, err := scanSiteCall(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return workflows.TrackedOperation{}, fmt.Errorf("site call %s: %w", id, ErrNotFound)
+		return contract.TrackedOperation{}, fmt.Errorf("site call %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return workflows.TrackedOperation{}, fmt.Errorf("read site call %s: %w", id, err)
+		return contract.TrackedOperation{}, fmt.Errorf("read site call %s: %w", id, err)
 	}
 	return op, nil
 }
 
 // ListSiteCalls returns every mirrored row of siteID ordered by operation id.
-func (s *Store) ListSiteCalls(ctx context.Context, siteID string) ([]workflows.TrackedOperation, error) {
+func (s *Store) ListSiteCalls(ctx context.Context, siteID string) ([]contract.TrackedOperation, error) {
 	rows, err := s.db.QueryContext(ctx, s.bind(`SELECT `+strings.Join(trackedColumns, ", ")+`
 		FROM site_calls WHERE source_site_id = ? ORDER BY operation_id`), siteID)
 	if err != nil {
 		return nil, fmt.Errorf("list site calls of %s: %w", siteID, err)
 	}
 	defer rows.Close()
-	var out []workflows.TrackedOperation
+	var out []contract.TrackedOperation
 	for rows.Next() {
 		op, err := scanSiteCall(rows)
 		if err != nil {
@@ -137,7 +137,7 @@ func (s *Store) ListSiteCalls(ctx context.Context, siteID string) ([]workflows.T
 // upsertSiteCalls writes rows with one statement per chunk: telemetry
 // batches are the hot path, and a statement per row would cost a round trip
 // each.
-func (s *Store) upsertSiteCalls(ctx context.Context, tx *sql.Tx, rows []workflows.TrackedOperation) (int, error) {
+func (s *Store) upsertSiteCalls(ctx context.Context, tx *sql.Tx, rows []contract.TrackedOperation) (int, error) {
 	mirroredAt := time.Now().UTC()
 	var total int64
 	for chunk := range slices.Chunk(latestBySeq(rows), s.dialect.siteCallChunk) {
@@ -160,9 +160,9 @@ func (s *Store) upsertSiteCalls(ctx context.Context, tx *sql.Tx, rows []workflow
 
 // latestBySeq keeps the highest-Seq row of each operation id, in first-seen
 // order: SQL Server's MERGE fails when two source rows match one target row.
-func latestBySeq(rows []workflows.TrackedOperation) []workflows.TrackedOperation {
+func latestBySeq(rows []contract.TrackedOperation) []contract.TrackedOperation {
 	at := make(map[string]int, len(rows))
-	out := make([]workflows.TrackedOperation, 0, len(rows))
+	out := make([]contract.TrackedOperation, 0, len(rows))
 	for _, r := range rows {
 		i, seen := at[r.OperationID]
 		switch {
@@ -176,7 +176,7 @@ func latestBySeq(rows []workflows.TrackedOperation) []workflows.TrackedOperation
 	return out
 }
 
-func siteCallArgs(args []any, r workflows.TrackedOperation, mirroredAt time.Time) []any {
+func siteCallArgs(args []any, r contract.TrackedOperation, mirroredAt time.Time) []any {
 	return append(args, r.OperationID, r.Kind, r.Target, string(r.Status), r.RetryCount, r.LastError,
 		r.SourceSiteID, r.SourceNode, r.SourceInstance, r.SourceScript,
 		utc(r.CreatedAt), utc(r.UpdatedAt), utcPtr(r.LastAttemptAt), utcPtr(r.NextAttemptAt), utcPtr(r.TerminalAt), r.Seq,
@@ -186,8 +186,8 @@ func siteCallArgs(args []any, r workflows.TrackedOperation, mirroredAt time.Time
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
-func scanSiteCall(row scanner) (workflows.TrackedOperation, error) {
-	var op workflows.TrackedOperation
+func scanSiteCall(row scanner) (contract.TrackedOperation, error) {
+	var op contract.TrackedOperation
 	var status string
 	var created, updated time.Time
 	var lastAttempt, nextAttempt, terminal sql.NullTime
@@ -195,9 +195,9 @@ func scanSiteCall(row scanner) (workflows.TrackedOperation, error) {
 		&op.SourceSiteID, &op.SourceNode, &op.SourceInstance, &op.SourceScript,
 		&created, &updated, &lastAttempt, &nextAttempt, &terminal, &op.Seq)
 	if err != nil {
-		return workflows.TrackedOperation{}, err
+		return contract.TrackedOperation{}, err
 	}
-	op.Status = workflows.Status(status)
+	op.Status = contract.Status(status)
 	op.CreatedAt, op.UpdatedAt = created.UTC(), updated.UTC()
 	op.LastAttemptAt, op.NextAttemptAt, op.TerminalAt = timePtr(lastAttempt), timePtr(nextAttempt), timePtr(terminal)
 	return op, nil

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/dbtx"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // ErrNotFound is returned for an id central has no row for.
@@ -29,7 +29,7 @@ type Notification struct {
 	Subject          string
 	Body             string
 	TypeData         string // JSON, reserved for future per-type fields
-	Status           workflows.Status
+	Status           contract.Status
 	RetryCount       int
 	LastError        string
 	ResolvedTargets  []string
@@ -224,7 +224,7 @@ func (s *Store) GetNotification(ctx context.Context, id string) (Notification, e
 // one transaction. A terminal row (Delivered, Discarded) never changes
 // again (ErrTerminal, and no event is stored). A change to a terminal
 // status sets terminal_at to u.At (the time now when u.At is zero).
-func (s *Store) UpdateNotificationStatus(ctx context.Context, u workflows.NotificationUpdate, events ...AuditEvent) error {
+func (s *Store) UpdateNotificationStatus(ctx context.Context, u contract.NotificationUpdate, events ...AuditEvent) error {
 	var terminalAt any
 	if u.Status.Terminal() {
 		at := u.At
@@ -303,7 +303,7 @@ func scanNotification(row *sql.Row) (Notification, error) {
 	if err != nil {
 		return Notification{}, err
 	}
-	n.Status = workflows.Status(status)
+	n.Status = contract.Status(status)
 	n.SiteEnqueuedAt, n.CreatedAt = enqueued.UTC(), created.UTC()
 	n.LastAttemptAt, n.NextAttemptAt, n.DeliveredAt = timePtr(lastAttempt), timePtr(nextAttempt), timePtr(delivered)
 	n.TerminalAt = timePtr(terminal)

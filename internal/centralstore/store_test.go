@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/centralstore/storetest"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 func TestSQLite(t *testing.T) {
@@ -78,7 +78,7 @@ func TestSQLiteUpgradesOlderSchema(t *testing.T) {
 			require.True(t, want.Equal(*got.TerminalAt), "%s: want %s, got %s", id, *want, *got.TerminalAt)
 		}
 		n, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{{
-			EventID: "notification/parked/enqueued", OperationID: "parked", Kind: workflows.KindNotification,
+			EventID: "notification/parked/enqueued", OperationID: "parked", Kind: contract.KindNotification,
 			Event: centralstore.AuditEnqueued, At: created,
 		}})
 		require.NoError(t, err)

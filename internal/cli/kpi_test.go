@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // kpiConfig writes a central SQLite store holding a few rows on two sites
@@ -30,41 +30,41 @@ func kpiConfig(t *testing.T) string {
 	now := time.Now().UTC()
 
 	for _, n := range []struct {
-		status  workflows.Status
+		status  contract.Status
 		created time.Duration // before now
 	}{
-		{workflows.StatusPending, 150 * time.Minute},
-		{workflows.StatusRetrying, time.Minute},
-		{workflows.StatusParked, 3 * time.Hour},
-		{workflows.StatusDelivered, 20 * time.Minute},
+		{contract.StatusPending, 150 * time.Minute},
+		{contract.StatusRetrying, time.Minute},
+		{contract.StatusParked, 3 * time.Hour},
+		{contract.StatusDelivered, 20 * time.Minute},
 	} {
 		row := centralstore.Notification{
 			NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops",
-			Subject: "Pump 3 tripped", Body: "Pressure low", Status: workflows.StatusPending, SourceSiteID: "plant-1",
+			Subject: "Pump 3 tripped", Body: "Pressure low", Status: contract.StatusPending, SourceSiteID: "plant-1",
 			CreatedAt: now.Add(-n.created), SiteEnqueuedAt: now.Add(-n.created),
 		}
 		_, err := store.InsertNotification(ctx, row)
 		require.NoError(t, err)
 		switch n.status {
-		case workflows.StatusDelivered:
+		case contract.StatusDelivered:
 			require.NoError(t, store.MarkNotificationDelivered(ctx, row.NotificationID, now.Add(-10*time.Minute), []string{"ops@example.com"}))
-		case workflows.StatusPending:
+		case contract.StatusPending:
 		default:
-			require.NoError(t, store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{NotificationID: row.NotificationID, Status: n.status}))
+			require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{NotificationID: row.NotificationID, Status: n.status}))
 		}
 	}
 
-	call := func(kind string, status workflows.Status, created time.Duration, terminal *time.Time, seq int64) workflows.TrackedOperation {
-		return workflows.TrackedOperation{
+	call := func(kind string, status contract.Status, created time.Duration, terminal *time.Time, seq int64) contract.TrackedOperation {
+		return contract.TrackedOperation{
 			OperationID: uuid.NewString(), Kind: kind, Target: "erp.createOrder", Status: status, SourceSiteID: "plant-2",
 			CreatedAt: now.Add(-created), UpdatedAt: now.Add(-created), TerminalAt: terminal, Seq: seq,
 		}
 	}
 	deliveredAt := now.Add(-2 * time.Hour)
-	_, err = store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{
-		call(workflows.KindExternalCall, workflows.StatusParked, time.Hour, nil, 1),
-		call(workflows.KindDatabaseWrite, workflows.StatusRetrying, 20*time.Minute, nil, 2),
-		call(workflows.KindExternalCall, workflows.StatusDelivered, 3*time.Hour, &deliveredAt, 3),
+	_, err = store.UpsertSiteCalls(ctx, []contract.TrackedOperation{
+		call(contract.KindExternalCall, contract.StatusParked, time.Hour, nil, 1),
+		call(contract.KindDatabaseWrite, contract.StatusRetrying, 20*time.Minute, nil, 2),
+		call(contract.KindExternalCall, contract.StatusDelivered, 3*time.Hour, &deliveredAt, 3),
 	})
 	require.NoError(t, err)
 
@@ -122,7 +122,7 @@ func TestKPIJSON(t *testing.T) {
 	require.Len(t, report.Sites, 2)
 	require.Equal(t, "plant-1", report.Sites[0].Site)
 	require.Equal(t, "plant-2", report.Sites[1].Site)
-	require.Equal(t, 1, report.Sites[1].Kind(workflows.KindExternalCall).Delivered)
+	require.Equal(t, 1, report.Sites[1].Kind(contract.KindExternalCall).Delivered)
 	require.InDelta(t, 150*60, report.Global.Total.OldestPendingAgeSeconds, 60)
 
 	// The raw JSON names its fields for scripts (jq '.global.total.parked').
@@ -162,11 +162,11 @@ func TestKPIWithoutConfigFindsTheDevStackOrRefuses(t *testing.T) {
 	require.NoError(t, err)
 	row := centralstore.Notification{
 		NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops", Subject: "s",
-		Status: workflows.StatusPending, SourceSiteID: "plant-1", CreatedAt: time.Now().UTC(), SiteEnqueuedAt: time.Now().UTC(),
+		Status: contract.StatusPending, SourceSiteID: "plant-1", CreatedAt: time.Now().UTC(), SiteEnqueuedAt: time.Now().UTC(),
 	}
 	_, err = store.InsertNotification(context.Background(), row)
 	require.NoError(t, err)
-	require.NoError(t, store.UpdateNotificationStatus(context.Background(), workflows.NotificationUpdate{NotificationID: row.NotificationID, Status: workflows.StatusParked}))
+	require.NoError(t, store.UpdateNotificationStatus(context.Background(), contract.NotificationUpdate{NotificationID: row.NotificationID, Status: contract.StatusParked}))
 	require.NoError(t, store.Close())
 
 	out, stderr, err := run(t, "kpi", "--json")

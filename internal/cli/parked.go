@@ -19,8 +19,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/operator"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 var parkedListCommand = command{
@@ -80,16 +80,16 @@ Example:
 	},
 }
 
-var parkedRetryCommand = parkedActionCommand(workflows.SignalRetry)
+var parkedRetryCommand = parkedActionCommand(contract.SignalRetry)
 
-var parkedDiscardCommand = parkedActionCommand(workflows.SignalDiscard)
+var parkedDiscardCommand = parkedActionCommand(contract.SignalDiscard)
 
 // parkedActionCommand is `parked retry` or `parked discard`, by signal name.
 func parkedActionCommand(signal string) command {
 	verb, effect, example := "Retry", `Each gets signal "retry": its retry count is reset and delivery starts
 again, so fix what made it park first.`, `  outpost parked retry 9b1c6a0e-5f0d-4a43-9d43-8f1f0c2b7e11 --reason "relay fixed"
   outpost parked retry --site plant-1 --target erp.createOrder --operator ana --reason "ERP is back"`
-	if signal == workflows.SignalDiscard {
+	if signal == contract.SignalDiscard {
 		verb, effect, example = "Discard", `Each gets signal "discard": it ends Discarded and is never delivered; its
 central row is kept, and a discarded call's buffered payload is dropped on
 its site.`, `  outpost parked discard call/9b1c6a0e-5f0d-4a43-9d43-8f1f0c2b7e11 --reason "entered by hand"
@@ -161,13 +161,13 @@ func (f parkedFilter) empty() bool {
 	return f.site == "" && f.kind == "" && f.target == "" && f.olderThan == 0
 }
 
-var kinds = []string{workflows.KindNotification, workflows.KindExternalCall, workflows.KindDatabaseWrite}
+var kinds = []string{contract.KindNotification, contract.KindExternalCall, contract.KindDatabaseWrite}
 
 // query is the visibility query of parked operations matching f, with
 // --older-than counted back from now.
 func (f parkedFilter) query(now time.Time) (string, error) {
 	clauses := []string{
-		fmt.Sprintf("%s=%q", workflows.AttrStatus.GetName(), string(workflows.StatusParked)),
+		fmt.Sprintf("%s=%q", contract.AttrStatus.GetName(), string(contract.StatusParked)),
 		// A workflow terminated while parked keeps its OutpostStatus.
 		`ExecutionStatus="Running"`,
 	}
@@ -180,9 +180,9 @@ func (f parkedFilter) query(now time.Time) (string, error) {
 		kind = kinds[i]
 	}
 	for _, c := range []struct{ flag, attr, value string }{
-		{"site", workflows.AttrSite.GetName(), f.site},
-		{"kind", workflows.AttrKind.GetName(), kind},
-		{"target", workflows.AttrTarget.GetName(), f.target},
+		{"site", contract.AttrSite.GetName(), f.site},
+		{"kind", contract.AttrKind.GetName(), kind},
+		{"target", contract.AttrTarget.GetName(), f.target},
 	} {
 		if c.value == "" {
 			continue
@@ -223,13 +223,13 @@ func indexFold(list []string, s string) int {
 
 // parkedItem is one row of `parked list`.
 type parkedItem struct {
-	Kind       string           `json:"kind"`
-	ID         string           `json:"id"`
-	WorkflowID string           `json:"workflowId"`
-	RunID      string           `json:"runId"`
-	Site       string           `json:"site"`
-	Target     string           `json:"target"`
-	Status     workflows.Status `json:"status"`
+	Kind       string          `json:"kind"`
+	ID         string          `json:"id"`
+	WorkflowID string          `json:"workflowId"`
+	RunID      string          `json:"runId"`
+	Site       string          `json:"site"`
+	Target     string          `json:"target"`
+	Status     contract.Status `json:"status"`
 	// ReceivedAt is when central got it (its workflow started).
 	ReceivedAt time.Time `json:"receivedAt"`
 	// ParkedAt is its last attempt, from the status query.
@@ -243,8 +243,8 @@ type parkedItem struct {
 func itemOf(ex *workflowExecution) parkedItem {
 	return parkedItem{
 		Kind: kindOf(ex.id, ex.sa), ID: operationID(ex.id), WorkflowID: ex.id, RunID: ex.runID,
-		Site: keyword(ex.sa, workflows.AttrSite), Target: keyword(ex.sa, workflows.AttrTarget),
-		Status: workflows.Status(keyword(ex.sa, workflows.AttrStatus)), ReceivedAt: ex.started,
+		Site: keyword(ex.sa, contract.AttrSite), Target: keyword(ex.sa, contract.AttrTarget),
+		Status: contract.Status(keyword(ex.sa, contract.AttrStatus)), ReceivedAt: ex.started,
 	}
 }
 
@@ -358,7 +358,7 @@ type parkedAction struct {
 	ids          []string
 	filter       parkedFilter
 	all, yes     bool
-	action       workflows.OperatorAction
+	action       contract.OperatorAction
 }
 
 // checkSelection refuses a command line that does not say which items, or
@@ -462,7 +462,7 @@ func (a *parkedAction) resolveIDs(ctx context.Context, tc temporalAPI) ([]parked
 				it.Status, strings.ToLower(ex.status.String()))})
 		case ex.closed != nil:
 			results = append(results, outcome{item: it, note: fmt.Sprintf("not parked: %s, its workflow is %s", orDash(string(it.Status)), strings.ToLower(ex.status.String()))})
-		case it.Status != workflows.StatusParked:
+		case it.Status != contract.StatusParked:
 			results = append(results, outcome{item: it, note: fmt.Sprintf("not parked: %s (the workflow ignores %s until it parks)", orDash(string(it.Status)), a.signal)})
 		default:
 			targets = append(targets, it)
@@ -491,7 +491,7 @@ func confirm(env Env, question string) bool {
 
 func (a *parkedAction) report(w io.Writer, results []outcome) error {
 	done := "discarded"
-	if a.signal == workflows.SignalRetry {
+	if a.signal == contract.SignalRetry {
 		done = "retried"
 	}
 	sent, skipped, failed := 0, 0, 0

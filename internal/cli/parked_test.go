@@ -28,8 +28,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // fakeTemporal stands in for Temporal in the operator commands' unit tests
@@ -53,7 +53,7 @@ type fakeWorkflow struct {
 
 type fakeSignal struct {
 	workflowID, name string
-	action           workflows.OperatorAction
+	action           contract.OperatorAction
 }
 
 func newFake() *fakeTemporal {
@@ -71,12 +71,12 @@ func payload(v any) *commonpb.Payload {
 }
 
 // addCall adds a cached call's workflow, started at t0+age minutes.
-func (f *fakeTemporal) addCall(id, site, target string, status workflows.Status, minute int) *fakeWorkflow {
-	wid := workflows.CachedCallWorkflowID(id)
+func (f *fakeTemporal) addCall(id, site, target string, status contract.Status, minute int) *fakeWorkflow {
+	wid := contract.CachedCallWorkflowID(id)
 	last := t0.Add(time.Duration(minute)*time.Minute + 30*time.Second)
-	return f.add(wid, "CachedCallWorkflow", workflows.KindExternalCall, site, target, status, minute, "Call "+target+" from "+site,
-		workflows.CachedCallState{TrackedOperation: workflows.TrackedOperation{
-			OperationID: id, Kind: workflows.KindExternalCall, Target: target, Status: status, RetryCount: 3,
+	return f.add(wid, contract.WorkflowCachedCall, contract.KindExternalCall, site, target, status, minute, "Call "+target+" from "+site,
+		contract.CachedCallState{TrackedOperation: contract.TrackedOperation{
+			OperationID: id, Kind: contract.KindExternalCall, Target: target, Status: status, RetryCount: 3,
 			LastError: "retries exhausted (3): HTTP 503 Service Unavailable", SourceSiteID: site,
 			CreatedAt: t0.Add(time.Duration(minute) * time.Minute), LastAttemptAt: &last,
 		}, LastOperatorAction: deliveredAfterRetry(status)})
@@ -84,24 +84,24 @@ func (f *fakeTemporal) addCall(id, site, target string, status workflows.Status,
 
 // deliveredAfterRetry is the operator action of a fake call: a delivered
 // one was retried by ana once its target was fixed.
-func deliveredAfterRetry(status workflows.Status) *workflows.OperatorAction {
-	if status != workflows.StatusDelivered {
+func deliveredAfterRetry(status contract.Status) *contract.OperatorAction {
+	if status != contract.StatusDelivered {
 		return nil
 	}
-	return &workflows.OperatorAction{Operator: "ana", Reason: "erp back"}
+	return &contract.OperatorAction{Operator: "ana", Reason: "erp back"}
 }
 
-func (f *fakeTemporal) addNotification(id, site, list string, status workflows.Status, minute int) *fakeWorkflow {
-	wid := workflows.NotificationWorkflowID(id)
+func (f *fakeTemporal) addNotification(id, site, list string, status contract.Status, minute int) *fakeWorkflow {
+	wid := contract.NotificationWorkflowID(id)
 	last := t0.Add(time.Duration(minute)*time.Minute + 20*time.Second)
-	return f.add(wid, "NotificationWorkflow", workflows.KindNotification, site, list, status, minute, "Notify "+list+": Pump 3 tripped",
-		workflows.NotificationState{
+	return f.add(wid, contract.WorkflowNotification, contract.KindNotification, site, list, status, minute, "Notify "+list+": Pump 3 tripped",
+		contract.NotificationState{
 			NotificationID: id, Status: status, RetryCount: 2, LastError: "retries exhausted (2): dial tcp: connection refused",
 			SiteEnqueuedAt: t0.Add(time.Duration(minute) * time.Minute), CreatedAt: t0.Add(time.Duration(minute) * time.Minute), LastAttemptAt: &last,
 		})
 }
 
-func (f *fakeTemporal) add(wid, typ, kind, site, target string, status workflows.Status, minute int, summary string, state any) *fakeWorkflow {
+func (f *fakeTemporal) add(wid, typ, kind, site, target string, status contract.Status, minute int, summary string, state any) *fakeWorkflow {
 	exec := enums.WORKFLOW_EXECUTION_STATUS_RUNNING
 	var closed *timestamppb.Timestamp
 	if status.Terminal() {
@@ -110,7 +110,7 @@ func (f *fakeTemporal) add(wid, typ, kind, site, target string, status workflows
 	w := &fakeWorkflow{
 		info: &workflowpb.WorkflowExecutionInfo{
 			Execution: &commonpb.WorkflowExecution{WorkflowId: wid, RunId: "run-" + wid},
-			Type:      &commonpb.WorkflowType{Name: typ}, TaskQueue: workflows.CentralTaskQueue, Status: exec,
+			Type:      &commonpb.WorkflowType{Name: typ}, TaskQueue: contract.CentralTaskQueue, Status: exec,
 			StartTime: timestamppb.New(t0.Add(time.Duration(minute) * time.Minute)), CloseTime: closed, HistoryLength: 42,
 			SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
 				"OutpostStatus": payload(string(status)), "OutpostKind": payload(kind),
@@ -200,7 +200,7 @@ func (f *fakeTemporal) QueryWorkflow(_ context.Context, workflowID, _, queryType
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w, ok := f.workflows[workflowID]
-	if !ok || queryType != workflows.QueryStatus {
+	if !ok || queryType != contract.QueryStatus {
 		return nil, serviceerror.NewNotFound("no " + queryType + " for " + workflowID)
 	}
 	return jsonValue{w.state}, nil
@@ -221,7 +221,7 @@ func (f *fakeTemporal) SignalWorkflow(_ context.Context, workflowID, _, name str
 	if _, ok := f.workflows[workflowID]; !ok {
 		return serviceerror.NewNotFound("workflow not found for ID: " + workflowID)
 	}
-	f.signals = append(f.signals, fakeSignal{workflowID: workflowID, name: name, action: arg.(workflows.OperatorAction)})
+	f.signals = append(f.signals, fakeSignal{workflowID: workflowID, name: name, action: arg.(contract.OperatorAction)})
 	return nil
 }
 
@@ -395,12 +395,12 @@ func TestParkedActionRefusals(t *testing.T) {
 
 func TestParkedList(t *testing.T) {
 	f := newFake()
-	f.addCall("c1", "plant-1", "erp.createOrder", workflows.StatusParked, 3)
-	f.addCall("c2", "plant-1", "erp.getOrder", workflows.StatusParked, 1)
-	f.addNotification("n1", "plant-1", "ops", workflows.StatusParked, 2)
-	f.addCall("c3", "plant-2", "erp.createOrder", workflows.StatusParked, 4)
-	f.addCall("c4", "plant-1", "erp.createOrder", workflows.StatusDelivered, 0)
-	f.addCall("c5", "plant-1", "erp.createOrder", workflows.StatusRetrying, 5)
+	f.addCall("c1", "plant-1", "erp.createOrder", contract.StatusParked, 3)
+	f.addCall("c2", "plant-1", "erp.getOrder", contract.StatusParked, 1)
+	f.addNotification("n1", "plant-1", "ops", contract.StatusParked, 2)
+	f.addCall("c3", "plant-2", "erp.createOrder", contract.StatusParked, 4)
+	f.addCall("c4", "plant-1", "erp.createOrder", contract.StatusDelivered, 0)
+	f.addCall("c5", "plant-1", "erp.createOrder", contract.StatusRetrying, 5)
 	useFake(t, f)
 	cfg := quietConfig(t)
 
@@ -410,7 +410,7 @@ func TestParkedList(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &items))
 	require.Len(t, items, 3, "paged through every match (page size 2)")
 	require.Equal(t, []string{"c2", "n1", "c1"}, []string{items[0].ID, items[1].ID, items[2].ID}, "oldest first")
-	require.Equal(t, workflows.KindNotification, items[1].Kind)
+	require.Equal(t, contract.KindNotification, items[1].Kind)
 	require.Equal(t, "notification/n1", items[1].WorkflowID)
 	require.Equal(t, "retries exhausted (2): dial tcp: connection refused", items[1].LastError, "decoded as NotificationState")
 	require.Equal(t, "retries exhausted (3): HTTP 503 Service Unavailable", items[0].LastError, "decoded as TrackedOperation")
@@ -436,9 +436,9 @@ func TestParkedList(t *testing.T) {
 
 func TestParkedRetryAsksBeforeBulk(t *testing.T) {
 	f := newFake()
-	f.addCall("c1", "plant-1", "erp.createOrder", workflows.StatusParked, 1)
-	f.addCall("c2", "plant-1", "erp.createOrder", workflows.StatusParked, 2)
-	f.addCall("c3", "plant-2", "erp.createOrder", workflows.StatusParked, 3)
+	f.addCall("c1", "plant-1", "erp.createOrder", contract.StatusParked, 1)
+	f.addCall("c2", "plant-1", "erp.createOrder", contract.StatusParked, 2)
+	f.addCall("c3", "plant-2", "erp.createOrder", contract.StatusParked, 3)
 	useFake(t, f)
 	cfg := quietConfig(t)
 
@@ -458,7 +458,7 @@ func TestParkedRetryAsksBeforeBulk(t *testing.T) {
 	out, _, err = runWith(t, "y\n", "parked", "retry", "--config", cfg, "--site", "plant-1", "--operator", "ana", "--reason", "ERP is back")
 	require.NoError(t, err)
 	require.Contains(t, out, "Sent retry to 2 item(s) as ana; 0 skipped, 0 failed.")
-	want := workflows.OperatorAction{Operator: "ana", Reason: "ERP is back"}
+	want := contract.OperatorAction{Operator: "ana", Reason: "ERP is back"}
 	require.ElementsMatch(t, []fakeSignal{{"call/c1", "retry", want}, {"call/c2", "retry", want}}, f.signalled())
 
 	// Several ids are bulk too; --yes skips the question.
@@ -467,15 +467,15 @@ func TestParkedRetryAsksBeforeBulk(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, out, "[y/N]")
 	require.Contains(t, out, "Sent discard to 2 item(s) as bob")
-	require.ElementsMatch(t, []fakeSignal{{"call/c3", "discard", workflows.OperatorAction{Operator: "bob"}}, {"call/c1", "discard", workflows.OperatorAction{Operator: "bob"}}}, f.signalled())
+	require.ElementsMatch(t, []fakeSignal{{"call/c3", "discard", contract.OperatorAction{Operator: "bob"}}, {"call/c1", "discard", contract.OperatorAction{Operator: "bob"}}}, f.signalled())
 }
 
 func TestParkedRetryByID(t *testing.T) {
 	f := newFake()
-	f.addNotification("n1", "plant-1", "ops", workflows.StatusParked, 1)
-	f.addCall("c2", "plant-1", "erp.createOrder", workflows.StatusDelivered, 2)
-	f.addCall("c3", "plant-1", "erp.createOrder", workflows.StatusRetrying, 3)
-	f.addCall("c4", "plant-1", "erp.createOrder", workflows.StatusParked, 4)
+	f.addNotification("n1", "plant-1", "ops", contract.StatusParked, 1)
+	f.addCall("c2", "plant-1", "erp.createOrder", contract.StatusDelivered, 2)
+	f.addCall("c3", "plant-1", "erp.createOrder", contract.StatusRetrying, 3)
+	f.addCall("c4", "plant-1", "erp.createOrder", contract.StatusParked, 4)
 	useFake(t, f)
 	cfg := quietConfig(t)
 
@@ -484,7 +484,7 @@ func TestParkedRetryByID(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, out, "[y/N]")
 	require.Contains(t, out, "retried")
-	require.Equal(t, []fakeSignal{{"notification/n1", "retry", workflows.OperatorAction{Operator: "ana"}}}, f.signalled())
+	require.Equal(t, []fakeSignal{{"notification/n1", "retry", contract.OperatorAction{Operator: "ana"}}}, f.signalled())
 
 	// Not parked: skipped with a note, no signal; unknown: failed, non-zero exit.
 	f.signals = nil
@@ -497,7 +497,7 @@ func TestParkedRetryByID(t *testing.T) {
 
 	// A failing signal is reported and makes the exit non-zero; the others still go.
 	f.failOn["call/c4"] = serviceerror.NewUnavailable("frontend unavailable")
-	f.addCall("c5", "plant-1", "erp.createOrder", workflows.StatusParked, 5)
+	f.addCall("c5", "plant-1", "erp.createOrder", contract.StatusParked, 5)
 	out, _, err = runWith(t, "", "parked", "discard", "--config", cfg, "--all", "--yes")
 	require.ErrorContains(t, err, "1 of 3 discard signal(s) failed")
 	require.Contains(t, out, "FAILED")

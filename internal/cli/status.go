@@ -22,11 +22,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/logging"
 	"github.com/outpost-dev/outpost/internal/operator"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 var statusCommand = command{
@@ -157,8 +157,8 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 var (
-	notificationPrefix = workflows.NotificationWorkflowID("")
-	callPrefix         = workflows.CachedCallWorkflowID("")
+	notificationPrefix = contract.NotificationWorkflowID("")
+	callPrefix         = contract.CachedCallWorkflowID("")
 )
 
 // candidateWorkflowIDs is the workflow ids an operator's ID may name: the
@@ -173,7 +173,7 @@ func candidateWorkflowIDs(id string) ([]string, error) {
 	case strings.ContainsAny(id, "/ \t\n"):
 		return nil, fmt.Errorf("%q is not an operation id: give the UUID, %s<uuid> or %s<uuid>", id, notificationPrefix, callPrefix)
 	}
-	return []string{workflows.NotificationWorkflowID(id), workflows.CachedCallWorkflowID(id)}, nil
+	return []string{contract.NotificationWorkflowID(id), contract.CachedCallWorkflowID(id)}, nil
 }
 
 // operationID strips the workflow-id prefix.
@@ -229,11 +229,11 @@ func keyword(sa *commonpb.SearchAttributes, key temporal.SearchAttributeKeyKeywo
 
 // kindOf is the operation's kind: OutpostKind, else what the id says.
 func kindOf(workflowID string, sa *commonpb.SearchAttributes) string {
-	if k := keyword(sa, workflows.AttrKind); k != "" {
+	if k := keyword(sa, contract.AttrKind); k != "" {
 		return k
 	}
 	if strings.HasPrefix(workflowID, notificationPrefix) {
-		return workflows.KindNotification
+		return contract.KindNotification
 	}
 	return "call"
 }
@@ -287,10 +287,10 @@ func webUIURL(base, namespace, workflowID, runID string) string {
 
 // operationStory is `outpost status`'s answer.
 type operationStory struct {
-	OperationID string           `json:"operationId"`
-	Kind        string           `json:"kind"`
-	Status      workflows.Status `json:"status"`
-	Site        string           `json:"site,omitempty"`
+	OperationID string          `json:"operationId"`
+	Kind        string          `json:"kind"`
+	Status      contract.Status `json:"status"`
+	Site        string          `json:"site,omitempty"`
 	// Target is system.method, the database, or the notification list.
 	Target     string `json:"target,omitempty"`
 	Summary    string `json:"summary,omitempty"`
@@ -298,12 +298,12 @@ type operationStory struct {
 	LastError  string `json:"lastError,omitempty"`
 	// AcceptedAt is when the site accepted it; ReceivedAt when central got
 	// it (its workflow started).
-	AcceptedAt     *time.Time                `json:"acceptedAt,omitempty"`
-	ReceivedAt     time.Time                 `json:"receivedAt"`
-	LastAttemptAt  *time.Time                `json:"lastAttemptAt,omitempty"`
-	NextAttemptAt  *time.Time                `json:"nextAttemptAt,omitempty"`
-	FinishedAt     *time.Time                `json:"finishedAt,omitempty"`
-	OperatorAction *workflows.OperatorAction `json:"operatorAction,omitempty"`
+	AcceptedAt     *time.Time               `json:"acceptedAt,omitempty"`
+	ReceivedAt     time.Time                `json:"receivedAt"`
+	LastAttemptAt  *time.Time               `json:"lastAttemptAt,omitempty"`
+	NextAttemptAt  *time.Time               `json:"nextAttemptAt,omitempty"`
+	FinishedAt     *time.Time               `json:"finishedAt,omitempty"`
+	OperatorAction *contract.OperatorAction `json:"operatorAction,omitempty"`
 	// Request is what a call sends, secret params redacted.
 	Request  json.RawMessage `json:"request,omitempty"`
 	Workflow workflowView    `json:"workflow"`
@@ -314,9 +314,9 @@ type operationStory struct {
 	WebUI          string       `json:"webUI"`
 	// Notification or Call is the full status answer; StateError says why
 	// there is none.
-	Notification *workflows.NotificationState `json:"notification,omitempty"`
-	Call         *workflows.TrackedOperation  `json:"call,omitempty"`
-	StateError   string                       `json:"stateError,omitempty"`
+	Notification *contract.NotificationState `json:"notification,omitempty"`
+	Call         *contract.TrackedOperation  `json:"call,omitempty"`
+	StateError   string                      `json:"stateError,omitempty"`
 }
 
 type workflowView struct {
@@ -352,22 +352,22 @@ func operationStatus(ctx context.Context, tc temporalAPI, cfg config.Config, id 
 	s := &operationStory{
 		OperationID: operationID(ex.id),
 		Kind:        kindOf(ex.id, ex.sa),
-		Status:      workflows.Status(keyword(ex.sa, workflows.AttrStatus)),
-		Site:        keyword(ex.sa, workflows.AttrSite),
-		Target:      keyword(ex.sa, workflows.AttrTarget),
+		Status:      contract.Status(keyword(ex.sa, contract.AttrStatus)),
+		Site:        keyword(ex.sa, contract.AttrSite),
+		Target:      keyword(ex.sa, contract.AttrTarget),
 		ReceivedAt:  ex.started,
 		Workflow: workflowView{
 			ID: ex.id, RunID: ex.runID, Type: ex.typ, Status: ex.status.String(), TaskQueue: ex.taskQueue,
 			StartedAt: ex.started, ClosedAt: ex.closed, HistoryLength: ex.historyLength,
 		},
-		AttemptsRunOn: workflows.CentralTaskQueue,
+		AttemptsRunOn: contract.CentralTaskQueue,
 		WebUI:         webUIURL(cfg.Central.TemporalUIURL, cfg.Temporal.Namespace, ex.id, ex.runID),
 	}
 	if p := desc.GetExecutionConfig().GetUserMetadata().GetSummary(); p != nil {
 		_ = converter.GetDefaultDataConverter().FromPayload(p, &s.Summary) // a summary is a nicety
 	}
-	if s.Kind != workflows.KindNotification && s.Site != "" {
-		s.AttemptsRunOn = workflows.SiteTaskQueue(s.Site)
+	if s.Kind != contract.KindNotification && s.Site != "" {
+		s.AttemptsRunOn = contract.SiteTaskQueue(s.Site)
 	}
 	if acts := desc.GetPendingActivities(); len(acts) > 0 {
 		a := acts[0]
@@ -435,7 +435,7 @@ func (s *operationStory) print(w io.Writer) {
 	}
 	line("Operation", "%s", s.OperationID)
 	target := "target"
-	if s.Kind == workflows.KindNotification {
+	if s.Kind == contract.KindNotification {
 		target = "list"
 	}
 	line("Kind", "%s (%s %s, site %s)", s.Kind, target, orDash(s.Target), orDash(s.Site))
@@ -471,7 +471,7 @@ func (s *operationStory) print(w io.Writer) {
 		line("Next step", "none: its workflow was %s before the operation finished, so no retry or discard can reach it; "+
 			"central's reconciliation of site %s discards it (Schedule reconcile/%s, every site.reconcile_interval; trigger it to do it now)",
 			strings.ToLower(wf.Status), orDash(s.Site), orDash(s.Site))
-	case s.Status == workflows.StatusParked:
+	case s.Status == contract.StatusParked:
 		line("Next step", "outpost parked retry %s, or outpost parked discard %s", s.OperationID, s.OperationID)
 	}
 	line("Web UI", "%s", s.WebUI)

@@ -14,18 +14,18 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 func TestStatusCommand(t *testing.T) {
 	f := newFake()
-	f.addCall("c1", "plant-1", "erp.createOrder", workflows.StatusDelivered, 1)
-	parked := f.addNotification("n1", "plant-2", "ops", workflows.StatusParked, 2)
+	f.addCall("c1", "plant-1", "erp.createOrder", contract.StatusDelivered, 1)
+	parked := f.addNotification("n1", "plant-2", "ops", contract.StatusParked, 2)
 	parked.pending = nil
-	retrying := f.addCall("c2", "plant-1", "erp.getOrder", workflows.StatusRetrying, 3)
+	retrying := f.addCall("c2", "plant-1", "erp.getOrder", contract.StatusRetrying, 3)
 	retrying.pending = []*workflowpb.PendingActivityInfo{{
-		ActivityType: &commonpb.ActivityType{Name: workflows.ActivityDeliverCachedCall}, State: enums.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
+		ActivityType: &commonpb.ActivityType{Name: contract.ActivityDeliverCachedCall}, State: enums.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
 		LastFailure: nil,
 	}}
 	useFake(t, f)
@@ -51,11 +51,11 @@ func TestStatusCommand(t *testing.T) {
 	require.NoError(t, err)
 	var story operationStory
 	require.NoError(t, json.Unmarshal([]byte(out), &story))
-	require.Equal(t, workflows.KindNotification, story.Kind)
-	require.Equal(t, workflows.StatusParked, story.Status)
+	require.Equal(t, contract.KindNotification, story.Kind)
+	require.Equal(t, contract.StatusParked, story.Status)
 	require.Equal(t, "plant-2", story.Site)
 	require.Equal(t, "ops", story.Target)
-	require.Equal(t, workflows.CentralTaskQueue, story.AttemptsRunOn)
+	require.Equal(t, contract.CentralTaskQueue, story.AttemptsRunOn)
 	require.Equal(t, "Running", story.Workflow.Status)
 	require.NotNil(t, story.Notification)
 	require.Equal(t, 2, story.RetryCount)

@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // toolModule is the module, relative to the repository root, that pins the CLI.
@@ -92,8 +92,8 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	attrs := make([]temporal.SearchAttributeUpdate, 0, len(workflows.SearchAttributes))
-	for _, key := range workflows.SearchAttributes {
+	attrs := make([]temporal.SearchAttributeUpdate, 0, len(contract.SearchAttributes))
+	for _, key := range contract.SearchAttributes {
 		attrs = append(attrs, key.ValueSet(""))
 	}
 	devOpts := testsuite.DevServerOptions{

@@ -14,8 +14,8 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/workers"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // SMTP down: the notification retries and parks, the operator ana retries it
@@ -28,10 +28,10 @@ func TestAuditNotificationParkedThenRetriedByOperator(t *testing.T) {
 
 	s.stopSMTP()
 	id := s.notify("ops", "audited while smtp is down")
-	s.waitStatus(workflows.StatusParked, time.Minute, id)
+	s.waitStatus(contract.StatusParked, time.Minute, id)
 	s.startSMTP()
-	s.signal(id, workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "relay back"})
-	s.waitStatus(workflows.StatusDelivered, 30*time.Second, id)
+	s.signal(id, contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "relay back"})
+	s.waitStatus(contract.StatusDelivered, 30*time.Second, id)
 
 	// max_retries 2: attempts 1 and 2 fail and retry, attempt 3 parks.
 	s.waitAudit(id, []string{
@@ -54,15 +54,15 @@ func TestAuditCachedCallParkedThenRetriedByOperator(t *testing.T) {
 	s.demo.FailNext(-1, http.StatusBadGateway)
 	res, code := s.call("erp", "createOrder", map[string]any{"sku": "audit-me"})
 	require.Equal(t, http.StatusAccepted, code)
-	parked := s.waitOperation(res.ID, workflows.StatusParked, time.Minute)
-	s.waitMirror(res.ID, workflows.StatusParked)
+	parked := s.waitOperation(res.ID, contract.StatusParked, time.Minute)
+	s.waitMirror(res.ID, contract.StatusParked)
 
 	s.demo.Recover()
-	s.signalCall(res.ID, workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "ERP is back"})
-	delivered := s.waitOperation(res.ID, workflows.StatusDelivered, 30*time.Second)
-	s.waitMirror(res.ID, workflows.StatusDelivered)
+	s.signalCall(res.ID, contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "ERP is back"})
+	delivered := s.waitOperation(res.ID, contract.StatusDelivered, 30*time.Second)
+	s.waitMirror(res.ID, contract.StatusDelivered)
 
-	key := func(row workflows.TrackedOperation) string {
+	key := func(row contract.TrackedOperation) string {
 		return fmt.Sprintf("%d/%d", row.RetryCount, row.LastAttemptAt.UnixMilli())
 	}
 	// The immediate attempt (retry count 0) and retries 1 and 2 fail, retry 3
@@ -145,13 +145,13 @@ func (s *stack) requirePurgeSchedule() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(s.t, workers.EnsurePurgeSchedule(ctx, s.client), "ensuring an existing schedule updates it")
-	h := s.client.ScheduleClient().GetHandle(ctx, workflows.PurgeScheduleID)
+	h := s.client.ScheduleClient().GetHandle(ctx, contract.PurgeScheduleID)
 	desc, err := h.Describe(ctx)
 	require.NoError(s.t, err)
 	action, ok := desc.Schedule.Action.(*client.ScheduleWorkflowAction)
 	require.True(s.t, ok, "action %T", desc.Schedule.Action)
-	require.Equal(s.t, workflows.WorkflowPurge, action.Workflow)
-	require.Equal(s.t, workflows.CentralTaskQueue, action.TaskQueue)
+	require.Equal(s.t, contract.WorkflowPurge, action.Workflow)
+	require.Equal(s.t, contract.CentralTaskQueue, action.TaskQueue)
 	require.Equal(s.t, enums.SCHEDULE_OVERLAP_POLICY_SKIP, desc.Schedule.Policy.Overlap)
 	require.Len(s.t, desc.Schedule.Spec.Calendars, 1)
 	require.Equal(s.t, []client.ScheduleRange{{Start: 3, End: 3, Step: 1}}, desc.Schedule.Spec.Calendars[0].Hour)
@@ -167,9 +167,9 @@ func (s *stack) requirePurgeSchedule() {
 		run = d.Info.RecentActions[0].StartWorkflowResult
 		return run != nil
 	}, 30*time.Second, 100*time.Millisecond, "the triggered purge starts")
-	var res workflows.PurgeResult
+	var res contract.PurgeResult
 	require.NoError(s.t, s.client.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res))
-	require.Equal(s.t, workflows.PurgeResult{}, res, "nothing is past a year's retention yet")
+	require.Equal(s.t, contract.PurgeResult{}, res, "nothing is past a year's retention yet")
 }
 
 // The central worker, a child process, is SIGKILLed while a burst of
@@ -193,7 +193,7 @@ func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 	t.Logf("central killed with %d of %d notifications delivered", len(s.received()), n)
 	start()
 
-	s.waitStatus(workflows.StatusDelivered, 3*time.Minute, ids...)
+	s.waitStatus(contract.StatusDelivered, 3*time.Minute, ids...)
 	store := s.centralStore()
 	for _, id := range ids {
 		events, err := store.ListAuditEvents(t.Context(), id)

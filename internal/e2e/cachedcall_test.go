@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
@@ -45,14 +46,14 @@ func TestCachedCallRecoversAfterFailures(t *testing.T) {
 
 	res, code := s.call("erp", "createOrder", map[string]any{"sku": "P-100", "qty": 2})
 	require.Equal(t, http.StatusAccepted, code)
-	require.Equal(t, workflows.StatusPending, res.Status)
+	require.Equal(t, contract.StatusPending, res.Status)
 	require.Contains(t, res.Error, "503")
 
-	s.waitOperation(res.ID, workflows.StatusRetrying, 30*time.Second)
-	s.waitMirror(res.ID, workflows.StatusRetrying)
-	row := s.waitOperation(res.ID, workflows.StatusDelivered, 30*time.Second)
+	s.waitOperation(res.ID, contract.StatusRetrying, 30*time.Second)
+	s.waitMirror(res.ID, contract.StatusRetrying)
+	row := s.waitOperation(res.ID, contract.StatusDelivered, 30*time.Second)
 	require.Equal(t, failures, row.RetryCount)
-	s.recordHistory(workflows.CachedCallWorkflowID(res.ID), "cachedcall_recovers.json")
+	s.recordHistory(contract.CachedCallWorkflowID(res.ID), "cachedcall_recovers.json")
 
 	attempts := s.demo.Requests()
 	require.Len(t, attempts, failures+1, "one immediate attempt and %d retries", failures)
@@ -63,10 +64,10 @@ func TestCachedCallRecoversAfterFailures(t *testing.T) {
 		requireGap(t, interval, gap, "gap before attempt %d", i+1)
 		require.JSONEq(t, `{"sku":"P-100","qty":2}`, string(attempts[i].Body), "every retry sends the same request")
 	}
-	mirrored := s.waitMirror(res.ID, workflows.StatusDelivered)
+	mirrored := s.waitMirror(res.ID, contract.StatusDelivered)
 	require.Equal(t, failures, mirrored.RetryCount)
 	require.Equal(t, "erp.createOrder", mirrored.Target)
-	require.Equal(t, workflows.KindExternalCall, mirrored.Kind)
+	require.Equal(t, contract.KindExternalCall, mirrored.Kind)
 }
 
 // A target that never recovers parks the call; retry after it is fixed
@@ -81,24 +82,24 @@ func TestCachedCallParksThenRetryOrDiscard(t *testing.T) {
 
 	maxRetries := s.cfg.Site.ExternalSystems["erp"].MaxRetries
 	for _, id := range []string{toRetry.ID, toDiscard.ID} {
-		row := s.waitOperation(id, workflows.StatusParked, time.Minute)
+		row := s.waitOperation(id, contract.StatusParked, time.Minute)
 		require.Equal(t, maxRetries, row.RetryCount)
 		require.Contains(t, row.LastError, fmt.Sprintf("retries exhausted (%d)", maxRetries))
-		s.waitMirror(id, workflows.StatusParked)
+		s.waitMirror(id, contract.StatusParked)
 	}
 	require.Equal(t, map[string]int{"retry-me": 1 + maxRetries, "discard-me": 1 + maxRetries}, s.requestsBySKU(),
 		"each call: the immediate attempt and max_retries retries, then nothing while parked")
 
 	s.demo.Recover()
-	s.signalCall(toRetry.ID, workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "ERP is back"})
-	s.waitOperation(toRetry.ID, workflows.StatusDelivered, 30*time.Second)
-	s.waitMirror(toRetry.ID, workflows.StatusDelivered)
+	s.signalCall(toRetry.ID, contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "ERP is back"})
+	s.waitOperation(toRetry.ID, contract.StatusDelivered, 30*time.Second)
+	s.waitMirror(toRetry.ID, contract.StatusDelivered)
 
-	s.signalCall(toDiscard.ID, workflows.SignalDiscard, workflows.OperatorAction{Operator: "ana"})
-	s.waitOperation(toDiscard.ID, workflows.StatusDiscarded, 30*time.Second)
-	s.waitMirror(toDiscard.ID, workflows.StatusDiscarded)
-	s.recordHistory(workflows.CachedCallWorkflowID(toRetry.ID), "cachedcall_parked_retried.json")
-	s.recordHistory(workflows.CachedCallWorkflowID(toDiscard.ID), "cachedcall_parked_discarded.json")
+	s.signalCall(toDiscard.ID, contract.SignalDiscard, contract.OperatorAction{Operator: "ana"})
+	s.waitOperation(toDiscard.ID, contract.StatusDiscarded, 30*time.Second)
+	s.waitMirror(toDiscard.ID, contract.StatusDiscarded)
+	s.recordHistory(contract.CachedCallWorkflowID(toRetry.ID), "cachedcall_parked_retried.json")
+	s.recordHistory(contract.CachedCallWorkflowID(toDiscard.ID), "cachedcall_parked_discarded.json")
 	require.Zero(t, s.bufferDepth(), "delivered and discarded calls leave the buffer")
 	delivered := 0
 	for _, r := range s.demo.Requests() {
@@ -131,17 +132,17 @@ func TestCachedCallPermanentFailureReturnsAtOnce(t *testing.T) {
 	s.demo.FailNext(1, http.StatusBadRequest)
 	res, code := s.call("erp", "createOrder", map[string]any{"sku": ""})
 	require.Equal(t, http.StatusBadGateway, code)
-	require.Equal(t, workflows.StatusFailed, res.Status)
+	require.Equal(t, contract.StatusFailed, res.Status)
 	require.Equal(t, http.StatusBadRequest, res.HTTPStatus)
 	require.Contains(t, res.Error, "HTTP 400")
 
 	row, code := s.operation(res.ID)
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, workflows.StatusFailed, row.Status)
+	require.Equal(t, contract.StatusFailed, row.Status)
 	require.NotNil(t, row.TerminalAt)
 	require.Zero(t, s.bufferDepth())
-	s.waitMirror(res.ID, workflows.StatusFailed)
-	_, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.CachedCallWorkflowID(res.ID), "")
+	s.waitMirror(res.ID, contract.StatusFailed)
+	_, err := s.client.DescribeWorkflowExecution(context.Background(), contract.CachedCallWorkflowID(res.ID), "")
 	var notFound *serviceerror.NotFound
 	require.ErrorAs(t, err, &notFound, "a permanent failure never reaches a workflow")
 }
@@ -168,7 +169,7 @@ func TestCachedWritesToSQLite(t *testing.T) {
 	for _, id := range []string{locked.ID, missing.ID} {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			row, _ := s.operation(id)
-			assert.Equal(c, workflows.StatusRetrying, row.Status)
+			assert.Equal(c, contract.StatusRetrying, row.Status)
 			assert.GreaterOrEqual(c, row.RetryCount, 1)
 		}, 30*time.Second, 100*time.Millisecond, "waiting for a failed retry of %s", id)
 	}
@@ -178,7 +179,7 @@ func TestCachedWritesToSQLite(t *testing.T) {
 	createReadings(t, archive)
 
 	for _, id := range []string{locked.ID, missing.ID} {
-		row := s.waitOperation(id, workflows.StatusDelivered, 30*time.Second)
+		row := s.waitOperation(id, contract.StatusDelivered, 30*time.Second)
 		require.GreaterOrEqual(t, row.RetryCount, 2, "landed on a retry after a failed one")
 	}
 	require.Equal(t, []reading{{"pump-3.pressure", 4.2}}, readReadings(t, historian), "landed exactly once")
@@ -186,7 +187,7 @@ func TestCachedWritesToSQLite(t *testing.T) {
 
 	bad, code := s.write("historian", `INSERT INTO readings (tag, value) VALUSE (?, ?)`, "x", 1)
 	require.Equal(t, http.StatusBadGateway, code)
-	require.Equal(t, workflows.StatusFailed, bad.Status)
+	require.Equal(t, contract.StatusFailed, bad.Status)
 	require.Contains(t, bad.Error, "syntax error")
 	require.Zero(t, s.bufferDepth())
 }
@@ -201,7 +202,7 @@ func TestCentralDownCallsConvergeAndMirrorMatchesAfterReconcile(t *testing.T) {
 
 	ok, code := s.call("erp", "getOrder", map[string]any{"id": "42"})
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, workflows.StatusDelivered, ok.Status)
+	require.Equal(t, contract.StatusDelivered, ok.Status)
 	s.demo.FailNext(1, http.StatusNotFound)
 	failed, code := s.call("erp", "getOrder", map[string]any{"id": "missing"})
 	require.Equal(t, http.StatusBadGateway, code)
@@ -212,7 +213,7 @@ func TestCentralDownCallsConvergeAndMirrorMatchesAfterReconcile(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, code)
 		queued = append(queued, res.ID)
 	}
-	for id, want := range map[string]workflows.Status{ok.ID: workflows.StatusDelivered, failed.ID: workflows.StatusFailed, queued[0]: workflows.StatusPending} {
+	for id, want := range map[string]contract.Status{ok.ID: contract.StatusDelivered, failed.ID: contract.StatusFailed, queued[0]: contract.StatusPending} {
 		row, code := s.operation(id)
 		require.Equal(t, http.StatusOK, code, "answered on the site with central down")
 		require.Equal(t, want, row.Status)
@@ -222,17 +223,17 @@ func TestCentralDownCallsConvergeAndMirrorMatchesAfterReconcile(t *testing.T) {
 	s.demo.Recover()
 	s.startTemporal()
 	for _, id := range queued {
-		s.waitOperation(id, workflows.StatusDelivered, time.Minute)
-		s.waitMirror(id, workflows.StatusDelivered)
+		s.waitOperation(id, contract.StatusDelivered, time.Minute)
+		s.waitMirror(id, contract.StatusDelivered)
 	}
-	s.waitMirror(ok.ID, workflows.StatusDelivered)
-	s.waitMirror(failed.ID, workflows.StatusFailed)
+	s.waitMirror(ok.ID, contract.StatusDelivered)
+	s.waitMirror(failed.ID, contract.StatusFailed)
 
 	// The site created its reconciliation schedule once central was back.
 	require.Eventually(t, func() bool {
-		desc, err := s.client.ScheduleClient().GetHandle(context.Background(), workflows.ReconcileScheduleID(s.cfg.Site.ID)).Describe(context.Background())
+		desc, err := s.client.ScheduleClient().GetHandle(context.Background(), contract.ReconcileScheduleID(s.cfg.Site.ID)).Describe(context.Background())
 		return err == nil && len(desc.Schedule.Spec.Intervals) == 1 && desc.Schedule.Spec.Intervals[0].Every == s.cfg.Site.ReconcileInterval
-	}, 30*time.Second, 200*time.Millisecond, "schedule %s", workflows.ReconcileScheduleID(s.cfg.Site.ID))
+	}, 30*time.Second, 200*time.Millisecond, "schedule %s", contract.ReconcileScheduleID(s.cfg.Site.ID))
 
 	// Lose a mirrored row, as a central restore from an older backup would;
 	// reconciliation brings it back.
@@ -263,7 +264,7 @@ func TestTelemetryBatchesTenThousandCalls(t *testing.T) {
 			defer wg.Done()
 			for i := w; i < n; i += callers {
 				res, err := s.daemon.Client.Call(context.Background(), "erp", "getOrder", map[string]any{"id": i})
-				if err == nil && res.Status != workflows.StatusDelivered {
+				if err == nil && res.Status != contract.StatusDelivered {
 					err = fmt.Errorf("call %d: %s: %s", i, res.Status, res.Error)
 				}
 				if err != nil {
@@ -294,7 +295,7 @@ func TestTelemetryBatchesTenThousandCalls(t *testing.T) {
 	rows, err := store.ListSiteCalls(context.Background(), s.cfg.Site.ID)
 	require.NoError(t, err)
 	for _, row := range rows {
-		require.Equal(t, workflows.StatusDelivered, row.Status)
+		require.Equal(t, contract.StatusDelivered, row.Status)
 	}
 	batches, attempts := s.daemon.Telemetry.Batches(), s.daemon.Telemetry.Attempts()
 	// Full batches at once, a partial one at most once per telemetry_delay.
@@ -382,15 +383,15 @@ func (s *stack) write(connection, sql string, args ...any) (site.CallResult, int
 }
 
 // operation reads a tracking row through the stack's site API.
-func (s *stack) operation(id string) (workflows.TrackedOperation, int) {
+func (s *stack) operation(id string) (contract.TrackedOperation, int) {
 	s.t.Helper()
 	return s.firstSite().operation(id)
 }
 
 // waitOperation waits until the site reports want for id and returns the row.
-func (s *stack) waitOperation(id string, want workflows.Status, timeout time.Duration) workflows.TrackedOperation {
+func (s *stack) waitOperation(id string, want contract.Status, timeout time.Duration) contract.TrackedOperation {
 	s.t.Helper()
-	var row workflows.TrackedOperation
+	var row contract.TrackedOperation
 	waitFor(s.t, timeout, func() bool {
 		row, _ = s.operation(id)
 		return row.Status == want
@@ -403,10 +404,10 @@ func (s *stack) waitOperation(id string, want workflows.Status, timeout time.Dur
 // waitMirror waits until central's site_calls shows want for id. The wait
 // covers a telemetry batch caught by a Temporal restart: its ingest run may
 // only give way to a resend after its one-minute execution timeout.
-func (s *stack) waitMirror(id string, want workflows.Status) workflows.TrackedOperation {
+func (s *stack) waitMirror(id string, want contract.Status) contract.TrackedOperation {
 	s.t.Helper()
 	store := s.centralStore()
-	var row workflows.TrackedOperation
+	var row contract.TrackedOperation
 	require.Eventually(s.t, func() bool {
 		var err error
 		row, err = store.GetSiteCall(context.Background(), id)
@@ -415,9 +416,9 @@ func (s *stack) waitMirror(id string, want workflows.Status) workflows.TrackedOp
 	return row
 }
 
-func (s *stack) signalCall(id, name string, action workflows.OperatorAction) {
+func (s *stack) signalCall(id, name string, action contract.OperatorAction) {
 	s.t.Helper()
-	require.NoError(s.t, s.client.SignalWorkflow(context.Background(), workflows.CachedCallWorkflowID(id), "", name, action))
+	require.NoError(s.t, s.client.SignalWorkflow(context.Background(), contract.CachedCallWorkflowID(id), "", name, action))
 }
 
 func (s *stack) bufferDepth() int {
@@ -428,15 +429,15 @@ func (s *stack) bufferDepth() int {
 }
 
 // reconcile runs one reconciliation of the site and waits for it.
-func (s *stack) reconcile() workflows.ReconcileResult {
+func (s *stack) reconcile() contract.ReconcileResult {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: "reconcile-now/" + s.cfg.Site.ID, TaskQueue: workflows.CentralTaskQueue,
-	}, workflows.ReconcileSiteWorkflow, workflows.ReconcileInput{SiteID: s.cfg.Site.ID})
+		ID: "reconcile-now/" + s.cfg.Site.ID, TaskQueue: contract.CentralTaskQueue,
+	}, workflows.ReconcileSiteWorkflow, contract.ReconcileInput{SiteID: s.cfg.Site.ID})
 	require.NoError(s.t, err)
-	var res workflows.ReconcileResult
+	var res contract.ReconcileResult
 	require.NoError(s.t, run.Get(ctx, &res))
 	return res
 }
@@ -483,7 +484,7 @@ func TestSecondDaemonWithTheSameSiteIDStrandsNothing(t *testing.T) {
 		ids[i] = res.ID
 	}
 	for _, id := range ids {
-		row := s.waitOperation(id, workflows.StatusDelivered, time.Minute)
+		row := s.waitOperation(id, contract.StatusDelivered, time.Minute)
 		require.Equal(t, 1, row.RetryCount, "a refusal by the other daemon uses up no retry")
 		_, code := twin.operation(id)
 		require.Equal(t, http.StatusNotFound, code, "the twin never held it")
@@ -575,7 +576,7 @@ func TestSiteKilledMidCallRetriesWithTheSameIdempotencyKey(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		row, code := p.operation(accepted.ID)
-		return code == http.StatusOK && row.Status == workflows.StatusDelivered
+		return code == http.StatusOK && row.Status == contract.StatusDelivered
 	}, 2*time.Minute, 200*time.Millisecond, "retried after the restart and delivered")
 	requests := s.demo.Requests()
 	require.Len(t, requests, 2, "the lost attempt and its retry")
@@ -598,33 +599,33 @@ func TestSiteRetriesItsCallsWhileCentralIsAway(t *testing.T) {
 	s.demo.FailNext(3, http.StatusServiceUnavailable)
 	recovers, code := s.call("erp", "createOrder", map[string]any{"sku": "recovers"})
 	require.Equal(t, http.StatusAccepted, code, recovers.Error)
-	row := s.waitOperation(recovers.ID, workflows.StatusDelivered, time.Minute)
+	row := s.waitOperation(recovers.ID, contract.StatusDelivered, time.Minute)
 	require.Equal(t, 3, row.RetryCount, "the immediate attempt and two retries failed; the third retry delivered")
 	require.Nil(t, s.server, "delivered by the site alone, Temporal still down")
 
 	s.demo.FailNext(-1, http.StatusServiceUnavailable)
 	never, code := s.call("erp", "createOrder", map[string]any{"sku": "never"})
 	require.Equal(t, http.StatusAccepted, code, never.Error)
-	parked := s.waitOperation(never.ID, workflows.StatusParked, time.Minute)
+	parked := s.waitOperation(never.ID, contract.StatusParked, time.Minute)
 	require.Equal(t, s.cfg.Site.ExternalSystems["erp"].MaxRetries, parked.RetryCount)
 	require.Contains(t, parked.LastError, "retries exhausted (3)")
 	require.Equal(t, 1, s.bufferDepth(), "the parked call stays buffered for central")
 
 	s.demo.Recover()
 	s.startTemporal()
-	s.waitParkedCount(fmt.Sprintf(`OutpostStatus="Parked" AND WorkflowId=%q`, workflows.CachedCallWorkflowID(never.ID)), 1, time.Minute)
-	answer, err := s.client.QueryWorkflow(t.Context(), workflows.CachedCallWorkflowID(never.ID), "", workflows.QueryStatus)
+	s.waitParkedCount(fmt.Sprintf(`OutpostStatus="Parked" AND WorkflowId=%q`, contract.CachedCallWorkflowID(never.ID)), 1, time.Minute)
+	answer, err := s.client.QueryWorkflow(t.Context(), contract.CachedCallWorkflowID(never.ID), "", contract.QueryStatus)
 	require.NoError(t, err)
-	var state workflows.CachedCallState
+	var state contract.CachedCallState
 	require.NoError(t, answer.Get(&state))
-	require.Equal(t, workflows.StatusParked, state.Status)
+	require.Equal(t, contract.StatusParked, state.Status)
 	require.Equal(t, 3, state.RetryCount, "the workflow continues from the site's state")
 
-	require.NoError(t, s.client.SignalWorkflow(t.Context(), workflows.CachedCallWorkflowID(never.ID), "",
-		workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "ERP back"}))
-	s.waitOperation(never.ID, workflows.StatusDelivered, time.Minute)
-	s.waitMirror(never.ID, workflows.StatusDelivered)
-	s.waitMirror(recovers.ID, workflows.StatusDelivered)
+	require.NoError(t, s.client.SignalWorkflow(t.Context(), contract.CachedCallWorkflowID(never.ID), "",
+		contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "ERP back"}))
+	s.waitOperation(never.ID, contract.StatusDelivered, time.Minute)
+	s.waitMirror(never.ID, contract.StatusDelivered)
+	s.waitMirror(recovers.ID, contract.StatusDelivered)
 	require.Zero(t, s.bufferDepth())
-	s.recordHistory(workflows.CachedCallWorkflowID(never.ID), "cachedcall_parked_on_site.json")
+	s.recordHistory(contract.CachedCallWorkflowID(never.ID), "cachedcall_parked_on_site.json")
 }

@@ -19,10 +19,10 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // writeKey writes a new random payload key to a file and returns its config.
@@ -58,15 +58,15 @@ func TestEncryptedPayloadsReadOnlyThroughCodecServer(t *testing.T) {
 	archive := s.cfg.Site.Databases["archive"].DSN
 	write, code := s.write("archive", `INSERT INTO readings (tag, value) VALUES (?, ?)`, marker, 1)
 	require.Equal(t, http.StatusAccepted, code, "a missing database file is transient: %s", write.Error)
-	s.waitOperation(write.ID, workflows.StatusRetrying, 30*time.Second)
+	s.waitOperation(write.ID, contract.StatusRetrying, 30*time.Second)
 	createReadings(t, archive)
-	s.waitStatus(workflows.StatusDelivered, time.Minute, note)
-	s.waitOperation(call.ID, workflows.StatusDelivered, time.Minute)
-	s.waitOperation(write.ID, workflows.StatusDelivered, time.Minute)
+	s.waitStatus(contract.StatusDelivered, time.Minute, note)
+	s.waitOperation(call.ID, contract.StatusDelivered, time.Minute)
+	s.waitOperation(write.ID, contract.StatusDelivered, time.Minute)
 
 	bin, err := devserver.TemporalBinary(t.Context())
 	require.NoError(t, err)
-	ids := []string{workflows.NotificationWorkflowID(note), workflows.CachedCallWorkflowID(call.ID), workflows.CachedCallWorkflowID(write.ID)}
+	ids := []string{contract.NotificationWorkflowID(note), contract.CachedCallWorkflowID(call.ID), contract.CachedCallWorkflowID(write.ID)}
 	for _, id := range ids {
 		show := []string{"workflow", "show", "-o", "json", "--address", s.cfg.Temporal.Address, "--namespace", s.cfg.Temporal.Namespace, "--workflow-id", id}
 		out, err := exec.Command(bin, show...).CombinedOutput()
@@ -151,8 +151,8 @@ func withPayloadsDecoded(t *testing.T, out []byte) string {
 func TestListOnlySummaryInTemporal(t *testing.T) {
 	s := newStack(t, func(c *config.Config) { c.Site.WorkflowSummary = config.SummaryListOnly })
 	id := s.notify("ops", "Pump 3 tripped")
-	s.waitStatus(workflows.StatusDelivered, time.Minute, id)
-	desc, err := s.client.DescribeWorkflowExecution(t.Context(), workflows.NotificationWorkflowID(id), "")
+	s.waitStatus(contract.StatusDelivered, time.Minute, id)
+	desc, err := s.client.DescribeWorkflowExecution(t.Context(), contract.NotificationWorkflowID(id), "")
 	require.NoError(t, err)
 	var summary string
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(desc.GetExecutionConfig().GetUserMetadata().GetSummary(), &summary))

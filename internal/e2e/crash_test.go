@@ -18,10 +18,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Burst shape: enough concurrent callers that a group-commit writer always
@@ -261,7 +261,7 @@ func checkBuffered(t *testing.T, path string, acked map[string]int) int {
 	lost := 0
 	for id, cycle := range acked {
 		st, err := c.Status(ctx, id)
-		if err != nil || st.Status != workflows.StatusForwarding {
+		if err != nil || st.Status != contract.StatusForwarding {
 			missing[cycle] = append(missing[cycle], fmt.Sprintf("%s (%s, %v)", id, st.Status, err))
 			lost++
 		}
@@ -283,11 +283,11 @@ func checkForwardingViaAPI(t *testing.T, httpc *http.Client, baseURL string, ids
 		}
 		resp, err := httpc.Get(baseURL + "/v1/notifications/" + id)
 		require.NoError(t, err)
-		var st workflows.NotificationState
+		var st contract.NotificationState
 		err = json.NewDecoder(resp.Body).Decode(&st)
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, "GET /v1/notifications/%s", id)
 		require.NoError(t, err)
-		require.Equal(t, workflows.StatusForwarding, st.Status, "GET /v1/notifications/%s", id)
+		require.Equal(t, contract.StatusForwarding, st.Status, "GET /v1/notifications/%s", id)
 	}
 }

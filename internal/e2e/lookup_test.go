@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Temporal keeps a closed workflow only for the namespace's retention;
@@ -26,7 +26,7 @@ func TestStatusOutlivesTheWorkflow(t *testing.T) {
 	delivered := enqueued.Add(3 * time.Second)
 	row := centralstore.Notification{
 		NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops",
-		Subject: "two days old", Status: workflows.StatusDelivered, RetryCount: 1,
+		Subject: "two days old", Status: contract.StatusDelivered, RetryCount: 1,
 		ResolvedTargets: []string{"ops@example.com"}, SourceSiteID: "plant-1",
 		SiteEnqueuedAt: enqueued, CreatedAt: enqueued, LastAttemptAt: &delivered, DeliveredAt: &delivered, TerminalAt: &delivered,
 	}
@@ -36,7 +36,7 @@ func TestStatusOutlivesTheWorkflow(t *testing.T) {
 	st, code := s.status(row.NotificationID)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, row.NotificationID, st.NotificationID)
-	require.Equal(t, workflows.StatusDelivered, st.Status)
+	require.Equal(t, contract.StatusDelivered, st.Status)
 	require.Equal(t, 1, st.RetryCount)
 	require.Equal(t, row.ResolvedTargets, st.ResolvedTargets)
 	require.NotNil(t, st.DeliveredAt)
@@ -49,7 +49,7 @@ func TestStatusOutlivesTheWorkflow(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, code, "an id central never had")
 	}
 	resp, err := s.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowId = %q", workflows.LookupNotificationWorkflowID(unknown)),
+		Query: fmt.Sprintf("WorkflowId = %q", contract.LookupNotificationWorkflowID(unknown)),
 	})
 	require.NoError(t, err)
 	require.Len(t, resp.Executions, 1, "polling an unknown id asks central once, not once per request")

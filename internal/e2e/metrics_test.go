@@ -9,8 +9,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/testutil"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Central's and the site's /metrics parse as Prometheus text and show the
@@ -18,23 +18,23 @@ import (
 func TestCentralAndSiteMetricsAndHealth(t *testing.T) {
 	s := newStack(t, nil)
 	delivered := s.notify("ops", "metrics check")
-	s.waitStatus(workflows.StatusDelivered, 30*time.Second, delivered)
+	s.waitStatus(contract.StatusDelivered, 30*time.Second, delivered)
 	s.demo.FailNext(-1, http.StatusServiceUnavailable)
 	parked, code := s.call("erp", "createOrder", map[string]any{"sku": "metrics"})
 	require.Equal(t, http.StatusAccepted, code)
-	s.waitMirror(parked.ID, workflows.StatusParked)
+	s.waitMirror(parked.ID, contract.StatusParked)
 
 	var central map[string]*dto.MetricFamily
 	require.Eventually(t, func() bool {
 		central = testutil.ScrapeMetrics(t, s.centralURL+"/metrics")
-		return testutil.MetricValue(central, "outpost_central_parked", map[string]string{"site": "plant-1", "kind": workflows.KindExternalCall}) == 1
+		return testutil.MetricValue(central, "outpost_central_parked", map[string]string{"site": "plant-1", "kind": contract.KindExternalCall}) == 1
 	}, 30*time.Second, 200*time.Millisecond, "the parked call shows in the KPIs")
-	require.Equal(t, 1.0, testutil.MetricValue(central, "outpost_central_delivered_last_hour", map[string]string{"site": "plant-1", "kind": workflows.KindNotification}))
-	require.Equal(t, 0.0, testutil.MetricValue(central, "outpost_central_queue_depth", map[string]string{"site": "plant-1", "kind": workflows.KindNotification}))
+	require.Equal(t, 1.0, testutil.MetricValue(central, "outpost_central_delivered_last_hour", map[string]string{"site": "plant-1", "kind": contract.KindNotification}))
+	require.Equal(t, 0.0, testutil.MetricValue(central, "outpost_central_queue_depth", map[string]string{"site": "plant-1", "kind": contract.KindNotification}))
 	require.GreaterOrEqual(t, testutil.MetricValue(central, "outpost_central_delivery_events_total",
-		map[string]string{"kind": workflows.KindNotification, "event": "Terminal", "status": "Delivered"}), 1.0)
+		map[string]string{"kind": contract.KindNotification, "event": "Terminal", "status": "Delivered"}), 1.0)
 	require.GreaterOrEqual(t, testutil.MetricValue(central, "outpost_central_delivery_events_total",
-		map[string]string{"kind": workflows.KindExternalCall, "event": "Terminal", "status": "Parked"}), 1.0)
+		map[string]string{"kind": contract.KindExternalCall, "event": "Terminal", "status": "Parked"}), 1.0)
 	require.Contains(t, central, "temporal_activity_execution_latency_seconds", "the Temporal SDK's own metrics are served too")
 
 	site := testutil.ScrapeMetrics(t, s.siteURL+"/metrics")

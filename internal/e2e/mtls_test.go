@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Temporal behind a TLS-terminating proxy that demands client certificates
@@ -46,7 +46,7 @@ func TestTemporalMutualTLS(t *testing.T) {
 		c.Temporal.TLSCAFile, c.Temporal.TLSServerName = caFile, "temporal.test"
 	})
 	id := s.notify("ops", "through mutual TLS")
-	s.waitStatus(workflows.StatusDelivered, time.Minute, id)
+	s.waitStatus(contract.StatusDelivered, time.Minute, id)
 	require.Equal(t, 1, s.received()[id])
 	require.Positive(t, proxy.handshakes(), "the clients went through the proxy")
 

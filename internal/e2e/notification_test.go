@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
@@ -48,14 +49,14 @@ func TestNotificationsDeliveredExactlyOnce(t *testing.T) {
 	wg.Wait()
 
 	require.Eventually(t, func() bool { return len(s.received()) == n }, 2*time.Minute, 200*time.Millisecond)
-	s.waitStatus(workflows.StatusDelivered, time.Minute, ids...)
+	s.waitStatus(contract.StatusDelivered, time.Minute, ids...)
 	received := s.received()
 	store := s.centralStore()
 	for _, id := range ids {
 		require.Equal(t, 1, received[id], "emails for %s", id)
 		row, err := store.GetNotification(context.Background(), id)
 		require.NoError(t, err)
-		require.Equal(t, workflows.StatusDelivered, row.Status)
+		require.Equal(t, contract.StatusDelivered, row.Status)
 		require.Equal(t, []string{"ops@example.com", "oncall@example.com"}, row.ResolvedTargets)
 		require.Equal(t, "plant-1", row.SourceSiteID)
 		require.Equal(t, "node-a", row.SourceNode)
@@ -76,12 +77,12 @@ func TestSMTPDownRetryParkRetryDiscard(t *testing.T) {
 	first := s.notify("ops", "first while smtp is down")
 	second := s.notify("ops", "second while smtp is down")
 
-	s.waitStatus(workflows.StatusRetrying, 30*time.Second, first)
+	s.waitStatus(contract.StatusRetrying, 30*time.Second, first)
 	st, _ := s.status(first)
 	require.Contains(t, st.LastError, "connection refused")
 	require.NotNil(t, st.NextAttemptAt)
 	// The central row shows the same: Retrying, counted, why, and when next.
-	retrying := s.waitNotificationRow(first, workflows.StatusRetrying)
+	retrying := s.waitNotificationRow(first, contract.StatusRetrying)
 	require.GreaterOrEqual(t, retrying.RetryCount, 1)
 	require.Contains(t, retrying.LastError, "connection refused")
 	require.NotNil(t, retrying.LastAttemptAt)
@@ -89,14 +90,14 @@ func TestSMTPDownRetryParkRetryDiscard(t *testing.T) {
 	require.InDelta(t, interval.Seconds(), retrying.NextAttemptAt.Sub(*retrying.LastAttemptAt).Seconds(), 1,
 		"next_attempt_at is the last attempt plus central.smtp.retry_interval")
 
-	s.waitStatus(workflows.StatusParked, time.Minute, first, second)
+	s.waitStatus(contract.StatusParked, time.Minute, first, second)
 	st, _ = s.status(first)
 	require.Equal(t, 2, st.RetryCount)
 	require.Contains(t, st.LastError, "retries exhausted (2)")
 	require.NotNil(t, st.LastAttemptAt)
 	row, err := s.centralStore().GetNotification(context.Background(), first)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusParked, row.Status)
+	require.Equal(t, contract.StatusParked, row.Status)
 	// Attempts at 0 s, 2 s, 4 s: the fixed interval between every two, and
 	// the retry after the Retrying row above came at its next_attempt_at.
 	attempts := s.waitAttempts(first, 3)
@@ -112,10 +113,10 @@ func TestSMTPDownRetryParkRetryDiscard(t *testing.T) {
 	require.WithinDuration(t, attempts[2], *st.LastAttemptAt, time.Millisecond, "the parked state's last attempt is the third")
 
 	s.startSMTP()
-	s.signal(first, workflows.SignalRetry, workflows.OperatorAction{Operator: "ana", Reason: "relay back"})
-	s.signal(second, workflows.SignalDiscard, workflows.OperatorAction{})
-	s.waitStatus(workflows.StatusDelivered, 30*time.Second, first)
-	s.waitStatus(workflows.StatusDiscarded, 30*time.Second, second)
+	s.signal(first, contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "relay back"})
+	s.signal(second, contract.SignalDiscard, contract.OperatorAction{})
+	s.waitStatus(contract.StatusDelivered, 30*time.Second, first)
+	s.waitStatus(contract.StatusDiscarded, 30*time.Second, second)
 
 	received := s.received()
 	require.Equal(t, 1, received[first])
@@ -125,9 +126,9 @@ func TestSMTPDownRetryParkRetryDiscard(t *testing.T) {
 	require.Equal(t, "ana", st.LastOperatorAction.Operator)
 	row, err = s.centralStore().GetNotification(context.Background(), second)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDiscarded, row.Status, "a discarded row is kept")
-	s.recordHistory(workflows.NotificationWorkflowID(first), "notification_retrying_parked_retried_delivered.json")
-	s.recordHistory(workflows.NotificationWorkflowID(second), "notification_parked_discarded.json")
+	require.Equal(t, contract.StatusDiscarded, row.Status, "a discarded row is kept")
+	s.recordHistory(contract.NotificationWorkflowID(first), "notification_retrying_parked_retried_delivered.json")
+	s.recordHistory(contract.NotificationWorkflowID(second), "notification_parked_discarded.json")
 }
 
 // A permanent SMTP failure (5xx) and an unknown or empty list park at once;
@@ -136,7 +137,7 @@ func TestPermanentFailuresParkTransientRejectionRetries(t *testing.T) {
 	s := newStack(t, func(c *config.Config) { c.Central.SMTP.MaxRetries = 5 })
 	unknown := s.notify("no-such-list", "to nobody")
 	empty := s.notify("empty", "to an empty list")
-	s.waitStatus(workflows.StatusParked, 30*time.Second, unknown, empty)
+	s.waitStatus(contract.StatusParked, 30*time.Second, unknown, empty)
 	st, _ := s.status(unknown)
 	require.Contains(t, st.LastError, `notification list "no-such-list" is not defined`)
 	require.Zero(t, st.RetryCount)
@@ -145,22 +146,22 @@ func TestPermanentFailuresParkTransientRejectionRetries(t *testing.T) {
 
 	s.sinks[0].Reject(550, "mailbox unavailable")
 	rejected := s.notify("ops", "rejected by the relay")
-	s.waitStatus(workflows.StatusParked, 30*time.Second, rejected)
+	s.waitStatus(contract.StatusParked, 30*time.Second, rejected)
 	st, _ = s.status(rejected)
 	require.Contains(t, st.LastError, "550")
 	require.Zero(t, st.RetryCount)
 
 	s.sinks[0].Reject(451, "try again later")
 	deferred := s.notify("ops", "deferred by the relay")
-	s.waitStatus(workflows.StatusRetrying, 30*time.Second, deferred)
+	s.waitStatus(contract.StatusRetrying, 30*time.Second, deferred)
 	st, _ = s.status(deferred)
 	require.Contains(t, st.LastError, "451")
 	require.GreaterOrEqual(t, st.RetryCount, 1)
 	s.sinks[0].Reject(0, "")
-	s.waitStatus(workflows.StatusDelivered, 30*time.Second, deferred)
+	s.waitStatus(contract.StatusDelivered, 30*time.Second, deferred)
 	row, err := s.centralStore().GetNotification(context.Background(), deferred)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDelivered, row.Status)
+	require.Equal(t, contract.StatusDelivered, row.Status)
 	received := s.received()
 	require.Equal(t, 1, received[deferred], "one email once the relay accepts")
 	require.Zero(t, received[rejected])
@@ -171,7 +172,7 @@ func TestPermanentFailuresParkTransientRejectionRetries(t *testing.T) {
 func TestTemporalDownNothingLost(t *testing.T) {
 	s := newStack(t, nil)
 	before := s.notify("ops", "before the outage")
-	s.waitStatus(workflows.StatusDelivered, 30*time.Second, before)
+	s.waitStatus(contract.StatusDelivered, 30*time.Second, before)
 
 	s.stopTemporal()
 	const n = 50
@@ -214,14 +215,14 @@ func TestTemporalDownNothingLost(t *testing.T) {
 	for _, id := range ids {
 		st, code := s.status(id)
 		require.Equal(t, http.StatusOK, code)
-		require.Equal(t, workflows.StatusForwarding, st.Status)
+		require.Equal(t, contract.StatusForwarding, st.Status)
 		require.Contains(t, st.LastError, "central unreachable")
 	}
 	_, code := s.status(before)
 	require.Equal(t, http.StatusServiceUnavailable, code, "central's answer is unavailable during the outage")
 
 	s.startTemporal()
-	s.waitStatus(workflows.StatusDelivered, 2*time.Minute, ids...)
+	s.waitStatus(contract.StatusDelivered, 2*time.Minute, ids...)
 	received := s.received()
 	for _, id := range append(ids, before) {
 		require.Equal(t, 1, received[id], "emails for %s", id)
@@ -232,19 +233,19 @@ func TestTemporalDownNothingLost(t *testing.T) {
 // workflow is still running or already closed.
 func TestDuplicateSubmitSendsOnce(t *testing.T) {
 	s := newStack(t, nil)
-	sub := workflows.NotificationSubmission{
+	sub := contract.NotificationSubmission{
 		NotificationID: uuid.NewString(), ListName: "ops", Subject: "dup", Body: "dup",
 		SourceSiteID: "plant-1", SiteEnqueuedAt: time.Now().UTC(),
 	}
 	ctx := context.Background()
 	submit := func() error {
-		_, err := s.client.SignalWithStartWorkflow(ctx, workflows.NotificationWorkflowID(sub.NotificationID),
-			workflows.SignalSubmit, sub, site.NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
+		_, err := s.client.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID),
+			contract.SignalSubmit, sub, site.NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
 		return err
 	}
 	require.NoError(t, submit())
 	require.NoError(t, submit()) // while running: signal to the same run, ignored
-	s.waitStatus(workflows.StatusDelivered, 30*time.Second, sub.NotificationID)
+	s.waitStatus(contract.StatusDelivered, 30*time.Second, sub.NotificationID)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	require.ErrorAs(t, submit(), &started, "a submit for a closed workflow is refused as already started")
 	time.Sleep(time.Second)
@@ -253,7 +254,7 @@ func TestDuplicateSubmitSendsOnce(t *testing.T) {
 
 // waitNotificationRow waits until central's notifications row of id has
 // status want and returns it.
-func (s *stack) waitNotificationRow(id string, want workflows.Status) centralstore.Notification {
+func (s *stack) waitNotificationRow(id string, want contract.Status) centralstore.Notification {
 	s.t.Helper()
 	store := s.centralStore()
 	var row centralstore.Notification
@@ -283,7 +284,7 @@ func (s *stack) waitAttempts(id string, n int) []time.Time {
 			if e.Event != centralstore.AuditAttempt {
 				continue
 			}
-			if _, err := fmt.Sscanf(e.EventID, workflows.NotificationWorkflowID(id)+"/attempt/%d", &k); err == nil && k >= 1 && k <= n {
+			if _, err := fmt.Sscanf(e.EventID, contract.NotificationWorkflowID(id)+"/attempt/%d", &k); err == nil && k >= 1 && k <= n {
 				at[k-1] = e.At
 				seen++
 			}
@@ -325,19 +326,19 @@ func TestLostDeliveryCompletionEndsDelivered(t *testing.T) {
 	store := s.centralStore()
 	require.Eventually(t, func() bool {
 		row, err := store.GetNotification(t.Context(), id)
-		return err == nil && row.Status == workflows.StatusDelivered
+		return err == nil && row.Status == contract.StatusDelivered
 	}, 30*time.Second, 50*time.Millisecond, "the activity marks the row Delivered")
 	central.kill()
 
 	s.startTemporal()
 	start()
 	// The attempt's StartToClose (2 × smtp.timeout + final_reply_timeout + 30 s) must pass first.
-	s.waitStatus(workflows.StatusDelivered, 2*time.Minute, id)
+	s.waitStatus(contract.StatusDelivered, 2*time.Minute, id)
 	require.Equal(t, 1, s.received()[id], "one email")
-	desc, err := s.client.DescribeWorkflowExecution(t.Context(), workflows.NotificationWorkflowID(id), "")
+	desc, err := s.client.DescribeWorkflowExecution(t.Context(), contract.NotificationWorkflowID(id), "")
 	require.NoError(t, err)
 	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.WorkflowExecutionInfo.Status)
-	attr := desc.WorkflowExecutionInfo.SearchAttributes.IndexedFields[workflows.AttrStatus.GetName()]
+	attr := desc.WorkflowExecutionInfo.SearchAttributes.IndexedFields[contract.AttrStatus.GetName()]
 	require.NotNil(t, attr)
 	require.Contains(t, string(attr.Data), "Delivered")
 }
@@ -361,10 +362,10 @@ func TestSlowRelayIsNotSentTwice(t *testing.T) {
 	})
 	lateID, tooLateID := s.notify("ops", "late"), s.notify("ops", "too late")
 
-	s.waitStatus(workflows.StatusDelivered, time.Minute, lateID)
+	s.waitStatus(contract.StatusDelivered, time.Minute, lateID)
 	st, _ := s.status(lateID)
 	require.Zero(t, st.RetryCount)
-	s.waitStatus(workflows.StatusParked, time.Minute, tooLateID)
+	s.waitStatus(contract.StatusParked, time.Minute, tooLateID)
 	st, _ = s.status(tooLateID)
 	require.Contains(t, st.LastError, "delivery uncertain")
 	require.Contains(t, st.LastError, tooLateID+"@outpost")
@@ -387,11 +388,11 @@ func TestPayloadsAreEncryptedInHistory(t *testing.T) {
 		c.Temporal.EncryptionKeys = []config.EncryptionKey{{ID: "k1", File: keyFile}}
 	})
 	id := s.notify("ops", "Pump 3 tripped: secret subject")
-	s.waitStatus(workflows.StatusDelivered, time.Minute, id)
+	s.waitStatus(contract.StatusDelivered, time.Minute, id)
 	require.Equal(t, 1, s.received()[id])
 
 	raw := s.server.Client() // no key: what an operator without it sees
-	iter := raw.GetWorkflowHistory(t.Context(), workflows.NotificationWorkflowID(id), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := raw.GetWorkflowHistory(t.Context(), contract.NotificationWorkflowID(id), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	payloads := 0
 	for iter.HasNext() {
 		event, err := iter.Next()

@@ -18,10 +18,10 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/cli"
 	"github.com/outpost-dev/outpost/internal/devserver"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // operatorOp is one operation the operator test made on a site.
@@ -32,15 +32,15 @@ type operatorOp struct {
 
 // listedItem is what the test reads of `outpost parked list --json`.
 type listedItem struct {
-	Kind       string           `json:"kind"`
-	ID         string           `json:"id"`
-	WorkflowID string           `json:"workflowId"`
-	Site       string           `json:"site"`
-	Target     string           `json:"target"`
-	Status     workflows.Status `json:"status"`
-	RetryCount int              `json:"retryCount"`
-	LastError  string           `json:"lastError"`
-	QueryError string           `json:"queryError"`
+	Kind       string          `json:"kind"`
+	ID         string          `json:"id"`
+	WorkflowID string          `json:"workflowId"`
+	Site       string          `json:"site"`
+	Target     string          `json:"target"`
+	Status     contract.Status `json:"status"`
+	RetryCount int             `json:"retryCount"`
+	LastError  string          `json:"lastError"`
+	QueryError string          `json:"queryError"`
 }
 
 // Parks 50 items across two sites (20 calls and 5 notifications each),
@@ -60,11 +60,11 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 		for i := range calls {
 			res, code := p.call("erp", "createOrder", map[string]any{"sku": fmt.Sprintf("%s/%d", p.cfg.ID, i)})
 			require.Equal(t, http.StatusAccepted, code, "a 503 is transient: %s", res.Error)
-			ops[p.cfg.ID] = append(ops[p.cfg.ID], operatorOp{res.ID, workflows.KindExternalCall, p})
+			ops[p.cfg.ID] = append(ops[p.cfg.ID], operatorOp{res.ID, contract.KindExternalCall, p})
 		}
 		for i := range notifications {
 			id := p.notify("ops", fmt.Sprintf("%s alarm %d", p.cfg.ID, i))
-			ops[p.cfg.ID] = append(ops[p.cfg.ID], operatorOp{id, workflows.KindNotification, p})
+			ops[p.cfg.ID] = append(ops[p.cfg.ID], operatorOp{id, contract.KindNotification, p})
 		}
 	}
 	s.waitParkedCount(`OutpostStatus="Parked"`, 2*(calls+notifications), 2*time.Minute)
@@ -75,14 +75,14 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 	require.ElementsMatch(t, idsOf(ops["plant-1"]), listedIDs(listed), "exactly plant-1's items")
 	for _, it := range listed {
 		require.Equal(t, "plant-1", it.Site)
-		require.Equal(t, workflows.StatusParked, it.Status)
+		require.Equal(t, contract.StatusParked, it.Status)
 		require.Empty(t, it.QueryError)
-		if it.Kind == workflows.KindNotification {
+		if it.Kind == contract.KindNotification {
 			require.Equal(t, "ops", it.Target)
-			require.Equal(t, workflows.NotificationWorkflowID(it.ID), it.WorkflowID)
+			require.Equal(t, contract.NotificationWorkflowID(it.ID), it.WorkflowID)
 			require.Contains(t, it.LastError, "retries exhausted (2)")
 		} else {
-			require.Equal(t, workflows.KindExternalCall, it.Kind)
+			require.Equal(t, contract.KindExternalCall, it.Kind)
 			require.Equal(t, "erp.createOrder", it.Target)
 			require.Equal(t, 3, it.RetryCount)
 			require.Contains(t, it.LastError, "retries exhausted (3)")
@@ -105,7 +105,7 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 	require.Contains(t, out, fmt.Sprintf("Retry %d parked items? [y/N]", calls+notifications))
 	require.Contains(t, out, "Nothing signalled.")
 	for _, op := range ops["plant-1"] {
-		require.Zero(t, s.signalsReceived(workflowIDOf(op), workflows.SignalRetry), "declined: %s not signalled", op.id)
+		require.Zero(t, s.signalsReceived(workflowIDOf(op), contract.SignalRetry), "declined: %s not signalled", op.id)
 	}
 
 	// The target and the mail server are fixed: retry plant-1, discard plant-2.
@@ -118,7 +118,7 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Contains(t, out, fmt.Sprintf("Sent discard to %d item(s) as bob; 0 skipped, 0 failed.", calls+notifications))
 
-	want := map[string]workflows.Status{"plant-1": workflows.StatusDelivered, "plant-2": workflows.StatusDiscarded}
+	want := map[string]contract.Status{"plant-1": contract.StatusDelivered, "plant-2": contract.StatusDiscarded}
 	for siteID, siteOps := range ops {
 		for _, op := range siteOps {
 			s.waitOnSite(op, want[siteID], time.Minute)
@@ -174,7 +174,7 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 	mail := s.received()
 	for siteID, siteOps := range ops {
 		for _, op := range siteOps {
-			if op.kind == workflows.KindNotification {
+			if op.kind == contract.KindNotification {
 				require.Equal(t, map[string]int{"plant-1": 1, "plant-2": 0}[siteID], mail[op.id], "emails for %s of %s", op.id, siteID)
 			}
 		}
@@ -195,24 +195,24 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 	var story struct {
-		OperationID    string                    `json:"operationId"`
-		Kind           string                    `json:"kind"`
-		Status         workflows.Status          `json:"status"`
-		Site           string                    `json:"site"`
-		Target         string                    `json:"target"`
-		FinishedAt     *time.Time                `json:"finishedAt"`
-		OperatorAction *workflows.OperatorAction `json:"operatorAction"`
+		OperationID    string                   `json:"operationId"`
+		Kind           string                   `json:"kind"`
+		Status         contract.Status          `json:"status"`
+		Site           string                   `json:"site"`
+		Target         string                   `json:"target"`
+		FinishedAt     *time.Time               `json:"finishedAt"`
+		OperatorAction *contract.OperatorAction `json:"operatorAction"`
 		Workflow       struct{ ID, Status string }
 		WebUI          string `json:"webUI"`
 	}
-	s.outpostJSON(&story, "", "status", "--json", workflows.NotificationWorkflowID(note.id))
+	s.outpostJSON(&story, "", "status", "--json", contract.NotificationWorkflowID(note.id))
 	require.Equal(t, note.id, story.OperationID)
-	require.Equal(t, workflows.KindNotification, story.Kind)
-	require.Equal(t, workflows.StatusDelivered, story.Status)
+	require.Equal(t, contract.KindNotification, story.Kind)
+	require.Equal(t, contract.StatusDelivered, story.Status)
 	require.Equal(t, "plant-1", story.Site)
 	require.Equal(t, "ops", story.Target)
 	require.NotNil(t, story.FinishedAt)
-	require.Equal(t, &workflows.OperatorAction{Operator: "ana", Reason: "fixed"}, story.OperatorAction)
+	require.Equal(t, &contract.OperatorAction{Operator: "ana", Reason: "fixed"}, story.OperatorAction)
 	require.Equal(t, "Completed", story.Workflow.Status)
 	require.Contains(t, story.WebUI, "/workflows/notification%2F"+note.id)
 
@@ -296,11 +296,11 @@ func (s *stack) signalsReceived(workflowID, name string) int {
 }
 
 // waitOnSite waits until the operation's own site reports want.
-func (s *stack) waitOnSite(op operatorOp, want workflows.Status, timeout time.Duration) {
+func (s *stack) waitOnSite(op operatorOp, want contract.Status, timeout time.Duration) {
 	s.t.Helper()
-	var got workflows.Status
+	var got contract.Status
 	waitFor(s.t, timeout, func() bool {
-		if op.kind == workflows.KindNotification {
+		if op.kind == contract.KindNotification {
 			st, _ := op.site.notification(op.id)
 			got = st.Status
 		} else {
@@ -314,17 +314,17 @@ func (s *stack) waitOnSite(op operatorOp, want workflows.Status, timeout time.Du
 }
 
 // workflowResult is the status in the operation's workflow result.
-func (s *stack) workflowResult(op operatorOp) workflows.Status {
+func (s *stack) workflowResult(op operatorOp) contract.Status {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	run := s.client.GetWorkflow(ctx, workflowIDOf(op), "")
-	if op.kind == workflows.KindNotification {
-		var st workflows.NotificationState
+	if op.kind == contract.KindNotification {
+		var st contract.NotificationState
 		require.NoError(s.t, run.Get(ctx, &st))
 		return st.Status
 	}
-	var row workflows.TrackedOperation
+	var row contract.TrackedOperation
 	require.NoError(s.t, run.Get(ctx, &row))
 	return row.Status
 }
@@ -345,10 +345,10 @@ func (s *stack) operatorEvents(store *centralstore.Store, id string) []centralst
 }
 
 func workflowIDOf(op operatorOp) string {
-	if op.kind == workflows.KindNotification {
-		return workflows.NotificationWorkflowID(op.id)
+	if op.kind == contract.KindNotification {
+		return contract.NotificationWorkflowID(op.id)
 	}
-	return workflows.CachedCallWorkflowID(op.id)
+	return contract.CachedCallWorkflowID(op.id)
 }
 
 func idsOf(ops []operatorOp) []string {
@@ -379,19 +379,19 @@ func TestCancelFromTemporalCLIDiscards(t *testing.T) {
 	note, call := s.parkOneOfEach("Pump 3 tripped", "cancel")
 	bin, err := devserver.TemporalBinary(t.Context())
 	require.NoError(t, err)
-	for _, id := range []string{workflows.NotificationWorkflowID(note), workflows.CachedCallWorkflowID(call.ID)} {
+	for _, id := range []string{contract.NotificationWorkflowID(note), contract.CachedCallWorkflowID(call.ID)} {
 		out, err := exec.Command(bin, "workflow", "cancel", "--address", s.cfg.Temporal.Address,
 			"--namespace", s.cfg.Temporal.Namespace, "--workflow-id", id).CombinedOutput()
 		require.NoError(t, err, "temporal workflow cancel %s:\n%s", id, out)
 	}
 
-	s.waitStatus(workflows.StatusDiscarded, time.Minute, note)
+	s.waitStatus(contract.StatusDiscarded, time.Minute, note)
 	st, _ := s.status(note)
 	require.NotNil(t, st.LastOperatorAction)
 	require.Contains(t, st.LastOperatorAction.Reason, "workflow cancelled")
-	row := s.waitOperation(call.ID, workflows.StatusDiscarded, time.Minute)
-	require.Equal(t, workflows.StatusDiscarded, row.Status)
-	s.waitMirror(call.ID, workflows.StatusDiscarded)
+	row := s.waitOperation(call.ID, contract.StatusDiscarded, time.Minute)
+	require.Equal(t, contract.StatusDiscarded, row.Status)
+	s.waitMirror(call.ID, contract.StatusDiscarded)
 	depth, err := s.daemon.Client.BufferDepth(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, depth, "the cancelled call's buffered payload is dropped")
@@ -399,13 +399,13 @@ func TestCancelFromTemporalCLIDiscards(t *testing.T) {
 	kpis, err := s.centralStore().KPIs(t.Context(), time.Now(), time.Hour, time.Hour)
 	require.NoError(t, err)
 	require.Zero(t, kpis.Global.Total.Parked, "nothing stays counted as Parked")
-	for _, id := range []string{workflows.NotificationWorkflowID(note), workflows.CachedCallWorkflowID(call.ID)} {
+	for _, id := range []string{contract.NotificationWorkflowID(note), contract.CachedCallWorkflowID(call.ID)} {
 		desc, err := s.client.DescribeWorkflowExecution(t.Context(), id, "")
 		require.NoError(t, err)
 		require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.WorkflowExecutionInfo.Status, id)
 	}
-	s.recordHistory(workflows.NotificationWorkflowID(note), "notification_parked_cancelled.json")
-	s.recordHistory(workflows.CachedCallWorkflowID(call.ID), "cachedcall_parked_cancelled.json")
+	s.recordHistory(contract.NotificationWorkflowID(note), "notification_parked_cancelled.json")
+	s.recordHistory(contract.CachedCallWorkflowID(call.ID), "cachedcall_parked_cancelled.json")
 }
 
 // An operator terminates a parked notification and a parked call with the
@@ -417,10 +417,10 @@ func TestCancelFromTemporalCLIDiscards(t *testing.T) {
 func TestTerminatedWorkflowsAreSettledByReconciliation(t *testing.T) {
 	s := newStack(t, nil)
 	note, call := s.parkOneOfEach("Pump 3 tripped", "terminate")
-	s.waitMirror(call.ID, workflows.StatusParked)
+	s.waitMirror(call.ID, contract.StatusParked)
 	bin, err := devserver.TemporalBinary(t.Context())
 	require.NoError(t, err)
-	for _, id := range []string{workflows.NotificationWorkflowID(note), workflows.CachedCallWorkflowID(call.ID)} {
+	for _, id := range []string{contract.NotificationWorkflowID(note), contract.CachedCallWorkflowID(call.ID)} {
 		out, err := exec.Command(bin, "workflow", "terminate", "--address", s.cfg.Temporal.Address,
 			"--namespace", s.cfg.Temporal.Namespace, "--workflow-id", id, "--reason", "clean-up").CombinedOutput()
 		require.NoError(t, err, "temporal workflow terminate %s:\n%s", id, out)
@@ -443,10 +443,10 @@ func TestTerminatedWorkflowsAreSettledByReconciliation(t *testing.T) {
 
 	row, err := s.centralStore().GetNotification(t.Context(), note)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDiscarded, row.Status)
+	require.Equal(t, contract.StatusDiscarded, row.Status)
 	require.Contains(t, row.LastError, "workflow terminated")
-	s.waitOperation(call.ID, workflows.StatusDiscarded, 30*time.Second)
-	s.waitMirror(call.ID, workflows.StatusDiscarded)
+	s.waitOperation(call.ID, contract.StatusDiscarded, 30*time.Second)
+	s.waitMirror(call.ID, contract.StatusDiscarded)
 	require.Zero(t, s.bufferDepth(), "the call's buffered payload is dropped")
 	kpis, err := s.centralStore().KPIs(t.Context(), time.Now(), time.Hour, time.Hour)
 	require.NoError(t, err)
@@ -457,7 +457,7 @@ func TestTerminatedWorkflowsAreSettledByReconciliation(t *testing.T) {
 	require.NoError(t, err)
 	terminal := 0
 	for _, e := range events {
-		if e.Event == centralstore.AuditTerminal && e.Status == workflows.StatusDiscarded {
+		if e.Event == centralstore.AuditTerminal && e.Status == contract.StatusDiscarded {
 			terminal++
 		}
 	}

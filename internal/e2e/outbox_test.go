@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/site"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // The outbox page in a real headless Chromium, on a real stack, with
@@ -35,7 +35,7 @@ func TestOutboxPageInChromium(t *testing.T) {
 	s := newStack(t, nil)
 	const subject = "Pump 3 tripped <b>now</b>"
 	note, call := s.parkOneOfEach(subject, "outbox-page")
-	s.waitMirror(call.ID, workflows.StatusParked)
+	s.waitMirror(call.ID, contract.StatusParked)
 
 	pageHandler, err := outbox.New(s.centralStore(), s.client, outbox.Options{
 		TemporalUIURL: s.cfg.Central.TemporalUIURL, Namespace: s.cfg.Temporal.Namespace,
@@ -61,7 +61,7 @@ func TestOutboxPageInChromium(t *testing.T) {
 	require.Contains(t, body, "Signed in as vic (viewer)")
 	require.Contains(t, body, subject, "the subject shows as text, not markup")
 	require.Contains(t, body, "erp.createOrder")
-	require.Contains(t, body, workflows.NotificationWorkflowID(note))
+	require.Contains(t, body, contract.NotificationWorkflowID(note))
 	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.querySelectorAll('button.retry, button.discard').length"))
 	require.NoError(t, err)
 	require.Zero(t, buttons, "a viewer gets no Retry or Discard button")
@@ -92,18 +92,18 @@ func TestOutboxPageInChromium(t *testing.T) {
 	s.startSMTP()
 	require.NoError(t, chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS("#item-"+note+" input[name=reason]"), "relay fixed")))
 	submit(t, ctx, "#item-"+note+" button.retry")
-	require.Contains(t, text(t, ctx, ".flash"), "Sent retry to "+workflows.NotificationWorkflowID(note)+" as ana.")
-	s.waitStatus(workflows.StatusDelivered, 30*time.Second, note)
+	require.Contains(t, text(t, ctx, ".flash"), "Sent retry to "+contract.NotificationWorkflowID(note)+" as ana.")
+	s.waitStatus(contract.StatusDelivered, 30*time.Second, note)
 	require.Equal(t, 1, s.received()[note], "delivered once")
 	require.Contains(t, s.auditLines(note), "operator/1 OperatorRetry Pending ana relay fixed", "the audit log names the signed-in operator")
 
 	// Discard the call from its own page, which it comes back to.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/items/"+workflows.KindExternalCall+"/"+call.ID), chromedp.WaitVisible(chromedp.CSS("#request"))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/items/"+contract.KindExternalCall+"/"+call.ID), chromedp.WaitVisible(chromedp.CSS("#request"))))
 	submit(t, ctx, "button.discard")
-	require.Contains(t, text(t, ctx, ".flash"), "Sent discard to "+workflows.CachedCallWorkflowID(call.ID)+" as ana.")
+	require.Contains(t, text(t, ctx, ".flash"), "Sent discard to "+contract.CachedCallWorkflowID(call.ID)+" as ana.")
 	require.NotEmpty(t, text(t, ctx, "#request"), "back on the call's page")
-	s.waitOperation(call.ID, workflows.StatusDiscarded, 30*time.Second)
-	s.waitMirror(call.ID, workflows.StatusDiscarded)
+	s.waitOperation(call.ID, contract.StatusDiscarded, 30*time.Second)
+	s.waitMirror(call.ID, contract.StatusDiscarded)
 
 	// Reloaded, the page has nothing parked and one delivery in the window.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#items"))))
@@ -113,7 +113,7 @@ func TestOutboxPageInChromium(t *testing.T) {
 
 	// The delivered notification's page shows its body, where it went and
 	// who retried it.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/items/"+workflows.KindNotification+"/"+note), chromedp.WaitVisible(chromedp.CSS("#audit"))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/items/"+contract.KindNotification+"/"+note), chromedp.WaitVisible(chromedp.CSS("#audit"))))
 	require.Equal(t, "Delivered", text(t, ctx, "#status"))
 	require.Equal(t, subject, text(t, ctx, "#subject"))
 	require.Contains(t, text(t, ctx, "#payload"), "ops@example.com")
@@ -185,8 +185,8 @@ func (s *stack) parkOneOfEach(subject, sku string) (noteID string, call site.Cal
 	s.demo.FailNext(-1, http.StatusServiceUnavailable)
 	call, code := s.call("erp", "createOrder", map[string]any{"sku": sku, "password": "hunter2"})
 	require.Equal(s.t, http.StatusAccepted, code, "a 503 is transient: %s", call.Error)
-	s.waitStatus(workflows.StatusParked, time.Minute, noteID)
-	s.waitOperation(call.ID, workflows.StatusParked, time.Minute)
+	s.waitStatus(contract.StatusParked, time.Minute, noteID)
+	s.waitOperation(call.ID, contract.StatusParked, time.Minute)
 	return noteID, call
 }
 

@@ -19,11 +19,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Every secret Outpost handles is set to a marker: the site API token, the
@@ -138,13 +138,13 @@ log: {level: debug}
 		return st.Status
 	}
 	// A refused login (535) is permanent: the notification parks.
-	waitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(workflows.StatusParked) },
+	waitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusParked) },
 		func() string { return "the notification parked after a refused SMTP login" })
 	sink.RequireAuth("outpost", os.Getenv("OUTPOST_SMTP_PASSWORD"))
 	out, err := exec.Command(bin, "parked", "retry", note.ID, "--operator", "ana", "--config", cfgFile).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	record("outpost parked retry", string(out))
-	waitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(workflows.StatusDelivered) },
+	waitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusDelivered) },
 		func() string { return "the notification delivered once the SMTP login works" })
 
 	s.demo.FailNext(1, http.StatusServiceUnavailable)
@@ -152,7 +152,7 @@ log: {level: debug}
 	require.Equal(t, http.StatusAccepted, code, body)
 	var call struct{ ID string }
 	require.NoError(t, json.Unmarshal([]byte(body), &call))
-	waitFor(t, time.Minute, func() bool { return statusOf("/v1/operations/"+call.ID) == string(workflows.StatusDelivered) },
+	waitFor(t, time.Minute, func() bool { return statusOf("/v1/operations/"+call.ID) == string(contract.StatusDelivered) },
 		func() string { return "the call delivered on its retry" })
 
 	jar := newBrowserJar(t)
@@ -177,7 +177,7 @@ log: {level: debug}
 	record("outpost status", string(out))
 
 	record("temporal histories, decoded", decodedHistories(t, s, map[string]string{
-		workflows.NotificationWorkflowID(note.ID): `"listName":"ops"`, workflows.CachedCallWorkflowID(call.ID): `"sku":"P-1"`,
+		contract.NotificationWorkflowID(note.ID): `"listName":"ops"`, contract.CachedCallWorkflowID(call.ID): `"sku":"P-1"`,
 	}))
 	central.kill()
 	siteProc.kill()

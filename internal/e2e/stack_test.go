@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
@@ -33,7 +34,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
-	"github.com/outpost-dev/outpost/workflows"
 
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
@@ -315,17 +315,17 @@ func (p *siteProc) post(path string, body, out any) int {
 }
 
 // operation reads a tracking row through this site's API (code 404: none).
-func (p *siteProc) operation(id string) (workflows.TrackedOperation, int) {
+func (p *siteProc) operation(id string) (contract.TrackedOperation, int) {
 	p.t.Helper()
-	var row workflows.TrackedOperation
+	var row contract.TrackedOperation
 	code := p.get("/v1/operations/"+id, &row)
 	return row, code
 }
 
 // notification reads a notification's status through this site's API.
-func (p *siteProc) notification(id string) (workflows.NotificationState, int) {
+func (p *siteProc) notification(id string) (contract.NotificationState, int) {
 	p.t.Helper()
-	var st workflows.NotificationState
+	var st contract.NotificationState
 	code := p.get("/v1/notifications/"+id, &st)
 	return st, code
 }
@@ -357,13 +357,13 @@ func (s *stack) notify(list, subject string) string {
 }
 
 // status asks the stack's site API for a notification's status.
-func (s *stack) status(id string) (workflows.NotificationState, int) {
+func (s *stack) status(id string) (contract.NotificationState, int) {
 	s.t.Helper()
 	return s.firstSite().notification(id)
 }
 
 // waitStatus waits until the site API reports want for every id.
-func (s *stack) waitStatus(want workflows.Status, timeout time.Duration, ids ...string) {
+func (s *stack) waitStatus(want contract.Status, timeout time.Duration, ids ...string) {
 	s.t.Helper()
 	require.Eventually(s.t, func() bool {
 		for _, id := range ids {
@@ -376,9 +376,9 @@ func (s *stack) waitStatus(want workflows.Status, timeout time.Duration, ids ...
 }
 
 // signal sends an operator signal to a notification's workflow.
-func (s *stack) signal(id, name string, action workflows.OperatorAction) {
+func (s *stack) signal(id, name string, action contract.OperatorAction) {
 	s.t.Helper()
-	require.NoError(s.t, s.client.SignalWorkflow(context.Background(), workflows.NotificationWorkflowID(id), "", name, action))
+	require.NoError(s.t, s.client.SignalWorkflow(context.Background(), contract.NotificationWorkflowID(id), "", name, action))
 }
 
 // testSystem is the external system "erp": short interval, three retries.

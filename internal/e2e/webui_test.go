@@ -11,7 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // The operator's view in the Temporal Web UI, served by the pinned dev
@@ -25,15 +25,15 @@ func TestWebUIListsParkedWorkflows(t *testing.T) {
 	chromium := chromiumOrSkip(t)
 	s := newStack(t, nil, withWebUI())
 	delivered := s.notify("ops", "Shift report line 2")
-	s.waitStatus(workflows.StatusDelivered, time.Minute, delivered)
+	s.waitStatus(contract.StatusDelivered, time.Minute, delivered)
 
 	note, call := s.parkOneOfEach("Pump 3 tripped", "web-ui")
 	// Visibility lags the workflows a little; the UI reads visibility.
 	const parkedQuery = `OutpostStatus="Parked"`
 	s.waitParkedCount(parkedQuery, 2, 30*time.Second)
 
-	parked := []string{workflows.NotificationWorkflowID(note), workflows.CachedCallWorkflowID(call.ID)}
-	deliveredID := workflows.NotificationWorkflowID(delivered)
+	parked := []string{contract.NotificationWorkflowID(note), contract.CachedCallWorkflowID(call.ID)}
+	deliveredID := contract.NotificationWorkflowID(delivered)
 	list := s.uiURL() + "/namespaces/" + s.cfg.Temporal.Namespace + "/workflows"
 	ctx := newBrowser(t, chromium)
 

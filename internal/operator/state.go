@@ -11,28 +11,28 @@ import (
 
 	"go.temporal.io/sdk/converter"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // State is the answer of the status query (or the workflow's result),
 // decoded by kind: NotificationState for notifications, CachedCallState
 // for calls and writes. Exactly one field is set.
 type State struct {
-	Notification *workflows.NotificationState
-	Call         *workflows.CachedCallState
+	Notification *contract.NotificationState
+	Call         *contract.CachedCallState
 }
 
 // DecodeState decodes a status answer of the workflow workflowID with get
 // (an EncodedValue's Get or a WorkflowRun's Get).
 func DecodeState(workflowID string, get func(any) error) (State, error) {
-	if strings.HasPrefix(workflowID, workflows.NotificationWorkflowID("")) {
-		var n workflows.NotificationState
+	if strings.HasPrefix(workflowID, contract.NotificationWorkflowID("")) {
+		var n contract.NotificationState
 		if err := get(&n); err != nil {
 			return State{}, err
 		}
 		return State{Notification: &n}, nil
 	}
-	var c workflows.CachedCallState
+	var c contract.CachedCallState
 	if err := get(&c); err != nil {
 		return State{}, err
 	}
@@ -52,7 +52,7 @@ const QueryTimeout = 10 * time.Second
 func QueryState(ctx context.Context, tc Querier, workflowID, runID string) (State, error) {
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
-	v, err := tc.QueryWorkflow(ctx, workflowID, runID, workflows.QueryStatus)
+	v, err := tc.QueryWorkflow(ctx, workflowID, runID, contract.QueryStatus)
 	if err != nil {
 		return State{}, fmt.Errorf("status query of %s: %w", workflowID, err)
 	}

@@ -16,9 +16,9 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/outbox"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 func hash(t *testing.T, password string) string {
@@ -104,8 +104,8 @@ func TestSignInAndRoles(t *testing.T) {
 	resp, err = operator.PostForm(retryURL, url.Values{"operator": {"mallory"}, "reason": {"relay fixed"}})
 	require.NoError(t, err)
 	require.Contains(t, readBody(t, resp), "as ana.")
-	require.Equal(t, []signal{{workflows.NotificationWorkflowID(f.note), workflows.SignalRetry,
-		workflows.OperatorAction{Operator: "ana", Reason: "relay fixed"}}}, tc.all())
+	require.Equal(t, []signal{{contract.NotificationWorkflowID(f.note), contract.SignalRetry,
+		contract.OperatorAction{Operator: "ana", Reason: "relay fixed"}}}, tc.all())
 
 	// A forged or edited cookie is no session.
 	forged := newBrowser(t)

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/operator"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // itemData is what an item's page renders: the item as the list shows it,
@@ -25,7 +25,7 @@ type itemData struct {
 	Notification *centralstore.Notification
 	// Call is set for a cached call or write: central's copy of its site
 	// tracking row.
-	Call *workflows.TrackedOperation
+	Call *contract.TrackedOperation
 	// Request is a call's request (system, method and params, or
 	// connection, SQL and args; secret params redacted by the site),
 	// indented; RequestNote says why it is missing when it is.
@@ -60,7 +60,7 @@ func (h *handler) item(w http.ResponseWriter, r *http.Request, who identity) {
 // loadItem fills data's item from the central store, and a call's request
 // from its workflow's status query.
 func (h *handler) loadItem(ctx context.Context, kind, id string, data *itemData) error {
-	if kind == workflows.KindNotification {
+	if kind == contract.KindNotification {
 		n, err := h.store.GetNotification(ctx, id)
 		if err != nil {
 			return err
@@ -115,7 +115,7 @@ func checkItemPath(kind, id string) error {
 	if !slices.Contains(centralstore.Kinds, kind) {
 		return badf("kind %q: want one of %s", kind, strings.Join(centralstore.Kinds, ", "))
 	}
-	if !workflows.IsOperationID(id) {
+	if !contract.IsOperationID(id) {
 		return badf("id %q is not a UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11", id)
 	}
 	return nil

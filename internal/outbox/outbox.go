@@ -25,8 +25,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Options configures the page. Zero fields take the defaults below.
@@ -126,7 +126,7 @@ func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handle
 var filterKeys = []string{"status", "kind", "site", "target", "from", "to", "q"}
 
 // statuses are the values of the status filter.
-var statuses = []string{centralstore.ItemsStuck, string(workflows.StatusParked), string(workflows.StatusPending), string(workflows.StatusRetrying)}
+var statuses = []string{centralstore.ItemsStuck, string(contract.StatusParked), string(contract.StatusPending), string(contract.StatusRetrying)}
 
 // badRequest is input the page refuses with 400 and its message.
 type badRequest struct{ msg string }
@@ -235,7 +235,7 @@ func formValues(q url.Values) map[string]string {
 }
 
 // actions maps a URL action to its signal.
-var actions = map[string]string{"retry": workflows.SignalRetry, "discard": workflows.SignalDiscard}
+var actions = map[string]string{"retry": contract.SignalRetry, "discard": contract.SignalDiscard}
 
 // act sends an operator's retry or discard. The operator recorded is the
 // signed-in user, never a name typed into the form.
@@ -249,7 +249,7 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request, who identity) {
 			err = badf("read form: %v", err)
 		}
 	}
-	var act workflows.OperatorAction
+	var act contract.OperatorAction
 	if err == nil {
 		act, err = operatorAction(who.Name, r.PostForm)
 	}
@@ -307,8 +307,8 @@ func checkAction(kind, id, action string) (string, error) {
 }
 
 // operatorAction is operator's action with the form's reason.
-func operatorAction(operator string, form url.Values) (workflows.OperatorAction, error) {
-	a := workflows.OperatorAction{Operator: operator, Reason: strings.TrimSpace(form.Get("reason"))}
+func operatorAction(operator string, form url.Values) (contract.OperatorAction, error) {
+	a := contract.OperatorAction{Operator: operator, Reason: strings.TrimSpace(form.Get("reason"))}
 	if !utf8.ValidString(a.Reason) || utf8.RuneCountInString(a.Reason) > maxReasonChars {
 		return a, badf("reason: at most %d characters of UTF-8", maxReasonChars)
 	}
@@ -318,7 +318,7 @@ func operatorAction(operator string, form url.Values) (workflows.OperatorAction,
 // checkItem makes sure central knows the item as that kind, so a button
 // never signals a workflow the page did not list.
 func (h *handler) checkItem(ctx context.Context, kind, id string) error {
-	if kind == workflows.KindNotification {
+	if kind == contract.KindNotification {
 		_, err := h.store.GetNotification(ctx, id)
 		return err
 	}

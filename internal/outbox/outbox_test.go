@@ -20,9 +20,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/outbox"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // signals records what the page sends. Only SignalWorkflow is implemented:
@@ -37,7 +37,7 @@ type signals struct {
 
 type signal struct {
 	workflowID, name string
-	action           workflows.OperatorAction
+	action           contract.OperatorAction
 }
 
 func (s *signals) SignalWorkflow(_ context.Context, workflowID, runID, name string, arg any) error {
@@ -46,7 +46,7 @@ func (s *signals) SignalWorkflow(_ context.Context, workflowID, runID, name stri
 	if s.err != nil {
 		return s.err
 	}
-	s.sent = append(s.sent, signal{workflowID, name, arg.(workflows.OperatorAction)})
+	s.sent = append(s.sent, signal{workflowID, name, arg.(contract.OperatorAction)})
 	return nil
 }
 
@@ -80,23 +80,23 @@ func newFixture(t *testing.T) fixture {
 	}{{f.note, 3 * time.Hour, true}, {f.new, time.Minute, false}} {
 		_, err = store.InsertNotification(ctx, centralstore.Notification{
 			NotificationID: n.id, Type: centralstore.NotificationTypeEmail, ListName: "ops",
-			Subject: `Pump 3 <script>alert("x")</script> tripped`, Body: "b", Status: workflows.StatusPending,
+			Subject: `Pump 3 <script>alert("x")</script> tripped`, Body: "b", Status: contract.StatusPending,
 			SourceSiteID: "plant-1", CreatedAt: now.Add(-n.created), SiteEnqueuedAt: now.Add(-n.created),
 		})
 		require.NoError(t, err)
 		if n.parked {
-			require.NoError(t, store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{
-				NotificationID: n.id, Status: workflows.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): connection refused",
+			require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{
+				NotificationID: n.id, Status: contract.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): connection refused",
 			}))
 		}
 	}
-	call := workflows.TrackedOperation{
-		OperationID: uuid.NewString(), Kind: workflows.KindExternalCall, Target: "erp.createOrder", Status: workflows.StatusRetrying,
+	call := contract.TrackedOperation{
+		OperationID: uuid.NewString(), Kind: contract.KindExternalCall, Target: "erp.createOrder", Status: contract.StatusRetrying,
 		RetryCount: 1, LastError: "HTTP 503", SourceSiteID: "plant-2", CreatedAt: now.Add(-time.Hour), UpdatedAt: now, Seq: 1,
 	}
 	write := call
-	write.OperationID, write.Kind, write.Target, write.Status, write.Seq = uuid.NewString(), workflows.KindDatabaseWrite, "historian", workflows.StatusParked, 2
-	_, err = store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{call, write})
+	write.OperationID, write.Kind, write.Target, write.Status, write.Seq = uuid.NewString(), contract.KindDatabaseWrite, "historian", contract.StatusParked, 2
+	_, err = store.UpsertSiteCalls(ctx, []contract.TrackedOperation{call, write})
 	require.NoError(t, err)
 	f.call, f.write = call.OperationID, write.OperationID
 	return f
@@ -249,8 +249,8 @@ func TestActionsSignalAndRedirect(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "/?status=Parked", resp.Request.URL.RequestURI())
 	require.Contains(t, body, "Sent retry to notification/"+f.note+" as outbox-page.")
-	require.Equal(t, []signal{{workflows.NotificationWorkflowID(f.note), workflows.SignalRetry,
-		workflows.OperatorAction{Operator: outbox.DefaultOperator, Reason: "relay fixed"}}}, tc.all())
+	require.Equal(t, []signal{{contract.NotificationWorkflowID(f.note), contract.SignalRetry,
+		contract.OperatorAction{Operator: outbox.DefaultOperator, Reason: "relay fixed"}}}, tc.all())
 	// The message shows once.
 	resp, err = browser.Get(srv.URL + "/")
 	require.NoError(t, err)
@@ -261,7 +261,7 @@ func TestActionsSignalAndRedirect(t *testing.T) {
 	resp, err = browser.PostForm(srv.URL+"/items/DatabaseWrite/"+f.write+"/discard", url.Values{"operator": {"ana"}})
 	require.NoError(t, err)
 	require.Contains(t, readBody(t, resp), "Sent discard to call/"+f.write+" as outbox-page.")
-	require.Equal(t, signal{workflows.CachedCallWorkflowID(f.write), workflows.SignalDiscard, workflows.OperatorAction{Operator: outbox.DefaultOperator}}, tc.all()[1])
+	require.Equal(t, signal{contract.CachedCallWorkflowID(f.write), contract.SignalDiscard, contract.OperatorAction{Operator: outbox.DefaultOperator}}, tc.all()[1])
 
 	// A failed signal comes back as an error message, not a success.
 	tc.err = errors.New("workflow execution already completed")
@@ -311,11 +311,11 @@ func TestItemPageShowsPayloadAndAuditTrail(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	require.NoError(t, f.store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{
-		NotificationID: f.note, Status: workflows.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): connection refused",
+	require.NoError(t, f.store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{
+		NotificationID: f.note, Status: contract.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): connection refused",
 	}, centralstore.AuditEvent{
-		EventID: uuid.NewString(), OperationID: f.note, Kind: workflows.KindNotification, SiteID: "plant-1",
-		Event: centralstore.AuditAttempt, Status: workflows.StatusParked, Detail: "dial <smtp>: connection refused", At: f.now,
+		EventID: uuid.NewString(), OperationID: f.note, Kind: contract.KindNotification, SiteID: "plant-1",
+		Event: centralstore.AuditAttempt, Status: contract.StatusParked, Detail: "dial <smtp>: connection refused", At: f.now,
 	}))
 	h := f.handler(&noWorker{})
 

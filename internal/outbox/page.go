@@ -7,8 +7,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // pageData is what the template renders.
@@ -51,7 +51,7 @@ func (d pageData) Oldest(k centralstore.KPIs) string {
 var funcs = template.FuncMap{
 	"utc":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") + " UTC" },
 	"dur":    FormatAge,
-	"parked": func(s workflows.Status) bool { return s == workflows.StatusParked },
+	"parked": func(s contract.Status) bool { return s == contract.StatusParked },
 	// itemPath is an item's page, or with an action, where its button posts.
 	"itemPath": func(it centralstore.OperatorItem, action string) string {
 		if action == "" {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // maxErrorChars bounds a stored last error: the row travels in telemetry
@@ -31,7 +31,7 @@ type NewOperation struct {
 // operator's retry or discard.
 type Attempt struct {
 	OperationID string
-	Status      workflows.Status
+	Status      contract.Status
 	RetryCount  int
 	LastError   string
 	// At is when the attempt ran; nil for an operator action.
@@ -58,9 +58,9 @@ const trackingColumns = `operation_id, kind, target, status, retry_count, last_e
 // BeginOperation commits a cached call's tracking row (Pending) and its
 // buffer row together, before the immediate attempt: from here on the call
 // cannot be lost.
-func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (workflows.TrackedOperation, error) {
+func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (contract.TrackedOperation, error) {
 	now := rowTime(s.now())
-	var row workflows.TrackedOperation
+	var row contract.TrackedOperation
 	buffered := []NewMessage{{
 		ID: op.OperationID, Category: op.Kind, TrackedOperationID: op.OperationID, Target: op.Target,
 		Payload: op.Payload, Provenance: op.Provenance, NotBefore: now.Add(op.AttemptGrace),
@@ -71,8 +71,8 @@ func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (workflows.
 		if err != nil {
 			return err
 		}
-		row = workflows.TrackedOperation{
-			OperationID: op.OperationID, Kind: op.Kind, Target: op.Target, Status: workflows.StatusPending,
+		row = contract.TrackedOperation{
+			OperationID: op.OperationID, Kind: op.Kind, Target: op.Target, Status: contract.StatusPending,
 			SourceSiteID: op.Provenance.SiteID, SourceNode: op.Provenance.Node,
 			SourceInstance: op.Provenance.Instance, SourceScript: op.Provenance.Script,
 			CreatedAt: now, UpdatedAt: now, Seq: seq,
@@ -105,9 +105,9 @@ func (s *Store) signalChanged() {
 // same transaction, to the buffer: a terminal outcome removes the buffer
 // row, Pending (a failed immediate attempt) makes it due for hand-off at
 // once, anything else mirrors the status on it. A terminal row never changes.
-func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (workflows.TrackedOperation, error) {
+func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (contract.TrackedOperation, error) {
 	now := rowTime(s.now())
-	var row workflows.TrackedOperation
+	var row contract.TrackedOperation
 	err := s.inTx(ctx, "record attempt of "+a.OperationID, func(tx *writeTx) error {
 		current, err := getTracking(tx, a.OperationID)
 		if err != nil {
@@ -116,7 +116,7 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (workflows.Tracked
 		if current.Status.Terminal() {
 			return fmt.Errorf("operation %s is already %s: %w", a.OperationID, current.Status, ErrTerminalOperation)
 		}
-		if a.Immediate && (current.Status != workflows.StatusPending || current.LastAttemptAt != nil) {
+		if a.Immediate && (current.Status != contract.StatusPending || current.LastAttemptAt != nil) {
 			row = current
 			return fmt.Errorf("immediate attempt of %s: %w", a.OperationID, ErrSuperseded)
 		}
@@ -142,7 +142,7 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) (workflows.Tracked
 func rowTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // applyAttempt is the tracking row after attempt a.
-func applyAttempt(row workflows.TrackedOperation, a Attempt, now time.Time, seq int64) workflows.TrackedOperation {
+func applyAttempt(row contract.TrackedOperation, a Attempt, now time.Time, seq int64) contract.TrackedOperation {
 	row.Status, row.RetryCount, row.LastError = a.Status, a.RetryCount, truncate(a.LastError, maxErrorChars)
 	if a.At != nil {
 		at := rowTime(*a.At)
@@ -160,12 +160,12 @@ func applyAttempt(row workflows.TrackedOperation, a Attempt, now time.Time, seq 
 	return row
 }
 
-func updateBufferFor(tx *writeTx, row workflows.TrackedOperation, now time.Time) error {
+func updateBufferFor(tx *writeTx, row contract.TrackedOperation, now time.Time) error {
 	var err error
 	switch {
 	case row.Status.Terminal():
 		_, err = tx.ExecContext(tx.ctx, `DELETE FROM buffer WHERE tracked_operation_id = ?`, row.OperationID)
-	case row.Status == workflows.StatusPending:
+	case row.Status == contract.StatusPending:
 		_, err = tx.ExecContext(tx.ctx, `UPDATE buffer SET last_error = ?, last_attempt_at = ?, next_attempt_at = ?
 			WHERE tracked_operation_id = ?`, row.LastError, nanosPtr(row.LastAttemptAt), now.UnixNano(), row.OperationID)
 	default:
@@ -180,13 +180,13 @@ func updateBufferFor(tx *writeTx, row workflows.TrackedOperation, now time.Time)
 }
 
 // GetOperation reads one tracking row; ErrNotFound when there is none.
-func (s *Store) GetOperation(ctx context.Context, id string) (workflows.TrackedOperation, error) {
+func (s *Store) GetOperation(ctx context.Context, id string) (contract.TrackedOperation, error) {
 	row, err := scanTracking(s.db.QueryRowContext(ctx, `SELECT `+trackingColumns+` FROM tracking WHERE operation_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return workflows.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
+		return contract.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return workflows.TrackedOperation{}, fmt.Errorf("read operation %s: %w", id, err)
+		return contract.TrackedOperation{}, fmt.Errorf("read operation %s: %w", id, err)
 	}
 	return row, nil
 }
@@ -206,7 +206,7 @@ func (s *Store) OperationPayload(ctx context.Context, id string) ([]byte, error)
 
 // ChangesSince returns up to limit tracking rows changed after seq, in
 // change order: telemetry's outbox and central's reconciliation pull.
-func (s *Store) ChangesSince(ctx context.Context, seq int64, limit int) ([]workflows.TrackedOperation, error) {
+func (s *Store) ChangesSince(ctx context.Context, seq int64, limit int) ([]contract.TrackedOperation, error) {
 	rows, err := s.queryTracking(ctx, `WHERE seq > ? ORDER BY seq LIMIT ?`, seq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read tracking changes after %d: %w", seq, err)
@@ -217,7 +217,7 @@ func (s *Store) ChangesSince(ctx context.Context, seq int64, limit int) ([]workf
 // DueOnSite returns up to limit cached calls central has not taken over (no
 // acknowledged hand-off) whose next retry is due at now, the most overdue
 // first: while central is unreachable the site retries them itself.
-func (s *Store) DueOnSite(ctx context.Context, now time.Time, limit int) ([]workflows.TrackedOperation, error) {
+func (s *Store) DueOnSite(ctx context.Context, now time.Time, limit int) ([]contract.TrackedOperation, error) {
 	rows, err := s.queryTracking(ctx, `WHERE status IN ('Pending', 'Retrying') AND next_attempt_at <= ?
 		AND operation_id IN (SELECT tracked_operation_id FROM buffer WHERE handed_off = 0 AND tracked_operation_id != '')
 		ORDER BY next_attempt_at LIMIT ?`, rowTime(now).UnixNano(), limit)
@@ -243,7 +243,7 @@ func (s *Store) HandedOff(ctx context.Context, operationID string) (bool, error)
 }
 
 // ListOperations returns every tracking row, by id (tests and tools).
-func (s *Store) ListOperations(ctx context.Context) ([]workflows.TrackedOperation, error) {
+func (s *Store) ListOperations(ctx context.Context) ([]contract.TrackedOperation, error) {
 	rows, err := s.queryTracking(ctx, `ORDER BY operation_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list operations: %w", err)
@@ -253,13 +253,13 @@ func (s *Store) ListOperations(ctx context.Context) ([]workflows.TrackedOperatio
 
 // queryTracking reads the tracking rows that the clause (WHERE, ORDER BY,
 // LIMIT) selects.
-func (s *Store) queryTracking(ctx context.Context, clause string, args ...any) ([]workflows.TrackedOperation, error) {
+func (s *Store) queryTracking(ctx context.Context, clause string, args ...any) ([]contract.TrackedOperation, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+trackingColumns+` FROM tracking `+clause, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []workflows.TrackedOperation
+	var out []contract.TrackedOperation
 	for rows.Next() {
 		row, err := scanTracking(rows)
 		if err != nil {
@@ -347,7 +347,7 @@ func nextSeq(tx *writeTx) (int64, error) {
 	return seq, nil
 }
 
-func insertTracking(tx *writeTx, r workflows.TrackedOperation) error {
+func insertTracking(tx *writeTx, r contract.TrackedOperation) error {
 	_, err := tx.ExecContext(tx.ctx, `INSERT INTO tracking (`+trackingColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
 	if err != nil {
@@ -356,7 +356,7 @@ func insertTracking(tx *writeTx, r workflows.TrackedOperation) error {
 	return nil
 }
 
-func updateTracking(tx *writeTx, r workflows.TrackedOperation) error {
+func updateTracking(tx *writeTx, r contract.TrackedOperation) error {
 	_, err := tx.ExecContext(tx.ctx, `UPDATE tracking SET status = ?, retry_count = ?, last_error = ?,
 		updated_at = ?, last_attempt_at = ?, next_attempt_at = ?, terminal_at = ?, seq = ?
 		WHERE operation_id = ?`, string(r.Status), r.RetryCount, r.LastError, r.UpdatedAt.UnixNano(),
@@ -367,25 +367,25 @@ func updateTracking(tx *writeTx, r workflows.TrackedOperation) error {
 	return nil
 }
 
-func getTracking(tx *writeTx, id string) (workflows.TrackedOperation, error) {
+func getTracking(tx *writeTx, id string) (contract.TrackedOperation, error) {
 	row, err := scanTracking(tx.QueryRowContext(tx.ctx, `SELECT `+trackingColumns+` FROM tracking WHERE operation_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return workflows.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
+		return contract.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return workflows.TrackedOperation{}, fmt.Errorf("read operation %s: %w", id, err)
+		return contract.TrackedOperation{}, fmt.Errorf("read operation %s: %w", id, err)
 	}
 	return row, nil
 }
 
-func trackingValues(r workflows.TrackedOperation) []any {
+func trackingValues(r contract.TrackedOperation) []any {
 	return []any{r.OperationID, r.Kind, r.Target, string(r.Status), r.RetryCount, r.LastError,
 		r.SourceSiteID, r.SourceNode, r.SourceInstance, r.SourceScript, r.CreatedAt.UnixNano(),
 		r.UpdatedAt.UnixNano(), nanosPtr(r.LastAttemptAt), nanosPtr(r.NextAttemptAt), nanosPtr(r.TerminalAt), r.Seq}
 }
 
-func scanTracking(row scanner) (workflows.TrackedOperation, error) {
-	var r workflows.TrackedOperation
+func scanTracking(row scanner) (contract.TrackedOperation, error) {
+	var r contract.TrackedOperation
 	var status string
 	var created, updated int64
 	var lastAttempt, nextAttempt, terminal sql.NullInt64
@@ -393,9 +393,9 @@ func scanTracking(row scanner) (workflows.TrackedOperation, error) {
 		&r.SourceSiteID, &r.SourceNode, &r.SourceInstance, &r.SourceScript, &created, &updated,
 		&lastAttempt, &nextAttempt, &terminal, &r.Seq)
 	if err != nil {
-		return workflows.TrackedOperation{}, err
+		return contract.TrackedOperation{}, err
 	}
-	r.Status = workflows.Status(status)
+	r.Status = contract.Status(status)
 	r.CreatedAt, r.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
 	r.LastAttemptAt, r.NextAttemptAt, r.TerminalAt = timeOf(lastAttempt), timeOf(nextAttempt), timeOf(terminal)
 	return r, nil

@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/hlc"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 var trackingT0 = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
@@ -37,21 +37,21 @@ func openTracking(t *testing.T) (*Store, *trackingClock, string) {
 
 func newOp(id string, grace time.Duration) NewOperation {
 	return NewOperation{
-		OperationID: id, Kind: workflows.KindExternalCall, Target: "erp.createOrder",
+		OperationID: id, Kind: contract.KindExternalCall, Target: "erp.createOrder",
 		Payload:      []byte(fmt.Sprintf(`{"kind":"ExternalCall","system":"erp","method":"createOrder","params":{"id":%q}}`, id)),
 		Provenance:   Provenance{SiteID: "plant-1", Node: "node-a", Instance: "pump-3", Script: "onTrip"},
 		AttemptGrace: grace,
 	}
 }
 
-func begin(t *testing.T, s *Store, id string, grace time.Duration) workflows.TrackedOperation {
+func begin(t *testing.T, s *Store, id string, grace time.Duration) contract.TrackedOperation {
 	t.Helper()
 	row, err := s.BeginOperation(context.Background(), newOp(id, grace))
 	require.NoError(t, err)
 	return row
 }
 
-func record(t *testing.T, s *Store, a Attempt) workflows.TrackedOperation {
+func record(t *testing.T, s *Store, a Attempt) contract.TrackedOperation {
 	t.Helper()
 	row, err := s.RecordAttempt(context.Background(), a)
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func dueIDs(t *testing.T, s *Store, at time.Time) []string {
 	return ids
 }
 
-func seqs(rows []workflows.TrackedOperation) []int64 {
+func seqs(rows []contract.TrackedOperation) []int64 {
 	out := []int64{}
 	for _, r := range rows {
 		out = append(out, r.Seq)
@@ -77,7 +77,7 @@ func seqs(rows []workflows.TrackedOperation) []int64 {
 	return out
 }
 
-func ids(rows []workflows.TrackedOperation) []string {
+func ids(rows []contract.TrackedOperation) []string {
 	out := []string{}
 	for _, r := range rows {
 		out = append(out, r.OperationID)
@@ -94,9 +94,9 @@ func TestBeginOperationTracksPendingAndBuffersAfterGrace(t *testing.T) {
 	grace := 90 * time.Second
 
 	row := begin(t, s, "op-1", grace)
-	require.Equal(t, workflows.TrackedOperation{
-		OperationID: "op-1", Kind: workflows.KindExternalCall, Target: "erp.createOrder",
-		Status: workflows.StatusPending, SourceSiteID: "plant-1", SourceNode: "node-a",
+	require.Equal(t, contract.TrackedOperation{
+		OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder",
+		Status: contract.StatusPending, SourceSiteID: "plant-1", SourceNode: "node-a",
 		SourceInstance: "pump-3", SourceScript: "onTrip", CreatedAt: trackingT0, UpdatedAt: trackingT0, Seq: 1,
 	}, row)
 	got, err := s.GetOperation(ctx, "op-1")
@@ -138,8 +138,8 @@ func TestRecordAttemptPendingMakesBufferRowDueAtOnce(t *testing.T) {
 
 	clock.advance(2 * time.Second)
 	at := trackingT0.Add(time.Second)
-	row := record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusPending, LastError: "HTTP 503 Service Unavailable", At: &at})
-	require.Equal(t, workflows.StatusPending, row.Status)
+	row := record(t, s, Attempt{OperationID: "op-1", Status: contract.StatusPending, LastError: "HTTP 503 Service Unavailable", At: &at})
+	require.Equal(t, contract.StatusPending, row.Status)
 	require.Equal(t, &at, row.LastAttemptAt)
 	require.Equal(t, clock.t, row.UpdatedAt)
 	require.Equal(t, int64(2), row.Seq)
@@ -162,7 +162,7 @@ func TestRecordAttemptMirrorsNonTerminalStatusOnBuffer(t *testing.T) {
 
 	at := clock.t
 	next := at.Add(time.Minute)
-	row := record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusRetrying, RetryCount: 1, LastError: "HTTP 502", At: &at, NextAttemptAt: &next})
+	row := record(t, s, Attempt{OperationID: "op-1", Status: contract.StatusRetrying, RetryCount: 1, LastError: "HTTP 502", At: &at, NextAttemptAt: &next})
 	require.Equal(t, &next, row.NextAttemptAt)
 	m, err := s.Get(ctx, "op-1")
 	require.NoError(t, err)
@@ -170,7 +170,7 @@ func TestRecordAttemptMirrorsNonTerminalStatusOnBuffer(t *testing.T) {
 	require.Equal(t, 1, m.RetryCount)
 	require.Equal(t, "HTTP 502", m.LastError)
 
-	row = record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): HTTP 502", At: &at})
+	row = record(t, s, Attempt{OperationID: "op-1", Status: contract.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): HTTP 502", At: &at})
 	require.Nil(t, row.NextAttemptAt, "a parked call has no next attempt")
 	require.Nil(t, row.TerminalAt, "parked is not terminal")
 	m, err = s.Get(ctx, "op-1")
@@ -185,7 +185,7 @@ func TestRecordAttemptMirrorsNonTerminalStatusOnBuffer(t *testing.T) {
 // gets TerminalAt, and it never changes again.
 func TestTerminalOutcomeDropsBufferRowAndFreezesRow(t *testing.T) {
 	t.Parallel()
-	for _, status := range []workflows.Status{workflows.StatusDelivered, workflows.StatusFailed, workflows.StatusDiscarded} {
+	for _, status := range []contract.Status{contract.StatusDelivered, contract.StatusFailed, contract.StatusDiscarded} {
 		t.Run(string(status), func(t *testing.T) {
 			t.Parallel()
 			s, clock, _ := openTracking(t)
@@ -208,7 +208,7 @@ func TestTerminalOutcomeDropsBufferRowAndFreezesRow(t *testing.T) {
 			require.NoError(t, err, "another operation's buffer row stays")
 
 			clock.advance(time.Second)
-			for _, next := range []workflows.Status{workflows.StatusRetrying, workflows.StatusPending, workflows.StatusDelivered} {
+			for _, next := range []contract.Status{contract.StatusRetrying, contract.StatusPending, contract.StatusDelivered} {
 				_, err = s.RecordAttempt(ctx, Attempt{OperationID: "op-1", Status: next, At: &at})
 				require.ErrorIs(t, err, ErrTerminalOperation, "%s after %s", next, status)
 			}
@@ -222,7 +222,7 @@ func TestTerminalOutcomeDropsBufferRowAndFreezesRow(t *testing.T) {
 func TestRecordAttemptOnUnknownOperation(t *testing.T) {
 	t.Parallel()
 	s, _, _ := openTracking(t)
-	_, err := s.RecordAttempt(context.Background(), Attempt{OperationID: "nope", Status: workflows.StatusRetrying})
+	_, err := s.RecordAttempt(context.Background(), Attempt{OperationID: "nope", Status: contract.StatusRetrying})
 	require.ErrorIs(t, err, ErrNotFound)
 	_, err = s.GetOperation(context.Background(), "nope")
 	require.ErrorIs(t, err, ErrNotFound)
@@ -237,10 +237,10 @@ func TestEveryChangeTakesAHigherSiteWideSeq(t *testing.T) {
 	var got []int64
 	got = append(got, begin(t, s, "a", 0).Seq)
 	got = append(got, begin(t, s, "b", 0).Seq)
-	got = append(got, record(t, s, Attempt{OperationID: "a", Status: workflows.StatusPending, At: &at}).Seq)
-	got = append(got, record(t, s, Attempt{OperationID: "b", Status: workflows.StatusRetrying, RetryCount: 1, At: &at}).Seq)
-	got = append(got, record(t, s, Attempt{OperationID: "a", Status: workflows.StatusRetrying, RetryCount: 1, At: &at}).Seq)
-	got = append(got, record(t, s, Attempt{OperationID: "b", Status: workflows.StatusDelivered, RetryCount: 2, At: &at}).Seq)
+	got = append(got, record(t, s, Attempt{OperationID: "a", Status: contract.StatusPending, At: &at}).Seq)
+	got = append(got, record(t, s, Attempt{OperationID: "b", Status: contract.StatusRetrying, RetryCount: 1, At: &at}).Seq)
+	got = append(got, record(t, s, Attempt{OperationID: "a", Status: contract.StatusRetrying, RetryCount: 1, At: &at}).Seq)
+	got = append(got, record(t, s, Attempt{OperationID: "b", Status: contract.StatusDelivered, RetryCount: 2, At: &at}).Seq)
 	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, got)
 
 	a, err := s.GetOperation(context.Background(), "a")
@@ -257,13 +257,13 @@ func TestChangesSincePagesInSeqOrder(t *testing.T) {
 	begin(t, s, "b", 0) // 2
 	begin(t, s, "c", 0) // 3
 	at := clock.t
-	record(t, s, Attempt{OperationID: "a", Status: workflows.StatusRetrying, RetryCount: 1, At: &at}) // 4
+	record(t, s, Attempt{OperationID: "a", Status: contract.StatusRetrying, RetryCount: 1, At: &at}) // 4
 
 	all, err := s.ChangesSince(ctx, 0, 10)
 	require.NoError(t, err)
 	require.Equal(t, []string{"b", "c", "a"}, ids(all))
 	require.Equal(t, []int64{2, 3, 4}, seqs(all))
-	require.Equal(t, workflows.StatusRetrying, all[2].Status, "the latest state of a")
+	require.Equal(t, contract.StatusRetrying, all[2].Status, "the latest state of a")
 
 	page, err := s.ChangesSince(ctx, 0, 2)
 	require.NoError(t, err)
@@ -323,14 +323,14 @@ func TestPurgeTerminalDeletesOnlyOldTerminalRows(t *testing.T) {
 		begin(t, s, id, 0)
 	}
 	at := clock.t
-	record(t, s, Attempt{OperationID: "retrying", Status: workflows.StatusRetrying, RetryCount: 1, At: &at})
-	record(t, s, Attempt{OperationID: "parked", Status: workflows.StatusParked, RetryCount: 2, At: &at})
+	record(t, s, Attempt{OperationID: "retrying", Status: contract.StatusRetrying, RetryCount: 1, At: &at})
+	record(t, s, Attempt{OperationID: "parked", Status: contract.StatusParked, RetryCount: 2, At: &at})
 	clock.advance(time.Minute)
-	record(t, s, Attempt{OperationID: "delivered", Status: workflows.StatusDelivered, At: &at})
+	record(t, s, Attempt{OperationID: "delivered", Status: contract.StatusDelivered, At: &at})
 	clock.advance(time.Minute)
-	record(t, s, Attempt{OperationID: "failed", Status: workflows.StatusFailed, At: &at})
+	record(t, s, Attempt{OperationID: "failed", Status: contract.StatusFailed, At: &at})
 	clock.advance(time.Minute)
-	last := record(t, s, Attempt{OperationID: "discarded", Status: workflows.StatusDiscarded, At: &at})
+	last := record(t, s, Attempt{OperationID: "discarded", Status: contract.StatusDiscarded, At: &at})
 
 	n, err := s.PurgeTerminal(ctx, trackingT0.AddDate(1, 0, 0), 100)
 	require.NoError(t, err)
@@ -373,7 +373,7 @@ func TestPurgingNewestRowDoesNotReuseSeq(t *testing.T) {
 	ctx := context.Background()
 	begin(t, s, "a", 0)
 	at := clock.t
-	require.Equal(t, int64(2), record(t, s, Attempt{OperationID: "a", Status: workflows.StatusDelivered, At: &at}).Seq)
+	require.Equal(t, int64(2), record(t, s, Attempt{OperationID: "a", Status: contract.StatusDelivered, At: &at}).Seq)
 	require.NoError(t, s.AdvanceTelemetryCursor(ctx, 2))
 	n, err := s.PurgeTerminal(ctx, clock.t.Add(time.Hour), 10)
 	require.NoError(t, err)
@@ -472,7 +472,7 @@ func TestLongLastErrorIsTruncated(t *testing.T) {
 	begin(t, s, "op-1", 0)
 	long := strings.Repeat("é", maxErrorChars+500)
 	at := clock.t
-	row := record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusRetrying, RetryCount: 1, LastError: long, At: &at})
+	row := record(t, s, Attempt{OperationID: "op-1", Status: contract.StatusRetrying, RetryCount: 1, LastError: long, At: &at})
 
 	require.Equal(t, maxErrorChars+1, utf8.RuneCountInString(row.LastError))
 	require.True(t, strings.HasPrefix(row.LastError, strings.Repeat("é", maxErrorChars)))
@@ -487,7 +487,7 @@ func TestLongLastErrorIsTruncated(t *testing.T) {
 	require.Equal(t, row.LastError, m.LastError, "the buffer row carries the same cut message")
 
 	short := strings.Repeat("é", maxErrorChars)
-	row = record(t, s, Attempt{OperationID: "op-1", Status: workflows.StatusRetrying, RetryCount: 2, LastError: short, At: &at})
+	row = record(t, s, Attempt{OperationID: "op-1", Status: contract.StatusRetrying, RetryCount: 2, LastError: short, At: &at})
 	require.Equal(t, short, row.LastError, "a message at the bound is kept whole")
 }
 
@@ -498,9 +498,9 @@ func TestLateImmediateOutcomeIsSuperseded(t *testing.T) {
 	s, clock, _ := openTracking(t)
 	begin(t, s, "slow", 0)
 	at := clock.t
-	retried := record(t, s, Attempt{OperationID: "slow", Status: workflows.StatusRetrying, RetryCount: 1, LastError: "HTTP 503", At: &at})
+	retried := record(t, s, Attempt{OperationID: "slow", Status: contract.StatusRetrying, RetryCount: 1, LastError: "HTTP 503", At: &at})
 
-	row, err := s.RecordAttempt(context.Background(), Attempt{OperationID: "slow", Status: workflows.StatusPending, LastError: "timeout", At: &at, Immediate: true})
+	row, err := s.RecordAttempt(context.Background(), Attempt{OperationID: "slow", Status: contract.StatusPending, LastError: "timeout", At: &at, Immediate: true})
 	require.ErrorIs(t, err, ErrSuperseded)
 	require.Equal(t, retried, row, "the current row comes back")
 	got, err := s.GetOperation(context.Background(), "slow")
@@ -508,8 +508,8 @@ func TestLateImmediateOutcomeIsSuperseded(t *testing.T) {
 	require.Equal(t, retried, got, "the row is unchanged")
 
 	begin(t, s, "fresh", 0)
-	row = record(t, s, Attempt{OperationID: "fresh", Status: workflows.StatusPending, LastError: "timeout", At: &at, Immediate: true})
-	require.Equal(t, workflows.StatusPending, row.Status, "an untouched row takes the immediate outcome")
+	row = record(t, s, Attempt{OperationID: "fresh", Status: contract.StatusPending, LastError: "timeout", At: &at, Immediate: true})
+	require.Equal(t, contract.StatusPending, row.Status, "an untouched row takes the immediate outcome")
 }
 
 // Tracking times are kept to the microsecond, which every central store
@@ -520,7 +520,7 @@ func TestTrackingTimesAreMicrosecondPrecise(t *testing.T) {
 	clock.t = trackingT0.Add(123456789 * time.Nanosecond)
 	begun := begin(t, s, "a", 0)
 	at, next := clock.t.Add(time.Second+1), clock.t.Add(time.Minute+1)
-	recorded := record(t, s, Attempt{OperationID: "a", Status: workflows.StatusRetrying, RetryCount: 1, LastError: "503", At: &at, NextAttemptAt: &next})
+	recorded := record(t, s, Attempt{OperationID: "a", Status: contract.StatusRetrying, RetryCount: 1, LastError: "503", At: &at, NextAttemptAt: &next})
 
 	want := trackingT0.Add(123456 * time.Microsecond)
 	require.Equal(t, want, begun.CreatedAt)

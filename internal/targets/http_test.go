@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // seen is what a test server received.
@@ -306,7 +306,7 @@ func TestCallReadsRetryAfter(t *testing.T) {
 	} {
 		status.Store(int32(tc.status))
 		header.Store(tc.header)
-		_, err := r.Execute(t.Context(), Request{Kind: workflows.KindExternalCall, System: "erp", Method: "createOrder"})
+		_, err := r.Execute(t.Context(), Request{Kind: contract.KindExternalCall, System: "erp", Method: "createOrder"})
 		var f *Failure
 		require.ErrorAs(t, err, &f)
 		require.GreaterOrEqual(t, f.RetryAfter, tc.min, "%d %q", tc.status, tc.header)

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Defaults used when a definition leaves a field zero or is gone.
@@ -71,17 +71,17 @@ func (r *Registry) Close() error {
 // Validate returns an *InvalidError when req can never run, else nil.
 func (r *Registry) Validate(req Request) error {
 	switch req.Kind {
-	case workflows.KindExternalCall:
+	case contract.KindExternalCall:
 		if err := r.validateCall(req); err != nil {
 			return err
 		}
-	case workflows.KindDatabaseWrite:
+	case contract.KindDatabaseWrite:
 		if err := r.validateWrite(req); err != nil {
 			return err
 		}
 	default:
 		return &InvalidError{Field: "kind", Reason: fmt.Sprintf("unknown kind %q: want %s or %s",
-			req.Kind, workflows.KindExternalCall, workflows.KindDatabaseWrite)}
+			req.Kind, contract.KindExternalCall, contract.KindDatabaseWrite)}
 	}
 	return checkValues(req)
 }
@@ -181,9 +181,9 @@ func isInteger(n json.Number) bool { return !strings.ContainsAny(n.String(), ".e
 // "historian" for a write.
 func (r *Registry) Target(req Request) string {
 	switch req.Kind {
-	case workflows.KindExternalCall:
+	case contract.KindExternalCall:
 		return req.System + "." + req.Method
-	case workflows.KindDatabaseWrite:
+	case contract.KindDatabaseWrite:
 		return req.Connection
 	}
 	return ""
@@ -191,13 +191,13 @@ func (r *Registry) Target(req Request) string {
 
 // Policy is req's retry policy from its definition, or a default (1m, 10
 // retries, 60s per attempt) when the definition is gone.
-func (r *Registry) Policy(req Request) workflows.RetryPolicy {
+func (r *Registry) Policy(req Request) contract.RetryPolicy {
 	switch req.Kind {
-	case workflows.KindExternalCall:
+	case contract.KindExternalCall:
 		if sys, ok := r.systems[req.System]; ok {
 			return policy(sys.RetryInterval, sys.MaxRetries, sys.Timeout)
 		}
-	case workflows.KindDatabaseWrite:
+	case contract.KindDatabaseWrite:
 		if db, ok := r.databases[req.Connection]; ok {
 			return policy(db.RetryInterval, db.MaxRetries, db.Timeout)
 		}
@@ -219,11 +219,11 @@ func (r *Registry) LongestAttempt() time.Duration {
 	return longest
 }
 
-func policy(interval time.Duration, maxRetries int, timeout time.Duration) workflows.RetryPolicy {
+func policy(interval time.Duration, maxRetries int, timeout time.Duration) contract.RetryPolicy {
 	if interval <= 0 {
 		interval = defaultInterval
 	}
-	return workflows.RetryPolicy{Interval: interval, MaxRetries: maxRetries, AttemptTimeout: timeoutOr(timeout) + storeMargin}
+	return contract.RetryPolicy{Interval: interval, MaxRetries: maxRetries, AttemptTimeout: timeoutOr(timeout) + storeMargin}
 }
 
 func timeoutOr(d time.Duration) time.Duration {
@@ -246,7 +246,7 @@ func (r *Registry) Execute(ctx context.Context, req Request) (Result, error) {
 		return Result{}, &InvalidError{Field: "request", Reason: err.Error()}
 	}
 	req.IdempotencyKey = key
-	if req.Kind == workflows.KindExternalCall {
+	if req.Kind == contract.KindExternalCall {
 		return r.call(ctx, req)
 	}
 	return r.write(ctx, req)

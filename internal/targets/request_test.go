@@ -7,14 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2025, 3, 4, 5, 6, 7, 890123456, time.FixedZone("CET", 3600))
 	in := Request{
-		Kind:       workflows.KindDatabaseWrite,
+		Kind:       contract.KindDatabaseWrite,
 		Connection: "historian",
 		SQL:        "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		Args:       []any{int64(9007199254740993), 42, uint16(7), 2.5, "O'Brien", true, nil, at},
@@ -35,7 +35,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 func TestDecodeParamsNumbersDeep(t *testing.T) {
 	t.Parallel()
 	in := Request{
-		Kind: workflows.KindExternalCall, System: "erp", Method: "createOrder",
+		Kind: contract.KindExternalCall, System: "erp", Method: "createOrder",
 		Params: map[string]any{"id": 17, "qty": 1.25, "lines": []any{map[string]any{"n": 3}}},
 	}
 	b, err := Encode(in)
@@ -49,12 +49,12 @@ func TestDecodeParamsNumbersDeep(t *testing.T) {
 
 func TestEncodeRefusesWhatCannotComeBack(t *testing.T) {
 	t.Parallel()
-	_, err := Encode(Request{Kind: workflows.KindDatabaseWrite, SQL: "x", Args: []any{"a", []byte("b")}})
+	_, err := Encode(Request{Kind: contract.KindDatabaseWrite, SQL: "x", Args: []any{"a", []byte("b")}})
 	var inv *InvalidError
 	require.ErrorAs(t, err, &inv)
 	require.Equal(t, "args[1]", inv.Field)
 
-	_, err = Encode(Request{Kind: workflows.KindExternalCall, Params: map[string]any{"ch": make(chan int)}})
+	_, err = Encode(Request{Kind: contract.KindExternalCall, Params: map[string]any{"ch": make(chan int)}})
 	require.ErrorAs(t, err, &inv)
 	require.Equal(t, "params.ch", inv.Field)
 }

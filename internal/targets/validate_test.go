@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 func testRegistry() *Registry {
@@ -30,11 +30,11 @@ func testRegistry() *Registry {
 }
 
 func call(system, method string, params map[string]any) Request {
-	return Request{Kind: workflows.KindExternalCall, System: system, Method: method, Params: params}
+	return Request{Kind: contract.KindExternalCall, System: system, Method: method, Params: params}
 }
 
 func write(conn, sql string, args ...any) Request {
-	return Request{Kind: workflows.KindDatabaseWrite, Connection: conn, SQL: sql, Args: args}
+	return Request{Kind: contract.KindDatabaseWrite, Connection: conn, SQL: sql, Args: args}
 }
 
 type point struct{ X, Y int }
@@ -104,12 +104,12 @@ func TestTarget(t *testing.T) {
 func TestPolicy(t *testing.T) {
 	t.Parallel()
 	r := testRegistry()
-	require.Equal(t, workflows.RetryPolicy{Interval: 2 * time.Minute, MaxRetries: 3, AttemptTimeout: 35 * time.Second},
+	require.Equal(t, contract.RetryPolicy{Interval: 2 * time.Minute, MaxRetries: 3, AttemptTimeout: 35 * time.Second},
 		r.Policy(call("erp", "createOrder", nil)))
 	// MaxRetries 0 is kept: no retries is a valid choice.
-	require.Equal(t, workflows.RetryPolicy{Interval: 30 * time.Second, MaxRetries: 0, AttemptTimeout: 40 * time.Second},
+	require.Equal(t, contract.RetryPolicy{Interval: 30 * time.Second, MaxRetries: 0, AttemptTimeout: 40 * time.Second},
 		r.Policy(write("historian", "x")))
-	def := workflows.RetryPolicy{Interval: time.Minute, MaxRetries: 10, AttemptTimeout: 60 * time.Second}
+	def := contract.RetryPolicy{Interval: time.Minute, MaxRetries: 10, AttemptTimeout: 60 * time.Second}
 	require.Equal(t, def, r.Policy(call("gone", "createOrder", nil)))
 	require.Equal(t, def, r.Policy(write("gone", "x")))
 }

@@ -10,14 +10,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 func newAuditEvent(opID string, n int, at time.Time) centralstore.AuditEvent {
 	return centralstore.AuditEvent{
-		EventID: fmt.Sprintf("call/%s/attempt/%d", opID, n), OperationID: opID, Kind: workflows.KindExternalCall,
-		SiteID: "plant-1", Event: centralstore.AuditAttempt, Status: workflows.StatusRetrying,
+		EventID: fmt.Sprintf("call/%s/attempt/%d", opID, n), OperationID: opID, Kind: contract.KindExternalCall,
+		SiteID: "plant-1", Event: centralstore.AuditAttempt, Status: contract.StatusRetrying,
 		Detail: fmt.Sprintf("retry count %d: HTTP 503 — ünïcode", n), At: at.UTC().Truncate(time.Millisecond),
 	}
 }
@@ -38,7 +38,7 @@ func auditInsertIfNotExists(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	op := uuid.NewString()
 	first := newAuditEvent(op, 1, time.Now())
-	first.Event, first.Status, first.Operator, first.Reason = centralstore.AuditOperatorRetry, workflows.StatusPending, "ana", "relay fixed"
+	first.Event, first.Status, first.Operator, first.Reason = centralstore.AuditOperatorRetry, contract.StatusPending, "ana", "relay fixed"
 	n, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{first})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -103,10 +103,10 @@ func auditListByOperation(t *testing.T, store *centralstore.Store) {
 	op, other := uuid.NewString(), uuid.NewString()
 	t0 := time.Now()
 	enqueued := newAuditEvent(op, 0, t0)
-	enqueued.EventID, enqueued.Event, enqueued.Status = "call/"+op+"/enqueued", centralstore.AuditEnqueued, workflows.StatusPending
+	enqueued.EventID, enqueued.Event, enqueued.Status = "call/"+op+"/enqueued", centralstore.AuditEnqueued, contract.StatusPending
 	attempt := newAuditEvent(op, 1, t0.Add(time.Minute))
 	terminal := newAuditEvent(op, 1, t0.Add(time.Minute))
-	terminal.EventID, terminal.Event, terminal.Status = "call/"+op+"/terminal/Delivered", centralstore.AuditTerminal, workflows.StatusDelivered
+	terminal.EventID, terminal.Event, terminal.Status = "call/"+op+"/terminal/Delivered", centralstore.AuditTerminal, contract.StatusDelivered
 	_, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{terminal, newAuditEvent(other, 1, t0), attempt, enqueued})
 	require.NoError(t, err)
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 const (
@@ -42,22 +42,22 @@ func newKPIFixture(t *testing.T, store *centralstore.Store) kpiFixture {
 
 	notes := []struct {
 		name, site string
-		status     workflows.Status
+		status     contract.Status
 		created    time.Time
 		delivered  time.Time // Delivered only
 		subject    string
 	}{
-		{"a-just-older", f.siteA, workflows.StatusPending, ago(kpiStuckAge + second), time.Time{}, "just older than the stuck age"},
-		{"a-just-younger", f.siteA, workflows.StatusPending, ago(kpiStuckAge - second), time.Time{}, "just younger"},
-		{"a-exactly", f.siteA, workflows.StatusPending, ago(kpiStuckAge), time.Time{}, "exactly the stuck age"},
-		{"a-retrying", f.siteA, workflows.StatusRetrying, ago(2 * time.Hour), time.Time{}, "Boiler 7 [overheat] 100%_ hot"},
-		{"a-parked", f.siteA, workflows.StatusParked, ago(3 * time.Hour), time.Time{}, "Pump 3 tripped"},
-		{"a-delivered", f.siteA, workflows.StatusDelivered, ago(40 * time.Minute), ago(30 * time.Minute), "delivered"},
-		{"a-delivered-old", f.siteA, workflows.StatusDelivered, ago(3 * time.Hour), ago(2 * time.Hour), "delivered long ago"},
-		{"a-discarded", f.siteA, workflows.StatusDiscarded, ago(5 * time.Hour), time.Time{}, "discarded"},
-		{"b-pending", f.siteB, workflows.StatusPending, ago(time.Minute), time.Time{}, "fresh"},
-		{"b-in-window", f.siteB, workflows.StatusDelivered, ago(2 * time.Hour), ago(kpiWindow - second), "just in the window"},
-		{"b-out-of-window", f.siteB, workflows.StatusDelivered, ago(2 * time.Hour), ago(kpiWindow + second), "just out of the window"},
+		{"a-just-older", f.siteA, contract.StatusPending, ago(kpiStuckAge + second), time.Time{}, "just older than the stuck age"},
+		{"a-just-younger", f.siteA, contract.StatusPending, ago(kpiStuckAge - second), time.Time{}, "just younger"},
+		{"a-exactly", f.siteA, contract.StatusPending, ago(kpiStuckAge), time.Time{}, "exactly the stuck age"},
+		{"a-retrying", f.siteA, contract.StatusRetrying, ago(2 * time.Hour), time.Time{}, "Boiler 7 [overheat] 100%_ hot"},
+		{"a-parked", f.siteA, contract.StatusParked, ago(3 * time.Hour), time.Time{}, "Pump 3 tripped"},
+		{"a-delivered", f.siteA, contract.StatusDelivered, ago(40 * time.Minute), ago(30 * time.Minute), "delivered"},
+		{"a-delivered-old", f.siteA, contract.StatusDelivered, ago(3 * time.Hour), ago(2 * time.Hour), "delivered long ago"},
+		{"a-discarded", f.siteA, contract.StatusDiscarded, ago(5 * time.Hour), time.Time{}, "discarded"},
+		{"b-pending", f.siteB, contract.StatusPending, ago(time.Minute), time.Time{}, "fresh"},
+		{"b-in-window", f.siteB, contract.StatusDelivered, ago(2 * time.Hour), ago(kpiWindow - second), "just in the window"},
+		{"b-out-of-window", f.siteB, contract.StatusDelivered, ago(2 * time.Hour), ago(kpiWindow + second), "just out of the window"},
 	}
 	for _, n := range notes {
 		row := newRow()
@@ -66,11 +66,11 @@ func newKPIFixture(t *testing.T, store *centralstore.Store) kpiFixture {
 		_, err := store.InsertNotification(ctx, row)
 		require.NoError(t, err)
 		switch n.status {
-		case workflows.StatusPending:
-		case workflows.StatusDelivered:
+		case contract.StatusPending:
+		case contract.StatusDelivered:
 			require.NoError(t, store.MarkNotificationDelivered(ctx, row.NotificationID, n.delivered, []string{"ops@example.com"}))
 		default:
-			require.NoError(t, store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{
+			require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{
 				NotificationID: row.NotificationID, Status: n.status, RetryCount: 2, LastError: "connection refused",
 			}))
 		}
@@ -79,27 +79,27 @@ func newKPIFixture(t *testing.T, store *centralstore.Store) kpiFixture {
 
 	calls := []struct {
 		name, site, kind string
-		status           workflows.Status
+		status           contract.Status
 		created          time.Time
 		terminal         time.Time // terminal statuses only
 	}{
-		{"a-call-retrying", f.siteA, workflows.KindExternalCall, workflows.StatusRetrying, ago(20 * time.Minute), time.Time{}},
-		{"a-call-parked", f.siteA, workflows.KindExternalCall, workflows.StatusParked, ago(5 * time.Hour), time.Time{}},
-		{"a-call-delivered", f.siteA, workflows.KindExternalCall, workflows.StatusDelivered, ago(6 * time.Minute), ago(5 * time.Minute)},
-		{"a-call-failed", f.siteA, workflows.KindExternalCall, workflows.StatusFailed, ago(6 * time.Minute), ago(5 * time.Minute)},
-		{"a-write-younger", f.siteA, workflows.KindDatabaseWrite, workflows.StatusPending, ago(kpiStuckAge - second), time.Time{}},
-		{"a-write-older", f.siteA, workflows.KindDatabaseWrite, workflows.StatusPending, ago(kpiStuckAge + 2*second), time.Time{}},
-		{"b-write-parked-1", f.siteB, workflows.KindDatabaseWrite, workflows.StatusParked, ago(time.Hour), time.Time{}},
-		{"b-write-parked-2", f.siteB, workflows.KindDatabaseWrite, workflows.StatusParked, ago(2 * time.Hour), time.Time{}},
-		{"b-write-delivered-old", f.siteB, workflows.KindDatabaseWrite, workflows.StatusDelivered, ago(2 * time.Hour), ago(kpiWindow + time.Minute)},
-		{"b-call-discarded", f.siteB, workflows.KindExternalCall, workflows.StatusDiscarded, ago(time.Hour), ago(30 * time.Minute)},
+		{"a-call-retrying", f.siteA, contract.KindExternalCall, contract.StatusRetrying, ago(20 * time.Minute), time.Time{}},
+		{"a-call-parked", f.siteA, contract.KindExternalCall, contract.StatusParked, ago(5 * time.Hour), time.Time{}},
+		{"a-call-delivered", f.siteA, contract.KindExternalCall, contract.StatusDelivered, ago(6 * time.Minute), ago(5 * time.Minute)},
+		{"a-call-failed", f.siteA, contract.KindExternalCall, contract.StatusFailed, ago(6 * time.Minute), ago(5 * time.Minute)},
+		{"a-write-younger", f.siteA, contract.KindDatabaseWrite, contract.StatusPending, ago(kpiStuckAge - second), time.Time{}},
+		{"a-write-older", f.siteA, contract.KindDatabaseWrite, contract.StatusPending, ago(kpiStuckAge + 2*second), time.Time{}},
+		{"b-write-parked-1", f.siteB, contract.KindDatabaseWrite, contract.StatusParked, ago(time.Hour), time.Time{}},
+		{"b-write-parked-2", f.siteB, contract.KindDatabaseWrite, contract.StatusParked, ago(2 * time.Hour), time.Time{}},
+		{"b-write-delivered-old", f.siteB, contract.KindDatabaseWrite, contract.StatusDelivered, ago(2 * time.Hour), ago(kpiWindow + time.Minute)},
+		{"b-call-discarded", f.siteB, contract.KindExternalCall, contract.StatusDiscarded, ago(time.Hour), ago(30 * time.Minute)},
 	}
-	rows := make([]workflows.TrackedOperation, 0, len(calls))
+	rows := make([]contract.TrackedOperation, 0, len(calls))
 	for i, c := range calls {
 		r := newSiteCall(c.site, int64(i+1))
 		r.Kind, r.Status, r.CreatedAt, r.UpdatedAt = c.kind, c.status, c.created, c.created
 		r.Target = "erp.postOrder"
-		if c.kind == workflows.KindDatabaseWrite {
+		if c.kind == contract.KindDatabaseWrite {
 			r.Target = "historian"
 		}
 		r.LastAttemptAt, r.NextAttemptAt = nil, nil
@@ -129,14 +129,14 @@ func kpis(t *testing.T, store *centralstore.Store) {
 		f.siteA: {
 			// Exactly the stuck age and one second younger are not stuck;
 			// one second older is.
-			workflows.KindNotification:  {Queue: 4, Stuck: 2, Parked: 1, Delivered: 1, OldestPendingAt: at(2 * time.Hour)},
-			workflows.KindExternalCall:  {Queue: 1, Stuck: 1, Parked: 1, Delivered: 1, OldestPendingAt: at(20 * time.Minute)},
-			workflows.KindDatabaseWrite: {Queue: 2, Stuck: 1, OldestPendingAt: at(kpiStuckAge + 2*time.Second)},
+			contract.KindNotification:  {Queue: 4, Stuck: 2, Parked: 1, Delivered: 1, OldestPendingAt: at(2 * time.Hour)},
+			contract.KindExternalCall:  {Queue: 1, Stuck: 1, Parked: 1, Delivered: 1, OldestPendingAt: at(20 * time.Minute)},
+			contract.KindDatabaseWrite: {Queue: 2, Stuck: 1, OldestPendingAt: at(kpiStuckAge + 2*time.Second)},
 		},
 		f.siteB: {
-			workflows.KindNotification:  {Queue: 1, Delivered: 1, OldestPendingAt: at(time.Minute)},
-			workflows.KindExternalCall:  {},
-			workflows.KindDatabaseWrite: {Parked: 2},
+			contract.KindNotification:  {Queue: 1, Delivered: 1, OldestPendingAt: at(time.Minute)},
+			contract.KindExternalCall:  {},
+			contract.KindDatabaseWrite: {Parked: 2},
 		},
 	}
 	wantTotal := map[string]centralstore.KPIs{
@@ -177,9 +177,9 @@ func kpis(t *testing.T, store *centralstore.Store) {
 	later, err := store.KPIs(ctx, f.now.Add(2*time.Second), kpiStuckAge, kpiWindow)
 	require.NoError(t, err)
 	a := siteGroup(t, later, f.siteA)
-	require.Equal(t, 4, a.Kind(workflows.KindNotification).Stuck)
-	require.Equal(t, 2, a.Kind(workflows.KindDatabaseWrite).Stuck)
-	require.Equal(t, 0, siteGroup(t, later, f.siteB).Kind(workflows.KindNotification).Delivered)
+	require.Equal(t, 4, a.Kind(contract.KindNotification).Stuck)
+	require.Equal(t, 2, a.Kind(contract.KindDatabaseWrite).Stuck)
+	require.Equal(t, 0, siteGroup(t, later, f.siteB).Kind(contract.KindNotification).Delivered)
 	require.InDelta(t, (2*time.Hour + 2*time.Second).Seconds(), a.Total.OldestPendingAgeSeconds, 0.001)
 }
 
@@ -218,7 +218,7 @@ func requireKPIs(t *testing.T, want, got centralstore.KPIs, now time.Time, msg s
 func sqlKPIs(t *testing.T, db *sql.DB, now time.Time, kind, site string) centralstore.KPIs {
 	t.Helper()
 	table, deliveredCol, where := "site_calls", "terminal_at", "kind = @kind"
-	if kind == workflows.KindNotification {
+	if kind == contract.KindNotification {
 		table, deliveredCol, where = "notifications", "delivered_at", "1 = 1"
 	}
 	if site != "" {
@@ -276,15 +276,15 @@ func operatorItems(t *testing.T, store *centralstore.Store) {
 	require.Equal(t, []string{"a-just-older", "a-write-older", "a-call-retrying", "a-retrying", "a-parked", "a-call-parked"}, names)
 	require.False(t, more)
 
-	names, _ = list(centralstore.ItemFilter{Site: f.siteA, Status: string(workflows.StatusParked)})
+	names, _ = list(centralstore.ItemFilter{Site: f.siteA, Status: string(contract.StatusParked)})
 	require.Equal(t, []string{"a-parked", "a-call-parked"}, names)
 	names, _ = list(centralstore.ItemFilter{Site: f.siteA, Status: centralstore.ItemsStuck})
 	require.Equal(t, []string{"a-just-older", "a-write-older", "a-call-retrying", "a-retrying"}, names)
-	names, _ = list(centralstore.ItemFilter{Site: f.siteA, Status: string(workflows.StatusRetrying)})
+	names, _ = list(centralstore.ItemFilter{Site: f.siteA, Status: string(contract.StatusRetrying)})
 	require.Equal(t, []string{"a-call-retrying", "a-retrying"}, names)
-	names, _ = list(centralstore.ItemFilter{Site: f.siteA, Kind: workflows.KindExternalCall})
+	names, _ = list(centralstore.ItemFilter{Site: f.siteA, Kind: contract.KindExternalCall})
 	require.Equal(t, []string{"a-call-retrying", "a-call-parked"}, names)
-	names, _ = list(centralstore.ItemFilter{Site: f.siteB, Kind: workflows.KindDatabaseWrite, Target: "historian"})
+	names, _ = list(centralstore.ItemFilter{Site: f.siteB, Kind: contract.KindDatabaseWrite, Target: "historian"})
 	require.Equal(t, []string{"b-write-parked-1", "b-write-parked-2"}, names)
 	names, _ = list(centralstore.ItemFilter{Site: f.siteA, Target: "ops-" + f.siteA})
 	require.Equal(t, []string{"a-just-older", "a-retrying", "a-parked"}, names)
@@ -301,22 +301,22 @@ func operatorItems(t *testing.T, store *centralstore.Store) {
 	require.Equal(t, []string{"a-just-older", "a-write-older"}, names)
 	require.True(t, more)
 
-	got, err := store.ListOperatorItems(ctx, centralstore.ItemFilter{Now: f.now, StuckAge: kpiStuckAge, Site: f.siteA, Kind: workflows.KindNotification, Status: string(workflows.StatusParked)})
+	got, err := store.ListOperatorItems(ctx, centralstore.ItemFilter{Now: f.now, StuckAge: kpiStuckAge, Site: f.siteA, Kind: contract.KindNotification, Status: string(contract.StatusParked)})
 	require.NoError(t, err)
 	require.Len(t, got.Items, 1)
 	it := got.Items[0]
-	require.Equal(t, workflows.KindNotification, it.Kind)
+	require.Equal(t, contract.KindNotification, it.Kind)
 	require.Equal(t, "Pump 3 tripped", it.Subject)
 	require.Equal(t, "connection refused", it.LastError)
 	require.Equal(t, 2, it.RetryCount)
 	require.False(t, it.Stuck)
 	require.True(t, f.now.Add(-3*time.Hour).Equal(it.CreatedAt))
-	require.Equal(t, workflows.NotificationWorkflowID(f.ids["a-parked"]), it.WorkflowID())
-	got, err = store.ListOperatorItems(ctx, centralstore.ItemFilter{Now: f.now, StuckAge: kpiStuckAge, Site: f.siteA, Kind: workflows.KindDatabaseWrite})
+	require.Equal(t, contract.NotificationWorkflowID(f.ids["a-parked"]), it.WorkflowID())
+	got, err = store.ListOperatorItems(ctx, centralstore.ItemFilter{Now: f.now, StuckAge: kpiStuckAge, Site: f.siteA, Kind: contract.KindDatabaseWrite})
 	require.NoError(t, err)
 	require.Len(t, got.Items, 1)
 	require.True(t, got.Items[0].Stuck)
-	require.Equal(t, workflows.CachedCallWorkflowID(f.ids["a-write-older"]), got.Items[0].WorkflowID())
+	require.Equal(t, contract.CachedCallWorkflowID(f.ids["a-write-older"]), got.Items[0].WorkflowID())
 
 	_, err = store.ListOperatorItems(ctx, centralstore.ItemFilter{Status: "Delivered"})
 	require.ErrorIs(t, err, centralstore.ErrInvalidFilter)

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // The purge tests date their rows in 2001, long before any other test's
@@ -31,7 +31,7 @@ func purgeRequest(batch int) centralstore.PurgeRequest {
 }
 
 // notificationAt stores a notification in status, terminal at the given time.
-func notificationAt(t *testing.T, store *centralstore.Store, status workflows.Status, at time.Time) string {
+func notificationAt(t *testing.T, store *centralstore.Store, status contract.Status, at time.Time) string {
 	t.Helper()
 	ctx := context.Background()
 	row := newRow()
@@ -39,11 +39,11 @@ func notificationAt(t *testing.T, store *centralstore.Store, status workflows.St
 	_, err := store.InsertNotification(ctx, row)
 	require.NoError(t, err)
 	switch status {
-	case workflows.StatusPending:
-	case workflows.StatusDelivered:
+	case contract.StatusPending:
+	case contract.StatusDelivered:
 		require.NoError(t, store.MarkNotificationDelivered(ctx, row.NotificationID, at, []string{"ops@example.com"}))
 	default:
-		require.NoError(t, store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{
+		require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{
 			NotificationID: row.NotificationID, Status: status, RetryCount: 3, LastError: "retries exhausted (3)",
 			LastAttemptAt: &at, At: at,
 		}))
@@ -53,7 +53,7 @@ func notificationAt(t *testing.T, store *centralstore.Store, status workflows.St
 
 // siteCallAt is a site_calls row in status whose every time is at (a
 // terminal time even on a non-terminal row: the status alone must keep it).
-func siteCallAt(site string, seq int64, status workflows.Status, at time.Time) workflows.TrackedOperation {
+func siteCallAt(site string, seq int64, status contract.Status, at time.Time) contract.TrackedOperation {
 	row := newSiteCall(site, seq)
 	row.Status, row.CreatedAt, row.UpdatedAt, row.LastAttemptAt, row.NextAttemptAt = status, at, at, &at, nil
 	row.TerminalAt = &at
@@ -75,32 +75,32 @@ func purgeDeletesOnlyDueRows(t *testing.T, store *centralstore.Store) {
 	old, recent, ancient := purgeT0, purgeT0.Add(300*day), purgeT0.Add(-20*365*day)
 	var dueNotifications, keptNotifications []string
 	for range 3 {
-		dueNotifications = append(dueNotifications, notificationAt(t, store, workflows.StatusDelivered, old))
+		dueNotifications = append(dueNotifications, notificationAt(t, store, contract.StatusDelivered, old))
 	}
-	dueNotifications = append(dueNotifications, notificationAt(t, store, workflows.StatusDiscarded, old))
-	dueNotifications = append(dueNotifications, notificationAt(t, store, workflows.StatusDiscarded, old))
+	dueNotifications = append(dueNotifications, notificationAt(t, store, contract.StatusDiscarded, old))
+	dueNotifications = append(dueNotifications, notificationAt(t, store, contract.StatusDiscarded, old))
 	keptNotifications = append(keptNotifications,
-		notificationAt(t, store, workflows.StatusDelivered, recent),
-		notificationAt(t, store, workflows.StatusDiscarded, recent),
-		notificationAt(t, store, workflows.StatusPending, ancient),
-		notificationAt(t, store, workflows.StatusRetrying, ancient),
-		notificationAt(t, store, workflows.StatusParked, ancient))
+		notificationAt(t, store, contract.StatusDelivered, recent),
+		notificationAt(t, store, contract.StatusDiscarded, recent),
+		notificationAt(t, store, contract.StatusPending, ancient),
+		notificationAt(t, store, contract.StatusRetrying, ancient),
+		notificationAt(t, store, contract.StatusParked, ancient))
 
 	site := newSiteID()
 	// site_calls keep 90 days: 166 days before "now" is past it.
-	dueCalls := []workflows.TrackedOperation{
-		siteCallAt(site, 1, workflows.StatusDelivered, old),
-		siteCallAt(site, 2, workflows.StatusFailed, old),
-		siteCallAt(site, 3, workflows.StatusDiscarded, old),
-		siteCallAt(site, 4, workflows.StatusDelivered, purgeT0.Add(200*day)),
+	dueCalls := []contract.TrackedOperation{
+		siteCallAt(site, 1, contract.StatusDelivered, old),
+		siteCallAt(site, 2, contract.StatusFailed, old),
+		siteCallAt(site, 3, contract.StatusDiscarded, old),
+		siteCallAt(site, 4, contract.StatusDelivered, purgeT0.Add(200*day)),
 	}
-	keptCalls := []workflows.TrackedOperation{
-		siteCallAt(site, 5, workflows.StatusDelivered, purgeT0.Add(360*day)),
-		siteCallAt(site, 6, workflows.StatusPending, ancient),
-		siteCallAt(site, 7, workflows.StatusRetrying, ancient),
-		siteCallAt(site, 8, workflows.StatusParked, ancient),
+	keptCalls := []contract.TrackedOperation{
+		siteCallAt(site, 5, contract.StatusDelivered, purgeT0.Add(360*day)),
+		siteCallAt(site, 6, contract.StatusPending, ancient),
+		siteCallAt(site, 7, contract.StatusRetrying, ancient),
+		siteCallAt(site, 8, contract.StatusParked, ancient),
 	}
-	_, err = store.UpsertSiteCalls(ctx, append(append([]workflows.TrackedOperation{}, dueCalls...), keptCalls...))
+	_, err = store.UpsertSiteCalls(ctx, append(append([]contract.TrackedOperation{}, dueCalls...), keptCalls...))
 	require.NoError(t, err)
 
 	var dueEvents, keptEvents []centralstore.AuditEvent
@@ -200,11 +200,11 @@ func purgeStopsAtMaxRows(t *testing.T, store *centralstore.Store) {
 func terminalTimeOfNotifications(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	for _, status := range []workflows.Status{workflows.StatusDelivered, workflows.StatusDiscarded, workflows.StatusParked} {
+	for _, status := range []contract.Status{contract.StatusDelivered, contract.StatusDiscarded, contract.StatusParked} {
 		id := notificationAt(t, store, status, at)
 		got, err := store.GetNotification(ctx, id)
 		require.NoError(t, err)
-		if status == workflows.StatusParked {
+		if status == contract.StatusParked {
 			require.Nil(t, got.TerminalAt, status)
 			continue
 		}

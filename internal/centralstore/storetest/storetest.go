@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Exercise runs the suite against store.
@@ -42,7 +42,7 @@ func newRow() centralstore.Notification {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	return centralstore.Notification{
 		NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops",
-		Subject: "Pump 3 tripped — ünïcode", Body: "Pressure low", Status: workflows.StatusPending,
+		Subject: "Pump 3 tripped — ünïcode", Body: "Pressure low", Status: contract.StatusPending,
 		SourceSiteID: "plant-1", SourceInstanceID: "pump-3", SourceScript: "trip.go", SourceNode: "node-a",
 		SiteEnqueuedAt: now.Add(-time.Second), CreatedAt: now,
 	}
@@ -58,11 +58,11 @@ func insertIsIdempotent(t *testing.T, store *centralstore.Store) {
 	require.True(t, row.SiteEnqueuedAt.Equal(got.SiteEnqueuedAt))
 
 	changed := row
-	changed.Subject, changed.Status = "a resubmit must not overwrite", workflows.StatusRetrying
+	changed.Subject, changed.Status = "a resubmit must not overwrite", contract.StatusRetrying
 	again, err := store.InsertNotification(ctx, changed)
 	require.NoError(t, err)
 	require.Equal(t, row.Subject, again.Subject)
-	require.Equal(t, workflows.StatusPending, again.Status)
+	require.Equal(t, contract.StatusPending, again.Status)
 }
 
 func statusUpdatesAndDelivery(t *testing.T, store *centralstore.Store) {
@@ -72,13 +72,13 @@ func statusUpdatesAndDelivery(t *testing.T, store *centralstore.Store) {
 	require.NoError(t, err)
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	next := at.Add(time.Minute)
-	require.NoError(t, store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{
-		NotificationID: row.NotificationID, Status: workflows.StatusRetrying, RetryCount: 1,
+	require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{
+		NotificationID: row.NotificationID, Status: contract.StatusRetrying, RetryCount: 1,
 		LastError: "connection refused", LastAttemptAt: &at, NextAttemptAt: &next,
 	}))
 	got, err := store.GetNotification(ctx, row.NotificationID)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusRetrying, got.Status)
+	require.Equal(t, contract.StatusRetrying, got.Status)
 	require.Equal(t, 1, got.RetryCount)
 	require.Equal(t, "connection refused", got.LastError)
 	require.True(t, next.Equal(*got.NextAttemptAt))
@@ -86,7 +86,7 @@ func statusUpdatesAndDelivery(t *testing.T, store *centralstore.Store) {
 	require.NoError(t, store.MarkNotificationDelivered(ctx, row.NotificationID, at, []string{"a@example.com", "b@example.com"}))
 	got, err = store.GetNotification(ctx, row.NotificationID)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDelivered, got.Status)
+	require.Equal(t, contract.StatusDelivered, got.Status)
 	require.Equal(t, []string{"a@example.com", "b@example.com"}, got.ResolvedTargets)
 	require.True(t, at.Equal(*got.DeliveredAt))
 	require.Nil(t, got.NextAttemptAt)
@@ -98,28 +98,28 @@ func terminalRowsNeverChange(t *testing.T, store *centralstore.Store) {
 	row := newRow()
 	_, err := store.InsertNotification(ctx, row)
 	require.NoError(t, err)
-	require.NoError(t, store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{
-		NotificationID: row.NotificationID, Status: workflows.StatusDiscarded,
+	require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{
+		NotificationID: row.NotificationID, Status: contract.StatusDiscarded,
 	}))
 	err = store.MarkNotificationDelivered(ctx, row.NotificationID, time.Now(), []string{"a@example.com"})
 	require.ErrorIs(t, err, centralstore.ErrTerminal)
-	err = store.UpdateNotificationStatus(ctx, workflows.NotificationUpdate{NotificationID: row.NotificationID, Status: workflows.StatusPending})
+	err = store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{NotificationID: row.NotificationID, Status: contract.StatusPending})
 	require.ErrorIs(t, err, centralstore.ErrTerminal)
 	got, err := store.GetNotification(ctx, row.NotificationID)
 	require.NoError(t, err)
-	require.Equal(t, workflows.StatusDiscarded, got.Status)
+	require.Equal(t, contract.StatusDiscarded, got.Status)
 }
 
 // newSiteID is unique per call, so the suite can run again and again against
 // one shared SQL Server database.
 func newSiteID() string { return "site-" + uuid.NewString() }
 
-func newSiteCall(site string, seq int64) workflows.TrackedOperation {
+func newSiteCall(site string, seq int64) contract.TrackedOperation {
 	now := time.Now().UTC().Truncate(time.Microsecond) // as the site keeps tracking times
 	last, next := now.Add(-time.Minute), now.Add(time.Minute)
-	return workflows.TrackedOperation{
-		OperationID: uuid.NewString(), Kind: workflows.KindExternalCall, Target: "erp.postOrder",
-		Status: workflows.StatusRetrying, RetryCount: 2, LastError: "timeout — ünïcode",
+	return contract.TrackedOperation{
+		OperationID: uuid.NewString(), Kind: contract.KindExternalCall, Target: "erp.postOrder",
+		Status: contract.StatusRetrying, RetryCount: 2, LastError: "timeout — ünïcode",
 		SourceSiteID: site, SourceNode: "node-a", SourceInstance: "pump-3", SourceScript: "order.go",
 		CreatedAt: now.Add(-time.Hour), UpdatedAt: now, LastAttemptAt: &last, NextAttemptAt: &next, Seq: seq,
 	}
@@ -127,7 +127,7 @@ func newSiteCall(site string, seq int64) workflows.TrackedOperation {
 
 // requireSameCall compares times with Equal, since a database may hand back
 // an equal instant in another representation, and every other field exactly.
-func requireSameCall(t *testing.T, want, got workflows.TrackedOperation) {
+func requireSameCall(t *testing.T, want, got contract.TrackedOperation) {
 	t.Helper()
 	require.True(t, want.CreatedAt.Equal(got.CreatedAt), "created_at: want %s, got %s", want.CreatedAt, got.CreatedAt)
 	require.True(t, want.UpdatedAt.Equal(got.UpdatedAt), "updated_at: want %s, got %s", want.UpdatedAt, got.UpdatedAt)
@@ -154,18 +154,18 @@ func siteCallsRoundTrip(t *testing.T, store *centralstore.Store) {
 	site := newSiteID()
 	retrying := newSiteCall(site, 1)
 	delivered := newSiteCall(site, 2)
-	delivered.Kind, delivered.Target, delivered.Status, delivered.LastError = workflows.KindDatabaseWrite, "historian", workflows.StatusDelivered, ""
+	delivered.Kind, delivered.Target, delivered.Status, delivered.LastError = contract.KindDatabaseWrite, "historian", contract.StatusDelivered, ""
 	terminal := delivered.UpdatedAt.Add(time.Second)
 	delivered.NextAttemptAt, delivered.TerminalAt = nil, &terminal
 	pending := newSiteCall(site, 3)
-	pending.Status, pending.RetryCount, pending.LastError = workflows.StatusPending, 0, ""
+	pending.Status, pending.RetryCount, pending.LastError = contract.StatusPending, 0, ""
 	pending.SourceNode, pending.SourceInstance, pending.SourceScript = "", "", ""
 	pending.LastAttemptAt, pending.NextAttemptAt = nil, nil
 
-	n, err := store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{retrying, delivered, pending})
+	n, err := store.UpsertSiteCalls(ctx, []contract.TrackedOperation{retrying, delivered, pending})
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
-	for _, want := range []workflows.TrackedOperation{retrying, delivered, pending} {
+	for _, want := range []contract.TrackedOperation{retrying, delivered, pending} {
 		got, err := store.GetSiteCall(ctx, want.OperationID)
 		require.NoError(t, err)
 		requireSameCall(t, want, got)
@@ -175,26 +175,26 @@ func siteCallsRoundTrip(t *testing.T, store *centralstore.Store) {
 func siteCallsKeepHighestSeq(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	row := newSiteCall(newSiteID(), 10)
-	n, err := store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{row})
+	n, err := store.UpsertSiteCalls(ctx, []contract.TrackedOperation{row})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
 	// A replay (equal seq) and a late batch (lower seq) change nothing.
 	for _, seq := range []int64{9, 10} {
 		stale := row
-		stale.Status, stale.Seq = workflows.StatusDelivered, seq
-		n, err = store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{stale})
+		stale.Status, stale.Seq = contract.StatusDelivered, seq
+		n, err = store.UpsertSiteCalls(ctx, []contract.TrackedOperation{stale})
 		require.NoError(t, err)
 		require.Zero(t, n, "seq %d", seq)
 		got, err := store.GetSiteCall(ctx, row.OperationID)
 		require.NoError(t, err)
-		require.Equal(t, workflows.StatusRetrying, got.Status, "seq %d", seq)
+		require.Equal(t, contract.StatusRetrying, got.Status, "seq %d", seq)
 		require.Equal(t, int64(10), got.Seq)
 	}
 
 	newer := row
-	newer.Status, newer.RetryCount, newer.Seq = workflows.StatusParked, 3, 11
-	n, err = store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{newer})
+	newer.Status, newer.RetryCount, newer.Seq = contract.StatusParked, 3, 11
+	n, err = store.UpsertSiteCalls(ctx, []contract.TrackedOperation{newer})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	got, err := store.GetSiteCall(ctx, row.OperationID)
@@ -203,12 +203,12 @@ func siteCallsKeepHighestSeq(t *testing.T, store *centralstore.Store) {
 
 	// One batch holding an id twice keeps the higher seq, whichever comes first.
 	high, low := row, row
-	high.Status, high.Seq = workflows.StatusDelivered, 13
-	low.Status, low.Seq = workflows.StatusFailed, 12
+	high.Status, high.Seq = contract.StatusDelivered, 13
+	low.Status, low.Seq = contract.StatusFailed, 12
 	fresh := newSiteCall(row.SourceSiteID, 14)
 	freshOlder := fresh
-	freshOlder.Status, freshOlder.Seq = workflows.StatusPending, 2
-	n, err = store.UpsertSiteCalls(ctx, []workflows.TrackedOperation{high, freshOlder, low, fresh})
+	freshOlder.Status, freshOlder.Seq = contract.StatusPending, 2
+	n, err = store.UpsertSiteCalls(ctx, []contract.TrackedOperation{high, freshOlder, low, fresh})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	got, err = store.GetSiteCall(ctx, row.OperationID)
@@ -222,7 +222,7 @@ func siteCallsKeepHighestSeq(t *testing.T, store *centralstore.Store) {
 func siteCallsLargeBatch(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	site := newSiteID()
-	rows := make([]workflows.TrackedOperation, 1234)
+	rows := make([]contract.TrackedOperation, 1234)
 	for i := range rows {
 		rows[i] = newSiteCall(site, int64(i+1))
 	}
@@ -246,7 +246,7 @@ func reconcileCursorOnlyAdvances(t *testing.T, store *centralstore.Store) {
 	require.Zero(t, cursor)
 
 	first := newSiteCall(site, 5)
-	n, err := store.MirrorReconciled(ctx, site, []workflows.TrackedOperation{first}, 5)
+	n, err := store.MirrorReconciled(ctx, site, []contract.TrackedOperation{first}, 5)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	requireCursor(t, store, site, 5)
@@ -257,7 +257,7 @@ func reconcileCursorOnlyAdvances(t *testing.T, store *centralstore.Store) {
 	requireCursor(t, store, site, 5)
 
 	second := newSiteCall(site, 7)
-	n, err = store.MirrorReconciled(ctx, site, []workflows.TrackedOperation{second}, 9)
+	n, err = store.MirrorReconciled(ctx, site, []contract.TrackedOperation{second}, 9)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	requireCursor(t, store, site, 9)
@@ -288,7 +288,7 @@ func requireCursor(t *testing.T, store *centralstore.Store, site string, want in
 func listSiteCallsBySite(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	site, other := newSiteID(), newSiteID()
-	rows := []workflows.TrackedOperation{newSiteCall(site, 1), newSiteCall(other, 2), newSiteCall(site, 3), newSiteCall(site, 4)}
+	rows := []contract.TrackedOperation{newSiteCall(site, 1), newSiteCall(other, 2), newSiteCall(site, 3), newSiteCall(site, 4)}
 	_, err := store.UpsertSiteCalls(ctx, rows)
 	require.NoError(t, err)
 

@@ -1,7 +1,11 @@
-// Package workflows holds Outpost's Temporal workflows and the names other
-// processes rely on: task queues, workflow-id prefixes, signal, query and
-// search-attribute names, and statuses. Code here must stay deterministic.
-package workflows
+// Package contract holds the names and types every part of Outpost shares:
+// task queues, workflow ids and their parsers, signal, query and
+// search-attribute names, statuses and kinds, the submissions a site hands
+// off, the states the workflows answer, operator actions, and the inputs
+// and results of activities. It does no I/O and imports nothing of the rest
+// of Outpost, so the site SDK, the stores, the CLI and the workflows can
+// all depend on it (the way River keeps rivertype).
+package contract
 
 import (
 	"encoding/json"
@@ -10,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -23,6 +28,18 @@ const (
 
 // SiteTaskQueue returns the task queue served by the daemon of siteID.
 func SiteTaskQueue(siteID string) string { return siteTaskQueuePrefix + siteID }
+
+// Workflow type names: the central worker registers each workflow under
+// its name, and the site and the tools start or look them up by name, so
+// the site SDK links no workflow code.
+const (
+	WorkflowNotification       = "NotificationWorkflow"
+	WorkflowCachedCall         = "CachedCallWorkflow"
+	WorkflowIngestTelemetry    = "IngestTelemetryWorkflow"
+	WorkflowReconcileSite      = "ReconcileSiteWorkflow"
+	WorkflowPurge              = "PurgeWorkflow"
+	WorkflowLookupNotification = "LookupNotificationWorkflow"
+)
 
 // Workflow-id prefixes.
 const (

@@ -1,4 +1,4 @@
-package workflows_test
+package contract_test
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // A summary fits the server's limit on the payload it becomes (400 bytes by
@@ -23,15 +23,15 @@ func TestSummaryFitsTheServersLimit(t *testing.T) {
 		wantLen int
 	}{
 		{"short, unchanged", "Notify ops: Pump 3 tripped", 26},
-		{"exactly the limit, unchanged", strings.Repeat("a", workflows.MaxSummaryBytes), workflows.MaxSummaryBytes},
-		{"long ASCII, cut to the limit", "Notify ops: " + strings.Repeat("pressure low ", 40), workflows.MaxSummaryBytes},
+		{"exactly the limit, unchanged", strings.Repeat("a", contract.MaxSummaryBytes), contract.MaxSummaryBytes},
+		{"long ASCII, cut to the limit", "Notify ops: " + strings.Repeat("pressure low ", 40), contract.MaxSummaryBytes},
 		// 61 three-byte runes and the ellipsis: a 62nd would pass 200.
 		{"multi-byte, cut between runes", "Notify ops: " + strings.Repeat("€", 100), 12 + 61*3 + 3},
 		// '<' encodes as \u003c: six bytes each.
 		{"escaped characters count as encoded", strings.Repeat("<", 100), 32 + 3},
 	}
 	for _, c := range cases {
-		got := workflows.Summary(c.in)
+		got := contract.Summary(c.in)
 		require.Len(t, got, c.wantLen, c.name)
 		require.True(t, utf8.ValidString(got), c.name)
 		if got != c.in {
@@ -40,7 +40,7 @@ func TestSummaryFitsTheServersLimit(t *testing.T) {
 		}
 		payload, err := converter.GetDefaultDataConverter().ToPayload(got)
 		require.NoError(t, err, c.name)
-		require.LessOrEqual(t, len(payload.GetData()), workflows.MaxSummaryBytes+2, c.name) // the JSON quotes
+		require.LessOrEqual(t, len(payload.GetData()), contract.MaxSummaryBytes+2, c.name) // the JSON quotes
 		require.LessOrEqual(t, proto.Size(payload), 400, c.name)
 	}
 }
@@ -49,11 +49,11 @@ func TestSummaryFitsTheServersLimit(t *testing.T) {
 // package reads would let one operation answer to several ids.
 func TestIsOperationID(t *testing.T) {
 	t.Parallel()
-	require.True(t, workflows.IsOperationID("343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11"))
+	require.True(t, contract.IsOperationID("343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11"))
 	for _, id := range []string{
 		"", "not-a-uuid", "{343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11}", "urn:uuid:343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11",
 		"343ebf6c0e5d4c4e9a4e2b0d7f1f2a11", "343EBF6C-0E5D-4C4E-9A4E-2B0D7F1F2A11", " 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11",
 	} {
-		require.False(t, workflows.IsOperationID(id), id)
+		require.False(t, contract.IsOperationID(id), id)
 	}
 }

@@ -1,0 +1,11 @@
+package contract
+
+// ActivityLookupNotification reads a notification's central row.
+const ActivityLookupNotification = "LookupNotification"
+
+// ErrTypeNotFound fails a lookup of an id central has no row for.
+const ErrTypeNotFound = "NotFound"
+
+// LookupNotificationWorkflowID names the lookup of notification id:
+// concurrent lookups of one id share a run.
+func LookupNotificationWorkflowID(id string) string { return "lookup/" + NotificationWorkflowID(id) }

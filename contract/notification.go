@@ -1,0 +1,138 @@
+package contract
+
+import "time"
+
+// NotificationSubmission is what a site hands to central for one notification:
+// the payload of SignalSubmit on workflow NotificationWorkflowID(NotificationID).
+type NotificationSubmission struct {
+	NotificationID   string    `json:"notificationId"`
+	ListName         string    `json:"listName"`
+	Subject          string    `json:"subject"`
+	Body             string    `json:"body"`
+	SourceSiteID     string    `json:"sourceSiteId"`
+	SourceNode       string    `json:"sourceNode,omitempty"`
+	SourceInstanceID string    `json:"sourceInstanceId,omitempty"`
+	SourceScript     string    `json:"sourceScript,omitempty"`
+	SiteEnqueuedAt   time.Time `json:"siteEnqueuedAt"`
+}
+
+// NotificationState is the central view of one notification: the status
+// query's answer and the workflow's result.
+type NotificationState struct {
+	NotificationID  string    `json:"notificationId"`
+	Status          Status    `json:"status"`
+	RetryCount      int       `json:"retryCount"`
+	LastError       string    `json:"lastError,omitempty"`
+	ResolvedTargets []string  `json:"resolvedTargets,omitempty"`
+	SiteEnqueuedAt  time.Time `json:"siteEnqueuedAt,omitzero"`
+	// CreatedAt is when central recorded it; zero (left out) while the
+	// site still holds it.
+	CreatedAt     time.Time  `json:"createdAt,omitzero"`
+	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+	DeliveredAt   *time.Time `json:"deliveredAt,omitempty"`
+	// LastOperatorAction is the most recent retry or discard applied.
+	LastOperatorAction *OperatorAction `json:"lastOperatorAction,omitempty"`
+}
+
+// RetryPolicy is a fixed-interval delivery policy: MaxRetries retries after the
+// first attempt, Interval apart, then the operation parks.
+type RetryPolicy struct {
+	Interval   time.Duration `json:"interval"`
+	MaxRetries int           `json:"maxRetries"`
+	// AttemptTimeout bounds one delivery attempt.
+	AttemptTimeout time.Duration `json:"attemptTimeout"`
+}
+
+// RecordNotificationResult is the central row as stored (possibly by an
+// earlier run) and the retry policy in force for its delivery.
+type RecordNotificationResult struct {
+	State  NotificationState `json:"state"`
+	Policy RetryPolicy       `json:"policy"`
+}
+
+// DeliverNotificationInput asks for one delivery attempt.
+type DeliverNotificationInput struct {
+	NotificationID string `json:"notificationId"`
+	// RetryCount is the number of failed attempts before this one in the current cycle.
+	RetryCount int `json:"retryCount"`
+	// Attempt numbers this attempt among all of the run's attempts, from 1
+	// (operator retries do not reset it): it names the attempt's audit event.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// DeliverNotificationResult is a successful delivery.
+type DeliverNotificationResult struct {
+	DeliveredAt     time.Time `json:"deliveredAt"`
+	ResolvedTargets []string  `json:"resolvedTargets"`
+	// Unrecorded is true when the email went out but the activity could not
+	// mark the central row Delivered: the workflow records it instead, for
+	// a failed activity would make the workflow send the email again.
+	Unrecorded bool `json:"unrecorded,omitempty"`
+}
+
+// NotificationUpdate is a status change written to the central row.
+type NotificationUpdate struct {
+	NotificationID string     `json:"notificationId"`
+	Status         Status     `json:"status"`
+	RetryCount     int        `json:"retryCount"`
+	LastError      string     `json:"lastError,omitempty"`
+	LastAttemptAt  *time.Time `json:"lastAttemptAt,omitempty"`
+	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
+	// DeliveredAt and ResolvedTargets go with Status Delivered (required
+	// then): a delivery whose activity could not record it.
+	DeliveredAt     time.Time `json:"deliveredAt,omitzero"`
+	ResolvedTargets []string  `json:"resolvedTargets,omitempty"`
+
+	// The fields below feed the audit log; all are optional.
+
+	// SiteID is the notification's source site.
+	SiteID string `json:"siteId,omitempty"`
+	// At is when the workflow decided the change (workflow time); a
+	// Discarded row's terminal time.
+	At time.Time `json:"at,omitzero"`
+	// Attempt is the delivery attempt (DeliverNotificationInput.Attempt)
+	// whose outcome this change records: a failure, or a delivery the
+	// attempt could not record; 0 when it records none.
+	Attempt int `json:"attempt,omitempty"`
+	// OperatorAction is the operator's retry or discard this change applies.
+	OperatorAction *OperatorAction `json:"operatorAction,omitempty"`
+	// OperatorSeq numbers the run's operator actions from 1.
+	OperatorSeq int `json:"operatorSeq,omitempty"`
+}
+
+// Activity names: the activities package implements them and the central
+// worker registers them under these names.
+const (
+	ActivityRecordNotification  = "RecordNotification"
+	ActivityDeliverNotification = "DeliverNotification"
+	ActivityUpdateNotification  = "UpdateNotification"
+)
+
+// Error types that make a delivery failure permanent (no retry: park at once).
+const (
+	ErrTypeUnknownList  = "UnknownList"
+	ErrTypeNoRecipients = "NoRecipients"
+	ErrTypeRejected     = "SMTPRejected"
+	// ErrTypeUncertain is a send the server may have accepted: it had the
+	// whole message and never answered. Sending again could deliver it
+	// twice, so it parks for an operator to check and retry or discard.
+	ErrTypeUncertain = "DeliveryUncertain"
+)
+
+// ErrTypeTerminalRow fails a central-store write that would change a row
+// already Delivered or Discarded: no retry can make it. Its details are the
+// row's NotificationState, which the workflow adopts.
+const ErrTypeTerminalRow = "TerminalRow"
+
+// AfterFailedAttempt is the status after a failed attempt, with retries the
+// number of retries made so far counting this attempt (0 for a first
+// attempt): Parked when the failure is permanent or the retries are used
+// up, Retrying otherwise. A notification's first attempt is central's; a
+// cached call's is the site's immediate attempt, so its retries start at 1.
+func AfterFailedAttempt(retries, maxRetries int, permanent bool) Status {
+	if permanent || retries >= maxRetries {
+		return StatusParked
+	}
+	return StatusRetrying
+}

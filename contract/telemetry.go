@@ -1,0 +1,56 @@
+package contract
+
+// TelemetryBatch is a batch of a site's tracking-row changes, oldest first.
+type TelemetryBatch struct {
+	SiteID string             `json:"siteId"`
+	Rows   []TrackedOperation `json:"rows"`
+}
+
+// MirrorReconciledInput is one page of a reconciliation pull.
+type MirrorReconciledInput struct {
+	SiteID string             `json:"siteId"`
+	Rows   []TrackedOperation `json:"rows"`
+	// Cursor is the highest change number in Rows: the site's next pull starts after it.
+	Cursor int64 `json:"cursor"`
+}
+
+// ListTrackingChangesInput asks a site for tracking rows changed after a cursor.
+type ListTrackingChangesInput struct {
+	After int64 `json:"after"`
+	Limit int   `json:"limit"`
+}
+
+// ReconcileInput names the site to reconcile.
+type ReconcileInput struct {
+	SiteID string `json:"siteId"`
+	// PageSize is how many rows one pull asks for. Default 200.
+	PageSize int `json:"pageSize,omitempty"`
+}
+
+// ReconcileResult says what one reconciliation run pulled.
+type ReconcileResult struct {
+	Rows   int   `json:"rows"`
+	Cursor int64 `json:"cursor"`
+}
+
+// Central activities behind site_calls.
+const (
+	ActivityMirrorSiteCalls      = "MirrorSiteCalls"
+	ActivityReadReconcileCursor  = "ReadReconcileCursor"
+	ActivityMirrorReconciled     = "MirrorReconciled"
+	ActivityResetReconcileCursor = "ResetReconcileCursor"
+	ActivitySettleTerminated     = "SettleTerminated"
+)
+
+// SettleTerminatedResult is what SettleTerminated found of a site's
+// operations whose workflows were terminated before they finished:
+// notifications it discarded on central, and calls still to discard on the
+// site.
+type SettleTerminatedResult struct {
+	Notifications []string `json:"notifications,omitempty"`
+	Calls         []string `json:"calls,omitempty"`
+}
+
+// ErrTypeCursorAhead fails a pull whose cursor is past the site's last
+// change number: the site's store was replaced.
+const ErrTypeCursorAhead = "CursorAhead"
