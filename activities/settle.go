@@ -33,8 +33,8 @@ type SettleActivities struct {
 func (a *SettleActivities) SettleTerminated(ctx context.Context, siteID string) (contract.SettleTerminatedResult, error) {
 	var out contract.SettleTerminatedResult
 	status := contract.AttrStatus.GetName()
-	query := fmt.Sprintf(`ExecutionStatus="Terminated" AND %s=%q AND (%s="Pending" OR %s="Retrying" OR %s="Parked")`,
-		contract.AttrSite.GetName(), siteID, status, status, status)
+	query := fmt.Sprintf(`ExecutionStatus="Terminated" AND %s=%q AND %s IN (%q, %q, %q)`,
+		contract.AttrSite.GetName(), siteID, status, contract.StatusPending, contract.StatusRetrying, contract.StatusParked)
 	var token []byte
 	for {
 		resp, err := a.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})

@@ -163,12 +163,16 @@ func (s Status) Terminal() bool {
 	return s == StatusDelivered || s == StatusDiscarded || s == StatusFailed
 }
 
-// Kinds, the value of OutpostKind.
+// Kinds, the value of OutpostKind and the site buffer's category.
 const (
 	KindNotification  = "Notification"
 	KindExternalCall  = "ExternalCall"
 	KindDatabaseWrite = "DatabaseWrite"
 )
+
+// Kinds lists every kind, in the order reports show them. Each call
+// returns a new slice, so no caller can change another's.
+func Kinds() []string { return []string{KindNotification, KindExternalCall, KindDatabaseWrite} }
 
 // OperatorAction is the payload of SignalRetry and SignalDiscard. Both fields
 // are optional so the Web UI's Send Signal works with {}.

@@ -116,7 +116,7 @@ func TestPostNotificationBuffersAndAnswersForwarding(t *testing.T) {
 
 	msg, err := c.store.Get(context.Background(), acc.ID)
 	require.NoError(t, err)
-	require.Equal(t, sitestore.CategoryNotification, msg.Category)
+	require.Equal(t, contract.KindNotification, msg.Category)
 	require.Equal(t, sitestore.Provenance{SiteID: "plant-1", Node: "node-a", Instance: "pump-3", Script: "trip.go"}, msg.Provenance)
 	var sub contract.NotificationSubmission
 	require.NoError(t, json.Unmarshal(msg.Payload, &sub))

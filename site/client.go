@@ -231,7 +231,7 @@ func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
 		return "", fmt.Errorf("encode notification: %w", err)
 	}
 	_, err = c.store.Enqueue(ctx, sitestore.NewMessage{
-		ID: id, Category: sitestore.CategoryNotification, Target: n.List, Payload: payload,
+		ID: id, Category: contract.KindNotification, Target: n.List, Payload: payload,
 		Provenance: sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: n.Instance, Script: n.Script},
 	})
 	if err != nil {
@@ -296,7 +296,7 @@ func forwardingState(m sitestore.Message) contract.NotificationState {
 		LastError: m.LastError, SiteEnqueuedAt: m.CreatedAt, LastAttemptAt: m.LastAttemptAt,
 		NextAttemptAt: &m.NextAttemptAt,
 	}
-	if m.Status == sitestore.BufferParked {
+	if m.Status == contract.StatusParked {
 		// Central refused it for good: it waits on the site, not retried.
 		st.Status, st.NextAttemptAt = contract.StatusParked, nil
 	}

@@ -274,7 +274,7 @@ func (f *Forwarder) gatherAcks(first sitestore.Message, acks <-chan sitestore.Me
 func (f *Forwarder) settle(ctx context.Context, acked []sitestore.Message) error {
 	var notifications, calls []string
 	for _, m := range acked {
-		if m.Category == sitestore.CategoryNotification {
+		if m.Category == contract.KindNotification {
 			notifications = append(notifications, m.ID)
 		} else {
 			calls = append(calls, m.ID)
@@ -366,13 +366,13 @@ func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
 		wf     any
 	)
 	switch m.Category {
-	case sitestore.CategoryNotification:
+	case contract.KindNotification:
 		var sub contract.NotificationSubmission
 		if err := json.Unmarshal(m.Payload, &sub); err != nil {
 			return fmt.Errorf("decode buffered notification %s: %w: %w", m.ID, errUnreadable, err)
 		}
 		id, signal, opts, wf = contract.NotificationWorkflowID(sub.NotificationID), sub, NotificationStartOptions(sub, f.opts.HideSubject), contract.WorkflowNotification
-	case sitestore.CategoryExternalCall, sitestore.CategoryDatabaseWrite:
+	case contract.KindExternalCall, contract.KindDatabaseWrite:
 		sub, err := f.callSubmission(ctx, m)
 		if err != nil {
 			return err

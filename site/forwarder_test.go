@@ -153,7 +153,7 @@ func TestSweepAcksANotificationWhoseWorkflowIsClosed(t *testing.T) {
 func (f *Forwarder) handoffCount(t *testing.T, outcome string) float64 {
 	t.Helper()
 	var m dto.Metric
-	require.NoError(t, f.handoffs.WithLabelValues(sitestore.CategoryNotification, outcome).Write(&m))
+	require.NoError(t, f.handoffs.WithLabelValues(contract.KindNotification, outcome).Write(&m))
 	return m.GetCounter().GetValue()
 }
 
@@ -175,7 +175,7 @@ func TestSweepParksWhatCentralRefusesForGood(t *testing.T) {
 	payload, err := json.Marshal(contract.NotificationSubmission{NotificationID: poison, ListName: "ops", Subject: "huge",
 		SourceSiteID: "plant-1", SourceInstanceID: strings.Repeat("x", 3<<20), SiteEnqueuedAt: time.Now().UTC()})
 	require.NoError(t, err)
-	_, err = c.store.Enqueue(ctx, sitestore.NewMessage{ID: poison, Category: sitestore.CategoryNotification, Target: "ops",
+	_, err = c.store.Enqueue(ctx, sitestore.NewMessage{ID: poison, Category: contract.KindNotification, Target: "ops",
 		Payload: payload, Provenance: sitestore.Provenance{SiteID: "plant-1", Node: "node-a"}})
 	require.NoError(t, err)
 

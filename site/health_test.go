@@ -12,7 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
@@ -40,12 +40,12 @@ func TestDaemonMetricsAndHealthWithCentralDown(t *testing.T) {
 	var families map[string]*dto.MetricFamily
 	require.Eventually(t, func() bool {
 		families = testutil.ScrapeMetrics(t, base+"/metrics")
-		return testutil.MetricValue(families, "outpost_site_handoffs_total", map[string]string{"category": sitestore.CategoryNotification, "outcome": "failed"}) > 0
+		return testutil.MetricValue(families, "outpost_site_handoffs_total", map[string]string{"category": contract.KindNotification, "outcome": "failed"}) > 0
 	}, 10*time.Second, 100*time.Millisecond, "failed hand-offs are counted while central is down")
-	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_buffer_depth", map[string]string{"category": sitestore.CategoryNotification}))
-	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_buffer_depth", map[string]string{"category": sitestore.CategoryExternalCall}))
+	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_buffer_depth", map[string]string{"category": contract.KindNotification}))
+	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_buffer_depth", map[string]string{"category": contract.KindExternalCall}))
 	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_notification_backlog", nil))
-	require.Greater(t, testutil.MetricValue(families, "outpost_site_buffer_oldest_age_seconds", map[string]string{"category": sitestore.CategoryNotification}), 0.0)
+	require.Greater(t, testutil.MetricValue(families, "outpost_site_buffer_oldest_age_seconds", map[string]string{"category": contract.KindNotification}), 0.0)
 	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_tracking_rows", map[string]string{"status": "Delivered"}))
 	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_tracking_rows", map[string]string{"status": "Pending"}))
 	require.Equal(t, 2.0, testutil.MetricValue(families, "outpost_site_telemetry_backlog", nil), "two tracking rows central has not seen")

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 )
 
@@ -111,7 +112,7 @@ func (c *storeCollector) collectBuffer(ctx context.Context, ch chan<- prometheus
 	for _, st := range stats {
 		ch <- prometheus.MustNewConstMetric(bufferDepthDesc, prometheus.GaugeValue, float64(st.Depth), st.Category)
 		ch <- prometheus.MustNewConstMetric(bufferOldestDesc, prometheus.GaugeValue, c.ages.seconds("buffer/"+st.Category, now, st.Oldest), st.Category)
-		if st.Category == sitestore.CategoryNotification {
+		if st.Category == contract.KindNotification {
 			notifications = st.Depth
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
@@ -23,7 +24,7 @@ func TestOldestAgeGrowsAfterTheClockIsSetBack(t *testing.T) {
 	store, err := sitestore.Open(ctx, filepath.Join(t.TempDir(), "site.db"), sitestore.Options{Now: ahead})
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
-	_, err = store.Enqueue(ctx, sitestore.NewMessage{ID: "n-1", Category: sitestore.CategoryNotification, Target: "ops", Payload: []byte("{}")})
+	_, err = store.Enqueue(ctx, sitestore.NewMessage{ID: "n-1", Category: contract.KindNotification, Target: "ops", Payload: []byte("{}")})
 	require.NoError(t, err)
 
 	reg := newMetricsRegistry(store, newHandoffCounter(), time.Now)
@@ -36,7 +37,7 @@ func TestOldestAgeGrowsAfterTheClockIsSetBack(t *testing.T) {
 		}
 		return byName
 	}
-	oldest := map[string]string{"category": sitestore.CategoryNotification}
+	oldest := map[string]string{"category": contract.KindNotification}
 	first := gather()
 	require.Greater(t, testutil.MetricValue(first, "outpost_site_clock_lead_seconds", nil), 3500.0)
 	time.Sleep(1100 * time.Millisecond)

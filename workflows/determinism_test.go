@@ -11,9 +11,14 @@ import (
 // pinned as a Go tool in its own module, dev/workflowcheck, built from the
 // Go module proxy on first use (`go tool -n` builds it and prints its path).
 func TestWorkflowsAreDeterministic(t *testing.T) {
-	path, err := exec.Command("go", "-C", "../dev/workflowcheck", "tool", "-n", "workflowcheck").CombinedOutput()
+	// Only stdout is the path: on a fresh module cache stderr also says
+	// "go: downloading …", which must not end up in the command name.
+	var stderr strings.Builder
+	build := exec.Command("go", "-C", "../dev/workflowcheck", "tool", "-n", "workflowcheck")
+	build.Stderr = &stderr
+	path, err := build.Output()
 	if err != nil {
-		t.Fatalf("build workflowcheck (dev/workflowcheck): %v\n%s", err, path)
+		t.Fatalf("build workflowcheck (dev/workflowcheck): %v\n%s", err, stderr.String())
 	}
 	out, err := exec.Command(strings.TrimSpace(string(path)), ".").CombinedOutput()
 	if err != nil {

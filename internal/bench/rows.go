@@ -13,7 +13,6 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/dbtx"
 	"github.com/outpost-dev/outpost/internal/hlc"
-	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/site"
@@ -88,7 +87,7 @@ func (m *rowMaker) notification(now time.Time) (bufferRow, error) {
 	if err != nil {
 		return bufferRow{}, fmt.Errorf("encode notification: %w", err)
 	}
-	return m.stamp(bufferRow{ID: id, Category: sitestore.CategoryNotification, Target: benchList, Payload: payload}, now), nil
+	return m.stamp(bufferRow{ID: id, Category: contract.KindNotification, Target: benchList, Payload: payload}, now), nil
 }
 
 // submission is what the site hands to central for notification id.
@@ -109,7 +108,7 @@ func (m *rowMaker) call(id string, now time.Time) (bufferRow, error) {
 		return bufferRow{}, err
 	}
 	return m.stamp(bufferRow{
-		ID: id, Category: sitestore.CategoryExternalCall, TrackedOperationID: id,
+		ID: id, Category: contract.KindExternalCall, TrackedOperationID: id,
 		Target: benchSystem + "." + benchMethod, Payload: payload,
 	}, now), nil
 }
@@ -146,7 +145,7 @@ func insertBuffer(ctx context.Context, tx *sql.Tx, rows []bufferRow) error {
 	defer stmt.Close()
 	for _, r := range rows {
 		_, err := stmt.ExecContext(ctx, r.ID, r.Category, r.TrackedOperationID, r.Target, r.Payload,
-			sitestore.BufferPending, r.CreatedAt, r.CreatedAt, benchSite, benchNode, benchScript,
+			string(contract.StatusPending), r.CreatedAt, r.CreatedAt, benchSite, benchNode, benchScript,
 			r.HLC, r.PayloadHash, r.PrevLink, r.Link)
 		if err != nil {
 			return fmt.Errorf("insert buffer row %s: %w", r.ID, err)

@@ -13,9 +13,6 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 )
 
-// Kinds lists the operation kinds in the order reports show them.
-var Kinds = []string{contract.KindNotification, contract.KindExternalCall, contract.KindDatabaseWrite}
-
 // KPIs are the outbox indicators of one slice of the central tables (one
 // kind, one site, or everything).
 type KPIs struct {
@@ -74,7 +71,7 @@ type KPIGroup struct {
 	Site string `json:"site,omitempty"`
 	// Total sums every kind.
 	Total KPIs `json:"total"`
-	// Kinds has one entry per kind, in the order of Kinds, zeros included.
+	// contract.Kinds() has one entry per kind, in the order of contract.Kinds(), zeros included.
 	Kinds []KindKPIs `json:"kinds"`
 }
 
@@ -187,7 +184,7 @@ func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.D
 		}
 		for _, grp := range []*KPIGroup{g, &report.Global} {
 			grp.Total.add(*c)
-			i := slices.Index(Kinds, kind)
+			i := slices.Index(contract.Kinds(), kind)
 			if i < 0 {
 				// A kind this build does not know still counts in the total.
 				grp.Kinds = append(grp.Kinds, KindKPIs{Kind: kind})
@@ -210,8 +207,8 @@ func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.D
 }
 
 func newGroup(site string) KPIGroup {
-	g := KPIGroup{Site: site, Kinds: make([]KindKPIs, len(Kinds))}
-	for i, k := range Kinds {
+	g := KPIGroup{Site: site, Kinds: make([]KindKPIs, len(contract.Kinds()))}
+	for i, k := range contract.Kinds() {
 		g.Kinds[i].Kind = k
 	}
 	return g
@@ -328,8 +325,8 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 	if err != nil {
 		return OperatorItems{}, err
 	}
-	if f.Kind != "" && !slices.Contains(Kinds, f.Kind) {
-		return OperatorItems{}, fmt.Errorf("%w: kind %q is not one of %s", ErrInvalidFilter, f.Kind, strings.Join(Kinds, ", "))
+	if f.Kind != "" && !slices.Contains(contract.Kinds(), f.Kind) {
+		return OperatorItems{}, fmt.Errorf("%w: kind %q is not one of %s", ErrInvalidFilter, f.Kind, strings.Join(contract.Kinds(), ", "))
 	}
 
 	var items []OperatorItem

@@ -161,8 +161,6 @@ func (f parkedFilter) empty() bool {
 	return f.site == "" && f.kind == "" && f.target == "" && f.olderThan == 0
 }
 
-var kinds = []string{contract.KindNotification, contract.KindExternalCall, contract.KindDatabaseWrite}
-
 // query is the visibility query of parked operations matching f, with
 // --older-than counted back from now.
 func (f parkedFilter) query(now time.Time) (string, error) {
@@ -173,11 +171,11 @@ func (f parkedFilter) query(now time.Time) (string, error) {
 	}
 	kind := f.kind
 	if kind != "" {
-		i := indexFold(kinds, kind)
+		i := indexFold(contract.Kinds(), kind)
 		if i < 0 {
-			return "", fmt.Errorf("--kind %q: want %s", kind, strings.Join(kinds, ", "))
+			return "", fmt.Errorf("--kind %q: want %s", kind, strings.Join(contract.Kinds(), ", "))
 		}
-		kind = kinds[i]
+		kind = contract.Kinds()[i]
 	}
 	for _, c := range []struct{ flag, attr, value string }{
 		{"site", contract.AttrSite.GetName(), f.site},

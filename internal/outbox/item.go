@@ -112,8 +112,8 @@ func (h *handler) callRequest(ctx context.Context, it centralstore.OperatorItem)
 
 // checkItemPath validates an item's path: a known kind and a canonical UUID.
 func checkItemPath(kind, id string) error {
-	if !slices.Contains(centralstore.Kinds, kind) {
-		return badf("kind %q: want one of %s", kind, strings.Join(centralstore.Kinds, ", "))
+	if !slices.Contains(contract.Kinds(), kind) {
+		return badf("kind %q: want one of %s", kind, strings.Join(contract.Kinds(), ", "))
 	}
 	if !contract.IsOperationID(id) {
 		return badf("id %q is not a UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11", id)

@@ -147,8 +147,8 @@ func parseFilter(q url.Values) (centralstore.ItemFilter, error) {
 	if f.Status != "" && !slices.Contains(statuses, f.Status) {
 		return f, badf("status %q: want one of %s", f.Status, strings.Join(statuses, ", "))
 	}
-	if f.Kind != "" && !slices.Contains(centralstore.Kinds, f.Kind) {
-		return f, badf("kind %q: want one of %s", f.Kind, strings.Join(centralstore.Kinds, ", "))
+	if f.Kind != "" && !slices.Contains(contract.Kinds(), f.Kind) {
+		return f, badf("kind %q: want one of %s", f.Kind, strings.Join(contract.Kinds(), ", "))
 	}
 	f.Site, f.Target, f.Query = strings.TrimSpace(q.Get("site")), strings.TrimSpace(q.Get("target")), strings.TrimSpace(q.Get("q"))
 	var err error
@@ -211,7 +211,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, who identity) {
 	data := h.pageData(w, r, who)
 	data.Now, data.Report, data.Items = now, report, items
 	data.Form, data.Back = formValues(r.URL.Query()), filterQuery(r.URL.Query())
-	data.Statuses, data.Kinds = statuses, centralstore.Kinds
+	data.Statuses, data.Kinds = statuses, contract.Kinds()
 	render(w, "outbox", data)
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // The hot path of a site: durable enqueue through the group-commit writer,
@@ -27,7 +29,7 @@ func benchPayload() []byte {
 
 func benchMessage(i int64, payload []byte) NewMessage {
 	return NewMessage{
-		ID: fmt.Sprintf("bench-%012d", i), Category: CategoryNotification, Target: "ops", Payload: payload,
+		ID: fmt.Sprintf("bench-%012d", i), Category: contract.KindNotification, Target: "ops", Payload: payload,
 		Provenance: Provenance{SiteID: "plant-1", Node: "node-a"},
 	}
 }
@@ -84,8 +86,8 @@ var rawHash = benchPayload()[:32]
 // column for column, as Enqueue writes, with nothing around it.
 func execRaw(ctx context.Context, stmt *sql.Stmt, i int64, payload []byte) error {
 	now := time.Now().UnixNano()
-	_, err := stmt.ExecContext(ctx, fmt.Sprintf("raw-%012d", i), CategoryNotification, "", "ops", payload,
-		BufferPending, now, now, "plant-1", "node-a", "", "", "0000019a8f3c2b10-00000000", rawHash, rawHash, rawHash)
+	_, err := stmt.ExecContext(ctx, fmt.Sprintf("raw-%012d", i), contract.KindNotification, "", "ops", payload,
+		string(contract.StatusPending), now, now, "plant-1", "node-a", "", "", "0000019a8f3c2b10-00000000", rawHash, rawHash, rawHash)
 	return err
 }
 
@@ -144,7 +146,7 @@ func BenchmarkGetOperation(b *testing.B) {
 	const rows = 10000
 	for i := 0; i < rows; i++ {
 		if _, err := s.BeginOperation(ctx, NewOperation{
-			OperationID: fmt.Sprintf("op-%06d", i), Kind: CategoryExternalCall, Target: "erp/getOrder",
+			OperationID: fmt.Sprintf("op-%06d", i), Kind: contract.KindExternalCall, Target: "erp/getOrder",
 			Payload: []byte(`{}`), Provenance: Provenance{SiteID: "plant-1", Node: "node-a"},
 		}); err != nil {
 			b.Fatal(err)

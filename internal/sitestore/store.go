@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/dbtx"
 	"github.com/outpost-dev/outpost/internal/hlc"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
@@ -16,21 +17,6 @@ import (
 
 // ErrNotFound is returned for an id the buffer does not hold.
 var ErrNotFound = errors.New("not in the site buffer")
-
-// Categories of buffered operations.
-const (
-	CategoryNotification  = "Notification"
-	CategoryExternalCall  = "ExternalCall"
-	CategoryDatabaseWrite = "DatabaseWrite"
-)
-
-// Buffer statuses: a row is Pending until a forward attempt fails, then
-// Retrying; a cached call's row follows its tracking row and may be Parked.
-const (
-	BufferPending  = "Pending"
-	BufferRetrying = "Retrying"
-	BufferParked   = "Parked"
-)
 
 // Provenance says where an operation came from.
 type Provenance struct {
@@ -42,7 +28,8 @@ type Provenance struct {
 
 // NewMessage is an operation to buffer.
 type NewMessage struct {
-	ID                 string
+	ID string
+	// Category is the operation's kind (contract.KindNotification, …).
 	Category           string
 	TrackedOperationID string // cached calls only
 	Target             string
@@ -56,7 +43,7 @@ type NewMessage struct {
 // forwarder's schedule and the air-gap fields: HLC and chain link).
 type Message struct {
 	NewMessage
-	Status        string
+	Status        contract.Status
 	RetryCount    int
 	LastError     string
 	CreatedAt     time.Time
@@ -316,7 +303,7 @@ func (h *chainHead) append(m NewMessage, payloadHash []byte, now time.Time) Mess
 		next = m.NotBefore.UTC()
 	}
 	msg := Message{
-		NewMessage: m, Status: BufferPending, CreatedAt: now, NextAttemptAt: next,
+		NewMessage: m, Status: contract.StatusPending, CreatedAt: now, NextAttemptAt: next,
 		HLC: ts, PayloadHash: payloadHash, PrevLink: h.link, Link: link,
 	}
 	h.last, h.link = ts, link
@@ -443,7 +430,7 @@ func (s *Store) RecordFailedAttempt(ctx context.Context, id string, at, next tim
 	return s.inTx(ctx, "record failed hand-off of "+id, func(tx *writeTx) error {
 		_, err := tx.ExecContext(tx.ctx, `UPDATE buffer SET status = ?, retry_count = retry_count + 1,
 			last_error = ?, last_attempt_at = ?, next_attempt_at = ? WHERE message_id = ?`,
-			BufferRetrying, reason, at.UnixNano(), next.UnixNano(), id)
+			string(contract.StatusRetrying), reason, at.UnixNano(), next.UnixNano(), id)
 		return err
 	})
 }
@@ -525,7 +512,7 @@ func (s *Store) ClockLead(ctx context.Context, now time.Time) (time.Duration, er
 func (s *Store) ParkUnforwardable(ctx context.Context, id string, at time.Time, reason string) error {
 	return s.inTx(ctx, "park "+id, func(tx *writeTx) error {
 		_, err := tx.ExecContext(tx.ctx, `UPDATE buffer SET status = ?, handed_off = 1, last_error = ?, last_attempt_at = ?
-			WHERE message_id = ?`, BufferParked, reason, at.UnixNano(), id)
+			WHERE message_id = ?`, string(contract.StatusParked), reason, at.UnixNano(), id)
 		return err
 	})
 }

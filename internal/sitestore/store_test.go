@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/hlc"
 )
 
@@ -22,7 +23,7 @@ func openTest(t *testing.T, path string, now func() time.Time) *Store {
 
 func msg(i int) NewMessage {
 	return NewMessage{
-		ID: fmt.Sprintf("m-%03d", i), Category: CategoryNotification, Target: "ops",
+		ID: fmt.Sprintf("m-%03d", i), Category: contract.KindNotification, Target: "ops",
 		Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Provenance: Provenance{SiteID: "plant-1", Node: "node-a"},
 	}
 }
@@ -81,7 +82,7 @@ func TestFailedAttemptSchedulesNextAndDeleteRemoves(t *testing.T) {
 
 	m, err := s.Get(ctx, "m-000")
 	require.NoError(t, err)
-	require.Equal(t, BufferRetrying, m.Status)
+	require.Equal(t, contract.StatusRetrying, m.Status)
 	require.Equal(t, 1, m.RetryCount)
 	require.Equal(t, "central unreachable", m.LastError)
 	require.Equal(t, now, *m.LastAttemptAt)

@@ -116,8 +116,8 @@ func TestBeginOperationTracksPendingAndBuffersAfterGrace(t *testing.T) {
 	m, err := s.Get(ctx, "op-1")
 	require.NoError(t, err)
 	require.Equal(t, "op-1", m.TrackedOperationID)
-	require.Equal(t, CategoryExternalCall, m.Category)
-	require.Equal(t, BufferPending, m.Status)
+	require.Equal(t, contract.KindExternalCall, m.Category)
+	require.Equal(t, contract.StatusPending, m.Status)
 	require.Equal(t, newOp("op-1", grace).Payload, m.Payload)
 
 	payload, err := s.OperationPayload(ctx, "op-1")
@@ -166,7 +166,7 @@ func TestRecordAttemptMirrorsNonTerminalStatusOnBuffer(t *testing.T) {
 	require.Equal(t, &next, row.NextAttemptAt)
 	m, err := s.Get(ctx, "op-1")
 	require.NoError(t, err)
-	require.Equal(t, BufferRetrying, m.Status)
+	require.Equal(t, contract.StatusRetrying, m.Status)
 	require.Equal(t, 1, m.RetryCount)
 	require.Equal(t, "HTTP 502", m.LastError)
 
@@ -175,7 +175,7 @@ func TestRecordAttemptMirrorsNonTerminalStatusOnBuffer(t *testing.T) {
 	require.Nil(t, row.TerminalAt, "parked is not terminal")
 	m, err = s.Get(ctx, "op-1")
 	require.NoError(t, err)
-	require.Equal(t, BufferParked, m.Status)
+	require.Equal(t, contract.StatusParked, m.Status)
 	require.Equal(t, 2, m.RetryCount)
 	_, err = s.OperationPayload(ctx, "op-1")
 	require.NoError(t, err)
@@ -425,7 +425,7 @@ func TestMigratesVersion1File(t *testing.T) {
 	link := hlc.Link([]byte{}, "m-old", ts, hlc.PayloadHash(payload))
 	_, err = db.ExecContext(ctx, `INSERT INTO buffer (message_id, category, target, payload, status, created_at,
 		next_attempt_at, site_id, node, hlc, payload_hash, prev_link, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		"m-old", CategoryNotification, "ops", payload, BufferPending, trackingT0.UnixNano(), trackingT0.UnixNano(),
+		"m-old", contract.KindNotification, "ops", payload, string(contract.StatusPending), trackingT0.UnixNano(), trackingT0.UnixNano(),
 		"plant-1", "node-a", ts.String(), hlc.PayloadHash(payload), []byte{}, link)
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `INSERT INTO chain (node, last_hlc, head) VALUES (?, ?, ?)`, "node-a", ts.String(), link)

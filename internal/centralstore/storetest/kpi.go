@@ -145,9 +145,9 @@ func kpis(t *testing.T, store *centralstore.Store) {
 	}
 	for _, site := range []string{f.siteA, f.siteB} {
 		g := siteGroup(t, report, site)
-		require.Len(t, g.Kinds, len(centralstore.Kinds))
+		require.Len(t, g.Kinds, len(contract.Kinds()))
 		for i, k := range g.Kinds {
-			require.Equal(t, centralstore.Kinds[i], k.Kind)
+			require.Equal(t, contract.Kinds()[i], k.Kind)
 			requireKPIs(t, want[site][k.Kind], k.KPIs, f.now, site+" "+k.Kind)
 			requireKPIs(t, sqlKPIs(t, store.DB(), f.now, k.Kind, site), k.KPIs, f.now, "sql "+site+" "+k.Kind)
 		}
@@ -158,7 +158,7 @@ func kpis(t *testing.T, store *centralstore.Store) {
 	// made directly in SQL, and with the sum over sites.
 	var sum centralstore.KPIs
 	for i, k := range report.Global.Kinds {
-		require.Equal(t, centralstore.Kinds[i], k.Kind)
+		require.Equal(t, contract.Kinds()[i], k.Kind)
 		requireKPIs(t, sqlKPIs(t, store.DB(), f.now, k.Kind, ""), k.KPIs, f.now, "global "+k.Kind)
 		sum.Queue, sum.Stuck, sum.Parked, sum.Delivered = sum.Queue+k.Queue, sum.Stuck+k.Stuck, sum.Parked+k.Parked, sum.Delivered+k.Delivered
 	}
