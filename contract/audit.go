@@ -19,7 +19,3 @@ type OperatorActionAudit struct {
 	// At is when the workflow applied it (workflow time).
 	At time.Time `json:"at"`
 }
-
-// ActivityAuditOperatorAction records an OperatorActionAudit; a local
-// activity on the central worker.
-const ActivityAuditOperatorAction = "AuditOperatorAction"

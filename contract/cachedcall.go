@@ -58,14 +58,6 @@ type ResolveParkedCallInput struct {
 	Cancelled bool `json:"cancelled,omitempty"`
 }
 
-// Activity names of cached calls. The site daemon registers the first three
-// on its task queue; the central worker registers the mirror activities.
-const (
-	ActivityDeliverCachedCall   = "DeliverCachedCall"
-	ActivityResolveParkedCall   = "ResolveParkedCall"
-	ActivityListTrackingChanges = "ListTrackingChanges"
-)
-
 // ErrTypeUnknownOperation fails a site activity on a daemon that does not
 // hold the operation. It is retryable: another daemon polling the site's
 // task queue (a second daemon with the same site id) may have taken the

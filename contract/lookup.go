@@ -1,8 +1,5 @@
 package contract
 
-// ActivityLookupNotification reads a notification's central row.
-const ActivityLookupNotification = "LookupNotification"
-
 // ErrTypeNotFound fails a lookup of an id central has no row for.
 const ErrTypeNotFound = "NotFound"
 

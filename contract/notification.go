@@ -101,14 +101,6 @@ type NotificationUpdate struct {
 	OperatorSeq int `json:"operatorSeq,omitempty"`
 }
 
-// Activity names: the activities package implements them and the central
-// worker registers them under these names.
-const (
-	ActivityRecordNotification  = "RecordNotification"
-	ActivityDeliverNotification = "DeliverNotification"
-	ActivityUpdateNotification  = "UpdateNotification"
-)
-
 // Error types that make a delivery failure permanent (no retry: park at once).
 const (
 	ErrTypeUnknownList  = "UnknownList"

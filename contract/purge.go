@@ -1,11 +1,8 @@
 package contract
 
-// Purge names: its activity, and the Temporal Schedule that runs the purge
-// workflow daily (operators see and trigger it on the Web UI's Schedules page).
-const (
-	ActivityPurgeCentralStore = "PurgeCentralStore"
-	PurgeScheduleID           = "outpost-purge"
-)
+// PurgeScheduleID names the Temporal Schedule that runs the purge workflow
+// daily (operators see and trigger it on the Web UI's Schedules page).
+const PurgeScheduleID = "outpost-purge"
 
 // PurgeResult counts the rows a purge deleted, per central table.
 type PurgeResult struct {

@@ -33,15 +33,6 @@ type ReconcileResult struct {
 	Cursor int64 `json:"cursor"`
 }
 
-// Central activities behind site_calls.
-const (
-	ActivityMirrorSiteCalls      = "MirrorSiteCalls"
-	ActivityReadReconcileCursor  = "ReadReconcileCursor"
-	ActivityMirrorReconciled     = "MirrorReconciled"
-	ActivityResetReconcileCursor = "ResetReconcileCursor"
-	ActivitySettleTerminated     = "SettleTerminated"
-)
-
 // SettleTerminatedResult is what SettleTerminated found of a site's
 // operations whose workflows were terminated before they finished:
 // notifications it discarded on central, and calls still to discard on the

@@ -52,13 +52,13 @@ func TestCachedCallOperatorActionsAreAudited(t *testing.T) {
 	parked := callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503")
 	delivers := []contract.TrackedOperation{parked, parked}
 	resolves := []contract.TrackedOperation{callRow(contract.StatusRetrying, 0, ""), callRow(contract.StatusDiscarded, 0, "")}
-	env.OnActivity(contract.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+	env.OnActivity(siteActs.DeliverCachedCall, mock.Anything, mock.Anything).Return(
 		func(context.Context, contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
 			row := delivers[0]
 			delivers = delivers[1:]
 			return row, nil
 		})
-	env.OnActivity(contract.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
+	env.OnActivity(siteActs.ResolveParkedCall, mock.Anything, mock.Anything).Return(
 		func(context.Context, contract.ResolveParkedCallInput) (contract.TrackedOperation, error) {
 			row := resolves[0]
 			resolves = resolves[1:]
@@ -99,13 +99,13 @@ func TestNotificationUpdatesCarryTheAuditFields(t *testing.T) {
 	env.SetStartTime(t0)
 	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterActivity(&activities.NotificationActivities{})
-	env.OnActivity(contract.ActivityRecordNotification, mock.Anything, mock.Anything).Return(
+	env.OnActivity(notificationActs.RecordNotification, mock.Anything, mock.Anything).Return(
 		contract.RecordNotificationResult{
 			State:  contract.NotificationState{NotificationID: sub.NotificationID, Status: contract.StatusPending},
 			Policy: contract.RetryPolicy{Interval: time.Minute, MaxRetries: 1, AttemptTimeout: time.Minute},
 		}, nil)
 	var attempts []int
-	env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 			attempts = append(attempts, in.Attempt)
 			if in.Attempt == 4 {
@@ -114,7 +114,7 @@ func TestNotificationUpdatesCarryTheAuditFields(t *testing.T) {
 			return contract.DeliverNotificationResult{}, errors.New("connection refused")
 		})
 	var updates []contract.NotificationUpdate
-	env.OnActivity(contract.ActivityUpdateNotification, mock.Anything, mock.Anything).Return(
+	env.OnActivity(notificationActs.UpdateNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, u contract.NotificationUpdate) error {
 			updates = append(updates, u)
 			return nil

@@ -51,7 +51,7 @@ func (c *cachedCall) endCancelled(ctx workflow.Context, err error) error {
 	workflow.GetLogger(ctx).Info("call cancelled; discarding it on its site", "operation", c.state.OperationID)
 	ctx = afterCancel(ctx)
 	in := contract.ResolveParkedCallInput{OperationID: c.state.OperationID, Action: cancelledAction, Cancelled: true}
-	if err := c.onSite(ctx, contract.ActivityResolveParkedCall, in); err != nil {
+	if err := c.onSite(ctx, siteActs.ResolveParkedCall, in); err != nil {
 		return err
 	}
 	c.lastAction = &cancelledAction
@@ -114,7 +114,7 @@ func (c *cachedCall) run(ctx workflow.Context) error {
 		workflow.GetLogger(ctx).Info("operator action on parked call",
 			"retry", retry, "operator", action.Operator, "reason", action.Reason)
 		in := contract.ResolveParkedCallInput{OperationID: c.state.OperationID, Retry: retry, Action: action, Cancelled: cancelled}
-		if err := c.onSite(ctx, contract.ActivityResolveParkedCall, in); err != nil {
+		if err := c.onSite(ctx, siteActs.ResolveParkedCall, in); err != nil {
 			return err
 		}
 		c.lastAction = &action
@@ -137,7 +137,7 @@ func (c *cachedCall) run(ctx workflow.Context) error {
 func (c *cachedCall) retryUntilSettled(ctx workflow.Context) error {
 	for {
 		in := contract.DeliverCachedCallInput{OperationID: c.state.OperationID, RetryCount: c.state.RetryCount, Policy: c.sub.Policy}
-		if err := c.onSite(ctx, contract.ActivityDeliverCachedCall, in); err != nil {
+		if err := c.onSite(ctx, siteActs.DeliverCachedCall, in); err != nil {
 			return err
 		}
 		if c.state.Status != contract.StatusRetrying && c.state.Status != contract.StatusPending {
@@ -165,7 +165,7 @@ func (c *cachedCall) untilNextAttempt(ctx workflow.Context) time.Duration {
 // the task waits in the site's queue, and a lost attempt (the site died
 // mid-call) is tried again at the call's interval, forever; the site
 // recognises an attempt it already recorded.
-func (c *cachedCall) onSite(ctx workflow.Context, activity string, in any) error {
+func (c *cachedCall) onSite(ctx workflow.Context, activity any, in any) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           contract.SiteTaskQueue(c.sub.SiteID),
 		StartToCloseTimeout: c.sub.Policy.AttemptTimeout,
@@ -175,7 +175,7 @@ func (c *cachedCall) onSite(ctx workflow.Context, activity string, in any) error
 	})
 	var row contract.TrackedOperation
 	if err := workflow.ExecuteActivity(ctx, activity, in).Get(ctx, &row); err != nil {
-		return fmt.Errorf("%s of %s on site %s: %w", activity, c.state.OperationID, c.sub.SiteID, err)
+		return fmt.Errorf("call %s on site %s: %w", c.state.OperationID, c.sub.SiteID, err)
 	}
 	c.state = row
 	setDetails(ctx, row.Status, row.RetryCount, row.LastError)

@@ -67,7 +67,7 @@ func (s *cachedCallSuite) SetupTest() {
 	s.env.RegisterActivity(site)
 	s.env.RegisterActivity(&activities.AuditActivities{})
 	// Auditing is tested in audit_test.go; here it only succeeds.
-	s.env.OnActivity(contract.ActivityAuditOperatorAction, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(auditActs.AuditOperatorAction, mock.Anything, mock.Anything).Return(nil)
 	// The site activities exist only on the site's own queue: an activity
 	// scheduled anywhere else finds no worker and fails the test.
 	s.env.SetActivityTaskQueue(contract.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
@@ -86,7 +86,7 @@ func (s *cachedCallSuite) submitAt(sub contract.CachedCallSubmission, after time
 // deliverReturns makes DeliverCachedCall answer rows in turn. A call past
 // the last row fails the workflow at once instead of retrying forever.
 func (s *cachedCallSuite) deliverReturns(rows ...contract.TrackedOperation) {
-	s.env.OnActivity(contract.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(siteActs.DeliverCachedCall, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
 			s.delivers = append(s.delivers, in)
 			s.deliverAt = append(s.deliverAt, s.env.Now().UTC())
@@ -98,7 +98,7 @@ func (s *cachedCallSuite) deliverReturns(rows ...contract.TrackedOperation) {
 }
 
 func (s *cachedCallSuite) resolveReturns(rows ...contract.TrackedOperation) {
-	s.env.OnActivity(contract.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(siteActs.ResolveParkedCall, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.ResolveParkedCallInput) (contract.TrackedOperation, error) {
 			s.resolves = append(s.resolves, in)
 			s.resolvesAt = append(s.resolvesAt, s.env.Now().UTC())
@@ -157,7 +157,7 @@ func (s *cachedCallSuite) TestFailsTwiceThenDelivered() {
 	s.Equal(callPolicy.Interval, s.deliverAt[1].Sub(s.deliverAt[0]))
 	s.Equal(callPolicy.Interval, s.deliverAt[2].Sub(s.deliverAt[1]))
 	s.Equal([]string{"Retrying", "Retrying", "Delivered"}, s.statusAttrs)
-	s.env.AssertNotCalled(s.T(), contract.ActivityResolveParkedCall, mock.Anything, mock.Anything)
+	s.env.AssertNotCalled(s.T(), nameOf(siteActs.ResolveParkedCall), mock.Anything, mock.Anything)
 }
 
 // A call handed off long after its immediate attempt is retried at once.
@@ -312,7 +312,7 @@ func (s *cachedCallSuite) TestStatusQueryAnswersCurrentRow() {
 func (s *cachedCallSuite) TestUnknownOperationIsRetriedUntilItsDaemonAnswers() {
 	s.submitAt(callSubmission(), 0)
 	calls := 0
-	s.env.OnActivity(contract.ActivityDeliverCachedCall, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(siteActs.DeliverCachedCall, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
 			calls++
 			if calls <= 2 {

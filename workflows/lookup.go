@@ -12,6 +12,6 @@ import (
 // (days), central keeps the row for central.retention.notifications (a year).
 func LookupNotificationWorkflow(ctx workflow.Context, id string) (contract.NotificationState, error) {
 	var state contract.NotificationState
-	err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivityLookupNotification, id).Get(ctx, &state)
+	err := workflow.ExecuteLocalActivity(storeCtx(ctx), notificationActs.LookupNotification, id).Get(ctx, &state)
 	return state, err
 }

@@ -33,7 +33,7 @@ func NotificationWorkflow(ctx workflow.Context) (contract.NotificationState, err
 	// Recorded even if a cancel request arrives meanwhile: a cancelled
 	// notification ends as a Discarded row, so the row must exist.
 	recordCtx, _ := workflow.NewDisconnectedContext(ctx)
-	if err := storeWrite(recordCtx, contract.ActivityRecordNotification, sub, &recorded); err != nil {
+	if err := storeWrite(recordCtx, notificationActs.RecordNotification, sub, &recorded); err != nil {
 		return contract.NotificationState{}, fmt.Errorf("record notification %s: %w", sub.NotificationID, err)
 	}
 	n.state, n.policy = recorded.State, recorded.Policy
@@ -120,7 +120,7 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 	for {
 		var res contract.DeliverNotificationResult
 		n.attempts++
-		err := workflow.ExecuteActivity(actCtx, contract.ActivityDeliverNotification, contract.DeliverNotificationInput{
+		err := workflow.ExecuteActivity(actCtx, notificationActs.DeliverNotification, contract.DeliverNotificationInput{
 			NotificationID: n.state.NotificationID, RetryCount: n.state.RetryCount, Attempt: n.attempts,
 		}).Get(ctx, &res)
 		now := workflow.Now(ctx)
@@ -165,7 +165,7 @@ func (n *notification) delivered(ctx workflow.Context, res contract.DeliverNotif
 func (n *notification) update(ctx workflow.Context, upd contract.NotificationUpdate) error {
 	upd.NotificationID, upd.LastAttemptAt = n.state.NotificationID, n.state.LastAttemptAt
 	upd.SiteID, upd.At = n.siteID, workflow.Now(ctx)
-	err := storeWrite(ctx, contract.ActivityUpdateNotification, upd, nil)
+	err := storeWrite(ctx, notificationActs.UpdateNotification, upd, nil)
 	if row, ok := terminalRow(err); ok {
 		return n.adoptTerminalRow(ctx, row, upd.Status)
 	}
@@ -251,13 +251,12 @@ func storeCtx(ctx workflow.Context) workflow.Context {
 // workflow task timeout each of its retries records a marker, a timer and a
 // workflow task, so an outage of days would take the history to its event
 // limit; the server retries an ordinary activity without adding any.
-func storeWrite(ctx workflow.Context, activity string, in, out any) error {
+func storeWrite(ctx workflow.Context, activity any, in, out any) error {
 	err := workflow.ExecuteLocalActivity(storeCtx(ctx), activity, in).Get(ctx, out)
 	if err == nil || isPermanent(err) {
 		return err
 	}
-	workflow.GetLogger(ctx).Warn("central store write failing; retrying until the store answers",
-		"activity", activity, "error", err)
+	workflow.GetLogger(ctx).Warn("central store write failing; retrying until the store answers", "error", err)
 	actCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		// No ScheduleToCloseTimeout and no MaximumAttempts: no limit.

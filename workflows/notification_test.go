@@ -49,7 +49,7 @@ func (s *notificationSuite) SetupTest() {
 	s.env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	s.env.RegisterActivity(&activities.NotificationActivities{})
 	s.updates, s.statusAttrs, s.storeBackAt, s.storeFailures, s.rowNow = nil, nil, time.Time{}, 0, nil
-	s.env.OnActivity(contract.ActivityUpdateNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.UpdateNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, u contract.NotificationUpdate) error {
 			if s.rowNow != nil {
 				return temporal.NewNonRetryableApplicationError("notification is terminal", contract.ErrTypeTerminalRow, nil, *s.rowNow)
@@ -74,7 +74,7 @@ var errStoreDown = errors.New("update notification: dial tcp 10.0.0.5:1433: conn
 func (s *notificationSuite) recordAs(status contract.Status) { s.recordWith(status, policy) }
 
 func (s *notificationSuite) recordWith(status contract.Status, p contract.RetryPolicy) {
-	s.env.OnActivity(contract.ActivityRecordNotification, mock.Anything, sub).Return(
+	s.env.OnActivity(notificationActs.RecordNotification, mock.Anything, sub).Return(
 		contract.RecordNotificationResult{
 			State:  contract.NotificationState{NotificationID: sub.NotificationID, Status: status},
 			Policy: p,
@@ -118,7 +118,7 @@ func queryStatusAs[T any](t require.TestingT, env *testsuite.TestWorkflowEnviron
 
 func (s *notificationSuite) TestDeliveredOnFirstAttempt() {
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil).Once()
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil).Once()
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
@@ -131,7 +131,7 @@ func (s *notificationSuite) TestTransientFailuresRetryAtFixedInterval() {
 	s.recordAs(contract.StatusPending)
 	var attemptTimes []time.Time
 	call := 0
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 			attemptTimes = append(attemptTimes, s.env.Now())
 			s.Equal(call, in.RetryCount)
@@ -157,7 +157,7 @@ func (s *notificationSuite) TestTransientFailuresRetryAtFixedInterval() {
 func (s *notificationSuite) TestExhaustedRetriesParkThenRetryDelivers() {
 	s.recordAs(contract.StatusPending)
 	failing := true
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, _ contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 			if failing {
 				return contract.DeliverNotificationResult{}, transient
@@ -193,7 +193,7 @@ func (s *notificationSuite) TestStoreOutageDelaysButNeverStrands() {
 	s.storeBackAt = t0.Add(4 * time.Minute)
 	s.recordAs(contract.StatusPending)
 	var attemptTimes []time.Time
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 			attemptTimes = append(attemptTimes, s.env.Now())
 			if in.Attempt == 1 {
@@ -220,7 +220,7 @@ func (s *notificationSuite) TestUnrecordedDeliveryIsRecordedByTheWorkflow() {
 	s.recordAs(contract.StatusPending)
 	res := delivered()
 	res.Unrecorded = true
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(res, nil).Once()
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(res, nil).Once()
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 
 	st := s.result()
@@ -231,7 +231,7 @@ func (s *notificationSuite) TestUnrecordedDeliveryIsRecordedByTheWorkflow() {
 	s.Equal(res.DeliveredAt, s.updates[0].DeliveredAt)
 	s.Equal(res.ResolvedTargets, s.updates[0].ResolvedTargets)
 	s.Equal([]string{"Delivered"}, s.statusAttrs)
-	s.env.AssertNumberOfCalls(s.T(), contract.ActivityDeliverNotification, 1)
+	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), 1)
 }
 
 // An attempt that outlives its timeout (a hung SMTP server) is a transient
@@ -239,7 +239,7 @@ func (s *notificationSuite) TestUnrecordedDeliveryIsRecordedByTheWorkflow() {
 func (s *notificationSuite) TestAttemptTimeoutIsTransient() {
 	short := contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 50 * time.Millisecond}
 	s.recordWith(contract.StatusPending, short)
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 			if in.Attempt == 1 {
 				<-ctx.Done() // hangs until StartToClose expires
@@ -265,7 +265,7 @@ func (s *notificationSuite) TestLostCompletionAdoptsTheDeliveredRow() {
 	at := time.Date(2026, 11, 22, 1, 0, 5, 0, time.UTC)
 	s.rowNow = &contract.NotificationState{NotificationID: sub.NotificationID, Status: contract.StatusDelivered,
 		DeliveredAt: &at, LastAttemptAt: &at, ResolvedTargets: []string{"ops@example.com"}}
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, _ contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 			<-ctx.Done() // the completion never arrives
 			return contract.DeliverNotificationResult{}, ctx.Err()
@@ -278,20 +278,20 @@ func (s *notificationSuite) TestLostCompletionAdoptsTheDeliveredRow() {
 	s.Equal([]string{"ops@example.com"}, st.ResolvedTargets)
 	s.Equal(contract.StatusDelivered, s.queryStatus().Status)
 	s.Equal([]string{"Delivered"}, s.statusAttrs)
-	s.env.AssertNumberOfCalls(s.T(), contract.ActivityDeliverNotification, 1)
+	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), 1)
 }
 
 // With max_retries 0 the first attempt (central's, there is no site-side
 // one) is the only one: a transient failure parks at once.
 func (s *notificationSuite) TestNoRetriesAllowedParksAfterTheFirstAttempt() {
 	s.recordWith(contract.StatusPending, contract.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute})
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		contract.DeliverNotificationResult{}, transient)
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{}) }, time.Hour)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 
 	s.Equal(contract.StatusDiscarded, s.result().Status)
-	s.env.AssertNumberOfCalls(s.T(), contract.ActivityDeliverNotification, 1)
+	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), 1)
 	s.Equal([]contract.Status{contract.StatusParked, contract.StatusDiscarded}, s.statuses())
 	s.Equal(0, s.updates[0].RetryCount)
 	s.Equal("retries exhausted (0): "+transient.Error(), s.updates[0].LastError)
@@ -299,7 +299,7 @@ func (s *notificationSuite) TestNoRetriesAllowedParksAfterTheFirstAttempt() {
 
 func (s *notificationSuite) TestPermanentFailureParksAtOnceThenDiscard() {
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		contract.DeliverNotificationResult{},
 		temporal.NewNonRetryableApplicationError(`notification list "nope" is not defined`, contract.ErrTypeUnknownList, nil)).Once()
 	s.env.RegisterDelayedCallback(func() {
@@ -316,26 +316,26 @@ func (s *notificationSuite) TestTerminalRowIsNeverDeliveredAgain() {
 	s.recordAs(contract.StatusDelivered)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	s.Equal(contract.StatusDelivered, s.result().Status)
-	s.env.AssertNotCalled(s.T(), contract.ActivityDeliverNotification, mock.Anything, mock.Anything)
+	s.env.AssertNotCalled(s.T(), nameOf(notificationActs.DeliverNotification), mock.Anything, mock.Anything)
 }
 
 func (s *notificationSuite) TestDuplicateSubmitIsIgnored() {
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, _ contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 			return contract.DeliverNotificationResult{}, transient
 		}).Once()
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil).Once()
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil).Once()
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalSubmit, sub) }, 30*time.Second)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	s.Equal(contract.StatusDelivered, s.result().Status)
-	s.env.AssertNumberOfCalls(s.T(), contract.ActivityRecordNotification, 1)
-	s.env.AssertNumberOfCalls(s.T(), contract.ActivityDeliverNotification, 2)
+	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.RecordNotification), 1)
+	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), 2)
 }
 
 func (s *notificationSuite) TestRetrySentBeforeParkingIsIgnored() {
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		contract.DeliverNotificationResult{}, transient)
 	// A retry sent while it is still Retrying must not un-park it later.
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalRetry, contract.OperatorAction{}) }, 30*time.Second)
@@ -345,7 +345,7 @@ func (s *notificationSuite) TestRetrySentBeforeParkingIsIgnored() {
 	}, time.Hour)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	s.Equal(contract.StatusDiscarded, s.result().Status)
-	s.env.AssertNumberOfCalls(s.T(), contract.ActivityDeliverNotification, policy.MaxRetries+1)
+	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), policy.MaxRetries+1)
 }
 
 func TestAfterFailedAttempt(t *testing.T) {
@@ -369,10 +369,10 @@ func TestAfterFailedAttempt(t *testing.T) {
 // the workflow's first moment: before the central row is written (here the
 // store is briefly down) it answered a zero state.
 func (s *notificationSuite) TestStatusIsPendingBeforeTheRowIsRecorded() {
-	s.env.OnActivity(contract.ActivityRecordNotification, mock.Anything, sub).Return(
+	s.env.OnActivity(notificationActs.RecordNotification, mock.Anything, sub).Return(
 		contract.RecordNotificationResult{}, errStoreDown).Once()
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil)
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil)
 	var early contract.NotificationState
 	s.env.RegisterDelayedCallback(func() { early = s.queryStatus() }, 500*time.Millisecond)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
@@ -399,7 +399,7 @@ func (s *notificationSuite) TestCancelIsADiscard() {
 		s.Run(tc.name, func() {
 			s.SetupTest()
 			s.recordAs(contract.StatusPending)
-			s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+			s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 				contract.DeliverNotificationResult{}, transient)
 			s.env.RegisterDelayedCallback(s.env.CancelWorkflow, tc.cancelAt)
 			s.env.ExecuteWorkflow(contract.WorkflowNotification)
@@ -422,7 +422,7 @@ func (s *notificationSuite) TestCancelIsADiscard() {
 func (s *notificationSuite) TestParkedDetailsSayWhy() {
 	s.recordAs(contract.StatusPending)
 	calls := 0
-	s.env.OnActivity(contract.ActivityDeliverNotification, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
 		func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 			calls++
 			if calls <= 3 {

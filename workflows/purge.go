@@ -32,7 +32,7 @@ func PurgeWorkflow(ctx workflow.Context) (contract.PurgeResult, error) {
 	var total contract.PurgeResult
 	for range purgeCallsPerRun {
 		var res contract.PurgeResult
-		if err := workflow.ExecuteActivity(ctx, contract.ActivityPurgeCentralStore).Get(ctx, &res); err != nil {
+		if err := workflow.ExecuteActivity(ctx, purgeActs.PurgeCentralStore).Get(ctx, &res); err != nil {
 			return total, fmt.Errorf("purge central store: %w", err)
 		}
 		total.Notifications += res.Notifications

@@ -34,7 +34,7 @@ func TestPurgeWorkflowRunsUntilNothingIsLeft(t *testing.T) {
 		{AuditLog: 40},
 	}
 	calls := 0
-	env.OnActivity(contract.ActivityPurgeCentralStore, mock.Anything).Return(
+	env.OnActivity(purgeActs.PurgeCentralStore, mock.Anything).Return(
 		func(context.Context) (contract.PurgeResult, error) {
 			calls++
 			return answers[calls-1], nil
@@ -53,7 +53,7 @@ func TestPurgeWorkflowStopsAtItsCap(t *testing.T) {
 	t.Parallel()
 	env := newPurgeEnv()
 	calls := 0
-	env.OnActivity(contract.ActivityPurgeCentralStore, mock.Anything).Return(
+	env.OnActivity(purgeActs.PurgeCentralStore, mock.Anything).Return(
 		func(context.Context) (contract.PurgeResult, error) {
 			calls++
 			return contract.PurgeResult{SiteCalls: 10, More: true}, nil
@@ -72,10 +72,10 @@ func TestPurgeWorkflowStopsAtItsCap(t *testing.T) {
 func TestPurgeWorkflowFailsWhenTheStoreFails(t *testing.T) {
 	t.Parallel()
 	env := newPurgeEnv()
-	env.OnActivity(contract.ActivityPurgeCentralStore, mock.Anything).Return(
+	env.OnActivity(purgeActs.PurgeCentralStore, mock.Anything).Return(
 		contract.PurgeResult{}, temporal.NewApplicationError("database is locked", "Store"))
 	env.ExecuteWorkflow(contract.WorkflowPurge)
 	require.True(t, env.IsWorkflowCompleted())
 	require.ErrorContains(t, env.GetWorkflowError(), "database is locked")
-	env.AssertNumberOfCalls(t, contract.ActivityPurgeCentralStore, 5)
+	env.AssertNumberOfCalls(t, nameOf(purgeActs.PurgeCentralStore), 5)
 }

@@ -25,12 +25,12 @@ const changeSettleTerminated = "settle-terminated"
 // (by the activity), calls on the site.
 func settleTerminated(ctx workflow.Context, siteID string, siteCtx workflow.Context) error {
 	var found contract.SettleTerminatedResult
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivitySettleTerminated, siteID).Get(ctx, &found); err != nil {
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), settleActs.SettleTerminated, siteID).Get(ctx, &found); err != nil {
 		return fmt.Errorf("settle terminated operations of site %s: %w", siteID, err)
 	}
 	for _, id := range found.Calls {
 		in := contract.ResolveParkedCallInput{OperationID: id, Action: terminatedAction, Cancelled: true}
-		if err := workflow.ExecuteActivity(siteCtx, contract.ActivityResolveParkedCall, in).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(siteCtx, siteActs.ResolveParkedCall, in).Get(ctx, nil); err != nil {
 			return fmt.Errorf("discard call %s of terminated workflow on site %s: %w", id, siteID, err)
 		}
 	}
@@ -46,7 +46,7 @@ func settleTerminated(ctx workflow.Context, siteID string, siteCtx workflow.Cont
 // the site's outbox.
 func IngestTelemetryWorkflow(ctx workflow.Context, batch contract.TelemetryBatch) (int, error) {
 	var changed int
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivityMirrorSiteCalls, batch.Rows).Get(ctx, &changed); err != nil {
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.MirrorSiteCalls, batch.Rows).Get(ctx, &changed); err != nil {
 		return 0, fmt.Errorf("mirror %d tracking rows of site %s: %w", len(batch.Rows), batch.SiteID, err)
 	}
 	return changed, nil
@@ -64,7 +64,7 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in contract.ReconcileInput) (co
 		in.PageSize = 200
 	}
 	var res contract.ReconcileResult
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivityReadReconcileCursor, in.SiteID).Get(ctx, &res.Cursor); err != nil {
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.ReadReconcileCursor, in.SiteID).Get(ctx, &res.Cursor); err != nil {
 		return res, fmt.Errorf("read reconcile cursor of site %s: %w", in.SiteID, err)
 	}
 	siteCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -81,7 +81,7 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in contract.ReconcileInput) (co
 	}
 	for page := 0; page < pagesPerRun; page++ {
 		var rows []contract.TrackedOperation
-		err := workflow.ExecuteActivity(siteCtx, contract.ActivityListTrackingChanges,
+		err := workflow.ExecuteActivity(siteCtx, siteActs.ListTrackingChanges,
 			contract.ListTrackingChangesInput{After: res.Cursor, Limit: in.PageSize}).Get(ctx, &rows)
 		if isCursorAhead(err) && res.Cursor > 0 {
 			if err := resetCursor(ctx, in.SiteID, res.Cursor); err != nil {
@@ -98,7 +98,7 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in contract.ReconcileInput) (co
 		}
 		cursor := rows[len(rows)-1].Seq
 		mirror := contract.MirrorReconciledInput{SiteID: in.SiteID, Rows: rows, Cursor: cursor}
-		if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivityMirrorReconciled, mirror).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.MirrorReconciled, mirror).Get(ctx, nil); err != nil {
 			return res, fmt.Errorf("mirror reconciled rows of site %s: %w", in.SiteID, err)
 		}
 		res.Rows += len(rows)
@@ -120,7 +120,7 @@ func isCursorAhead(err error) bool {
 func resetCursor(ctx workflow.Context, siteID string, stale int64) error {
 	workflow.GetLogger(ctx).Warn("site's change numbers are behind central's cursor (store replaced?); reconciling from the start",
 		"site", siteID, "cursor", stale)
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), contract.ActivityResetReconcileCursor, siteID).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.ResetReconcileCursor, siteID).Get(ctx, nil); err != nil {
 		return fmt.Errorf("reset reconcile cursor of site %s: %w", siteID, err)
 	}
 	return nil

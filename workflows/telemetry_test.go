@@ -62,7 +62,7 @@ func (s *telemetrySuite) SetupTest() {
 	s.env.SetActivityTaskQueue(contract.SiteTaskQueue(telemetrySite), site.ListTrackingChanges, site.ResolveParkedCall)
 	s.env.RegisterActivity(&activities.SettleActivities{})
 	s.settled = contract.SettleTerminatedResult{}
-	s.env.OnActivity(contract.ActivitySettleTerminated, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(settleActs.SettleTerminated, mock.Anything, mock.Anything).Return(
 		func(context.Context, string) (contract.SettleTerminatedResult, error) { return s.settled, nil })
 	s.lists, s.mirrors = nil, nil
 }
@@ -73,13 +73,13 @@ func (s *telemetrySuite) SetupTest() {
 func (s *telemetrySuite) TestReconcileDiscardsCallsOfTerminatedWorkflows() {
 	s.settled = contract.SettleTerminatedResult{Notifications: []string{"n-1"}, Calls: []string{"c-1", "c-2"}}
 	var resolved []contract.ResolveParkedCallInput
-	s.env.OnActivity(contract.ActivityResolveParkedCall, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(siteActs.ResolveParkedCall, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.ResolveParkedCallInput) (contract.TrackedOperation, error) {
 			resolved = append(resolved, in)
 			return contract.TrackedOperation{OperationID: in.OperationID, Status: contract.StatusDiscarded}, nil
 		})
-	s.env.OnActivity(contract.ActivityReadReconcileCursor, mock.Anything, mock.Anything).Return(int64(0), nil)
-	s.env.OnActivity(contract.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return([]contract.TrackedOperation{}, nil)
+	s.env.OnActivity(mirrorActs.ReadReconcileCursor, mock.Anything, mock.Anything).Return(int64(0), nil)
+	s.env.OnActivity(siteActs.ListTrackingChanges, mock.Anything, mock.Anything).Return([]contract.TrackedOperation{}, nil)
 	s.env.ExecuteWorkflow(contract.WorkflowReconcileSite, contract.ReconcileInput{SiteID: telemetrySite})
 
 	s.Require().True(s.env.IsWorkflowCompleted())
@@ -96,7 +96,7 @@ func (s *telemetrySuite) TestReconcileDiscardsCallsOfTerminatedWorkflows() {
 func (s *telemetrySuite) TestIngestMirrorsTheBatch() {
 	batch := contract.TelemetryBatch{SiteID: telemetrySite, Rows: seqRows(7, 9)}
 	var mirrored [][]contract.TrackedOperation
-	s.env.OnActivity(contract.ActivityMirrorSiteCalls, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(mirrorActs.MirrorSiteCalls, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, rows []contract.TrackedOperation) (int, error) {
 			mirrored = append(mirrored, rows)
 			return 2, nil // one row was already newer in site_calls
@@ -112,7 +112,7 @@ func (s *telemetrySuite) TestIngestMirrorsTheBatch() {
 }
 
 func (s *telemetrySuite) TestIngestFailsWhenMirrorFails() {
-	s.env.OnActivity(contract.ActivityMirrorSiteCalls, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(mirrorActs.MirrorSiteCalls, mock.Anything, mock.Anything).Return(
 		0, temporal.NewNonRetryableApplicationError("site_calls is read-only", "Test", nil))
 	s.env.ExecuteWorkflow(contract.WorkflowIngestTelemetry, contract.TelemetryBatch{SiteID: telemetrySite, Rows: seqRows(1, 3)})
 
@@ -125,8 +125,8 @@ func (s *telemetrySuite) TestIngestFailsWhenMirrorFails() {
 // onReconcile mocks central's cursor, the site's pages (answered by the
 // cursor asked for) and central's mirror.
 func (s *telemetrySuite) onReconcile(cursor int64, pages map[int64][]contract.TrackedOperation) {
-	s.env.OnActivity(contract.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(cursor, nil).Once()
-	s.env.OnActivity(contract.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(mirrorActs.ReadReconcileCursor, mock.Anything, telemetrySite).Return(cursor, nil).Once()
+	s.env.OnActivity(siteActs.ListTrackingChanges, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.ListTrackingChangesInput) ([]contract.TrackedOperation, error) {
 			s.lists = append(s.lists, in)
 			if len(s.lists) > 100 {
@@ -134,7 +134,7 @@ func (s *telemetrySuite) onReconcile(cursor int64, pages map[int64][]contract.Tr
 			}
 			return pages[in.After], nil
 		})
-	s.env.OnActivity(contract.ActivityMirrorReconciled, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(mirrorActs.MirrorReconciled, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.MirrorReconciledInput) error {
 			s.mirrors = append(s.mirrors, in)
 			return nil
@@ -175,7 +175,7 @@ func (s *telemetrySuite) TestReconcileEmptyFirstPageMirrorsNothing() {
 	s.Equal(contract.ReconcileResult{Rows: 0, Cursor: 5}, s.reconcileResult())
 	s.Equal([]contract.ListTrackingChangesInput{{After: 5, Limit: 200}}, s.lists, "PageSize defaults to 200")
 	s.Empty(s.mirrors)
-	s.env.AssertNotCalled(s.T(), contract.ActivityMirrorReconciled, mock.Anything, mock.Anything)
+	s.env.AssertNotCalled(s.T(), nameOf(mirrorActs.MirrorReconciled), mock.Anything, mock.Anything)
 }
 
 // A full page followed by an empty one: the empty pull ends the run.
@@ -213,8 +213,8 @@ func (s *telemetrySuite) TestReconcileContinuesAsNewAfterFiftyFullPages() {
 // after central's old cursor is refused, central resets its cursor and
 // pulls from the start.
 func (s *telemetrySuite) TestReconcileStartsOverWhenTheSiteStoreWasReplaced() {
-	s.env.OnActivity(contract.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(500), nil).Once()
-	s.env.OnActivity(contract.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(mirrorActs.ReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(500), nil).Once()
+	s.env.OnActivity(siteActs.ListTrackingChanges, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.ListTrackingChangesInput) ([]contract.TrackedOperation, error) {
 			s.lists = append(s.lists, in)
 			if in.After > 3 {
@@ -223,12 +223,12 @@ func (s *telemetrySuite) TestReconcileStartsOverWhenTheSiteStoreWasReplaced() {
 			return seqRows(in.After+1, 3), nil
 		})
 	var resets []string
-	s.env.OnActivity(contract.ActivityResetReconcileCursor, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(mirrorActs.ResetReconcileCursor, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, site string) error {
 			resets = append(resets, site)
 			return nil
 		})
-	s.env.OnActivity(contract.ActivityMirrorReconciled, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(mirrorActs.MirrorReconciled, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.MirrorReconciledInput) error {
 			s.mirrors = append(s.mirrors, in)
 			return nil
@@ -242,8 +242,8 @@ func (s *telemetrySuite) TestReconcileStartsOverWhenTheSiteStoreWasReplaced() {
 }
 
 func (s *telemetrySuite) TestReconcileFailsWhenTheSiteCannotBeReached() {
-	s.env.OnActivity(contract.ActivityReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(5), nil).Once()
-	s.env.OnActivity(contract.ActivityListTrackingChanges, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(mirrorActs.ReadReconcileCursor, mock.Anything, telemetrySite).Return(int64(5), nil).Once()
+	s.env.OnActivity(siteActs.ListTrackingChanges, mock.Anything, mock.Anything).Return(
 		[]contract.TrackedOperation(nil), errors.New("site unreachable"))
 	s.env.ExecuteWorkflow(contract.WorkflowReconcileSite, contract.ReconcileInput{SiteID: telemetrySite})
 
@@ -251,6 +251,6 @@ func (s *telemetrySuite) TestReconcileFailsWhenTheSiteCannotBeReached() {
 	err := s.env.GetWorkflowError()
 	s.Require().Error(err)
 	s.Contains(err.Error(), "pull tracking changes of site plant-1 after 5")
-	s.env.AssertNumberOfCalls(s.T(), contract.ActivityListTrackingChanges, 3)
-	s.env.AssertNotCalled(s.T(), contract.ActivityMirrorReconciled, mock.Anything, mock.Anything)
+	s.env.AssertNumberOfCalls(s.T(), nameOf(siteActs.ListTrackingChanges), 3)
+	s.env.AssertNotCalled(s.T(), nameOf(mirrorActs.MirrorReconciled), mock.Anything, mock.Anything)
 }

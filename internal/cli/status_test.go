@@ -25,7 +25,7 @@ func TestStatusCommand(t *testing.T) {
 	parked.pending = nil
 	retrying := f.addCall("c2", "plant-1", "erp.getOrder", contract.StatusRetrying, 3)
 	retrying.pending = []*workflowpb.PendingActivityInfo{{
-		ActivityType: &commonpb.ActivityType{Name: contract.ActivityDeliverCachedCall}, State: enums.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
+		ActivityType: &commonpb.ActivityType{Name: "DeliverCachedCall"}, State: enums.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
 		LastFailure: nil,
 	}}
 	useFake(t, f)
