@@ -78,6 +78,24 @@ func (c *Client) SendCall(ctx context.Context, r CallRequest) (CallResult, error
 	return c.cachedCall(ctx, r.target(), r.Instance, r.Script)
 }
 
+// Attempt makes a tracked call's immediate attempt and records its outcome:
+// the answers of Call and Write.
+type Attempt func(context.Context) (CallResult, error)
+
+// BeginCall tracks a call without attempting it yet and returns its id and
+// its immediate attempt, for a caller that must know the id before the
+// attempt runs (the site API's "Prefer: respond-async"). Run the attempt
+// once; a call whose attempt never runs is retried like one whose attempt
+// was lost.
+func (c *Client) BeginCall(ctx context.Context, r CallRequest) (string, Attempt, error) {
+	return c.beginCachedCall(ctx, r.target(), r.Instance, r.Script)
+}
+
+// BeginWrite is BeginCall for a write.
+func (c *Client) BeginWrite(ctx context.Context, w WriteRequest) (string, Attempt, error) {
+	return c.beginCachedCall(ctx, w.target(), w.Instance, w.Script)
+}
+
 func (r CallRequest) target() targets.Request {
 	return targets.Request{Kind: contract.KindExternalCall, System: r.System, Method: r.Method, Params: r.Params}
 }
@@ -111,7 +129,7 @@ func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, 
 // beginCachedCall validates and tracks req (tracking and buffer rows in one
 // commit: from here on the call is never lost) and returns its immediate
 // attempt, which records the outcome, with the operation's id.
-func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, instance, script string) (string, func(context.Context) (CallResult, error), error) {
+func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, instance, script string) (string, Attempt, error) {
 	if err := checkProvenance(instance, script); err != nil {
 		return "", nil, err
 	}
@@ -158,7 +176,7 @@ func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Re
 			"operation %s: recording the immediate attempt failed; the call stays buffered and central will retry it: %w", id, err)
 	}
 	if status == contract.StatusPending {
-		c.enqueued()
+		c.opts.OnEnqueue()
 	}
 	return callResult(id, req.Kind, status, lastError, res, attemptErr)
 }

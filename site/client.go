@@ -1,10 +1,10 @@
-// Package site is the Outpost site SDK, what scripts call in process, and the
-// site daemon: the buffer, the forwarder that hands operations to central, and
-// the local HTTP API.
+// Package site is the Outpost site SDK, what scripts call in process.
 //
 // A script opens the site's store, calls Notify, and gets the notification id
-// back once the notification is on disk. The site daemon (`outpost site`),
-// running beside it on the same store file, hands it to central.
+// back once the notification is on disk; Call and Write make a cached call's
+// immediate attempt and queue it for retry when it fails. The site daemon
+// (`outpost site`, package internal/sitedaemon), running beside it on the
+// same store file, hands the work to central.
 package site
 
 import (
@@ -95,6 +95,10 @@ type Options struct {
 	MaxBodyBytes int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// OnEnqueue, when set, is told after every operation the client
+	// buffers, so an in-process forwarder (the site daemon's) hands it off
+	// at once instead of at its next poll.
+	OnEnqueue func()
 }
 
 // Client is the site SDK.
@@ -104,9 +108,6 @@ type Client struct {
 	// targets holds the external systems and databases of the site config;
 	// nil for a client opened without it (notifications only).
 	targets *targets.Registry
-	// enqueued is told after every commit, so an in-process forwarder hands
-	// the row off at once instead of at its next poll.
-	enqueued func()
 	// unknown holds ids central recently said it never had.
 	unknown *unknownIDs
 }
@@ -121,7 +122,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newClient(store, nil, opts), nil
+	return New(store, nil, opts), nil
 }
 
 // OpenConfig opens the site of an Outpost config file (the one its daemon
@@ -140,15 +141,16 @@ func openSite(ctx context.Context, cfg config.Site, opts Options) (*Client, erro
 	if err := checkIdentity(opts); err != nil {
 		return nil, err
 	}
-	store, err := openStore(ctx, cfg, opts.Now)
+	store, err := OpenStore(ctx, cfg, opts.Now)
 	if err != nil {
 		return nil, err
 	}
-	return newClient(store, targets.New(cfg.ExternalSystems, cfg.Databases), opts), nil
+	return New(store, targets.New(cfg.ExternalSystems, cfg.Databases), opts), nil
 }
 
-// openStore opens the site's store with the config's group commit settings.
-func openStore(ctx context.Context, cfg config.Site, now func() time.Time) (*sitestore.Store, error) {
+// OpenStore opens the store of a site config with its group-commit
+// settings (for the site daemon, which shares it with its forwarder).
+func OpenStore(ctx context.Context, cfg config.Site, now func() time.Time) (*sitestore.Store, error) {
 	return sitestore.Open(ctx, cfg.Store, sitestore.Options{Now: now, CommitBatch: cfg.CommitBatch, CommitDelay: cfg.CommitDelay})
 }
 
@@ -165,16 +167,25 @@ func withSiteDefaults(opts Options, cfg config.Site) Options {
 	return opts
 }
 
-func newClient(store *sitestore.Store, reg *targets.Registry, opts Options) *Client {
+// New is a client of an open store and the site's targets (nil for
+// notifications only). The site daemon uses it to share both with its
+// forwarder; scripts use Open or OpenConfig.
+func New(store *sitestore.Store, reg *targets.Registry, opts Options) *Client {
+	if opts.OnEnqueue == nil {
+		opts.OnEnqueue = func() {}
+	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	// No accepted notification may be one central would refuse forever.
 	opts.MaxBodyBytes = min(opts.MaxBodyBytes, config.MaxBodyBytesLimit)
-	c := &Client{store: store, targets: reg, opts: opts, enqueued: func() {}}
+	c := &Client{store: store, targets: reg, opts: opts}
 	c.unknown = newUnknownIDs(c.now)
 	return c
 }
+
+// MaxBodyBytes is the longest notification body the client accepts.
+func (c *Client) MaxBodyBytes() int { return c.opts.MaxBodyBytes }
 
 // Close closes the store and the database connections of cached writes.
 func (c *Client) Close() error {
@@ -237,7 +248,7 @@ func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("notify %s: %w", n.List, err)
 	}
-	c.enqueued()
+	c.opts.OnEnqueue()
 	return id, nil
 }
 

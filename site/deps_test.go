@@ -14,7 +14,7 @@ import (
 // A script that imports the SDK links no central code: not the central
 // store, the audit events, the mailer or go-mail, nor the workflows,
 // central's activities and workers (the site starts workflows by the names
-// in package contract). (The SQL Server driver stays: a site's database targets may
+// in package contract), nor the daemon's HTTP server and metrics. (The SQL Server driver stays: a site's database targets may
 // be SQL Server.)
 func TestSDKLinksNoCentralCode(t *testing.T) {
 	t.Parallel()
@@ -30,6 +30,8 @@ func TestSDKLinksNoCentralCode(t *testing.T) {
 		"github.com/outpost-dev/outpost/activities",
 		"github.com/outpost-dev/outpost/workers",
 		"github.com/outpost-dev/outpost/workflows",
+		"github.com/outpost-dev/outpost/internal/sitedaemon",
+		"github.com/prometheus/client_golang/prometheus",
 	} {
 		require.NotContains(t, deps, central)
 	}

@@ -61,10 +61,10 @@ func redactRequest(req targets.Request, redact []string) targets.Request {
 	return req
 }
 
-// requestView is the redacted request a call's hand-off carries for
+// RequestView is the redacted request a call's hand-off carries for
 // operators (the status query, outpost status); a request over
-// workflows.MaxRequestView is summarised, pointing to the site's full view.
-func requestView(req targets.Request, redact []string) json.RawMessage {
+// contract.MaxRequestView is summarised, pointing to the site's full view.
+func RequestView(req targets.Request, redact []string) json.RawMessage {
 	b, err := json.Marshal(redactRequest(req, redact))
 	if err == nil && len(b) <= contract.MaxRequestView {
 		return b

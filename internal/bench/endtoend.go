@@ -15,8 +15,8 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
-	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -126,7 +126,7 @@ func share(n, parts, round int) int { return n*(round+1)/parts - n*round/parts }
 // site daemon, all on one Temporal server.
 type endToEnd struct {
 	tc    client.Client
-	site  *site.Daemon
+	site  *sitedaemon.Daemon
 	body  string
 	par   int
 	stops []func() error
@@ -194,7 +194,7 @@ func (e *endToEnd) startBare(cfg config.Central) error {
 }
 
 func (e *endToEnd) startSite(ctx context.Context, cfg config.Site, r *run) error {
-	d, err := site.StartDaemon(ctx, cfg, e.tc, r.log.Named("site"))
+	d, err := sitedaemon.StartDaemon(ctx, cfg, e.tc, r.log.Named("site"))
 	if err != nil {
 		return err
 	}

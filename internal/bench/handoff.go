@@ -10,9 +10,9 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/site"
 )
 
 // handoff measures the forwarder handing Handoff prefilled notifications to
@@ -106,7 +106,7 @@ func (r *run) forwardPrefilled(ctx context.Context, tc client.Client) (time.Dura
 		return 0, err
 	}
 	defer store.Close()
-	fwd := site.NewForwarder(store, targets.New(nil, nil), tc, site.ForwarderOptions{
+	fwd := sitedaemon.NewForwarder(store, targets.New(nil, nil), tc, sitedaemon.ForwarderOptions{
 		Interval: cfg.ForwardInterval, Batch: cfg.ForwardBatch, Parallelism: r.opts.Parallelism, PollInterval: cfg.PollInterval,
 	}, r.log.Named("forwarder"))
 	runCtx, stop := context.WithCancel(ctx)
@@ -144,7 +144,7 @@ func (r *run) bareSignalWithStart(ctx context.Context, tc client.Client, n int) 
 	err := parallel(ctx, n, r.opts.Parallelism, func(ctx context.Context, _ int) error {
 		sub := submission(uuid.NewString(), body, time.Now())
 		_, err := tc.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID), contract.SignalSubmit,
-			sub, site.NotificationStartOptions(sub, false), contract.WorkflowNotification)
+			sub, sitedaemon.NotificationStartOptions(sub, false), contract.WorkflowNotification)
 		return err
 	})
 	return time.Since(start), err

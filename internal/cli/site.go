@@ -7,8 +7,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
-	"github.com/outpost-dev/outpost/site"
 )
 
 var siteCommand = command{
@@ -49,7 +49,7 @@ func runSite(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer tc.Close()
-	d, err := site.StartDaemon(ctx, cfg.Site, tc, log.Named("site"))
+	d, err := sitedaemon.StartDaemon(ctx, cfg.Site, tc, log.Named("site"))
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/site"
 )
 
@@ -44,7 +45,7 @@ func TestBrowserCannotUseSiteAPI(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 
 	var posts atomic.Int32
-	api := site.NewAPI(c, site.APIOptions{}, zaptest.NewLogger(t))
+	api := sitedaemon.NewAPI(c, sitedaemon.APIOptions{}, zaptest.NewLogger(t))
 	apiSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			posts.Add(1)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
@@ -230,7 +231,7 @@ func postNotification(ctx context.Context, httpc *http.Client, baseURL string, n
 	if resp.StatusCode != http.StatusAccepted {
 		return "", resp.StatusCode, nil
 	}
-	var acc site.Accepted
+	var acc sitedaemon.Accepted
 	if err := json.NewDecoder(resp.Body).Decode(&acc); err != nil {
 		return "", 0, fmt.Errorf("read 202 answer: %w", err)
 	}

@@ -25,8 +25,8 @@ import (
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
-	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -240,7 +240,7 @@ func TestDuplicateSubmitSendsOnce(t *testing.T) {
 	ctx := context.Background()
 	submit := func() error {
 		_, err := s.client.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID),
-			contract.SignalSubmit, sub, site.NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
+			contract.SignalSubmit, sub, sitedaemon.NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
 		return err
 	}
 	require.NoError(t, submit())

@@ -30,6 +30,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/logging"
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/site"
@@ -47,7 +48,7 @@ type stack struct {
 	server  *testsuite.DevServer
 	client  client.Client
 	siteURL string
-	daemon  *site.Daemon
+	daemon  *sitedaemon.Daemon
 
 	mu    sync.Mutex
 	sinks []*smtpsink.Sink
@@ -247,7 +248,7 @@ type siteProc struct {
 	t      *testing.T
 	cfg    config.Site
 	url    string
-	daemon *site.Daemon
+	daemon *sitedaemon.Daemon
 }
 
 func (s *stack) startSite() {
@@ -277,7 +278,7 @@ func (s *stack) runSite(cfg config.Site) *siteProc {
 	ctx, cancel := context.WithCancel(context.Background())
 	tc, err := temporalclient.Lazy(s.cfg.Temporal, s.log)
 	require.NoError(s.t, err)
-	d, err := site.StartDaemon(ctx, cfg, tc, s.log.With(zap.String("site", cfg.ID)))
+	d, err := sitedaemon.StartDaemon(ctx, cfg, tc, s.log.With(zap.String("site", cfg.ID)))
 	require.NoError(s.t, err)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -296,7 +297,7 @@ func (p *siteProc) call(system, method string, params map[string]any) (site.Call
 // notify posts a notification to this site's API and returns its id.
 func (p *siteProc) notify(list, subject string) string {
 	p.t.Helper()
-	var acc site.Accepted
+	var acc sitedaemon.Accepted
 	code := p.post("/v1/notifications", site.Notification{List: list, Subject: subject, Body: "body of " + subject, Script: "e2e"}, &acc)
 	require.Equal(p.t, http.StatusAccepted, code)
 	require.Equal(p.t, "Forwarding", acc.Status)

@@ -1,4 +1,9 @@
-package site
+// Package sitedaemon is the site daemon, `outpost site`: it opens the site
+// store, serves the local HTTP API with a site.Client, hands buffered
+// operations to central (the forwarder), reports tracking changes
+// (telemetry), runs the site's Temporal worker and its own retries while
+// central is away, purges old tracking rows, and serves metrics and health.
+package sitedaemon
 
 import (
 	"context"
@@ -16,16 +21,20 @@ import (
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/httpserve"
+	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/site"
 )
 
 // Daemon is the site daemon: the store, the forwarder, the local HTTP API,
 // the Temporal worker on the site's task queue, telemetry and the purge of
 // old tracking rows.
 type Daemon struct {
-	Client    *Client
+	Client    *site.Client
 	Forwarder *Forwarder
 	Telemetry *Telemetry
+	store     *sitestore.Store
+	targets   *targets.Registry
 	cfg       config.Site
 	temporal  client.Client
 	listener  net.Listener
@@ -41,17 +50,18 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	if err != nil {
 		return nil, err
 	}
-	store, err := openStore(ctx, cfg, nil)
+	store, err := site.OpenStore(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
 	reg := targets.New(cfg.ExternalSystems, cfg.Databases)
-	c := newClient(store, reg, Options{SiteID: cfg.ID, Node: cfg.Node, Temporal: tc, MaxBodyBytes: cfg.MaxBodyBytes})
 	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
 		Interval: cfg.ForwardInterval, Batch: cfg.ForwardBatch, Parallelism: cfg.ForwardParallelism,
 		PollInterval: cfg.PollInterval, RedactFields: cfg.RedactFields, HideSubject: cfg.WorkflowSummary == config.SummaryListOnly,
 	}, log.Named("forwarder"))
-	c.enqueued = fwd.Wake
+	c := site.New(store, reg, site.Options{
+		SiteID: cfg.ID, Node: cfg.Node, Temporal: tc, MaxBodyBytes: cfg.MaxBodyBytes, OnEnqueue: fwd.Wake,
+	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		c.Close()
@@ -60,14 +70,14 @@ func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *za
 	identity := workerIdentity(cfg.ID, cfg.Node)
 	pollers := newPollerWatch(tc, cfg.ID, identity, log.Named("pollers"))
 	api := APIOptions{Hosts: cfg.APIHosts, Tokens: tokens, RedactFields: cfg.RedactFields}
-	server, err := apiServer(cfg, daemonHandler(c, tc, fwd, pollers, api, cfg.MetricsNeedToken, log))
+	server, err := apiServer(cfg, daemonHandler(c, store, tc, fwd, pollers, api, cfg.MetricsNeedToken, log))
 	if err != nil {
 		ln.Close()
 		c.Close()
 		return nil, err
 	}
 	return &Daemon{
-		Client: c, Forwarder: fwd, cfg: cfg, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
+		Client: c, Forwarder: fwd, store: store, targets: reg, cfg: cfg, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
 		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: cfg.ID, Batch: cfg.TelemetryBatch, Delay: cfg.TelemetryDelay}, log.Named("telemetry")),
 		server:    server,
 	}, nil
@@ -89,10 +99,10 @@ func apiServer(cfg config.Site, h http.Handler) (*http.Server, error) {
 
 // daemonHandler serves the API, /metrics, /healthz and /readyz.
 // /metrics asks for a token when metricsNeedToken is set; the probes never do.
-func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, pollers *pollerWatch, api APIOptions, metricsNeedToken bool, log *zap.Logger) http.Handler {
+func daemonHandler(c *site.Client, store *sitestore.Store, tc client.Client, fwd *Forwarder, pollers *pollerWatch, api APIOptions, metricsNeedToken bool, log *zap.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", NewAPI(c, api, log.Named("api")))
-	registry := newMetricsRegistry(c.store, fwd.handoffs, time.Now)
+	registry := newMetricsRegistry(store, fwd.handoffs, time.Now)
 	registry.MustRegister(pollers.others)
 	var metrics http.Handler = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	if metricsNeedToken {
@@ -100,7 +110,7 @@ func daemonHandler(c *Client, tc client.Client, fwd *Forwarder, pollers *pollerW
 	}
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", healthz)
-	mux.HandleFunc("GET /readyz", readyz(c.store, tc))
+	mux.HandleFunc("GET /readyz", readyz(store, tc))
 	return mux
 }
 
@@ -124,15 +134,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	g.Go(func() error { return d.Forwarder.Run(ctx) })
 	g.Go(func() error { return d.Telemetry.Run(ctx) })
 	g.Go(func() error {
-		return runPurge(ctx, d.Client.store, d.cfg.TrackingRetention, d.cfg.PurgeInterval, time.Now, d.log.Named("purge"))
+		return runPurge(ctx, d.store, d.cfg.TrackingRetention, d.cfg.PurgeInterval, time.Now, d.log.Named("purge"))
 	})
 	// One SiteActivities for the worker and the site's own retries: they
 	// share its per-call locks.
-	acts := &onsite.SiteActivities{Store: d.Client.store, Targets: d.Client.targets, Node: d.cfg.Node}
+	acts := &onsite.SiteActivities{Store: d.store, Targets: d.targets, Node: d.cfg.Node}
 	g.Go(func() error {
 		return runWorker(ctx, d.temporal, d.cfg.ID, d.identity, acts, d.cfg.ReconcileInterval, d.cfg.ForwardInterval, d.log.Named("worker"))
 	})
-	g.Go(func() error { return runLocalRetries(ctx, d.Client.store, acts, time.Second, d.log.Named("retries")) })
+	g.Go(func() error { return runLocalRetries(ctx, d.store, acts, time.Second, d.log.Named("retries")) })
 	g.Go(func() error { return d.pollers.run(ctx, d.cfg.PollerCheckInterval) })
 	g.Go(func() error {
 		if err := d.serve(); !errors.Is(err, http.ErrServerClosed) {

@@ -1,4 +1,4 @@
-package site
+package sitedaemon
 
 import (
 	"context"
@@ -18,8 +18,10 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/site"
 )
 
 // erpServer answers 200, or the status in failWith when it is set.
@@ -48,6 +50,17 @@ func siteDefinitions(erpURL, dbPath string) config.Site {
 	return cfg
 }
 
+// openSite is a client of cfg's store and targets, the way the daemon
+// makes its own.
+func openSite(t *testing.T, cfg config.Site) *site.Client {
+	t.Helper()
+	store, err := site.OpenStore(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	c := site.New(store, targets.New(cfg.ExternalSystems, cfg.Databases), site.Options{SiteID: cfg.ID, Node: cfg.Node})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func postJSON(t *testing.T, h http.Handler, path, body string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -62,9 +75,7 @@ func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
 	dir := t.TempDir()
 	cfg := siteDefinitions("http://127.0.0.1:1", filepath.Join(dir, "historian.db"))
 	cfg.Store = filepath.Join(dir, "site.db")
-	c, err := openSite(context.Background(), cfg, Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c := openSite(t, cfg)
 	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
 	cases := []struct {
 		name, path, body, mentions string
@@ -119,10 +130,10 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 	// Central received this row before it went away.
 	row, err := d.Client.Tracking().Status(ctx, delivered.ID)
 	require.NoError(t, err)
-	require.NoError(t, d.Client.store.AdvanceTelemetryCursor(ctx, row.Seq))
+	require.NoError(t, d.store.AdvanceTelemetryCursor(ctx, row.Seq))
 	failWith.Store(http.StatusBadRequest)
 	unsent, err := d.Client.Call(ctx, "erp", "getOrder", map[string]any{"id": 9})
-	var refused *TargetError
+	var refused *site.TargetError
 	require.ErrorAs(t, err, &refused)
 	failWith.Store(http.StatusServiceUnavailable)
 	queued, err := d.Client.Call(ctx, "erp", "getOrder", map[string]any{"id": 8})
@@ -131,7 +142,7 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		_, err := d.Client.Tracking().Status(ctx, delivered.ID)
-		return err != nil && strings.Contains(err.Error(), ErrNotFound.Error())
+		return err != nil && strings.Contains(err.Error(), site.ErrNotFound.Error())
 	}, 10*time.Second, 50*time.Millisecond, "the delivered row is purged after the retention window")
 	row, err = d.Client.Tracking().Status(ctx, queued.ID)
 	require.NoError(t, err, "a Pending row is never purged")
@@ -184,9 +195,7 @@ func TestPostWriteAnswersZeroRowsAndRefusesHugeIntegers(t *testing.T) {
 	require.NoError(t, err)
 	cfg := siteDefinitions("http://127.0.0.1:1", historian)
 	cfg.Store = filepath.Join(dir, "site.db")
-	c, err := openSite(context.Background(), cfg, Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c := openSite(t, cfg)
 	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
 
 	code, body := postJSON(t, h, "/v1/writes", `{"connection":"historian","sql":"UPDATE readings SET value = 1 WHERE tag = ?","args":["none"]}`)
@@ -227,9 +236,7 @@ func TestRespondAsyncAnswersTheIDBeforeTheAttempt(t *testing.T) {
 	sys.IdempotencyHeader, sys.Timeout = "X-Request-Key", 10*time.Second
 	cfg.ExternalSystems["erp"] = sys
 	cfg.Store = filepath.Join(dir, "site.db")
-	c, err := openSite(context.Background(), cfg, Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c := openSite(t, cfg)
 	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
 
 	req := apiRequest(http.MethodPost, "/v1/calls", `{"system":"erp","method":"getOrder","params":{"id":"1"}}`)
@@ -238,7 +245,7 @@ func TestRespondAsyncAnswersTheIDBeforeTheAttempt(t *testing.T) {
 	h.ServeHTTP(rec, req) // returns while the target still holds the attempt
 	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
 	require.Equal(t, "respond-async", rec.Header().Get("Preference-Applied"))
-	var res CallResult
+	var res site.CallResult
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &res))
 	require.Equal(t, contract.StatusPending, res.Status)
 	require.Equal(t, "/v1/operations/"+res.ID, rec.Header().Get("Location"))
@@ -264,14 +271,12 @@ func TestOperationStatusShowsTheRequestRedacted(t *testing.T) {
 	dir := t.TempDir()
 	cfg := siteDefinitions(erpServer(t, &failWith).URL, filepath.Join(dir, "historian.db"))
 	cfg.Store = filepath.Join(dir, "site.db")
-	c, err := openSite(context.Background(), cfg, Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c := openSite(t, cfg)
 	h := NewAPI(c, APIOptions{RedactFields: []string{"pin"}}, zaptest.NewLogger(t))
 
 	code, body := postJSON(t, h, "/v1/calls", `{"system":"erp","method":"getOrder","params":{"id":"42","Password":"hunter2","auth":{"token":"t0k3n","pin":"1234","user":"ana"}}}`)
 	require.Equal(t, http.StatusAccepted, code, body)
-	var res CallResult
+	var res site.CallResult
 	require.NoError(t, json.Unmarshal([]byte(body), &res))
 
 	rec := httptest.NewRecorder()

@@ -1,10 +1,9 @@
-package site
+package sitedaemon
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,21 +20,21 @@ import (
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/site"
 )
 
 // bufferNotifications commits n notifications to a fresh site store, with
 // no forwarder running, and returns the store and their ids.
 func bufferNotifications(t *testing.T, n int) (*sitestore.Store, []string) {
 	t.Helper()
-	c, err := Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), Options{SiteID: "plant-1", Node: "node-a"})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c, store := openClient(t, site.Options{SiteID: "plant-1", Node: "node-a"})
 	ids := make([]string, n)
 	for i := range ids {
+		var err error
 		ids[i], err = c.Notify(context.Background(), "ops", fmt.Sprintf("backlog %d", i), "body")
 		require.NoError(t, err)
 	}
-	return c.store, ids
+	return store, ids
 }
 
 // startDevServer starts a Temporal dev server (no workers) for this test.
@@ -165,28 +164,26 @@ func TestSweepParksWhatCentralRefusesForGood(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv := startDevServer(t)
-	c, err := Open(ctx, filepath.Join(t.TempDir(), "site.db"), Options{SiteID: "plant-1", Node: "node-a"})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c, store := openClient(t, site.Options{SiteID: "plant-1", Node: "node-a"})
 	ok, err := c.Notify(ctx, "ops", "fine", "")
 	require.NoError(t, err)
-	poison, err := NewID()
+	poison, err := site.NewID()
 	require.NoError(t, err)
 	payload, err := json.Marshal(contract.NotificationSubmission{NotificationID: poison, ListName: "ops", Subject: "huge",
 		SourceSiteID: "plant-1", SourceInstanceID: strings.Repeat("x", 3<<20), SiteEnqueuedAt: time.Now().UTC()})
 	require.NoError(t, err)
-	_, err = c.store.Enqueue(ctx, sitestore.NewMessage{ID: poison, Category: contract.KindNotification, Target: "ops",
+	_, err = store.Enqueue(ctx, sitestore.NewMessage{ID: poison, Category: contract.KindNotification, Target: "ops",
 		Payload: payload, Provenance: sitestore.Provenance{SiteID: "plant-1", Node: "node-a"}})
 	require.NoError(t, err)
 
-	fwd := testForwarder(c.store, srv.Client(), t)
+	fwd := testForwarder(store, srv.Client(), t)
 	for range 2 {
 		_, err = fwd.Sweep(ctx)
 		require.NoError(t, err)
 	}
 	require.Equal(t, 1.0, fwd.handoffCount(t, handoffRefused), "refused once, then left alone")
 	require.Equal(t, 1.0, fwd.handoffCount(t, handoffAcked))
-	_, err = c.store.Get(ctx, ok)
+	_, err = store.Get(ctx, ok)
 	require.ErrorIs(t, err, sitestore.ErrNotFound, "the rest of the backlog went")
 
 	st, err := c.Status(ctx, poison)

@@ -1,32 +1,37 @@
-package site
+package sitedaemon
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
-	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/site"
 )
 
-func newTestClient(t *testing.T) *Client {
-	t.Helper()
-	c, err := Open(context.Background(), filepath.Join(t.TempDir(), "site.db"),
-		Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: 1024})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+// newTestClient is a notifications-only client of a fresh store.
+func newTestClient(t *testing.T) *site.Client {
+	c, _ := openClient(t, site.Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: 1024})
 	return c
+}
+
+// openClient is a notifications-only client of a fresh store, and the
+// store, the way the daemon holds both.
+func openClient(t *testing.T, opts site.Options) (*site.Client, *sitestore.Store) {
+	t.Helper()
+	store, err := sitestore.Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), sitestore.Options{})
+	require.NoError(t, err)
+	c := site.New(store, nil, opts)
+	t.Cleanup(func() { c.Close() })
+	return c, store
 }
 
 func post(t *testing.T, h http.Handler, body string) (int, string) {
@@ -90,8 +95,8 @@ func TestPostNotificationRejectsBadInput(t *testing.T) {
 func TestPostNotificationMeasuresEscapedBodyDecoded(t *testing.T) {
 	t.Parallel()
 	const limit = 16 << 10
-	c, err := Open(context.Background(), filepath.Join(t.TempDir(), "site.db"),
-		Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: limit})
+	c, err := site.Open(context.Background(), filepath.Join(t.TempDir(), "site.db"),
+		site.Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: limit})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
@@ -107,14 +112,14 @@ func TestPostNotificationMeasuresEscapedBodyDecoded(t *testing.T) {
 // and its status is Forwarding until central has it.
 func TestPostNotificationBuffersAndAnswersForwarding(t *testing.T) {
 	t.Parallel()
-	c := newTestClient(t)
+	c, store := openClient(t, site.Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: 1024})
 	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
 	code, body := post(t, h, `{"list":"ops","subject":"Pump 3 tripped","body":"Pressure low","instance":"pump-3","script":"trip.go"}`)
 	require.Equal(t, http.StatusAccepted, code, body)
 	var acc Accepted
 	require.NoError(t, json.Unmarshal([]byte(body), &acc))
 
-	msg, err := c.store.Get(context.Background(), acc.ID)
+	msg, err := store.Get(context.Background(), acc.ID)
 	require.NoError(t, err)
 	require.Equal(t, contract.KindNotification, msg.Category)
 	require.Equal(t, sitestore.Provenance{SiteID: "plant-1", Node: "node-a", Instance: "pump-3", Script: "trip.go"}, msg.Provenance)
@@ -137,21 +142,6 @@ func TestPostNotificationBuffersAndAnswersForwarding(t *testing.T) {
 	require.Contains(t, rec.Body.String(), "is not a notification id")
 }
 
-// The SDK's Notify returns only after the row is committed.
-func TestNotifyReturnsIDOfCommittedRow(t *testing.T) {
-	t.Parallel()
-	c := newTestClient(t)
-	id, err := c.Notify(context.Background(), "ops", "subject", "body")
-	require.NoError(t, err)
-	st, err := c.Status(context.Background(), id)
-	require.NoError(t, err)
-	require.Equal(t, contract.StatusForwarding, st.Status)
-	_, err = c.Notify(context.Background(), "", "subject", "body")
-	var invalid *InvalidError
-	require.ErrorAs(t, err, &invalid)
-	require.Equal(t, "list", invalid.Field)
-}
-
 // Ids in any spelling but the canonical one are refused before a lookup.
 func TestGetRefusesNonCanonicalIDs(t *testing.T) {
 	t.Parallel()
@@ -167,81 +157,4 @@ func TestGetRefusesNonCanonicalIDs(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, rec.Code, path)
 		require.Contains(t, rec.Body.String(), "lower-case UUID", path)
 	}
-}
-
-func TestUnknownIDsAreRememberedForAWhileAndBounded(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
-	u := newUnknownIDs(func() time.Time { return now })
-	u.add("a")
-	require.True(t, u.has("a"))
-	require.False(t, u.has("b"))
-	now = now.Add(unknownTTL)
-	require.False(t, u.has("a"), "forgotten after the TTL")
-	for i := range unknownMax + 5 {
-		u.add(fmt.Sprint(i))
-	}
-	require.LessOrEqual(t, len(u.forgets), unknownMax)
-}
-
-func TestOpenRefusesAnEmptySiteID(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "site.db")
-	_, err := Open(context.Background(), path, Options{Node: "node-a"})
-	var invalid *InvalidError
-	require.ErrorAs(t, err, &invalid)
-	require.Contains(t, err.Error(), "SiteID")
-	_, statErr := os.Stat(path)
-	require.ErrorIs(t, statErr, os.ErrNotExist, "no store is created for a client that cannot work")
-
-	// A node or site id central cannot store (64 characters of a-z0-9._-).
-	_, err = Open(context.Background(), path, Options{SiteID: "plant-1", Node: strings.Repeat("n", 65)})
-	require.ErrorContains(t, err, "Node: ")
-	_, err = Open(context.Background(), path, Options{SiteID: "plant 1"})
-	require.ErrorContains(t, err, `SiteID: "plant 1" must be 1-64 letters`)
-	_, statErr = os.Stat(path)
-	require.ErrorIs(t, statErr, os.ErrNotExist)
-}
-
-// Every field is bounded before anything is buffered: a notification the
-// site accepts is one central can take (a 3 MB instance was accepted and
-// then refused by Temporal at every hand-off, forever).
-func TestProvenanceIsBounded(t *testing.T) {
-	t.Parallel()
-	c := newTestClient(t)
-	huge := strings.Repeat("x", 3<<20)
-	_, err := c.Send(context.Background(), Notification{List: "ops", Subject: "s", Instance: huge})
-	require.ErrorContains(t, err, "instance: longer than 256 characters")
-	_, err = c.Send(context.Background(), Notification{List: "ops", Subject: "s", Script: strings.Repeat("é", 257)})
-	require.ErrorContains(t, err, "script: longer than 256 characters")
-	_, err = c.SendCall(context.Background(), CallRequest{System: "erp", Method: "getOrder", Instance: huge})
-	require.ErrorContains(t, err, "instance: longer than 256 characters")
-	depth, err := c.BufferDepth(context.Background())
-	require.NoError(t, err)
-	require.Zero(t, depth)
-
-	big, err := Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), Options{SiteID: "plant-1", MaxBodyBytes: 10 << 20})
-	require.NoError(t, err)
-	t.Cleanup(func() { big.Close() })
-	_, err = big.Notify(context.Background(), "ops", "s", strings.Repeat("x", 300<<10))
-	require.ErrorContains(t, err, "over the limit of 262144 bytes", "MaxBodyBytes is capped at 256 KiB")
-}
-
-// The request a call's hand-off carries for operators is redacted, and a
-// large one is summarised (it travels in the workflow's history).
-func TestRequestViewIsRedactedAndBounded(t *testing.T) {
-	t.Parallel()
-	req := targets.Request{Kind: contract.KindExternalCall, System: "erp", Method: "createOrder",
-		Params: map[string]any{"sku": "P-1", "apiKey": "k3y", "login": map[string]any{"password": "pw", "user": "ana"}, "pin": "12"}}
-	view := string(requestView(req, []string{"pin"}))
-	require.Contains(t, view, `"sku":"P-1"`)
-	require.Contains(t, view, `"user":"ana"`)
-	for _, secret := range []string{"k3y", `"pw"`, `"12"`} {
-		require.NotContains(t, view, secret)
-	}
-	req.Params = map[string]any{"blob": strings.Repeat("x", contract.MaxRequestView)}
-	view = string(requestView(req, nil))
-	require.LessOrEqual(t, len(view), contract.MaxRequestView)
-	require.Contains(t, view, "GET /v1/operations/{id} on the site shows it whole")
-	require.NotContains(t, view, "xxxx")
 }

@@ -1,4 +1,4 @@
-package site
+package sitedaemon
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/site"
 )
 
 // API is the site daemon's local HTTP API:
@@ -29,7 +29,7 @@ import (
 //	GET  /v1/operations/{id}     → 200 tracking row (and, until delivered or discarded, the request,
 //	                             secret params redacted), 404 unknown
 type API struct {
-	client *Client
+	client *site.Client
 	log    *zap.Logger
 	redact []string
 }
@@ -43,13 +43,13 @@ type APIOptions struct {
 	// site.api_tokens); none: no token is asked for.
 	Tokens map[string]string
 	// RedactFields are call params GET /v1/operations/{id} never shows
-	// beside DefaultRedactFields (site.redact_fields).
+	// beside site.DefaultRedactFields (site.redact_fields).
 	RedactFields []string
 }
 
 // NewAPI returns the HTTP handler of the site API. It refuses requests a
 // web page could send (guardAPI).
-func NewAPI(c *Client, opts APIOptions, log *zap.Logger) http.Handler {
+func NewAPI(c *site.Client, opts APIOptions, log *zap.Logger) http.Handler {
 	a := &API{client: c, log: log, redact: opts.RedactFields}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/notifications", a.postNotification)
@@ -75,16 +75,16 @@ type Accepted struct {
 }
 
 func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
-	var n Notification
-	limit := request{bytes: jsonEscapeFactor*a.client.opts.MaxBodyBytes + requestOverhead,
-		note:  fmt.Sprintf("a notification body is limited to %d bytes by site.max_body_bytes", a.client.opts.MaxBodyBytes),
+	var n site.Notification
+	limit := request{bytes: jsonEscapeFactor*a.client.MaxBodyBytes() + requestOverhead,
+		note:  fmt.Sprintf("a notification body is limited to %d bytes by site.max_body_bytes", a.client.MaxBodyBytes()),
 		known: "list, subject, body, instance, script"}
 	if err := decodeStrict(w, r, limit, &n); err != nil {
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
 	id, err := a.client.Send(r.Context(), n)
-	var invalid *InvalidError
+	var invalid *site.InvalidError
 	switch {
 	case errors.As(err, &invalid):
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -105,31 +105,33 @@ var (
 )
 
 func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
-	var req CallRequest
+	var req site.CallRequest
 	if err := decodeStrict(w, r, callRequest, &req); err != nil {
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
-	a.runCachedCall(w, r, req.target(), req.Instance, req.Script)
+	id, attempt, err := a.client.BeginCall(r.Context(), req)
+	a.runCachedCall(w, r, id, attempt, err)
 }
 
 func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
-	var req WriteRequest
+	var req site.WriteRequest
 	if err := decodeStrict(w, r, writeRequest, &req); err != nil {
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
-	a.runCachedCall(w, r, req.target(), req.Instance, req.Script)
+	id, attempt, err := a.client.BeginWrite(r.Context(), req)
+	a.runCachedCall(w, r, id, attempt, err)
 }
 
-// runCachedCall tracks the call and makes its immediate attempt. With
-// "Prefer: respond-async" it answers 202 with the id as soon as the call is
-// tracked and makes the attempt after: a caller that loses the connection
-// mid-attempt still knows what to look up (GET /v1/operations/{id}).
-func (a *API) runCachedCall(w http.ResponseWriter, r *http.Request, req targets.Request, instance, script string) {
-	id, attempt, err := a.client.beginCachedCall(r.Context(), req, instance, script)
+// runCachedCall makes a tracked call's immediate attempt (err is the
+// tracking's failure). With "Prefer: respond-async" it answers 202 with the
+// id as soon as the call is tracked and makes the attempt after: a caller
+// that loses the connection mid-attempt still knows what to look up (GET
+// /v1/operations/{id}).
+func (a *API) runCachedCall(w http.ResponseWriter, r *http.Request, id string, attempt site.Attempt, err error) {
 	if err != nil {
-		a.writeCallResult(w, CallResult{}, err)
+		a.writeCallResult(w, site.CallResult{}, err)
 		return
 	}
 	if !prefersAsync(r) {
@@ -141,14 +143,14 @@ func (a *API) runCachedCall(w http.ResponseWriter, r *http.Request, req targets.
 		// The outcome goes to the tracking row; a refusal by the target is
 		// an outcome, not an error of the site.
 		_, err := attempt(context.WithoutCancel(r.Context()))
-		var target *TargetError
+		var target *site.TargetError
 		if err != nil && !errors.As(err, &target) {
 			a.log.Error("cached call", zap.String("operation", id), zap.Error(err))
 		}
 	}()
 	w.Header().Set("Preference-Applied", "respond-async")
 	w.Header().Set("Location", "/v1/operations/"+id)
-	writeJSON(w, http.StatusAccepted, CallResult{ID: id, Status: contract.StatusPending})
+	writeJSON(w, http.StatusAccepted, site.CallResult{ID: id, Status: contract.StatusPending})
 }
 
 // prefersAsync reports a "Prefer: respond-async" request (RFC 7240).
@@ -165,9 +167,9 @@ func prefersAsync(r *http.Request) bool {
 
 // writeCallResult answers 200 Delivered, 202 Pending, 502 Failed (the
 // target's refusal, with its status and message), 400 for bad input.
-func (a *API) writeCallResult(w http.ResponseWriter, res CallResult, err error) {
-	var invalid *InvalidError
-	var target *TargetError
+func (a *API) writeCallResult(w http.ResponseWriter, res site.CallResult, err error) {
+	var invalid *site.InvalidError
+	var target *site.TargetError
 	switch {
 	case errors.As(err, &invalid):
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -185,11 +187,11 @@ func (a *API) writeCallResult(w http.ResponseWriter, res CallResult, err error) 
 
 func (a *API) getOperation(w http.ResponseWriter, r *http.Request) {
 	row, err := a.client.Tracking().Details(r.Context(), r.PathValue("id"), a.redact)
-	var invalid *InvalidError
+	var invalid *site.InvalidError
 	switch {
 	case errors.As(err, &invalid):
 		writeError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, site.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -200,12 +202,12 @@ func (a *API) getOperation(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getNotification(w http.ResponseWriter, r *http.Request) {
 	state, err := a.client.Status(r.Context(), r.PathValue("id"))
-	var invalid *InvalidError
-	var unreachable *UnreachableError
+	var invalid *site.InvalidError
+	var unreachable *site.UnreachableError
 	switch {
 	case errors.As(err, &invalid):
 		writeError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, site.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.As(err, &unreachable):
 		writeError(w, http.StatusServiceUnavailable, err.Error())

@@ -1,4 +1,4 @@
-package site
+package sitedaemon
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/outpost-dev/outpost/site"
 )
 
 // The site API's request decoding never panics and never buffers a body it
@@ -23,7 +25,7 @@ func FuzzPostNotification(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	c, err := Open(f.Context(), f.TempDir()+"/site.db", Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: 1024})
+	c, err := site.Open(f.Context(), f.TempDir()+"/site.db", site.Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: 1024})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package site
+package sitedaemon
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/site"
 )
 
 // ForwarderOptions tunes the forwarder (site config).
@@ -32,7 +33,7 @@ type ForwarderOptions struct {
 	PollInterval time.Duration
 	// CallTimeout bounds one hand-off call to Temporal. Default 5s.
 	CallTimeout time.Duration
-	// RedactFields are call params hidden, beside DefaultRedactFields, in
+	// RedactFields are call params hidden, beside site.DefaultRedactFields, in
 	// the request view a call's hand-off carries for operators.
 	RedactFields []string
 	// HideSubject leaves a notification's subject out of its workflow
@@ -405,7 +406,7 @@ func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (co
 	return contract.CachedCallSubmission{
 		OperationID: row.OperationID, Kind: row.Kind, Target: row.Target, SiteID: row.SourceSiteID,
 		Policy: f.targets.Policy(req), LastAttemptAt: row.LastAttemptAt, NextAttemptAt: row.NextAttemptAt,
-		LastError: row.LastError, CreatedAt: row.CreatedAt, Request: requestView(req, f.opts.RedactFields),
+		LastError: row.LastError, CreatedAt: row.CreatedAt, Request: site.RequestView(req, f.opts.RedactFields),
 		RetryCount: row.RetryCount, Status: row.Status,
 	}, nil
 }
