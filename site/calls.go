@@ -185,7 +185,7 @@ func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Re
 // from its buffered payload.
 func (c *Client) prepare(req targets.Request) (targets.Request, []byte, error) {
 	if c.targets == nil {
-		return req, nil, errors.New("this client has no site definitions: open it with site.OpenConfig to make calls and writes")
+		return req, nil, errors.New("this client has no site definitions: open it with site.OpenConfig, or give Options.ExternalSystems or Databases to site.Open, to make calls and writes")
 	}
 	if err := c.targets.Validate(req); err != nil {
 		return req, nil, asInvalid(err)

@@ -95,6 +95,12 @@ type Options struct {
 	MaxBodyBytes int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// ExternalSystems and Databases are what Call and Write reach, for a
+	// client opened with Open; OpenConfig takes them from the file. Start
+	// each from DefaultExternalSystem or DefaultDatabase: they are checked
+	// by the rules of `outpost config check`.
+	ExternalSystems map[string]ExternalSystem
+	Databases       map[string]Database
 	// OnEnqueue, when set, is told after every operation the client
 	// buffers, so an in-process forwarder (the site daemon's) hands it off
 	// at once instead of at its next poll.
@@ -112,17 +118,45 @@ type Client struct {
 	unknown *unknownIDs
 }
 
-// Open opens the site store at path for a script that sends notifications.
-// Calls and writes need the site's definitions: use OpenConfig.
+// The definitions of the targets a client calls and writes to.
+type (
+	// ExternalSystem is an HTTP system scripts call: base URL, methods,
+	// timeout, auth and retry policy (site.external_systems in the file).
+	ExternalSystem = config.ExternalSystem
+	// Method is one of an external system's methods: verb and path.
+	Method = config.Method
+	// Database is a database scripts write to: driver, DSN, timeout,
+	// allowed statement classes and retry policy (site.databases).
+	Database = config.Database
+)
+
+// DefaultExternalSystem is an external system with the file's defaults
+// (30 s timeout, Idempotency-Key header, 10 retries a minute apart); set
+// BaseURL and Methods.
+func DefaultExternalSystem() ExternalSystem { return config.DefaultExternalSystem() }
+
+// DefaultDatabase is a SQLite database with the file's defaults; set DSN.
+func DefaultDatabase() Database { return config.DefaultDatabase() }
+
+// Open opens the site store at path for a script: notifications, and
+// calls and writes to the targets in opts (OpenConfig reads them from the
+// site's config file instead).
 func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	if err := checkIdentity(opts); err != nil {
 		return nil, err
+	}
+	var reg *targets.Registry
+	if len(opts.ExternalSystems)+len(opts.Databases) > 0 {
+		if err := config.CheckTargets(opts.ExternalSystems, opts.Databases); err != nil {
+			return nil, fmt.Errorf("site options: %w", err)
+		}
+		reg = targets.New(opts.ExternalSystems, opts.Databases)
 	}
 	store, err := sitestore.Open(ctx, path, sitestore.Options{Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
-	return New(store, nil, opts), nil
+	return New(store, reg, opts), nil
 }
 
 // OpenConfig opens the site of an Outpost config file (the one its daemon

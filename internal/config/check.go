@@ -269,12 +269,7 @@ func (c *checker) validate(cfg Config) {
 	c.positiveDuration("site.telemetry_delay", cfg.Site.TelemetryDelay)
 	c.positiveDuration("site.reconcile_interval", cfg.Site.ReconcileInterval)
 	c.positiveDuration("site.poller_check_interval", cfg.Site.PollerCheckInterval)
-	for _, name := range sortedKeys(cfg.Site.ExternalSystems) {
-		c.externalSystem("site.external_systems."+name, name, cfg.Site.ExternalSystems[name])
-	}
-	for _, name := range sortedKeys(cfg.Site.Databases) {
-		c.database("site.databases."+name, name, cfg.Site.Databases[name])
-	}
+	c.targets("site.", cfg.Site.ExternalSystems, cfg.Site.Databases)
 
 	c.centralStore(cfg.Central.Store)
 	c.hostPort("central.listen", cfg.Central.Listen)
@@ -352,6 +347,28 @@ func (c *checker) pageAuth(cfg Central) {
 }
 
 var targetNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// CheckTargets checks external systems and databases given in code (the
+// SDK's site.Options) by the rules `config check` applies to a file's.
+func CheckTargets(systems map[string]ExternalSystem, databases map[string]Database) error {
+	c := &checker{}
+	c.targets("", systems, databases)
+	if len(c.problems) > 0 {
+		return c.problems
+	}
+	return nil
+}
+
+// targets checks a site's external systems and databases, their paths
+// under prefix.
+func (c *checker) targets(prefix string, systems map[string]ExternalSystem, databases map[string]Database) {
+	for _, name := range sortedKeys(systems) {
+		c.externalSystem(prefix+"external_systems."+name, name, systems[name])
+	}
+	for _, name := range sortedKeys(databases) {
+		c.database(prefix+"databases."+name, name, databases[name])
+	}
+}
 
 func (c *checker) targetName(path, name string) {
 	if !targetNameRE.MatchString(name) {
