@@ -24,6 +24,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/operator"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
@@ -357,7 +358,7 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 func queryCentral(ctx context.Context, tc client.Client, id string) (contract.NotificationState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := tc.QueryWorkflow(ctx, contract.NotificationWorkflowID(id), "", contract.QueryStatus)
+	st, err := operator.QueryState(ctx, tc, contract.NotificationWorkflowID(id), "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -365,11 +366,7 @@ func queryCentral(ctx context.Context, tc client.Client, id string) (contract.No
 	case err != nil:
 		return contract.NotificationState{}, &UnreachableError{Err: err}
 	}
-	var state contract.NotificationState
-	if err := resp.Get(&state); err != nil {
-		return contract.NotificationState{}, fmt.Errorf("decode status of %s: %w", id, err)
-	}
-	return state, nil
+	return *st.Notification, nil
 }
 
 // lookupCentral reads the notification's central row through

@@ -30,11 +30,12 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/operator"
 )
 
 // fakeTemporal stands in for Temporal in the operator commands' unit tests
 // (the end-to-end tests in internal/e2e run them on the real dev server).
-// ListWorkflow understands the clauses parkedFilter.query writes.
+// ListWorkflow understands the clauses operator.Filter.query writes.
 type fakeTemporal struct {
 	mu        sync.Mutex
 	workflows map[string]*fakeWorkflow
@@ -150,7 +151,7 @@ func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.List
 	return resp, nil
 }
 
-// matches evaluates the AND of clauses parkedFilter.query writes.
+// matches evaluates the AND of clauses operator.Filter.query writes.
 func matches(info *workflowpb.WorkflowExecutionInfo, query string) (bool, error) {
 	for _, clause := range strings.Split(query, " AND ") {
 		if attr, v, ok := strings.Cut(clause, " < "); ok && attr == "StartTime" {
@@ -255,7 +256,7 @@ func (r fakeRun) Get(_ context.Context, ptr any) error { return jsonValue{r.stat
 func useFake(t *testing.T, f *fakeTemporal) {
 	t.Helper()
 	prev := dialOperator
-	dialOperator = func(config.Temporal, *zap.Logger) (temporalAPI, func(), error) { return f, func() {}, nil }
+	dialOperator = func(config.Temporal, *zap.Logger) (operator.Temporal, func(), error) { return f, func() {}, nil }
 	t.Cleanup(func() { dialOperator = prev })
 }
 
@@ -279,27 +280,27 @@ func TestParkedFilterQuery(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.FixedZone("CEST", 2*3600))
 	for _, tc := range []struct {
 		name    string
-		filter  parkedFilter
+		filter  operator.Filter
 		want    string
 		wantErr string
 	}{
 		{name: "none", want: `OutpostStatus="Parked" AND ExecutionStatus="Running"`},
-		{name: "site", filter: parkedFilter{site: "plant-1"}, want: `OutpostStatus="Parked" AND ExecutionStatus="Running" AND OutpostSite="plant-1"`},
+		{name: "site", filter: operator.Filter{Site: "plant-1"}, want: `OutpostStatus="Parked" AND ExecutionStatus="Running" AND OutpostSite="plant-1"`},
 		{
 			name:   "all",
-			filter: parkedFilter{site: "plant-1", kind: "externalcall", target: "erp.createOrder", olderThan: 2 * time.Hour},
+			filter: operator.Filter{Site: "plant-1", Kind: "externalcall", Target: "erp.createOrder", OlderThan: 2 * time.Hour},
 			want: `OutpostStatus="Parked" AND ExecutionStatus="Running" AND OutpostSite="plant-1" AND OutpostKind="ExternalCall"` +
 				` AND OutpostTarget="erp.createOrder" AND StartTime < "2026-05-01T08:00:00Z"`,
 		},
-		{name: "bad kind", filter: parkedFilter{kind: "Email"}, wantErr: `--kind "Email": want Notification, ExternalCall, DatabaseWrite`},
-		{name: "double quote", filter: parkedFilter{site: `x" OR OutpostSite!="`}, wantErr: "quotes, backslashes"},
-		{name: "single quote", filter: parkedFilter{target: `o'neil`}, wantErr: "quotes, backslashes"},
-		{name: "backslash", filter: parkedFilter{target: `a\`}, wantErr: "quotes, backslashes"},
-		{name: "newline", filter: parkedFilter{site: "a\nb"}, wantErr: "control characters"},
-		{name: "negative age", filter: parkedFilter{olderThan: -time.Hour}, wantErr: "must be positive"},
+		{name: "bad kind", filter: operator.Filter{Kind: "Email"}, wantErr: `--kind "Email": want Notification, ExternalCall, DatabaseWrite`},
+		{name: "double quote", filter: operator.Filter{Site: `x" OR OutpostSite!="`}, wantErr: "quotes, backslashes"},
+		{name: "single quote", filter: operator.Filter{Target: `o'neil`}, wantErr: "quotes, backslashes"},
+		{name: "backslash", filter: operator.Filter{Target: `a\`}, wantErr: "quotes, backslashes"},
+		{name: "newline", filter: operator.Filter{Site: "a\nb"}, wantErr: "control characters"},
+		{name: "negative age", filter: operator.Filter{OlderThan: -time.Hour}, wantErr: "must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.filter.query(now)
+			got, err := filterQuery(tc.filter, now)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return
@@ -308,25 +309,6 @@ func TestParkedFilterQuery(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
-}
-
-func TestCandidateWorkflowIDs(t *testing.T) {
-	t.Parallel()
-	ids, err := candidateWorkflowIDs("9b1c")
-	require.NoError(t, err)
-	require.Equal(t, []string{"notification/9b1c", "call/9b1c"}, ids)
-	ids, err = candidateWorkflowIDs("call/9b1c")
-	require.NoError(t, err)
-	require.Equal(t, []string{"call/9b1c"}, ids)
-	ids, err = candidateWorkflowIDs("notification/9b1c")
-	require.NoError(t, err)
-	require.Equal(t, []string{"notification/9b1c"}, ids)
-	_, err = candidateWorkflowIDs("telemetry/plant-1/3")
-	require.ErrorContains(t, err, "is not an operation id")
-	_, err = candidateWorkflowIDs(" ")
-	require.Error(t, err)
-	require.Equal(t, "9b1c", operationID("call/9b1c"))
-	require.Equal(t, "9b1c", operationID("notification/9b1c"))
 }
 
 func newFlagSet() *flag.FlagSet {
@@ -406,7 +388,7 @@ func TestParkedList(t *testing.T) {
 
 	out, _, err := runWith(t, "", "parked", "list", "--config", cfg, "--site", "plant-1", "--json")
 	require.NoError(t, err)
-	var items []parkedItem
+	var items []operator.Item
 	require.NoError(t, json.Unmarshal([]byte(out), &items))
 	require.Len(t, items, 3, "paged through every match (page size 2)")
 	require.Equal(t, []string{"c2", "n1", "c1"}, []string{items[0].ID, items[1].ID, items[2].ID}, "oldest first")

@@ -3,23 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -62,7 +52,7 @@ Example:
 		if len(op.args) != 1 {
 			return fmt.Errorf("%w: status takes one operation ID, got %d", ErrUsage, len(op.args))
 		}
-		if _, err := candidateWorkflowIDs(op.args[0]); err != nil {
+		if _, err := operator.CandidateWorkflowIDs(op.args[0]); err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
 		tc, closeTC, err := op.connect()
@@ -70,30 +60,20 @@ Example:
 			return err
 		}
 		defer closeTC()
-		story, err := operationStatus(ctx, tc, op.cfg, op.args[0])
+		story, err := operator.StoryOf(ctx, tc, op.cfg.Central.TemporalUIURL, op.cfg.Temporal.Namespace, op.args[0])
 		if err != nil {
 			return err
 		}
 		if *asJSON {
 			return writeJSON(env.Stdout, story)
 		}
-		story.print(env.Stdout)
+		printStory(env.Stdout, story)
 		return nil
 	},
 }
 
-// temporalAPI is the part of the Temporal client the operator commands use;
-// client.Client has it, and tests put a fake in its place.
-type temporalAPI interface {
-	ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
-	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
-	QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error)
-	GetWorkflow(ctx context.Context, workflowID, runID string) client.WorkflowRun
-	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
-}
-
 // dialOperator connects an operator command to Temporal. Tests replace it.
-var dialOperator = func(cfg config.Temporal, log *zap.Logger) (temporalAPI, func(), error) {
+var dialOperator = func(cfg config.Temporal, log *zap.Logger) (operator.Temporal, func(), error) {
 	c, err := temporalclient.Dial(cfg, log, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (check temporal.address and temporal.namespace in --config)", err)
@@ -130,7 +110,7 @@ func loadOperator(fs *flag.FlagSet, args []string) (*operatorRun, error) {
 	return &operatorRun{cfg: cfg, log: log, args: rest}, nil
 }
 
-func (o *operatorRun) connect() (temporalAPI, func(), error) {
+func (o *operatorRun) connect() (operator.Temporal, func(), error) {
 	return dialOperator(o.cfg.Temporal, o.log)
 }
 
@@ -156,274 +136,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-var (
-	notificationPrefix = contract.NotificationWorkflowID("")
-	callPrefix         = contract.CachedCallWorkflowID("")
-)
-
-// candidateWorkflowIDs is the workflow ids an operator's ID may name: the
-// id itself when it carries its prefix, else the notification's and the
-// call's (operation ids are UUIDs, so at most one exists).
-func candidateWorkflowIDs(id string) ([]string, error) {
-	switch {
-	case strings.TrimSpace(id) == "":
-		return nil, errors.New("an empty operation id")
-	case strings.HasPrefix(id, notificationPrefix) || strings.HasPrefix(id, callPrefix):
-		return []string{id}, nil
-	case strings.ContainsAny(id, "/ \t\n"):
-		return nil, fmt.Errorf("%q is not an operation id: give the UUID, %s<uuid> or %s<uuid>", id, notificationPrefix, callPrefix)
-	}
-	return []string{contract.NotificationWorkflowID(id), contract.CachedCallWorkflowID(id)}, nil
-}
-
-// operationID strips the workflow-id prefix.
-func operationID(workflowID string) string {
-	if id, ok := strings.CutPrefix(workflowID, notificationPrefix); ok {
-		return id
-	}
-	id, _ := strings.CutPrefix(workflowID, callPrefix)
-	return id
-}
-
-// notAtCentralError: central has no workflow for the operation.
-type notAtCentralError struct{ id string }
-
-func (e *notAtCentralError) Error() string {
-	return fmt.Sprintf("central has no workflow for %s: it may still be buffered on its site, or was answered at once by the site (cached calls), "+
-		"see GET /v1/operations/%s (calls, writes) or GET /v1/notifications/%s on the site", e.id, e.id, e.id)
-}
-
-// describeOperation finds the operation's workflow: a *notAtCentralError
-// when central has none.
-func describeOperation(ctx context.Context, tc temporalAPI, id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	candidates, err := candidateWorkflowIDs(id)
-	if err != nil {
-		return nil, err
-	}
-	for _, wid := range candidates {
-		desc, err := tc.DescribeWorkflowExecution(ctx, wid, "")
-		var notFound *serviceerror.NotFound
-		switch {
-		case errors.As(err, &notFound):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("describe workflow %s: %w", wid, err)
-		}
-		return desc, nil
-	}
-	return nil, &notAtCentralError{id: operationID(candidates[0])}
-}
-
-// keyword reads a Keyword search attribute ("" when absent).
-func keyword(sa *commonpb.SearchAttributes, key temporal.SearchAttributeKeyKeyword) string {
-	p := sa.GetIndexedFields()[key.GetName()]
-	if p == nil {
-		return ""
-	}
-	var v string
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
-		return ""
-	}
-	return v
-}
-
-// kindOf is the operation's kind: OutpostKind, else what the id says.
-func kindOf(workflowID string, sa *commonpb.SearchAttributes) string {
-	if k := keyword(sa, contract.AttrKind); k != "" {
-		return k
-	}
-	if strings.HasPrefix(workflowID, notificationPrefix) {
-		return contract.KindNotification
-	}
-	return "call"
-}
-
-// stateOf is the operation's state: a completed workflow's result (no
-// worker needed), else the status query's answer.
-func stateOf(ctx context.Context, tc temporalAPI, info *workflowExecution) (operator.State, error) {
-	if info.status == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		run := tc.GetWorkflow(ctx, info.id, info.runID)
-		st, err := operator.DecodeState(info.id, func(v any) error { return run.Get(ctx, v) })
-		if err == nil {
-			return st, nil
-		}
-	}
-	return operator.QueryState(ctx, tc, info.id, info.runID)
-}
-
-// workflowExecution is what the operator commands read of one workflow.
-type workflowExecution struct {
-	id, runID, typ, taskQueue string
-	status                    enums.WorkflowExecutionStatus
-	started                   time.Time
-	closed                    *time.Time
-	historyLength             int64
-	sa                        *commonpb.SearchAttributes
-}
-
-func executionOf(info *workflowpb.WorkflowExecutionInfo) *workflowExecution {
-	e := &workflowExecution{
-		id: info.GetExecution().GetWorkflowId(), runID: info.GetExecution().GetRunId(), typ: info.GetType().GetName(),
-		taskQueue: info.GetTaskQueue(), status: info.GetStatus(), historyLength: info.GetHistoryLength(), sa: info.GetSearchAttributes(),
-	}
-	if info.GetStartTime().IsValid() {
-		e.started = info.GetStartTime().AsTime()
-	}
-	if info.GetCloseTime().IsValid() {
-		t := info.GetCloseTime().AsTime()
-		e.closed = &t
-	}
-	return e
-}
-
-// webUIURL links a workflow in the Temporal Web UI.
-func webUIURL(base, namespace, workflowID, runID string) string {
-	u := strings.TrimRight(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(workflowID)
-	if runID != "" {
-		u += "/" + url.PathEscape(runID) + "/history"
-	}
-	return u
-}
-
-// operationStory is `outpost status`'s answer.
-type operationStory struct {
-	OperationID string          `json:"operationId"`
-	Kind        string          `json:"kind"`
-	Status      contract.Status `json:"status"`
-	Site        string          `json:"site,omitempty"`
-	// Target is system.method, the database, or the notification list.
-	Target     string `json:"target,omitempty"`
-	Summary    string `json:"summary,omitempty"`
-	RetryCount int    `json:"retryCount"`
-	LastError  string `json:"lastError,omitempty"`
-	// AcceptedAt is when the site accepted it; ReceivedAt when central got
-	// it (its workflow started).
-	AcceptedAt     *time.Time               `json:"acceptedAt,omitempty"`
-	ReceivedAt     time.Time                `json:"receivedAt"`
-	LastAttemptAt  *time.Time               `json:"lastAttemptAt,omitempty"`
-	NextAttemptAt  *time.Time               `json:"nextAttemptAt,omitempty"`
-	FinishedAt     *time.Time               `json:"finishedAt,omitempty"`
-	OperatorAction *contract.OperatorAction `json:"operatorAction,omitempty"`
-	// Request is what a call sends, secret params redacted.
-	Request  json.RawMessage `json:"request,omitempty"`
-	Workflow workflowView    `json:"workflow"`
-	// AttemptsRunOn is the task queue delivery attempts run on: central's
-	// for notifications, the site's for calls and writes.
-	AttemptsRunOn  string       `json:"attemptsRunOn"`
-	CurrentAttempt *attemptView `json:"currentAttempt,omitempty"`
-	WebUI          string       `json:"webUI"`
-	// Notification or Call is the full status answer; StateError says why
-	// there is none.
-	Notification *contract.NotificationState `json:"notification,omitempty"`
-	Call         *contract.TrackedOperation  `json:"call,omitempty"`
-	StateError   string                      `json:"stateError,omitempty"`
-}
-
-type workflowView struct {
-	ID            string     `json:"id"`
-	RunID         string     `json:"runId"`
-	Type          string     `json:"type"`
-	Status        string     `json:"status"`
-	TaskQueue     string     `json:"taskQueue"`
-	StartedAt     time.Time  `json:"startedAt"`
-	ClosedAt      *time.Time `json:"closedAt,omitempty"`
-	HistoryLength int64      `json:"historyLength"`
-}
-
-// attemptView is the delivery activity in progress or waiting for its next try.
-type attemptView struct {
-	Activity    string     `json:"activity"`
-	State       string     `json:"state"`
-	Attempt     int32      `json:"attempt"`
-	ScheduledAt *time.Time `json:"scheduledAt,omitempty"`
-	LastFailure string     `json:"lastFailure,omitempty"`
-	LastWorker  string     `json:"lastWorker,omitempty"`
-}
-
-// operationStatus tells one operation's story from its workflow: the
-// description, then the result or status query.
-func operationStatus(ctx context.Context, tc temporalAPI, cfg config.Config, id string) (*operationStory, error) {
-	desc, err := describeOperation(ctx, tc, id)
-	if err != nil {
-		return nil, err
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	ex := executionOf(info)
-	s := &operationStory{
-		OperationID: operationID(ex.id),
-		Kind:        kindOf(ex.id, ex.sa),
-		Status:      contract.Status(keyword(ex.sa, contract.AttrStatus)),
-		Site:        keyword(ex.sa, contract.AttrSite),
-		Target:      keyword(ex.sa, contract.AttrTarget),
-		ReceivedAt:  ex.started,
-		Workflow: workflowView{
-			ID: ex.id, RunID: ex.runID, Type: ex.typ, Status: ex.status.String(), TaskQueue: ex.taskQueue,
-			StartedAt: ex.started, ClosedAt: ex.closed, HistoryLength: ex.historyLength,
-		},
-		AttemptsRunOn: contract.CentralTaskQueue,
-		WebUI:         webUIURL(cfg.Central.TemporalUIURL, cfg.Temporal.Namespace, ex.id, ex.runID),
-	}
-	if p := desc.GetExecutionConfig().GetUserMetadata().GetSummary(); p != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(p, &s.Summary) // a summary is a nicety
-	}
-	if s.Kind != contract.KindNotification && s.Site != "" {
-		s.AttemptsRunOn = contract.SiteTaskQueue(s.Site)
-	}
-	if acts := desc.GetPendingActivities(); len(acts) > 0 {
-		a := acts[0]
-		s.CurrentAttempt = &attemptView{
-			Activity: a.GetActivityType().GetName(), State: a.GetState().String(), Attempt: a.GetAttempt(),
-			LastFailure: a.GetLastFailure().GetMessage(), LastWorker: a.GetLastWorkerIdentity(),
-		}
-		if a.GetScheduledTime().IsValid() {
-			t := a.GetScheduledTime().AsTime()
-			s.CurrentAttempt.ScheduledAt = &t
-		}
-	}
-	st, err := stateOf(ctx, tc, ex)
-	if err != nil {
-		s.StateError = err.Error()
-		return s, nil
-	}
-	s.apply(st)
-	if s.FinishedAt == nil && s.Status.Terminal() {
-		s.FinishedAt = ex.closed
-	}
-	return s, nil
-}
-
-func (s *operationStory) apply(st operator.State) {
-	switch {
-	case st.Notification != nil:
-		n := st.Notification
-		s.Notification, s.Status, s.RetryCount, s.LastError = n, n.Status, n.RetryCount, n.LastError
-		s.AcceptedAt, s.LastAttemptAt, s.NextAttemptAt, s.FinishedAt = timePtr(n.SiteEnqueuedAt), n.LastAttemptAt, n.NextAttemptAt, n.DeliveredAt
-		s.OperatorAction = n.LastOperatorAction
-	case st.Call != nil:
-		c := st.Call
-		s.Call, s.Status, s.RetryCount, s.LastError = &c.TrackedOperation, c.Status, c.RetryCount, c.LastError
-		s.OperatorAction, s.Request = c.LastOperatorAction, c.Request
-		s.AcceptedAt, s.LastAttemptAt, s.NextAttemptAt, s.FinishedAt = timePtr(c.CreatedAt), c.LastAttemptAt, c.NextAttemptAt, c.TerminalAt
-		if c.Kind != "" {
-			s.Kind = c.Kind
-		}
-		if c.Target != "" {
-			s.Target = c.Target
-		}
-		if c.SourceSiteID != "" {
-			s.Site = c.SourceSiteID
-		}
-	}
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-func (s *operationStory) print(w io.Writer) {
+func printStory(w io.Writer, s *operator.Story) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(label, format string, args ...any) {
 		fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{label}, args...)...)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/operator"
 )
 
 func TestStatusCommand(t *testing.T) {
@@ -49,7 +50,7 @@ func TestStatusCommand(t *testing.T) {
 
 	out, _, err = runWith(t, "", "status", "notification/n1", "--json", "--config", cfg)
 	require.NoError(t, err)
-	var story operationStory
+	var story operator.Story
 	require.NoError(t, json.Unmarshal([]byte(out), &story))
 	require.Equal(t, contract.KindNotification, story.Kind)
 	require.Equal(t, contract.StatusParked, story.Status)
@@ -65,7 +66,7 @@ func TestStatusCommand(t *testing.T) {
 	require.Contains(t, out, "DeliverCachedCall attempt 2, scheduled")
 
 	_, _, err = runWith(t, "", "status", "7f0e", "--config", cfg)
-	var notAtCentral *notAtCentralError
+	var notAtCentral *operator.NotAtCentralError
 	require.ErrorAs(t, err, &notAtCentral)
 	require.ErrorContains(t, err, "central has no workflow for 7f0e: it may still be buffered on its site, or was answered at once by the site (cached calls), see GET /v1/operations/7f0e")
 }
@@ -73,11 +74,11 @@ func TestStatusCommand(t *testing.T) {
 func TestStatusReportsDescribeErrors(t *testing.T) {
 	f := &failingDescribe{fakeTemporal: newFake()}
 	prev := dialOperator
-	dialOperator = func(config.Temporal, *zap.Logger) (temporalAPI, func(), error) { return f, func() {}, nil }
+	dialOperator = func(config.Temporal, *zap.Logger) (operator.Temporal, func(), error) { return f, func() {}, nil }
 	t.Cleanup(func() { dialOperator = prev })
 	_, _, err := runWith(t, "", "status", "c1", "--config", quietConfig(t))
 	require.ErrorContains(t, err, "describe workflow notification/c1: permission denied")
-	var notAtCentral *notAtCentralError
+	var notAtCentral *operator.NotAtCentralError
 	require.False(t, errors.As(err, &notAtCentral))
 }
 

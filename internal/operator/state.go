@@ -1,6 +1,10 @@
-// Package operator holds what every operator tool (the outpost CLI and the
-// outbox page) needs to read an operation from its workflow: its state by
-// the status query or the workflow's result.
+// Package operator is what every operator tool needs of Outpost's
+// workflows: find an operation by id (Describe), tell its story (StoryOf),
+// read its state by the status query or its result (QueryState, StateOf),
+// list the parked ones (Filter, ListParked, AddLastErrors) and retry or
+// discard one or many (Resolve, Signal). The outpost CLI, the outbox page
+// and the site SDK's status lookup use it; they keep only their flags,
+// forms and printing.
 package operator
 
 import (
