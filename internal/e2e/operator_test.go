@@ -431,7 +431,7 @@ func TestTerminatedWorkflowsAreSettledByReconciliation(t *testing.T) {
 	out, err = s.outpost("", "status", call.ID)
 	require.NoError(t, err)
 	require.Contains(t, out, "its workflow was terminated before the operation finished")
-	require.Contains(t, out, `"system":"erp","method":"createOrder","params":{"sku":"terminate"}`, "what the call sends")
+	require.Contains(t, out, `"system":"erp","method":"createOrder","params":{"password":"[redacted]","sku":"terminate"}`, "what the call sends, its secret redacted")
 
 	// Visibility must show the terminations before reconciliation can find them.
 	waitFor(t, 30*time.Second, func() bool {
