@@ -195,6 +195,7 @@ type Story struct {
 	StateError   string                      `json:"stateError,omitempty"`
 }
 
+// WorkflowView is the operation's workflow as a story shows it.
 type WorkflowView struct {
 	ID            string     `json:"id"`
 	RunID         string     `json:"runId"`

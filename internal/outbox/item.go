@@ -73,12 +73,9 @@ func (h *handler) loadItem(ctx context.Context, kind, id string, data *itemData)
 		}
 		return nil
 	}
-	row, err := h.store.GetSiteCall(ctx, id)
+	row, err := h.siteCall(ctx, kind, id)
 	if err != nil {
 		return err
-	}
-	if row.Kind != kind {
-		return fmt.Errorf("%s %s: %w (it is a %s)", kind, id, centralstore.ErrNotFound, row.Kind)
 	}
 	data.Call = &row
 	data.Item = centralstore.OperatorItem{

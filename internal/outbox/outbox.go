@@ -322,14 +322,21 @@ func (h *handler) checkItem(ctx context.Context, kind, id string) error {
 		_, err := h.store.GetNotification(ctx, id)
 		return err
 	}
+	_, err := h.siteCall(ctx, kind, id)
+	return err
+}
+
+// siteCall is central's copy of a call's tracking row, ErrNotFound when
+// central knows none of that kind.
+func (h *handler) siteCall(ctx context.Context, kind, id string) (contract.TrackedOperation, error) {
 	row, err := h.store.GetSiteCall(ctx, id)
 	if err != nil {
-		return err
+		return row, err
 	}
 	if row.Kind != kind {
-		return fmt.Errorf("%s %s: %w (it is a %s)", kind, id, centralstore.ErrNotFound, row.Kind)
+		return row, fmt.Errorf("%s %s: %w (it is a %s)", kind, id, centralstore.ErrNotFound, row.Kind)
 	}
-	return nil
+	return row, nil
 }
 
 // pagePath is the path the page is served at, as the browser sees it: the
