@@ -34,15 +34,30 @@ import (
 )
 
 // fakeTemporal stands in for Temporal in the operator commands' unit tests
-// (the end-to-end tests in internal/e2e run them on the real dev server).
-// ListWorkflow understands the clauses operator.Filter.query writes.
+// (the end-to-end tests in internal/e2e run them on the real dev server,
+// whose visibility store evaluates the queries). ListWorkflow answers only
+// the queries a test expects, with the workflows it names (see listed): a
+// command that builds another query fails.
 type fakeTemporal struct {
 	mu        sync.Mutex
 	workflows map[string]*fakeWorkflow
+	lists     map[string][]string // visibility query → workflow ids
 	pageSize  int
-	queries   []string
 	signals   []fakeSignal
 	failOn    map[string]error // signal errors by workflow id
+}
+
+// parkedQuery is the visibility query of every parked operation, with
+// clauses appended for a filter's flags.
+func parkedQuery(clauses ...string) string {
+	return strings.Join(append([]string{`OutpostStatus="Parked"`, `ExecutionStatus="Running"`}, clauses...), " AND ")
+}
+
+// listed makes ListWorkflow answer query with the workflows of ids.
+func (f *fakeTemporal) listed(query string, ids ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists[query] = ids
 }
 
 type fakeWorkflow struct {
@@ -58,7 +73,7 @@ type fakeSignal struct {
 }
 
 func newFake() *fakeTemporal {
-	return &fakeTemporal{workflows: map[string]*fakeWorkflow{}, pageSize: 2, failOn: map[string]error{}}
+	return &fakeTemporal{workflows: map[string]*fakeWorkflow{}, lists: map[string][]string{}, pageSize: 2, failOn: map[string]error{}}
 }
 
 var t0 = time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
@@ -127,16 +142,13 @@ func (f *fakeTemporal) add(wid, typ, kind, site, target string, status contract.
 func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.queries = append(f.queries, req.GetQuery())
-	var match []*workflowpb.WorkflowExecutionInfo
-	for _, w := range f.workflows {
-		ok, err := matches(w.info, req.GetQuery())
-		if err != nil {
-			return nil, serviceerror.NewInvalidArgument(err.Error())
-		}
-		if ok {
-			match = append(match, w.info)
-		}
+	ids, ok := f.lists[req.GetQuery()]
+	if !ok {
+		return nil, serviceerror.NewInvalidArgument(fmt.Sprintf("the test expects no visibility query %q", req.GetQuery()))
+	}
+	match := make([]*workflowpb.WorkflowExecutionInfo, len(ids))
+	for i, id := range ids {
+		match[i] = f.workflows[id].info
 	}
 	sort.Slice(match, func(i, j int) bool { return match[i].StartTime.AsTime().After(match[j].StartTime.AsTime()) })
 	from := 0
@@ -149,38 +161,6 @@ func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.List
 		resp.NextPageToken = []byte(strconv.Itoa(to))
 	}
 	return resp, nil
-}
-
-// matches evaluates the AND of clauses operator.Filter.query writes.
-func matches(info *workflowpb.WorkflowExecutionInfo, query string) (bool, error) {
-	for _, clause := range strings.Split(query, " AND ") {
-		if attr, v, ok := strings.Cut(clause, " < "); ok && attr == "StartTime" {
-			at, err := time.Parse(time.RFC3339, strings.Trim(v, `"`))
-			if err != nil {
-				return false, err
-			}
-			if !info.StartTime.AsTime().Before(at) {
-				return false, nil
-			}
-			continue
-		}
-		attr, quoted, ok := strings.Cut(clause, "=")
-		if !ok {
-			return false, fmt.Errorf("clause %q", clause)
-		}
-		want, err := strconv.Unquote(quoted)
-		if err != nil {
-			return false, fmt.Errorf("clause %q: %w", clause, err)
-		}
-		got := info.Status.String()
-		if attr != "ExecutionStatus" {
-			_ = converter.GetDefaultDataConverter().FromPayload(info.SearchAttributes.IndexedFields[attr], &got)
-		}
-		if got != want {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, workflowID, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
@@ -383,6 +363,9 @@ func TestParkedList(t *testing.T) {
 	f.addCall("c3", "plant-2", "erp.createOrder", contract.StatusParked, 4)
 	f.addCall("c4", "plant-1", "erp.createOrder", contract.StatusDelivered, 0)
 	f.addCall("c5", "plant-1", "erp.createOrder", contract.StatusRetrying, 5)
+	f.listed(parkedQuery(`OutpostSite="plant-1"`), "call/c1", "call/c2", "notification/n1")
+	f.listed(parkedQuery(`OutpostKind="Notification"`), "notification/n1")
+	f.listed(parkedQuery(`OutpostSite="plant-9"`))
 	useFake(t, f)
 	cfg := quietConfig(t)
 
@@ -421,6 +404,7 @@ func TestParkedRetryAsksBeforeBulk(t *testing.T) {
 	f.addCall("c1", "plant-1", "erp.createOrder", contract.StatusParked, 1)
 	f.addCall("c2", "plant-1", "erp.createOrder", contract.StatusParked, 2)
 	f.addCall("c3", "plant-2", "erp.createOrder", contract.StatusParked, 3)
+	f.listed(parkedQuery(`OutpostSite="plant-1"`), "call/c1", "call/c2")
 	useFake(t, f)
 	cfg := quietConfig(t)
 
@@ -480,6 +464,7 @@ func TestParkedRetryByID(t *testing.T) {
 	// A failing signal is reported and makes the exit non-zero; the others still go.
 	f.failOn["call/c4"] = serviceerror.NewUnavailable("frontend unavailable")
 	f.addCall("c5", "plant-1", "erp.createOrder", contract.StatusParked, 5)
+	f.listed(parkedQuery(), "notification/n1", "call/c4", "call/c5")
 	out, _, err = runWith(t, "", "parked", "discard", "--config", cfg, "--all", "--yes")
 	require.ErrorContains(t, err, "1 of 3 discard signal(s) failed")
 	require.Contains(t, out, "FAILED")
