@@ -157,6 +157,11 @@ const (
 	StatusFailed Status = "Failed"
 )
 
+// Statuses lists every status, in lifecycle order.
+func Statuses() []Status {
+	return []Status{StatusForwarding, StatusPending, StatusRetrying, StatusParked, StatusDelivered, StatusDiscarded, StatusFailed}
+}
+
 // Terminal reports whether no further delivery will happen without an
 // operator. Parked is not terminal: it waits for retry or discard.
 func (s Status) Terminal() bool {

@@ -81,6 +81,9 @@ var sqliteDialect = dialect{
 	upgrades: []string{
 		`CREATE INDEX IF NOT EXISTS notifications_status_terminal ON notifications (status, terminal_at)`,
 		backfillTerminalAt,
+		// Keyset paging of every notification, newest first (ListNotifications).
+		`CREATE INDEX IF NOT EXISTS notifications_created ON notifications (created_at, notification_id)`,
+		`CREATE INDEX IF NOT EXISTS notifications_status_created ON notifications (status, created_at, notification_id)`,
 	},
 	insertIfMissing: `INSERT INTO notifications (` + notificationColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -99,6 +99,11 @@ var sqlServerDialect = dialect{
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'notifications_status_terminal')
 	CREATE INDEX notifications_status_terminal ON notifications (status, terminal_at)`,
 		backfillTerminalAt,
+		// Keyset paging of every notification, newest first (ListNotifications).
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'notifications_created')
+	CREATE INDEX notifications_created ON notifications (created_at, notification_id)`,
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'notifications_status_created')
+	CREATE INDEX notifications_status_created ON notifications (status, created_at, notification_id)`,
 	},
 	// UPDLOCK+HOLDLOCK makes the check and the insert one atomic step; @p1
 	// is the first placeholder, the notification id.

@@ -292,7 +292,7 @@ func (s *Store) terminalError(ctx context.Context, id string) error {
 // ErrTerminal is returned for a change to a row that is already terminal.
 var ErrTerminal = errors.New("row is terminal")
 
-func scanNotification(row *sql.Row) (Notification, error) {
+func scanNotification(row interface{ Scan(...any) error }) (Notification, error) {
 	var n Notification
 	var status, targets string
 	var enqueued, created time.Time

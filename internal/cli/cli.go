@@ -37,7 +37,7 @@ type command struct {
 var commands = []command{
 	devCommand, centralCommand, hashPasswordCommand, siteCommand, configCheckCommand,
 	parkedListCommand, parkedRetryCommand, parkedDiscardCommand, statusCommand,
-	kpiCommand, benchCommand,
+	notificationsListCommand, notificationsShowCommand, kpiCommand, benchCommand,
 }
 
 // ErrUsage is a command line that could not be understood; a hint was printed.
@@ -148,7 +148,7 @@ func groupUsage(env Env, group string, cmds []command, rest []string) error {
 	fmt.Fprintf(w, "Commands of outpost %s:\n", group)
 	names := make([]string, 0, len(cmds))
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-21s %s\n", c.name, c.summary)
 		names = append(names, strings.TrimPrefix(c.name, group+" "))
 	}
 	fmt.Fprintf(w, "\nRun 'outpost %s --help' for its flags and an example.\n", cmds[0].name)
@@ -165,7 +165,7 @@ func groupUsage(env Env, group string, cmds []command, rest []string) error {
 func printOverview(w io.Writer) {
 	fmt.Fprintln(w, "outpost: store-and-forward delivery for industrial sites, on Temporal.\n\nCommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-21s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'outpost COMMAND --help' for a command's flags and an example.")
 }

@@ -77,7 +77,8 @@ type handler struct {
 }
 
 // New returns the outbox page: GET / renders it; GET /items/{kind}/{id}
-// renders one item with its payload and audit trail; POST
+// renders one item with its payload and audit trail; GET /notifications
+// lists every notification, filtered and paged; POST
 // /items/{kind}/{id}/retry and /items/{kind}/{id}/discard signal a workflow
 // and redirect back (303) with a message; GET and POST /login sign in, POST
 // /logout signs out; /codec/ is the codec server. Mount it at a path ending
@@ -110,6 +111,7 @@ func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handle
 	page := http.NewServeMux()
 	page.Handle("GET /{$}", h.require(RoleViewer, h.page))
 	page.Handle("GET /items/{kind}/{id}", h.require(RoleViewer, h.item))
+	page.Handle("GET /notifications", h.require(RoleViewer, h.notifications))
 	page.Handle("POST /items/{kind}/{id}/{action}", h.require(RoleOperator, h.act))
 	if len(opts.Auth.Users) > 0 {
 		page.HandleFunc("GET /login", h.loginForm)
@@ -152,10 +154,10 @@ func parseFilter(q url.Values) (centralstore.ItemFilter, error) {
 	}
 	f.Site, f.Target, f.Query = strings.TrimSpace(q.Get("site")), strings.TrimSpace(q.Get("target")), strings.TrimSpace(q.Get("q"))
 	var err error
-	if f.CreatedFrom, err = parseTime("from", q.Get("from")); err != nil {
+	if f.CreatedFrom, err = ParseTime("from", q.Get("from")); err != nil {
 		return f, err
 	}
-	if f.CreatedTo, err = parseTime("to", q.Get("to")); err != nil {
+	if f.CreatedTo, err = ParseTime("to", q.Get("to")); err != nil {
 		return f, err
 	}
 	return f, nil
@@ -165,7 +167,9 @@ func parseFilter(q url.Values) (centralstore.ItemFilter, error) {
 // value (read as UTC, the zone the page shows), RFC 3339, or a date.
 var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339Nano, "2006-01-02"}
 
-func parseTime(name, v string) (time.Time, error) {
+// ParseTime reads the time parameter name, UTC, in one of timeLayouts; zero
+// for "". Its error starts with name.
+func ParseTime(name, v string) (time.Time, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return time.Time{}, nil

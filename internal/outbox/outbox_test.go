@@ -3,12 +3,15 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -371,4 +374,56 @@ func readBody(t *testing.T, resp *http.Response) string {
 	data, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(data)
+}
+
+// The notifications list shows every notification, Delivered ones too,
+// newest first, in pages that follow on with an "Older" link; filters
+// narrow it; bad ones are a 400.
+func TestNotificationsListPagesEveryStatus(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var delivered []string
+	for i := range 60 {
+		id := uuid.NewString()
+		_, err := f.store.InsertNotification(ctx, centralstore.Notification{
+			NotificationID: id, Type: centralstore.NotificationTypeEmail, ListName: "shift", Subject: fmt.Sprintf("shift report %02d", i),
+			Status: contract.StatusPending, SourceSiteID: "plant-3", CreatedAt: f.now.Add(-time.Duration(i) * time.Minute), SiteEnqueuedAt: f.now,
+		})
+		require.NoError(t, err)
+		require.NoError(t, f.store.MarkNotificationDelivered(ctx, id, f.now, []string{"shift@example.com"}))
+		delivered = append(delivered, id)
+	}
+	h := f.handler(&signals{})
+
+	rec := get(t, h, "/notifications?site=plant-3")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	body := rec.Body.String()
+	require.Contains(t, body, `id="n-`+delivered[0]+`"`, "the newest first")
+	require.Contains(t, body, `href="items/Notification/`+delivered[0]+`"`)
+	require.NotContains(t, body, delivered[50], "50 to a page")
+	next := regexp.MustCompile(`id="next" href="([^"]+)"`).FindStringSubmatch(body)
+	require.NotNil(t, next, "an Older link")
+	rec = get(t, h, "/"+html.UnescapeString(next[1]))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), delivered[50])
+	require.Contains(t, rec.Body.String(), delivered[59])
+	require.NotContains(t, rec.Body.String(), `id="n-`+delivered[49]+`"`)
+	require.NotContains(t, rec.Body.String(), `id="next"`, "the last page")
+
+	body = get(t, h, "/notifications?status=Parked").Body.String()
+	require.Contains(t, body, f.note)
+	require.NotContains(t, body, delivered[0])
+	body = get(t, h, "/notifications?q=report+07&site=plant-3").Body.String()
+	require.Contains(t, body, delivered[7])
+	require.NotContains(t, body, delivered[8])
+	for target, msg := range map[string]string{
+		"/notifications?status=Lost":      `status "Lost" is not one of`,
+		"/notifications?after=yesterday":  "page token",
+		"/notifications?from=last+monday": `from "last monday"`,
+	} {
+		rec := get(t, h, target)
+		require.Equal(t, http.StatusBadRequest, rec.Code, target)
+		require.Contains(t, rec.Body.String(), msg, target)
+	}
 }

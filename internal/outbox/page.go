@@ -61,8 +61,9 @@ var funcs = template.FuncMap{
 	},
 }
 
-// templates are the outbox page ("outbox") and an item's page ("item"),
-// which share one style sheet ("style").
+// templates are the outbox page ("outbox"), an item's page ("item") and the
+// list of every notification ("notifications"), which share one style
+// sheet ("style").
 var templates = parseTemplates()
 
 func parseTemplates() *template.Template {
@@ -70,6 +71,7 @@ func parseTemplates() *template.Template {
 	template.Must(t.New("style").Parse(styleHTML))
 	template.Must(t.New("outbox").Parse(outboxHTML))
 	template.Must(t.New("item").Parse(itemHTML))
+	template.Must(t.New("notifications").Parse(notificationsHTML))
 	return t
 }
 
@@ -139,6 +141,7 @@ const outboxHTML = `<!doctype html>
 </table>
 
 <h2>Stuck and parked</h2>
+<p class="sub">Delivered and discarded ones too: <a href="notifications" id="all-notifications">every notification</a>.</p>
 <form class="filter" method="get" action="">
   <label>Status<select name="status"><option value="">stuck or parked</option>{{range .Statuses}}<option{{if eq . (index $.Form "status")}} selected{{end}}>{{.}}</option>{{end}}</select></label>
   <label>Kind<select name="kind"><option value="">any</option>{{range .Kinds}}<option{{if eq . (index $.Form "kind")}} selected{{end}}>{{.}}</option>{{end}}</select></label>

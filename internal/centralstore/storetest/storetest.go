@@ -36,6 +36,7 @@ func Exercise(t *testing.T, store *centralstore.Store) {
 	t.Run("PurgeDeletesOnlyTerminalRowsPastRetention", func(t *testing.T) { purgeDeletesOnlyDueRows(t, store) })
 	t.Run("PurgeStopsAtMaxRows", func(t *testing.T) { purgeStopsAtMaxRows(t, store) })
 	t.Run("KPIsAndOperatorItems", func(t *testing.T) { kpiSuite(t, store) })
+	t.Run("ListNotifications", func(t *testing.T) { listNotifications(t, store) })
 }
 
 func newRow() centralstore.Notification {
