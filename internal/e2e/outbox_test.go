@@ -118,6 +118,18 @@ func TestOutboxPageInChromium(t *testing.T) {
 	require.Equal(t, subject, text(t, ctx, "#subject"))
 	require.Contains(t, text(t, ctx, "#payload"), "ops@example.com")
 	require.Contains(t, text(t, ctx, "#audit"), "relay fixed")
+
+	// It is in the list of every notification, found by status and word.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#items"))))
+	_, err = chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#all-notifications"))))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("select[name=status]"), "Delivered"),
+		chromedp.SetValue(chromedp.CSS("input[name=q]"), "tripped"),
+	))
+	_, err = chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("form.filter button"))))
+	require.NoError(t, err)
+	require.Contains(t, text(t, ctx, "#n-"+note), subject)
 }
 
 // signInAs fills the login form the page sent the browser to, and waits for
