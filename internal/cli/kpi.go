@@ -79,6 +79,17 @@ func centralToRead(env Env, cfg config.Config, configGiven bool) (config.Central
 	return central, nil
 }
 
+// openCentralToRead opens the central store centralToRead names, for a
+// command whose flags fs hold --config.
+func openCentralToRead(ctx context.Context, env Env, cfg config.Config, fs *flag.FlagSet) (*centralstore.Store, config.Central, error) {
+	central, err := centralToRead(env, cfg, fs.Lookup("config").Value.String() != "")
+	if err != nil {
+		return nil, central, err
+	}
+	store, err := workers.OpenCentralStore(ctx, central.Store)
+	return store, central, err
+}
+
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/workers"
 )
 
 var notificationsListCommand = command{
@@ -69,16 +68,12 @@ Example:
 			}
 			f.After = &c
 		}
-		central, err := centralToRead(env, op.cfg, fs.Lookup("config").Value.String() != "")
-		if err != nil {
-			return err
-		}
-		f.Now, f.StuckAge = time.Now(), central.StuckAge
-		store, err := workers.OpenCentralStore(ctx, central.Store)
+		store, central, err := openCentralToRead(ctx, env, op.cfg, fs)
 		if err != nil {
 			return err
 		}
 		defer store.Close()
+		f.Now, f.StuckAge = time.Now(), central.StuckAge
 		page, err := store.ListNotifications(ctx, f)
 		if errors.Is(err, centralstore.ErrInvalidFilter) {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
@@ -109,14 +104,11 @@ Example:
   outpost notifications show --config /etc/outpost/outpost.yaml 9b1c6a0e-5f0d-4a43-9d43-8f1f0c2b7e11`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		asJSON := fs.Bool("json", false, "print the notification and its audit events as one JSON object")
-		op, err := loadOperator(fs, args)
+		op, err := loadOperatorOneID(fs, args, "notifications show takes one notification ID")
 		if err != nil {
 			return err
 		}
 		defer op.close()
-		if len(op.args) != 1 {
-			return fmt.Errorf("%w: notifications show takes one notification ID, got %d", ErrUsage, len(op.args))
-		}
 		id, _ := contract.NotificationIDFromWorkflowID(op.args[0])
 		if id == "" {
 			id = op.args[0]
@@ -124,11 +116,7 @@ Example:
 		if !contract.IsOperationID(id) {
 			return fmt.Errorf("%w: %q is not a notification id (a lower-case UUID, with or without notification/)", ErrUsage, op.args[0])
 		}
-		central, err := centralToRead(env, op.cfg, fs.Lookup("config").Value.String() != "")
-		if err != nil {
-			return err
-		}
-		store, err := workers.OpenCentralStore(ctx, central.Store)
+		store, _, err := openCentralToRead(ctx, env, op.cfg, fs)
 		if err != nil {
 			return err
 		}

@@ -44,14 +44,11 @@ Example:
   outpost status --json call/9b1c6a0e-5f0d-4a43-9d43-8f1f0c2b7e11 | jq .status`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		asJSON := fs.Bool("json", false, "print the story as one JSON object")
-		op, err := loadOperator(fs, args)
+		op, err := loadOperatorOneID(fs, args, "status takes one operation ID")
 		if err != nil {
 			return err
 		}
 		defer op.close()
-		if len(op.args) != 1 {
-			return fmt.Errorf("%w: status takes one operation ID, got %d", ErrUsage, len(op.args))
-		}
 		if _, err := operator.CandidateWorkflowIDs(op.args[0]); err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
@@ -108,6 +105,20 @@ func loadOperator(fs *flag.FlagSet, args []string) (*operatorRun, error) {
 		return nil, err
 	}
 	return &operatorRun{cfg: cfg, log: log, args: rest}, nil
+}
+
+// loadOperatorOneID is loadOperator for a command that takes exactly one
+// ID; what says what it takes, for the usage error.
+func loadOperatorOneID(fs *flag.FlagSet, args []string, what string) (*operatorRun, error) {
+	op, err := loadOperator(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(op.args) != 1 {
+		op.close()
+		return nil, fmt.Errorf("%w: %s, got %d", ErrUsage, what, len(op.args))
+	}
+	return op, nil
 }
 
 func (o *operatorRun) connect() (operator.Temporal, func(), error) {
