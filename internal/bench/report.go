@@ -42,7 +42,7 @@ type Row struct {
 	Section string  `json:"section"`
 	Measure string  `json:"measure"`
 	Value   float64 `json:"value"`
-	// Unit is "/s", "ms", "MB" or "s".
+	// Unit is "/s", "ms", "MB", "s" or "actions".
 	Unit     string  `json:"unit"`
 	Baseline *Figure `json:"baseline,omitempty"`
 	// Ratio is Value / Baseline.Value (0 without a baseline).
@@ -241,11 +241,14 @@ func (rep *Report) writeDetails(w io.Writer) {
 }
 
 // formatValue renders v in unit: rates with thousands separators,
-// milliseconds with two decimals under 10 ms, sizes and seconds with one.
+// milliseconds with two decimals under 10 ms, actions whole, sizes and
+// seconds with one decimal.
 func formatValue(v float64, unit string) string {
 	switch unit {
 	case "/s":
 		return thousands(int64(v+0.5)) + "/s"
+	case "actions":
+		return strconv.FormatFloat(v, 'f', 0, 64) + " actions"
 	case "ms":
 		if v < 10 {
 			return strconv.FormatFloat(v, 'f', 2, 64) + " ms"

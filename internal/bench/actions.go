@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/outpost-dev/outpost/contract"
+)
+
+// actionCount is what one workflow's history costs: its billable actions,
+// by kind, and its size.
+type actionCount struct {
+	total  int
+	byKind map[string]int
+	events int
+	bytes  int
+}
+
+func (c actionCount) String() string {
+	kinds := slices.Sorted(maps.Keys(c.byKind))
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %d", k, c.byKind[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// countActions estimates the billable actions in a closed workflow's
+// history by Temporal Cloud's list (the number Cloud bills by and a
+// self-hosted cluster is sized by): the start, each signal, each activity
+// attempt, the local activities of one workflow task together, each timer,
+// each search-attribute upsert or properties change, each side effect.
+// Workflow tasks and version markers cost none.
+func countActions(ctx context.Context, tc client.Client, workflowID string) (actionCount, error) {
+	c := actionCount{byKind: map[string]int{}}
+	add := func(kind string, n int) { c.byKind[kind] += n; c.total += n }
+	localActivityTasks := map[int64]bool{}
+	iter := tc.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			return c, fmt.Errorf("history of %s: %w", workflowID, err)
+		}
+		c.events++
+		c.bytes += proto.Size(ev)
+		switch ev.GetEventType() {
+		case enums.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			add("start", 1)
+		case enums.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			add("signal", 1)
+		case enums.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			add("activity attempt", int(ev.GetActivityTaskStartedEventAttributes().GetAttempt()))
+		case enums.EVENT_TYPE_TIMER_STARTED:
+			add("timer", 1)
+		case enums.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			add("search-attribute upsert", 1)
+		case enums.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+			add("properties change", 1)
+		case enums.EVENT_TYPE_MARKER_RECORDED:
+			m := ev.GetMarkerRecordedEventAttributes()
+			switch m.GetMarkerName() {
+			case "LocalActivity":
+				if task := m.GetWorkflowTaskCompletedEventId(); !localActivityTasks[task] {
+					localActivityTasks[task] = true
+					add("local activities of a workflow task", 1)
+				}
+			case "SideEffect", "MutableSideEffect":
+				add("side effect", 1)
+			}
+		}
+	}
+	return c, nil
+}
+
+// notificationActions delivers one notification through the site and one
+// bare workflow, and counts what each history costs. The least the design
+// allows is the bare workflow's start and activity plus the signal the site
+// sends with its start (SignalWithStart).
+func (r *run) notificationActions(ctx context.Context, e *endToEnd, box *mailbox) (Row, error) {
+	var id string
+	if _, err := box.time(ctx, 1, func(ctx context.Context) error {
+		var err error
+		id, err = e.site.Client.Notify(ctx, benchList, benchSubject, e.body)
+		return err
+	}); err != nil {
+		return Row{}, fmt.Errorf("one notification to count its actions: %w", err)
+	}
+	wid := contract.NotificationWorkflowID(id)
+	if err := e.tc.GetWorkflow(ctx, wid, "").Get(ctx, nil); err != nil {
+		return Row{}, fmt.Errorf("wait for %s to close: %w", wid, err)
+	}
+	got, err := countActions(ctx, e.tc, wid)
+	if err != nil {
+		return Row{}, err
+	}
+	bareID := uuid.NewString()
+	run, err := e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "bare/" + bareID, TaskQueue: bareTaskQueue},
+		BareWorkflow, BareInput{ID: bareID, Subject: benchSubject, Body: e.body})
+	if err == nil {
+		err = run.Get(ctx, nil)
+	}
+	if err != nil {
+		return Row{}, fmt.Errorf("one bare workflow to count its actions: %w", err)
+	}
+	bare, err := countActions(ctx, e.tc, run.GetID())
+	if err != nil {
+		return Row{}, err
+	}
+	least := bare
+	least.byKind = maps.Clone(bare.byKind)
+	least.byKind["signal"]++
+	least.total++
+	row := compare(SectionEndToEnd, "Temporal actions per delivered notification", float64(got.total), "actions",
+		Figure{Name: "start + signal + 1 activity (bare history + the site's signal)", Value: float64(least.total), Unit: "actions"})
+	return row.atMost(4).withDetail("%s; history %d events, %s bytes (bare workflow: %s; %d events, %s bytes)",
+		got, got.events, thousands(int64(got.bytes)), bare, bare.events, thousands(int64(bare.bytes))), nil
+}
