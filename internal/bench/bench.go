@@ -36,10 +36,12 @@ const (
 	SectionDrain = "drain"
 	// SectionStatus is Tracking.Status and the daemon's RSS on a big store.
 	SectionStatus = "status"
+	// SectionBrowse is the list of every notification on a big central store.
+	SectionBrowse = "browse"
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse}
 
 // Options says what to run and how big. Defaults are the full sizes.
 type Options struct {
@@ -84,6 +86,12 @@ type Options struct {
 	// StatusRequests is how many GET /v1/operations/{id} the status section
 	// times. Default 10000.
 	StatusRequests int `json:"statusRequests"`
+	// BrowseRows is how many notifications the browse section's central
+	// store holds. Default 1000000.
+	BrowseRows int `json:"browseRows"`
+	// BrowseRequests is how many pages of each kind the browse section
+	// times. Default 500.
+	BrowseRequests int `json:"browseRequests"`
 	// Progress receives a line per step; nil: none.
 	Progress io.Writer `json:"-"`
 }
@@ -93,7 +101,7 @@ func Defaults() Options {
 	return Options{
 		Callers: []int{1, 8, 64}, PayloadBytes: 512, EnqueueDuration: 5 * time.Second,
 		Rate: 5000, LatencyDuration: 10 * time.Second, Handoff: 5000, Parallelism: 8,
-		EndToEnd: 1000, Drain: 50000, Rows: 1000000, StatusRequests: 10000,
+		EndToEnd: 1000, Drain: 50000, Rows: 1000000, StatusRequests: 10000, BrowseRows: 1000000, BrowseRequests: 500,
 	}
 }
 
@@ -122,6 +130,8 @@ func (o Options) Validate() error {
 		return errors.New("handoff and e2e need at least 2 notifications (the bare loop runs in two halves)")
 	case o.Drain < 1 || o.Rows < 2 || o.StatusRequests < 1:
 		return errors.New("drain, rows and status requests must be positive (rows at least 2)")
+	case o.BrowseRows < 10 || o.BrowseRequests < 1:
+		return errors.New("browse rows must be at least 10 and browse requests positive")
 	}
 	return nil
 }
@@ -147,6 +157,7 @@ var sections = map[string]func(*run, context.Context) ([]Row, error){
 	SectionEndToEnd: (*run).endToEnd,
 	SectionDrain:    (*run).drain,
 	SectionStatus:   (*run).status,
+	SectionBrowse:   (*run).browse,
 }
 
 // Run runs the selected sections in order. The report holds the rows of

@@ -48,6 +48,7 @@ func quick(t *testing.T) bench.Options {
 	opts.Rate, opts.LatencyDuration = 500, time.Second
 	opts.Handoff, opts.Parallelism, opts.EndToEnd = 40, 4, 20
 	opts.Drain, opts.Rows, opts.StatusRequests = 60, 2000, 50
+	opts.BrowseRows, opts.BrowseRequests = 3000, 20
 	return opts
 }
 

@@ -80,8 +80,7 @@ func (s *Store) ListNotifications(ctx context.Context, f NotificationFilter) (No
 	if err != nil {
 		return NotificationPage{}, err
 	}
-	q := `SELECT ` + notificationReadColumns + ` FROM notifications WHERE ` + where +
-		` ORDER BY created_at DESC, notification_id DESC` + s.limitClause()
+	q := listNotificationsSQL(where) + s.limitClause()
 	var page NotificationPage
 	err = s.eachRow(ctx, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
 		n, err := scanNotification(rows)
@@ -104,6 +103,12 @@ func (s *Store) ListNotifications(ctx context.Context, f NotificationFilter) (No
 		page.Notifications = []Notification{}
 	}
 	return page, nil
+}
+
+// listNotificationsSQL is the list query, newest first, before its limit.
+func listNotificationsSQL(where string) string {
+	return `SELECT ` + notificationReadColumns + ` FROM notifications WHERE ` + where +
+		` ORDER BY created_at DESC, notification_id DESC`
 }
 
 // notificationWhere is the WHERE clause of f.
@@ -134,7 +139,10 @@ func notificationWhere(f NotificationFilter) (string, []any, error) {
 		add(`subject LIKE ? ESCAPE '\'`, "%"+likeEscaper.Replace(f.Query)+"%")
 	}
 	if f.After != nil {
-		add("(created_at < ? OR (created_at = ? AND notification_id < ?))", f.After.CreatedAt.UTC(), f.After.CreatedAt.UTC(), f.After.ID)
+		// The plain range on created_at lets the index seek to the cursor;
+		// the OR alone would make SQLite walk the index from its newest end.
+		at := f.After.CreatedAt.UTC()
+		add("created_at <= ? AND (created_at < ? OR notification_id < ?)", at, at, f.After.ID)
 	}
 	return strings.Join(where, " AND "), args, nil
 }

@@ -66,6 +66,8 @@ Example:
 		fs.IntVar(&opts.Drain, "drain", opts.Drain, "backlog the drain section's daemon drains")
 		fs.IntVar(&opts.Rows, "rows", opts.Rows, "buffered rows in the status section's store (half cached calls with tracking rows)")
 		fs.IntVar(&opts.StatusRequests, "status-requests", opts.StatusRequests, "Status requests the status section times")
+		fs.IntVar(&opts.BrowseRows, "browse-rows", opts.BrowseRows, "notifications in the browse section's central store")
+		fs.IntVar(&opts.BrowseRequests, "browse-requests", opts.BrowseRequests, "pages of each kind the browse section times")
 		if err := parse(fs, args); err != nil {
 			return err
 		}
