@@ -30,17 +30,23 @@ time on the same file system, and checks the targets (PASS/MISS):
            workflow at the same parallelism. Target: >= 0.9x.
   e2e      notifications delivered per second, site SDK to the SMTP sink
            through the central worker, against a bare workflow with one
-           activity sending the same mail. Target: >= 0.7x.
+           activity sending the same mail. Target: >= 0.7x. Then the
+           Temporal actions of one delivered notification's history,
+           against a bare workflow's plus the site's signal. Target: <= 4.
   drain    a site daemon (its own process) draining a --drain backlog to a
            dev server: time and peak RSS, against the idle daemon's RSS.
   status   GET /v1/operations/{id} (Tracking.Status) on a daemon whose store
            holds --rows buffered rows with central unreachable: p50/p99
            against GET /healthz on the same daemon, and the daemon's RSS.
            Targets: p99 <= 1 ms, peak RSS (VmHWM) <= 100 MiB.
+  browse   the list of every notification (outbox page, 'outpost
+           notifications list') on a central store of --browse-rows
+           notifications: first, deep and filtered pages' p99 against a
+           primary-key lookup. Target: <= 100 ms each.
 
 The Temporal sections start the pinned dev server (the first run builds it:
-about three minutes); run from the checkout. A full run takes about six
-minutes on 2 cores and 2 GB of disk in --dir; the temporary directory is
+about three minutes); run from the checkout. A full run takes about eight
+and a half minutes on 2 cores and 3 GB of disk in --dir; the temporary directory is
 removed unless --keep, and kept with its logs when the run fails. Progress
 goes to stderr, the table (or --json) to stdout. Ratios, not figures, are
 what compare across machines; on a busy machine rerun before trusting one.
