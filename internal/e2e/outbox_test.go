@@ -29,7 +29,9 @@ import (
 // (SMTP back) delivers it and the audit row names that operator, whatever
 // the request says; Discard on the call ends it Discarded, through the same
 // signals an operator sends. OUTPOST_SCREENSHOTS=1 writes the page to
-// docs/outbox.png.
+// docs/outbox.png, the delivered notification's page to
+// docs/outbox-notification.png and the list of delivered notifications to
+// docs/outbox-notifications.png.
 func TestOutboxPageInChromium(t *testing.T) {
 	chromium := chromiumOrSkip(t)
 	s := newStack(t, nil)
@@ -118,18 +120,21 @@ func TestOutboxPageInChromium(t *testing.T) {
 	require.Equal(t, subject, text(t, ctx, "#subject"))
 	require.Contains(t, text(t, ctx, "#payload"), "ops@example.com")
 	require.Contains(t, text(t, ctx, "#audit"), "relay fixed")
+	screenshot(t, ctx, chromedp.FullScreenshot(100), "outbox-notification.png")
 
-	// It is in the list of every notification, found by status and word.
+	// It is in the list of every notification, found by status, site and word.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#items"))))
 	_, err = chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#all-notifications"))))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS("select[name=status]"), "Delivered"),
+		chromedp.SetValue(chromedp.CSS("input[name=site]"), s.cfg.Site.ID),
 		chromedp.SetValue(chromedp.CSS("input[name=q]"), "tripped"),
 	))
 	_, err = chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("form.filter button"))))
 	require.NoError(t, err)
 	require.Contains(t, text(t, ctx, "#n-"+note), subject)
+	screenshot(t, ctx, chromedp.FullScreenshot(100), "outbox-notifications.png")
 }
 
 // signInAs fills the login form the page sent the browser to, and waits for
