@@ -96,7 +96,7 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in con
 	}
 	at := a.now()
 	res := contract.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
-	events := audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, in.Attempt, in.RetryCount, at, recipients)
+	events := audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, row.SourceNode, in.Attempt, in.RetryCount, at, recipients)
 	if err := a.Store.MarkNotificationDelivered(ctx, row.NotificationID, at, recipients, events...); err != nil {
 		// The email is gone: a failure now would have it sent again. The
 		// workflow records the delivery and its events instead, retrying

@@ -32,7 +32,7 @@ import (
 func NotificationEnqueued(n centralstore.Notification) centralstore.AuditEvent {
 	return centralstore.AuditEvent{
 		EventID: contract.NotificationWorkflowID(n.NotificationID) + "/enqueued", OperationID: n.NotificationID,
-		Kind: contract.KindNotification, SiteID: n.SourceSiteID, Event: centralstore.AuditEnqueued,
+		Kind: contract.KindNotification, SiteID: n.SourceSiteID, SourceNode: n.SourceNode, Event: centralstore.AuditEnqueued,
 		Status: contract.StatusPending, Detail: "list " + n.ListName, At: n.SiteEnqueuedAt,
 	}
 }
@@ -40,10 +40,10 @@ func NotificationEnqueued(n centralstore.Notification) centralstore.AuditEvent {
 // NotificationDelivered is the successful delivery attempt number attempt
 // (DeliverNotificationInput.Attempt) of notification id and its Terminal
 // event.
-func NotificationDelivered(id, siteID string, attempt, retryCount int, at time.Time, recipients []string) []centralstore.AuditEvent {
+func NotificationDelivered(id, siteID, node string, attempt, retryCount int, at time.Time, recipients []string) []centralstore.AuditEvent {
 	prefix := contract.NotificationWorkflowID(id)
 	base := centralstore.AuditEvent{
-		OperationID: id, Kind: contract.KindNotification, SiteID: siteID, Status: contract.StatusDelivered, At: at,
+		OperationID: id, Kind: contract.KindNotification, SiteID: siteID, SourceNode: node, Status: contract.StatusDelivered, At: at,
 	}
 	attemptEvent, terminal := base, base
 	attemptEvent.EventID, attemptEvent.Event = prefix+"/attempt/"+strconv.Itoa(attempt), centralstore.AuditAttempt
@@ -60,7 +60,7 @@ func NotificationDelivered(id, siteID string, attempt, retryCount int, at time.T
 // that records none of these gives none.
 func NotificationUpdated(u contract.NotificationUpdate) []centralstore.AuditEvent {
 	if u.Status == contract.StatusDelivered && u.Attempt > 0 {
-		return NotificationDelivered(u.NotificationID, u.SiteID, u.Attempt, u.RetryCount, u.DeliveredAt, u.ResolvedTargets)
+		return NotificationDelivered(u.NotificationID, u.SiteID, "", u.Attempt, u.RetryCount, u.DeliveredAt, u.ResolvedTargets)
 	}
 	prefix := contract.NotificationWorkflowID(u.NotificationID)
 	base := centralstore.AuditEvent{
@@ -118,7 +118,7 @@ func operatorEvent(base centralstore.AuditEvent, prefix string, seq int, retry b
 func SiteCallEvents(row contract.TrackedOperation) []centralstore.AuditEvent {
 	prefix := contract.CachedCallWorkflowID(row.OperationID)
 	base := centralstore.AuditEvent{
-		OperationID: row.OperationID, Kind: row.Kind, SiteID: row.SourceSiteID, Status: row.Status,
+		OperationID: row.OperationID, Kind: row.Kind, SiteID: row.SourceSiteID, SourceNode: row.SourceNode, Status: row.Status,
 	}
 	enqueued := base
 	enqueued.EventID, enqueued.Event, enqueued.Status = prefix+"/enqueued", centralstore.AuditEnqueued, contract.StatusPending

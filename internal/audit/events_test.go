@@ -26,7 +26,7 @@ func summary(prefix string, events []centralstore.AuditEvent) []string {
 func callRow(status contract.Status, retries int, attemptAt *time.Time) contract.TrackedOperation {
 	row := contract.TrackedOperation{
 		OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", Status: status,
-		RetryCount: retries, SourceSiteID: "plant-1", CreatedAt: t0, UpdatedAt: t0.Add(time.Hour), LastAttemptAt: attemptAt,
+		RetryCount: retries, SourceSiteID: "plant-1", SourceNode: "node-a", CreatedAt: t0, UpdatedAt: t0.Add(time.Hour), LastAttemptAt: attemptAt,
 	}
 	if status.Terminal() {
 		at := t0.Add(time.Hour)
@@ -89,6 +89,9 @@ func TestSiteCallEvents(t *testing.T) {
 	again := audit.SiteCallEvents(callRow(contract.StatusParked, 3, at(3*time.Minute)))
 	second := audit.SiteCallEvents(callRow(contract.StatusParked, 3, at(time.Hour)))
 	require.Equal(t, first, again)
+	for _, e := range first {
+		require.Equal(t, "node-a", e.SourceNode, "every event of a call names the node that accepted it")
+	}
 	require.NotEqual(t, first[2].EventID, second[2].EventID)
 	require.NotEqual(t, first[1].EventID, second[1].EventID)
 }
@@ -134,12 +137,14 @@ func TestNotificationEvents(t *testing.T) {
 	attempt := audit.NotificationUpdated(update(contract.StatusRetrying, 1, 1, nil, 0))[0]
 	require.Equal(t, "retry count 1: connection refused", attempt.Detail)
 
-	delivered := audit.NotificationDelivered(id, "plant-1", 4, 0, t0.Add(2*time.Hour), []string{"a@example.com", "b@example.com"})
+	delivered := audit.NotificationDelivered(id, "plant-1", "node-a", 4, 0, t0.Add(2*time.Hour), []string{"a@example.com", "b@example.com"})
 	require.Equal(t, []string{"/attempt/4 Attempt Delivered 2h0m0s", "/terminal/Delivered Terminal Delivered 2h0m0s"}, summary(prefix, delivered))
 	require.Equal(t, "delivered to a@example.com, b@example.com", delivered[1].Detail)
+	require.Equal(t, "node-a", delivered[1].SourceNode)
 
-	enq := audit.NotificationEnqueued(centralstore.Notification{NotificationID: id, ListName: "ops", SourceSiteID: "plant-1", SiteEnqueuedAt: t0})
+	enq := audit.NotificationEnqueued(centralstore.Notification{NotificationID: id, ListName: "ops", SourceSiteID: "plant-1", SourceNode: "node-b", SiteEnqueuedAt: t0})
 	require.Equal(t, []string{"/enqueued Enqueued Pending 0s"}, summary(prefix, []centralstore.AuditEvent{enq}))
+	require.Equal(t, "node-b", enq.SourceNode, "the node that accepted it")
 }
 
 func TestOperatorActionOnCall(t *testing.T) {

@@ -39,18 +39,21 @@ type AuditEvent struct {
 	OperationID string
 	Kind        string // workflows.KindNotification, KindExternalCall or KindDatabaseWrite
 	SiteID      string
-	Event       AuditEventType
-	Status      contract.Status
-	Detail      string
-	Operator    string
-	Reason      string
-	At          time.Time
+	// SourceNode is the site node that accepted the operation, when the
+	// change knows it ("" is stored as NULL).
+	SourceNode string
+	Event      AuditEventType
+	Status     contract.Status
+	Detail     string
+	Operator   string
+	Reason     string
+	At         time.Time
 }
 
 // auditColumns is every column of audit_log, in the order of auditArgs and
 // scanAuditEvent.
 var auditColumns = []string{
-	"event_id", "operation_id", "kind", "site_id", "event", "status", "detail", "operator", "reason", "at",
+	"event_id", "operation_id", "kind", "site_id", "event", "status", "detail", "operator", "reason", "at", "source_node",
 }
 
 // Longest values stored: a longer operator name would fail SQL Server's
@@ -138,17 +141,19 @@ func firstByEventID(events []AuditEvent) []AuditEvent {
 
 func auditArgs(args []any, e AuditEvent) []any {
 	return append(args, e.EventID, e.OperationID, e.Kind, e.SiteID, string(e.Event), string(e.Status),
-		truncate(e.Detail, maxAuditText), truncate(e.Operator, maxAuditOperator), truncate(e.Reason, maxAuditText), utc(e.At))
+		truncate(e.Detail, maxAuditText), truncate(e.Operator, maxAuditOperator), truncate(e.Reason, maxAuditText), utc(e.At),
+		sql.NullString{String: e.SourceNode, Valid: e.SourceNode != ""})
 }
 
 func scanAuditEvent(row scanner) (AuditEvent, error) {
 	var e AuditEvent
 	var event, status string
-	err := row.Scan(&e.EventID, &e.OperationID, &e.Kind, &e.SiteID, &event, &status, &e.Detail, &e.Operator, &e.Reason, &e.At)
+	var node sql.NullString
+	err := row.Scan(&e.EventID, &e.OperationID, &e.Kind, &e.SiteID, &event, &status, &e.Detail, &e.Operator, &e.Reason, &e.At, &node)
 	if err != nil {
 		return AuditEvent{}, err
 	}
-	e.Event, e.Status, e.At = AuditEventType(event), contract.Status(status), e.At.UTC()
+	e.Event, e.Status, e.At, e.SourceNode = AuditEventType(event), contract.Status(status), e.At.UTC(), node.String
 	return e, nil
 }
 

@@ -75,7 +75,10 @@ var sqliteDialect = dialect{
 		`CREATE INDEX IF NOT EXISTS audit_log_operation ON audit_log (operation_id, at)`,
 		`CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (at)`,
 	},
-	addedColumns: []addedColumn{{table: "notifications", name: "terminal_at", definition: "DATETIME"}},
+	addedColumns: []addedColumn{
+		{table: "notifications", name: "terminal_at", definition: "DATETIME"},
+		{table: "audit_log", name: "source_node", definition: "TEXT"},
+	},
 	hasColumn:    `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`,
 	addColumn:    `ALTER TABLE %s ADD COLUMN %s %s`,
 	upgrades: []string{
@@ -84,6 +87,8 @@ var sqliteDialect = dialect{
 		// Keyset paging of every notification, newest first (ListNotifications).
 		`CREATE INDEX IF NOT EXISTS notifications_created ON notifications (created_at, notification_id)`,
 		`CREATE INDEX IF NOT EXISTS notifications_status_created ON notifications (status, created_at, notification_id)`,
+		// A node's events in time order (a node's whole story after a failover or an air-gap import).
+		`CREATE INDEX IF NOT EXISTS audit_log_node_at ON audit_log (source_node, at)`,
 	},
 	insertIfMissing: `INSERT INTO notifications (` + notificationColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

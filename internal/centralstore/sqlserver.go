@@ -92,7 +92,10 @@ var sqlServerDialect = dialect{
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'audit_log_at')
 	CREATE INDEX audit_log_at ON audit_log (at)`,
 	},
-	addedColumns: []addedColumn{{table: "notifications", name: "terminal_at", definition: "DATETIME2 NULL"}},
+	addedColumns: []addedColumn{
+		{table: "notifications", name: "terminal_at", definition: "DATETIME2 NULL"},
+		{table: "audit_log", name: "source_node", definition: "NVARCHAR(64) NULL"},
+	},
 	hasColumn:    `SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID(?) AND name = ?`,
 	addColumn:    `ALTER TABLE %s ADD %s %s`,
 	upgrades: []string{
@@ -104,6 +107,9 @@ var sqlServerDialect = dialect{
 	CREATE INDEX notifications_created ON notifications (created_at, notification_id)`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'notifications_status_created')
 	CREATE INDEX notifications_status_created ON notifications (status, created_at, notification_id)`,
+		// A node's events in time order (a node's whole story after a failover or an air-gap import).
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'audit_log_node_at')
+	CREATE INDEX audit_log_node_at ON audit_log (source_node, at)`,
 	},
 	// UPDLOCK+HOLDLOCK makes the check and the insert one atomic step; @p1
 	// is the first placeholder, the notification id.

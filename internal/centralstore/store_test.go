@@ -35,8 +35,8 @@ func TestSQLServer(t *testing.T) {
 	storetest.Exercise(t, store)
 }
 
-// A central file from before terminal_at and audit_log opens: the column and
-// table are added, terminal rows get a terminal time (delivery, else last
+// A central file from before terminal_at and audit_log opens: the columns
+// (terminal_at, audit_log.source_node) and the table are added, terminal rows get a terminal time (delivery, else last
 // attempt), and opening it again changes nothing.
 func TestSQLiteUpgradesOlderSchema(t *testing.T) {
 	ctx := context.Background()
@@ -79,10 +79,14 @@ func TestSQLiteUpgradesOlderSchema(t *testing.T) {
 		}
 		n, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{{
 			EventID: "notification/parked/enqueued", OperationID: "parked", Kind: contract.KindNotification,
-			Event: centralstore.AuditEnqueued, At: created,
+			SourceNode: "node-a", Event: centralstore.AuditEnqueued, At: created,
 		}})
 		require.NoError(t, err)
 		require.LessOrEqual(t, n, 1)
+		events, err := store.ListAuditEvents(ctx, "parked")
+		require.NoError(t, err)
+		require.Len(t, events, 1)
+		require.Equal(t, "node-a", events[0].SourceNode, "audit_log got its source_node column")
 		require.NoError(t, store.Close())
 	}
 }

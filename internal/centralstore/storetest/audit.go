@@ -105,6 +105,7 @@ func auditListByOperation(t *testing.T, store *centralstore.Store) {
 	enqueued := newAuditEvent(op, 0, t0)
 	enqueued.EventID, enqueued.Event, enqueued.Status = "call/"+op+"/enqueued", centralstore.AuditEnqueued, contract.StatusPending
 	attempt := newAuditEvent(op, 1, t0.Add(time.Minute))
+	attempt.SourceNode = "node-b" // the node that accepted it; the others leave it NULL
 	terminal := newAuditEvent(op, 1, t0.Add(time.Minute))
 	terminal.EventID, terminal.Event, terminal.Status = "call/"+op+"/terminal/Delivered", centralstore.AuditTerminal, contract.StatusDelivered
 	_, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{terminal, newAuditEvent(other, 1, t0), attempt, enqueued})
