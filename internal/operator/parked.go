@@ -79,6 +79,7 @@ func checkQueryValue(v string) error {
 	return nil
 }
 
+// indexFold is the index of s in list, ignoring case; -1 when absent.
 func indexFold(list []string, s string) int {
 	for i, v := range list {
 		if strings.EqualFold(v, s) {
@@ -88,7 +89,7 @@ func indexFold(list []string, s string) int {
 	return -1
 }
 
-// Item is one row of `parked list`.
+// Item is one parked operation, as `outpost parked list` prints it.
 type Item struct {
 	Kind       string          `json:"kind"`
 	ID         string          `json:"id"`

@@ -137,6 +137,7 @@ type Execution struct {
 	SearchAttributes           *commonpb.SearchAttributes
 }
 
+// ExecutionOf reads what the operator tools need of a listed or described workflow.
 func ExecutionOf(info *workflowpb.WorkflowExecutionInfo) *Execution {
 	e := &Execution{
 		ID: info.GetExecution().GetWorkflowId(), RunID: info.GetExecution().GetRunId(), Type: info.GetType().GetName(),
