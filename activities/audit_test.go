@@ -17,6 +17,7 @@ import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/delivery"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -33,20 +34,21 @@ func openCentral(t *testing.T) (*centralstore.Store, string) {
 	return store, path
 }
 
-// switchSender fails every send with a connection error until recover.
+// switchSender is an Email adapter that fails every send with a
+// connection error, as the mailer reports one, until recover.
 type switchSender struct {
 	mu      sync.Mutex
 	failing bool
-	sent    []mailer.Email
+	sent    []delivery.Delivery
 }
 
-func (s *switchSender) Send(_ context.Context, e mailer.Email) error {
+func (s *switchSender) Deliver(_ context.Context, d delivery.Delivery) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing {
-		return errors.New("dial tcp 127.0.0.1:2525: connect: connection refused")
+		return &mailer.SendError{Err: errors.New("dial tcp 127.0.0.1:2525: connect: connection refused")}
 	}
-	s.sent = append(s.sent, e)
+	s.sent = append(s.sent, d)
 	return nil
 }
 
@@ -86,9 +88,11 @@ func newNotificationRun(t *testing.T, store *centralstore.Store, failing bool) *
 	env := ts.NewTestWorkflowEnvironment()
 	env.SetStartTime(centralT0)
 	r := &notificationRun{env: env, sender: &switchSender{failing: failing}}
+	require.NoError(t, store.PutList(context.Background(), centralstore.List{
+		Name: "ops", Type: contract.NotificationTypeEmail, Targets: []string{"ops@example.com"}, TypeData: "{}", UpdatedBy: "test",
+	}, "created"))
 	r.acts = &activities.NotificationActivities{
-		Store: store, Sender: r.sender,
-		Lists:  func(name string) ([]string, bool) { return []string{"ops@example.com"}, name == "ops" },
+		Store: store, Adapters: delivery.Adapters{contract.NotificationTypeEmail: r.sender},
 		Policy: contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
 		Now:    env.Now,
 	}

@@ -14,24 +14,21 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/delivery"
 	"github.com/outpost-dev/outpost/internal/mailer"
 )
-
-// Sender sends one email; *mailer.Mailer in production.
-type Sender interface {
-	Send(ctx context.Context, e mailer.Email) error
-}
-
-// Lists resolves a notification list name to its recipients, at delivery time.
-type Lists func(name string) (recipients []string, ok bool)
 
 // NotificationActivities delivers notifications and keeps the central
 // notifications table.
 type NotificationActivities struct {
-	Store  *centralstore.Store
-	Sender Sender
-	Lists  Lists
-	// Policy is the SMTP retry policy (interval, max retries, attempt timeout).
+	Store *centralstore.Store
+	// Adapters deliver each notification type; the list named by a
+	// notification, read from Store at every attempt, picks one.
+	Adapters delivery.Adapters
+	// Link is a notification's address in the Temporal Web UI, for Teams
+	// cards and webhook payloads; none when nil.
+	Link func(notificationID string) string
+	// Policy is the retry policy (interval, max retries, attempt timeout).
 	Policy contract.RetryPolicy
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
@@ -52,9 +49,14 @@ func utcNow(clock func() time.Time) time.Time {
 // RecordNotification inserts the central row unless it exists, and returns
 // the stored row with the retry policy in force.
 func (a *NotificationActivities) RecordNotification(ctx context.Context, sub contract.NotificationSubmission) (contract.RecordNotificationResult, error) {
+	typ, typeData, err := a.listType(ctx, sub.ListName)
+	if err != nil {
+		return contract.RecordNotificationResult{}, err
+	}
 	n := centralstore.Notification{
 		NotificationID:   sub.NotificationID,
-		Type:             centralstore.NotificationTypeEmail,
+		Type:             typ,
+		TypeData:         typeData,
 		ListName:         sub.ListName,
 		Subject:          sub.Subject,
 		Body:             sub.Body,
@@ -75,6 +77,20 @@ func (a *NotificationActivities) RecordNotification(ctx context.Context, sub con
 	return contract.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}, nil
 }
 
+// listType is the type and type data of list, recorded with a new
+// notification; an Email with none when the list does not exist (yet: the
+// delivery attempt will say so).
+func (a *NotificationActivities) listType(ctx context.Context, list string) (string, string, error) {
+	l, err := a.Store.GetList(ctx, list)
+	if errors.Is(err, centralstore.ErrNotFound) {
+		return contract.NotificationTypeEmail, "{}", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return l.Type, l.TypeData, nil
+}
+
 // DeliverNotification makes one delivery attempt and records a success.
 func (a *NotificationActivities) DeliverNotification(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 	row, err := a.Store.GetNotification(ctx, in.NotificationID)
@@ -86,14 +102,19 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in con
 		// events) but its completion was lost: never send twice.
 		return contract.DeliverNotificationResult{DeliveredAt: *row.DeliveredAt, ResolvedTargets: row.ResolvedTargets}, nil
 	}
-	recipients, err := a.resolve(row.ListName)
+	d, err := a.resolve(ctx, row)
 	if err != nil {
 		return contract.DeliverNotificationResult{}, err
 	}
-	err = a.Sender.Send(ctx, mailer.Email{ID: row.NotificationID, To: recipients, Subject: row.Subject, Body: row.Body})
-	if err != nil {
-		return contract.DeliverNotificationResult{}, classifySendError(row.NotificationID, err)
+	adapter, err := a.Adapters.For(d.List)
+	if err == nil {
+		err = adapter.Deliver(ctx, d)
 	}
+	if err != nil {
+		return contract.DeliverNotificationResult{}, classifyDeliveryError(row.NotificationID, err)
+	}
+	// The list's targets as written: an env: target's value may be a secret.
+	recipients := d.List.Targets
 	at := a.now()
 	res := contract.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
 	events := audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, row.SourceNode, in.Attempt, in.RetryCount, at, recipients)
@@ -157,32 +178,77 @@ func (a *NotificationActivities) writeUpdate(ctx context.Context, upd contract.N
 	return a.Store.UpdateNotificationStatus(ctx, upd, events...)
 }
 
-func (a *NotificationActivities) resolve(list string) ([]string, error) {
-	recipients, ok := a.Lists(list)
-	if !ok {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("notification list %q is not defined in the central config (central.lists)", list),
+// resolve reads the notification's list, its targets and its channel as
+// they are now: a change to the list takes effect on the next attempt.
+// What only an operator can fix fails non-retryable.
+func (a *NotificationActivities) resolve(ctx context.Context, n centralstore.Notification) (delivery.Delivery, error) {
+	list, err := a.Store.GetList(ctx, n.ListName)
+	if errors.Is(err, centralstore.ErrNotFound) {
+		return delivery.Delivery{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("notification list %q does not exist at central: create it (outpost lists set), then retry", n.ListName),
 			contract.ErrTypeUnknownList, nil)
 	}
-	if len(recipients) == 0 {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("notification list %q has no recipients", list), contract.ErrTypeNoRecipients, nil)
+	if err != nil {
+		return delivery.Delivery{}, err
 	}
-	return recipients, nil
+	if len(list.Targets) == 0 {
+		return delivery.Delivery{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("notification list %q has no targets", list.Name), contract.ErrTypeNoRecipients, nil)
+	}
+	d := delivery.Delivery{Notification: n, List: list}
+	if d.Targets, err = delivery.ResolveTargets(list.Targets); err != nil {
+		return delivery.Delivery{}, misconfigured(list.Name, err)
+	}
+	if list.Channel != "" {
+		c, err := a.Store.GetChannel(ctx, list.Channel)
+		if errors.Is(err, centralstore.ErrNotFound) {
+			return delivery.Delivery{}, misconfigured(list.Name, fmt.Errorf("its channel %q does not exist", list.Channel))
+		}
+		if err != nil {
+			return delivery.Delivery{}, err
+		}
+		d.Channel = &c
+	}
+	if a.Link != nil {
+		d.Link = a.Link(n.NotificationID)
+	}
+	return d, nil
 }
 
-func classifySendError(id string, err error) error {
+func misconfigured(list string, err error) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notification list %q: %v", list, err), contract.ErrTypeMisconfigured, err)
+}
+
+// classifyDeliveryError turns an adapter's failure into the activity's:
+// non-retryable when permanent or uncertain, and carrying the receiver's
+// Retry-After, which the workflow waits at least.
+func classifyDeliveryError(id string, err error) error {
 	var sendErr *mailer.SendError
-	if errors.As(err, &sendErr) && sendErr.Uncertain {
+	if errors.As(err, &sendErr) {
+		return classifySendError(id, sendErr)
+	}
+	var delErr *delivery.Error
+	if errors.As(err, &delErr) && delErr.Permanent {
+		return temporal.NewNonRetryableApplicationError("refused: "+err.Error(), contract.ErrTypeRefused, err)
+	}
+	if errors.As(err, &delErr) && delErr.RetryAfter > 0 {
+		return temporal.NewApplicationErrorWithOptions(err.Error(), contract.ErrTypeDeliveryFailed,
+			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: delErr.RetryAfter})
+	}
+	return err
+}
+
+func classifySendError(id string, sendErr *mailer.SendError) error {
+	if sendErr.Uncertain {
 		return temporal.NewNonRetryableApplicationError("delivery uncertain: the SMTP server received the whole message "+
 			"but did not confirm it within central.smtp.final_reply_timeout, so it may have been delivered; "+
-			"check a recipient's mailbox for Message-ID <"+id+"@outpost>, then retry (sends again) or discard: "+err.Error(),
-			contract.ErrTypeUncertain, err)
+			"check a recipient's mailbox for Message-ID <"+id+"@outpost>, then retry (sends again) or discard: "+sendErr.Error(),
+			contract.ErrTypeUncertain, sendErr)
 	}
-	if errors.As(err, &sendErr) && sendErr.Permanent {
-		return temporal.NewNonRetryableApplicationError("smtp rejected the message: "+err.Error(), contract.ErrTypeRejected, err)
+	if sendErr.Permanent {
+		return temporal.NewNonRetryableApplicationError("smtp rejected the message: "+sendErr.Error(), contract.ErrTypeRejected, sendErr)
 	}
-	return fmt.Errorf("smtp send: %w", err)
+	return fmt.Errorf("smtp send: %w", sendErr)
 }
 
 // LookupNotification reads a notification's central row as its status; an

@@ -27,7 +27,7 @@ func TestPurgeCentralStoreAYearLater(t *testing.T) {
 		t.Helper()
 		id := uuid.NewString()
 		_, err := store.InsertNotification(ctx, centralstore.Notification{
-			NotificationID: id, Type: centralstore.NotificationTypeEmail, ListName: "ops", Subject: "s", Body: "b",
+			NotificationID: id, Type: contract.NotificationTypeEmail, ListName: "ops", Subject: "s", Body: "b",
 			Status: contract.StatusPending, SourceSiteID: "plant-1", SiteEnqueuedAt: at, CreatedAt: at,
 		})
 		require.NoError(t, err)

@@ -106,11 +106,21 @@ const (
 	ErrTypeUnknownList  = "UnknownList"
 	ErrTypeNoRecipients = "NoRecipients"
 	ErrTypeRejected     = "SMTPRejected"
+	// ErrTypeRefused is a Teams or webhook receiver's permanent refusal
+	// (a 4xx other than 408 and 429).
+	ErrTypeRefused = "DeliveryRefused"
+	// ErrTypeMisconfigured is a list whose channel is missing or whose
+	// env: target is unset: an operator must fix the list or the worker.
+	ErrTypeMisconfigured = "ListMisconfigured"
 	// ErrTypeUncertain is a send the server may have accepted: it had the
 	// whole message and never answered. Sending again could deliver it
 	// twice, so it parks for an operator to check and retry or discard.
 	ErrTypeUncertain = "DeliveryUncertain"
 )
+
+// ErrTypeDeliveryFailed is a transient Teams or webhook failure whose
+// receiver asked to wait (Retry-After): the error's NextRetryDelay.
+const ErrTypeDeliveryFailed = "DeliveryFailed"
 
 // ErrTypeTerminalRow fails a central-store write that would change a row
 // already Delivered or Discarded: no retry can make it. Its details are the
@@ -127,4 +137,17 @@ func AfterFailedAttempt(retries, maxRetries int, permanent bool) Status {
 		return StatusParked
 	}
 	return StatusRetrying
+}
+
+// Notification types: a list's type picks the adapter that delivers to it.
+const (
+	NotificationTypeEmail   = "Email"   // SMTP to addresses
+	NotificationTypeTeams   = "Teams"   // an Adaptive Card to Microsoft Teams webhook URLs
+	NotificationTypeWebhook = "Webhook" // a signed JSON POST to any URL
+)
+
+// NotificationTypes lists every notification type. Each call returns a new
+// slice.
+func NotificationTypes() []string {
+	return []string{NotificationTypeEmail, NotificationTypeTeams, NotificationTypeWebhook}
 }

@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
@@ -20,7 +19,8 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/internal/operator"
+	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -65,12 +65,15 @@ func NewCentral(ctx context.Context, cfg config.Central, tcfg config.Temporal, t
 	w.RegisterActivity(&activities.AuditActivities{Store: store, Observe: observe})
 	w.RegisterActivity(&activities.SettleActivities{Client: tc, Store: store, Observe: observe})
 	w.RegisterActivity(&activities.PurgeActivities{Store: store, Retention: cfg.Retention})
+	if err := SeedLists(ctx, store, cfg.Lists); err != nil {
+		store.Close()
+		return nil, err
+	}
 	w.RegisterActivity(&activities.NotificationActivities{
-		Store:  store,
-		Sender: mailer.New(mail),
-		Lists: func(name string) ([]string, bool) {
-			r, ok := cfg.Lists[name]
-			return r, ok
+		Store:    store,
+		Adapters: NewAdapters(mail),
+		Link: func(id string) string {
+			return operator.WebUIURL(cfg.TemporalUIURL, tcfg.Namespace, contract.NotificationWorkflowID(id), "")
 		},
 		Policy: contract.RetryPolicy{
 			Interval: cfg.SMTP.RetryInterval, MaxRetries: cfg.SMTP.MaxRetries,
@@ -130,31 +133,10 @@ func EnsurePurgeSchedule(ctx context.Context, tc client.Client) error {
 		ID: id, Workflow: contract.WorkflowPurge, TaskQueue: contract.CentralTaskQueue,
 		WorkflowRunTimeout: 6 * time.Hour,
 	}
-	_, err := tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
+	return temporalclient.EnsureSchedule(ctx, tc, client.ScheduleOptions{
 		ID: id, Spec: spec, Action: action, Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,
 		Note: "Deletes terminal notifications and site_calls rows and audit_log rows past central.retention; trigger it to purge now.",
 	})
-	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		if err != nil {
-			return fmt.Errorf("create schedule %s: %w", id, err)
-		}
-		return nil
-	}
-	err = tc.ScheduleClient().GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
-		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
-			s := in.Description.Schedule
-			s.Spec, s.Action = &spec, action
-			if s.Policy == nil {
-				s.Policy = &client.SchedulePolicies{}
-			}
-			s.Policy.Overlap = enums.SCHEDULE_OVERLAP_POLICY_SKIP
-			return &client.ScheduleUpdate{Schedule: &s}, nil
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("update schedule %s: %w", id, err)
-	}
-	return nil
 }
 
 // EnsureSearchAttributes registers Outpost's search attributes in namespace

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,7 +51,7 @@ func startCentralHTTP(cfg config.Central, tcfg config.Temporal, store *centralst
 	}
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry.MustRegister(events)
-	registry.MustRegister(&kpiCollector{store: store, stuckAge: cfg.StuckAge})
+	registry.MustRegister(&kpiCollector{store: store, stuckAge: cfg.StuckAge, lastScrape: time.Now()})
 
 	mux := http.NewServeMux()
 	mux.Handle("/", page)
@@ -145,12 +146,14 @@ func centralReadyz(store *centralstore.Store, tc client.Client) http.HandlerFunc
 	}
 }
 
-var kpiDescs = struct{ queue, stuck, parked, delivered, oldest *prometheus.Desc }{
+var kpiDescs = struct{ queue, stuck, parked, delivered, deliveredSince, oldest *prometheus.Desc }{
 	queue:     prometheus.NewDesc("outpost_central_queue_depth", "Operations Pending or Retrying, by source site and kind.", []string{"site", "kind"}, nil),
 	stuck:     prometheus.NewDesc("outpost_central_stuck", "Operations Pending or Retrying for longer than central.stuck_age.", []string{"site", "kind"}, nil),
 	parked:    prometheus.NewDesc("outpost_central_parked", "Parked operations waiting for an operator.", []string{"site", "kind"}, nil),
 	delivered: prometheus.NewDesc("outpost_central_delivered_last_hour", "Operations delivered in the last hour.", []string{"site", "kind"}, nil),
-	oldest:    prometheus.NewDesc("outpost_central_oldest_pending_age_seconds", "Age of the oldest Pending or Retrying operation (0 when none).", []string{"site", "kind"}, nil),
+	deliveredSince: prometheus.NewDesc("outpost_central_delivered_since_last_scrape",
+		"Operations delivered since the previous scrape of this worker (the first scrape: since the worker started).", []string{"site", "kind"}, nil),
+	oldest: prometheus.NewDesc("outpost_central_oldest_pending_age_seconds", "Age of the oldest Pending or Retrying operation (0 when none).", []string{"site", "kind"}, nil),
 }
 
 // kpiCollector computes the KPIs from the central tables at scrape time.
@@ -159,10 +162,17 @@ var kpiDescs = struct{ queue, stuck, parked, delivered, oldest *prometheus.Desc 
 type kpiCollector struct {
 	store    *centralstore.Store
 	stuckAge time.Duration
+
+	// mu makes scrapes take turns, so each delivery is counted by one
+	// scrape's delivered_since_last_scrape.
+	mu sync.Mutex
+	// lastScrape is the previous successful scrape's time (the worker's
+	// start before the first).
+	lastScrape time.Time
 }
 
 func (c *kpiCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{kpiDescs.queue, kpiDescs.stuck, kpiDescs.parked, kpiDescs.delivered, kpiDescs.oldest} {
+	for _, d := range []*prometheus.Desc{kpiDescs.queue, kpiDescs.stuck, kpiDescs.parked, kpiDescs.delivered, kpiDescs.deliveredSince, kpiDescs.oldest} {
 		ch <- d
 	}
 }
@@ -170,11 +180,15 @@ func (c *kpiCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *kpiCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	report, err := c.store.KPIs(ctx, time.Now(), c.stuckAge, time.Hour)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	report, err := c.store.KPIs(ctx, centralstore.KPIQuery{Now: now, StuckAge: c.stuckAge, Window: time.Hour, Since: c.lastScrape})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(kpiDescs.queue, err)
 		return
 	}
+	c.lastScrape = now
 	for _, site := range report.Sites {
 		for _, k := range site.Kinds {
 			gauge := func(d *prometheus.Desc, v float64) {
@@ -184,6 +198,7 @@ func (c *kpiCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(kpiDescs.stuck, float64(k.Stuck))
 			gauge(kpiDescs.parked, float64(k.Parked))
 			gauge(kpiDescs.delivered, float64(k.Delivered))
+			gauge(kpiDescs.deliveredSince, float64(k.DeliveredSince))
 			gauge(kpiDescs.oldest, k.OldestPendingAgeSeconds)
 		}
 	}

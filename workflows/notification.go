@@ -134,12 +134,13 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 				LastError: parkReason(err, n.policy.MaxRetries), Attempt: n.attempts})
 			return n.finished(), err
 		}
-		nextAt := now.Add(n.policy.Interval)
+		wait := max(n.policy.Interval, askedDelay(err))
+		nextAt := now.Add(wait)
 		if err := n.update(ctx, contract.NotificationUpdate{Status: contract.StatusRetrying, RetryCount: n.state.RetryCount + 1,
 			LastError: describe(err), NextAttemptAt: &nextAt, Attempt: n.attempts}); err != nil || n.finished() {
 			return n.finished(), err
 		}
-		if err := workflow.Sleep(ctx, n.policy.Interval); err != nil {
+		if err := workflow.Sleep(ctx, wait); err != nil {
 			return false, err
 		}
 	}
@@ -314,6 +315,16 @@ func afterCancel(ctx workflow.Context) workflow.Context {
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	return dctx
+}
+
+// askedDelay is how long the receiver asked to wait before the next
+// attempt (a Teams or webhook Retry-After); 0 when it did not ask.
+func askedDelay(err error) time.Duration {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.NextRetryDelay()
+	}
+	return 0
 }
 
 func isPermanent(err error) bool {

@@ -26,6 +26,9 @@ type KPIs struct {
 	// Delivered is how many items were delivered within the window before
 	// the report's time.
 	Delivered int `json:"delivered"`
+	// DeliveredSince is how many items were delivered at or after the
+	// query's Since (the previous sample): 0 when it gave none.
+	DeliveredSince int `json:"deliveredSince"`
 	// OldestPendingAt is when the oldest queued item (Pending or Retrying;
 	// parked items excluded) was created; nil when the queue is empty.
 	OldestPendingAt *time.Time `json:"oldestPendingAt,omitempty"`
@@ -45,6 +48,7 @@ func (k *KPIs) add(o KPIs) {
 	k.Stuck += o.Stuck
 	k.Parked += o.Parked
 	k.Delivered += o.Delivered
+	k.DeliveredSince += o.DeliveredSince
 	if o.OldestPendingAt != nil && (k.OldestPendingAt == nil || o.OldestPendingAt.Before(*k.OldestPendingAt)) {
 		at := *o.OldestPendingAt
 		k.OldestPendingAt = &at
@@ -95,6 +99,9 @@ type KPIReport struct {
 	StuckAgeSeconds float64 `json:"stuckAgeSeconds"`
 	// WindowSeconds is how far back Delivered counts.
 	WindowSeconds float64 `json:"windowSeconds"`
+	// Since is from when DeliveredSince counts (the previous sample); nil
+	// when the query gave none.
+	Since *time.Time `json:"since,omitempty"`
 	// Global is every site together.
 	Global KPIGroup `json:"global"`
 	// Sites is one group per source site, ordered by site id. A site with
@@ -102,14 +109,30 @@ type KPIReport struct {
 	Sites []KPIGroup `json:"sites"`
 }
 
-// KPIs computes the outbox indicators at now: per kind, globally and per
-// source site. An item is stuck when it is Pending or Retrying and was
-// created more than stuckAge before now (exactly stuckAge is not stuck);
-// Delivered counts deliveries at or after now-window. Times are passed as
-// parameters, so both dialects compare them the same way.
-func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.Duration) (KPIReport, error) {
-	now = now.UTC()
-	stuckBefore, deliveredSince := now.Add(-stuckAge), now.Add(-window)
+// KPIQuery is what KPIs computes.
+type KPIQuery struct {
+	// Now is the instant the report describes.
+	Now time.Time
+	// StuckAge: a Pending or Retrying item created more than StuckAge
+	// before Now is stuck (exactly StuckAge is not).
+	StuckAge time.Duration
+	// Window: Delivered counts deliveries at or after Now-Window.
+	Window time.Duration
+	// Since, when set, is the previous sample's time: DeliveredSince counts
+	// deliveries at or after it.
+	Since time.Time
+}
+
+// KPIs computes the outbox indicators of q: per kind, globally and per
+// source site. Times are passed as parameters, so both dialects compare
+// them the same way.
+func (s *Store) KPIs(ctx context.Context, q KPIQuery) (KPIReport, error) {
+	now := q.Now.UTC()
+	stuckBefore, deliveredSince := now.Add(-q.StuckAge), now.Add(-q.Window)
+	since := q.Since.UTC()
+	if q.Since.IsZero() {
+		since = now.Add(time.Hour) // counts nothing
+	}
 	cells := map[[2]string]*KPIs{} // (site, kind) → KPIs
 	cell := func(site, kind string) *KPIs {
 		k := [2]string{site, kind}
@@ -128,11 +151,11 @@ func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.D
 		MIN(CASE WHEN status IN ('Pending', 'Retrying') THEN created_at END)
 		FROM %s WHERE status IN ('Pending', 'Retrying', 'Parked')
 		GROUP BY source_site_id%s`
-	for _, q := range []string{
+	for _, query := range []string{
 		fmt.Sprintf(queued, "'"+contract.KindNotification+"'", "notifications", ""),
 		fmt.Sprintf(queued, "kind", "site_calls", ", kind"),
 	} {
-		err := s.eachRow(ctx, q, []any{stuckBefore}, func(rows *sql.Rows) error {
+		err := s.eachRow(ctx, query, []any{stuckBefore}, func(rows *sql.Rows) error {
 			var site, kind string
 			var queue, stuck, parked int
 			var oldest dbTime
@@ -152,19 +175,23 @@ func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.D
 		}
 	}
 
-	delivered := `SELECT source_site_id, %s, COUNT(*) FROM %s
-		WHERE status = 'Delivered' AND %s >= ? GROUP BY source_site_id%s`
-	for _, q := range []string{
+	// One pass over the deliveries since the earlier of the two bounds.
+	delivered := `SELECT source_site_id, %[1]s,
+		SUM(CASE WHEN %[3]s >= ? THEN 1 ELSE 0 END), SUM(CASE WHEN %[3]s >= ? THEN 1 ELSE 0 END)
+		FROM %[2]s WHERE status = 'Delivered' AND %[3]s >= ? GROUP BY source_site_id%[4]s`
+	for _, query := range []string{
 		fmt.Sprintf(delivered, "'"+contract.KindNotification+"'", "notifications", "delivered_at", ""),
 		fmt.Sprintf(delivered, "kind", "site_calls", "terminal_at", ", kind"),
 	} {
-		err := s.eachRow(ctx, q, []any{deliveredSince}, func(rows *sql.Rows) error {
+		args := []any{deliveredSince, since, minTime(deliveredSince, since)}
+		err := s.eachRow(ctx, query, args, func(rows *sql.Rows) error {
 			var site, kind string
-			var n int
-			if err := rows.Scan(&site, &kind, &n); err != nil {
+			var inWindow, sinceSample int
+			if err := rows.Scan(&site, &kind, &inWindow, &sinceSample); err != nil {
 				return err
 			}
-			cell(site, kind).Delivered = n
+			c := cell(site, kind)
+			c.Delivered, c.DeliveredSince = inWindow, sinceSample
 			return nil
 		})
 		if err != nil {
@@ -172,7 +199,10 @@ func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.D
 		}
 	}
 
-	report := KPIReport{At: now, StuckAgeSeconds: stuckAge.Seconds(), WindowSeconds: window.Seconds(), Global: newGroup(""), Sites: []KPIGroup{}}
+	report := KPIReport{At: now, StuckAgeSeconds: q.StuckAge.Seconds(), WindowSeconds: q.Window.Seconds(), Global: newGroup(""), Sites: []KPIGroup{}}
+	if !q.Since.IsZero() {
+		report.Since = &since
+	}
 	bySite := map[string]*KPIGroup{}
 	for k, c := range cells {
 		site, kind := k[0], k[1]
@@ -204,6 +234,13 @@ func (s *Store) KPIs(ctx context.Context, now time.Time, stuckAge, window time.D
 		}
 	}
 	return report, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func newGroup(site string) KPIGroup {

@@ -74,13 +74,31 @@ var sqliteDialect = dialect{
 	)`,
 		`CREATE INDEX IF NOT EXISTS audit_log_operation ON audit_log (operation_id, at)`,
 		`CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (at)`,
+		`CREATE TABLE IF NOT EXISTS notification_lists (
+		name        TEXT PRIMARY KEY,
+		type        TEXT NOT NULL,
+		targets     TEXT NOT NULL,
+		channel     TEXT NOT NULL DEFAULT '',
+		type_data   TEXT NOT NULL DEFAULT '{}',
+		description TEXT NOT NULL DEFAULT '',
+		updated_by  TEXT NOT NULL DEFAULT '',
+		updated_at  DATETIME NOT NULL
+	)`,
+		`CREATE TABLE IF NOT EXISTS delivery_channels (
+		name        TEXT PRIMARY KEY,
+		type        TEXT NOT NULL,
+		settings    TEXT NOT NULL DEFAULT '{}',
+		description TEXT NOT NULL DEFAULT '',
+		updated_by  TEXT NOT NULL DEFAULT '',
+		updated_at  DATETIME NOT NULL
+	)`,
 	},
 	addedColumns: []addedColumn{
 		{table: "notifications", name: "terminal_at", definition: "DATETIME"},
 		{table: "audit_log", name: "source_node", definition: "TEXT"},
 	},
-	hasColumn:    `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`,
-	addColumn:    `ALTER TABLE %s ADD COLUMN %s %s`,
+	hasColumn: `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`,
+	addColumn: `ALTER TABLE %s ADD COLUMN %s %s`,
 	upgrades: []string{
 		`CREATE INDEX IF NOT EXISTS notifications_status_terminal ON notifications (status, terminal_at)`,
 		backfillTerminalAt,

@@ -91,13 +91,33 @@ var sqlServerDialect = dialect{
 	CREATE INDEX audit_log_operation ON audit_log (operation_id, at)`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'audit_log_at')
 	CREATE INDEX audit_log_at ON audit_log (at)`,
+		`IF OBJECT_ID(N'notification_lists', N'U') IS NULL
+	CREATE TABLE notification_lists (
+		name        NVARCHAR(64) COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY,
+		type        VARCHAR(32) NOT NULL,
+		targets     NVARCHAR(MAX) NOT NULL,
+		channel     NVARCHAR(64) NOT NULL DEFAULT '',
+		type_data   NVARCHAR(MAX) NOT NULL DEFAULT '{}',
+		description NVARCHAR(MAX) NOT NULL DEFAULT '',
+		updated_by  NVARCHAR(256) NOT NULL DEFAULT '',
+		updated_at  DATETIME2 NOT NULL
+	)`,
+		`IF OBJECT_ID(N'delivery_channels', N'U') IS NULL
+	CREATE TABLE delivery_channels (
+		name        NVARCHAR(64) COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY,
+		type        VARCHAR(32) NOT NULL,
+		settings    NVARCHAR(MAX) NOT NULL DEFAULT '{}',
+		description NVARCHAR(MAX) NOT NULL DEFAULT '',
+		updated_by  NVARCHAR(256) NOT NULL DEFAULT '',
+		updated_at  DATETIME2 NOT NULL
+	)`,
 	},
 	addedColumns: []addedColumn{
 		{table: "notifications", name: "terminal_at", definition: "DATETIME2 NULL"},
 		{table: "audit_log", name: "source_node", definition: "NVARCHAR(64) NULL"},
 	},
-	hasColumn:    `SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID(?) AND name = ?`,
-	addColumn:    `ALTER TABLE %s ADD %s %s`,
+	hasColumn: `SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID(?) AND name = ?`,
+	addColumn: `ALTER TABLE %s ADD %s %s`,
 	upgrades: []string{
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'notifications_status_terminal')
 	CREATE INDEX notifications_status_terminal ON notifications (status, terminal_at)`,

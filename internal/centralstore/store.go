@@ -24,11 +24,11 @@ var ErrNotFound = errors.New("not found")
 // Notification is one row of the notifications table.
 type Notification struct {
 	NotificationID   string
-	Type             string // "Email" today
+	Type             string // contract.NotificationTypeEmail, …Teams or …Webhook: its list's when recorded
 	ListName         string
 	Subject          string
 	Body             string
-	TypeData         string // JSON, reserved for future per-type fields
+	TypeData         string // JSON: its list's per-type fields when recorded ("{}" when none)
 	Status           contract.Status
 	RetryCount       int
 	LastError        string
@@ -46,9 +46,6 @@ type Notification struct {
 	// clock for notifications.
 	TerminalAt *time.Time
 }
-
-// NotificationTypeEmail is the only delivery type so far.
-const NotificationTypeEmail = "Email"
 
 // Store is central's storage.
 type Store struct {

@@ -37,7 +37,10 @@ type command struct {
 var commands = []command{
 	devCommand, centralCommand, hashPasswordCommand, siteCommand, configCheckCommand,
 	parkedListCommand, parkedRetryCommand, parkedDiscardCommand, statusCommand,
-	notificationsListCommand, notificationsShowCommand, kpiCommand, benchCommand,
+	notificationsListCommand, notificationsShowCommand,
+	listsLsCommand, listsShowCommand, listsSetCommand, listsAddTargetCommand, listsRemoveTargetCommand, listsRmCommand, listsApplyCommand,
+	channelsLsCommand, channelsSetCommand, channelsRmCommand,
+	kpiCommand, benchCommand,
 }
 
 // ErrUsage is a command line that could not be understood; a hint was printed.

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -23,7 +22,7 @@ import (
 var kpiCommand = command{
 	name:    "kpi",
 	summary: "print the outbox KPIs from the central store",
-	usage:   "[--config FILE] [--window 1h] [--json]",
+	usage:   "[--config FILE] [--window 1h] [--since TIME] [--json]",
 	help: `Reads the central store named in the config and prints, globally and per
 source site, for each kind (Notification, ExternalCall, DatabaseWrite):
 
@@ -31,6 +30,8 @@ source site, for each kind (Notification, ExternalCall, DatabaseWrite):
   stuck           queued items created more than central.stuck_age ago
   parked          items waiting for an operator's retry or discard
   delivered/WIN   items delivered within the last --window
+  since TIME      with --since (the previous sample's time, UTC): items
+                  delivered since then, so successive samples add up
   oldest pending  age of the oldest queued item (parked items excluded)
 
 Sites with nothing queued, parked or delivered in the window are left out.
@@ -38,19 +39,26 @@ Sites with nothing queued, parked or delivered in the window are left out.
 
 Example:
   outpost kpi --config /etc/outpost/outpost.yaml --window 24h
+  outpost kpi --config /etc/outpost/outpost.yaml --since 2026-11-23T06:00
   outpost kpi --config /etc/outpost/outpost.yaml --json | jq '.global.total.parked'`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		asJSON := fs.Bool("json", false, "print JSON instead of a table")
 		window := fs.Duration("window", time.Hour, "count deliveries within this `DURATION` before now")
+		sinceFlag := fs.String("since", "", "also count deliveries since this `TIME` (UTC: 2026-01-31T14:05), the previous sample's")
 		return withConfig(fs, args, config.Default(), "config `FILE` naming the central store (omitted: the dev stack's, when run beside it)", func(cfg config.Config, _ *zap.Logger) error {
 			if *window <= 0 {
 				return fmt.Errorf("%w: --window must be positive, got %s", ErrUsage, *window)
+			}
+			since, err := parseUTC("since", *sinceFlag)
+			if err != nil {
+				return err
 			}
 			central, err := centralToRead(env, cfg, fs.Lookup("config").Value.String() != "")
 			if err != nil {
 				return err
 			}
-			return runKPI(ctx, env.Stdout, central, *window, *asJSON)
+			q := centralstore.KPIQuery{Now: time.Now(), StuckAge: central.StuckAge, Window: *window, Since: since}
+			return runKPI(ctx, env.Stdout, central, q, *asJSON)
 		})
 	},
 }
@@ -95,22 +103,20 @@ func exists(path string) bool {
 	return err == nil
 }
 
-func runKPI(ctx context.Context, w io.Writer, cfg config.Central, window time.Duration, asJSON bool) error {
+func runKPI(ctx context.Context, w io.Writer, cfg config.Central, q centralstore.KPIQuery, asJSON bool) error {
 	store, err := workers.OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	report, err := store.KPIs(ctx, time.Now(), cfg.StuckAge, window)
+	report, err := store.KPIs(ctx, q)
 	if err != nil {
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		return writeJSON(w, report)
 	}
-	return printKPIs(w, report, cfg.StuckAge, window)
+	return printKPIs(w, report, q.StuckAge, q.Window)
 }
 
 // printKPIs writes report as one table: the global rows first, then each
@@ -120,7 +126,11 @@ func printKPIs(w io.Writer, report centralstore.KPIReport, stuckAge, window time
 		report.At.Format(time.RFC3339), outbox.FormatAge(stuckAge), outbox.FormatAge(window))
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "site\tkind\tqueue\tstuck\tparked\tdelivered/%s\toldest pending\n", outbox.FormatAge(window))
+	sinceColumn := ""
+	if report.Since != nil {
+		sinceColumn = "since " + report.Since.Format("2006-01-02T15:04") + "\t"
+	}
+	fmt.Fprintf(tw, "site\tkind\tqueue\tstuck\tparked\tdelivered/%s\t%soldest pending\n", outbox.FormatAge(window), sinceColumn)
 	for _, g := range append([]centralstore.KPIGroup{report.Global}, report.Sites...) {
 		site := g.Site
 		if site == "" {
@@ -129,10 +139,10 @@ func printKPIs(w io.Writer, report centralstore.KPIReport, stuckAge, window time
 		// A row of empty cells separates groups and keeps one column width.
 		fmt.Fprint(tw, "\t\t\t\t\t\t\n")
 		for _, k := range g.Kinds {
-			kpiRow(tw, site, k.Kind, k.KPIs)
+			kpiRow(tw, site, k.Kind, k.KPIs, report.Since != nil)
 			site = ""
 		}
-		kpiRow(tw, "", "all", g.Total)
+		kpiRow(tw, "", "all", g.Total, report.Since != nil)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -146,10 +156,14 @@ func printKPIs(w io.Writer, report centralstore.KPIReport, stuckAge, window time
 	return nil
 }
 
-func kpiRow(w io.Writer, site, kind string, k centralstore.KPIs) {
+func kpiRow(w io.Writer, site, kind string, k centralstore.KPIs, withSince bool) {
 	oldest := "-"
 	if k.OldestPendingAt != nil {
 		oldest = outbox.FormatAge(k.OldestPendingAge())
 	}
-	fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", site, kind, k.Queue, k.Stuck, k.Parked, k.Delivered, oldest)
+	since := ""
+	if withSince {
+		since = fmt.Sprintf("%d\t", k.DeliveredSince)
+	}
+	fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s%s\n", site, kind, k.Queue, k.Stuck, k.Parked, k.Delivered, since, oldest)
 }

@@ -39,7 +39,7 @@ func kpiConfig(t *testing.T) string {
 		{contract.StatusDelivered, 20 * time.Minute},
 	} {
 		row := centralstore.Notification{
-			NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops",
+			NotificationID: uuid.NewString(), Type: contract.NotificationTypeEmail, ListName: "ops",
 			Subject: "Pump 3 tripped", Body: "Pressure low", Status: contract.StatusPending, SourceSiteID: "plant-1",
 			CreatedAt: now.Add(-n.created), SiteEnqueuedAt: now.Add(-n.created),
 		}
@@ -161,7 +161,7 @@ func TestKPIWithoutConfigFindsTheDevStackOrRefuses(t *testing.T) {
 	store, err := centralstore.OpenSQLite(context.Background(), devStore)
 	require.NoError(t, err)
 	row := centralstore.Notification{
-		NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops", Subject: "s",
+		NotificationID: uuid.NewString(), Type: contract.NotificationTypeEmail, ListName: "ops", Subject: "s",
 		Status: contract.StatusPending, SourceSiteID: "plant-1", CreatedAt: time.Now().UTC(), SiteEnqueuedAt: time.Now().UTC(),
 	}
 	_, err = store.InsertNotification(context.Background(), row)

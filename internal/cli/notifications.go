@@ -38,7 +38,7 @@ Example:
 		fs.StringVar(&status, "status", "", "only this status: "+joinStatusNames())
 		fs.StringVar(&f.Site, "site", "", "only this source site")
 		fs.StringVar(&f.List, "list", "", "only this notification list")
-		fs.StringVar(&f.Type, "type", "", "only this type (Email)")
+		fs.StringVar(&f.Type, "type", "", "only this type: Email, Teams or Webhook")
 		fs.StringVar(&from, "from", "", "only those central got at or after this `TIME` (UTC)")
 		fs.StringVar(&to, "to", "", "only those central got before this `TIME` (UTC)")
 		fs.StringVar(&f.Query, "q", "", "only those whose subject contains this `WORD`")

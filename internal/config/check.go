@@ -218,6 +218,10 @@ func yamlKind(tag, value string) string {
 
 var siteNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
+// maxListNameChars is the central store's limit on a list name (its audit
+// operation id "list/NAME" fits 64 characters with a channel's).
+const maxListNameChars = 56
+
 // IsSiteName reports whether s is a valid site id or node name: 1-64
 // letters, digits, '.', '_' or '-' (a task queue name, and central's
 // 64-character columns).
@@ -284,6 +288,9 @@ func (c *checker) validate(cfg Config) {
 	c.positive("central.retention.purge_batch", cfg.Central.Retention.PurgeBatch)
 	c.smtp(cfg.Central.SMTP)
 	for _, name := range sortedKeys(cfg.Central.Lists) {
+		if !IsSiteName(name) || len(name) > maxListNameChars {
+			c.add("central.lists."+name, "list name: want 1-%d letters, digits, '.', '_' or '-'", maxListNameChars)
+		}
 		for i, addr := range cfg.Central.Lists[name] {
 			if _, err := mail.ParseAddress(addr); err != nil {
 				c.add(fmt.Sprintf("central.lists.%s[%d]", name, i), "%q is not an email address", addr)

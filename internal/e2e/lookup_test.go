@@ -25,7 +25,7 @@ func TestStatusOutlivesTheWorkflow(t *testing.T) {
 	enqueued := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Millisecond)
 	delivered := enqueued.Add(3 * time.Second)
 	row := centralstore.Notification{
-		NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops",
+		NotificationID: uuid.NewString(), Type: contract.NotificationTypeEmail, ListName: "ops",
 		Subject: "two days old", Status: contract.StatusDelivered, RetryCount: 1,
 		ResolvedTargets: []string{"ops@example.com"}, SourceSiteID: "plant-1",
 		SiteEnqueuedAt: enqueued, CreatedAt: enqueued, LastAttemptAt: &delivered, DeliveredAt: &delivered, TerminalAt: &delivered,

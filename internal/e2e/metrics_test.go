@@ -37,6 +37,17 @@ func TestCentralAndSiteMetricsAndHealth(t *testing.T) {
 		map[string]string{"kind": contract.KindExternalCall, "event": "Terminal", "status": "Parked"}), 1.0)
 	require.Contains(t, central, "temporal_activity_execution_latency_seconds", "the Temporal SDK's own metrics are served too")
 
+	// delivered_since_last_scrape counts from the previous scrape: nothing
+	// new, then the one delivered in between, while the hour's count grows.
+	noteLabels := map[string]string{"site": "plant-1", "kind": contract.KindNotification}
+	central = testutil.ScrapeMetrics(t, s.centralURL+"/metrics")
+	require.Equal(t, 0.0, testutil.MetricValue(central, "outpost_central_delivered_since_last_scrape", noteLabels))
+	second := s.notify("ops", "metrics check 2")
+	s.waitStatus(contract.StatusDelivered, 30*time.Second, second)
+	central = testutil.ScrapeMetrics(t, s.centralURL+"/metrics")
+	require.Equal(t, 1.0, testutil.MetricValue(central, "outpost_central_delivered_since_last_scrape", noteLabels))
+	require.Equal(t, 2.0, testutil.MetricValue(central, "outpost_central_delivered_last_hour", noteLabels))
+
 	site := testutil.ScrapeMetrics(t, s.siteURL+"/metrics")
 	require.Equal(t, 1.0, testutil.MetricValue(site, "outpost_site_tracking_rows", map[string]string{"status": "Parked"}))
 	require.GreaterOrEqual(t, testutil.MetricValue(site, "outpost_site_handoffs_total", map[string]string{"category": "Notification", "outcome": "acked"}), 1.0)

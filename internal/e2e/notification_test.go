@@ -139,10 +139,10 @@ func TestPermanentFailuresParkTransientRejectionRetries(t *testing.T) {
 	empty := s.notify("empty", "to an empty list")
 	s.waitStatus(contract.StatusParked, 30*time.Second, unknown, empty)
 	st, _ := s.status(unknown)
-	require.Contains(t, st.LastError, `notification list "no-such-list" is not defined`)
+	require.Contains(t, st.LastError, `notification list "no-such-list" does not exist at central`)
 	require.Zero(t, st.RetryCount)
 	st, _ = s.status(empty)
-	require.Contains(t, st.LastError, "has no recipients")
+	require.Contains(t, st.LastError, "has no targets")
 
 	s.sinks[0].Reject(550, "mailbox unavailable")
 	rejected := s.notify("ops", "rejected by the relay")

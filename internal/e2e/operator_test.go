@@ -249,8 +249,8 @@ func (s *stack) operatorConfig() string {
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
-	yaml := fmt.Sprintf("temporal:\n  address: %s\n  namespace: %s\ncentral:\n  temporal_ui_url: http://127.0.0.1:8233\nlog:\n  level: warn\n",
-		s.cfg.Temporal.Address, s.cfg.Temporal.Namespace)
+	yaml := fmt.Sprintf("temporal:\n  address: %s\n  namespace: %s\ncentral:\n  temporal_ui_url: http://127.0.0.1:8233\n  store:\n    path: %s\nlog:\n  level: warn\n",
+		s.cfg.Temporal.Address, s.cfg.Temporal.Namespace, s.cfg.Central.Store.Path)
 	require.NoError(s.t, os.WriteFile(path, []byte(yaml), 0o644))
 	return path
 }
@@ -396,7 +396,7 @@ func TestCancelFromTemporalCLIDiscards(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, depth, "the cancelled call's buffered payload is dropped")
 
-	kpis, err := s.centralStore().KPIs(t.Context(), time.Now(), time.Hour, time.Hour)
+	kpis, err := s.centralStore().KPIs(t.Context(), centralstore.KPIQuery{Now: time.Now(), StuckAge: time.Hour, Window: time.Hour})
 	require.NoError(t, err)
 	require.Zero(t, kpis.Global.Total.Parked, "nothing stays counted as Parked")
 	for _, id := range []string{contract.NotificationWorkflowID(note), contract.CachedCallWorkflowID(call.ID)} {
@@ -448,7 +448,7 @@ func TestTerminatedWorkflowsAreSettledByReconciliation(t *testing.T) {
 	s.waitOperation(call.ID, contract.StatusDiscarded, 30*time.Second)
 	s.waitMirror(call.ID, contract.StatusDiscarded)
 	require.Zero(t, s.bufferDepth(), "the call's buffered payload is dropped")
-	kpis, err := s.centralStore().KPIs(t.Context(), time.Now(), time.Hour, time.Hour)
+	kpis, err := s.centralStore().KPIs(t.Context(), centralstore.KPIQuery{Now: time.Now(), StuckAge: time.Hour, Window: time.Hour})
 	require.NoError(t, err)
 	require.Zero(t, kpis.Global.Total.Parked)
 

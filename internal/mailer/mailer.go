@@ -1,16 +1,22 @@
 // Package mailer sends one notification email over SMTP with go-mail and
-// says whether a failure is worth retrying.
+// says whether a failure is worth retrying. A Mailer is the delivery
+// adapter of Email lists.
 package mailer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/textproto"
+	"os"
 	"time"
 
 	"github.com/wneessen/go-mail"
+
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/delivery"
 )
 
 // TLS modes of Config.TLS.
@@ -59,6 +65,35 @@ type Email struct {
 
 // HeaderNotificationID carries the notification id on every email.
 const HeaderNotificationID = "X-Outpost-Notification-Id"
+
+// Deliver sends d's notification to its targets, through the list's smtp
+// channel when it names one, else through m's server.
+func (m *Mailer) Deliver(ctx context.Context, d delivery.Delivery) error {
+	through := m
+	if d.Channel != nil {
+		var err error
+		if through, err = m.forChannel(*d.Channel); err != nil {
+			return err
+		}
+	}
+	n := d.Notification
+	return through.Send(ctx, Email{ID: n.NotificationID, To: d.Targets, Subject: n.Subject, Body: n.Body})
+}
+
+// forChannel is a Mailer for an smtp channel's server, with m's timeouts.
+func (m *Mailer) forChannel(c centralstore.Channel) (*Mailer, error) {
+	var s delivery.SMTPSettings
+	if err := json.Unmarshal([]byte(c.Settings), &s); err != nil {
+		return nil, &SendError{Permanent: true, Err: fmt.Errorf("channel %q: settings: %w", c.Name, err)}
+	}
+	cfg := m.cfg
+	cfg.Host, cfg.Port, cfg.Username, cfg.From, cfg.TLS = s.Host, s.Port, s.Username, s.From, s.TLS
+	cfg.Password = ""
+	if s.PasswordEnv != "" {
+		cfg.Password = os.Getenv(s.PasswordEnv)
+	}
+	return New(cfg), nil
+}
 
 // Send delivers e. A *SendError says whether the failure is permanent, and
 // whether the server may have accepted the message all the same.

@@ -3,12 +3,15 @@ package mailer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/delivery"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 )
@@ -84,4 +87,33 @@ func TestSendWaitsForALateFinalReply(t *testing.T) {
 	require.ErrorAs(t, err, &sendErr)
 	require.True(t, sendErr.Uncertain, "%v", err)
 	require.False(t, sendErr.Permanent)
+}
+
+// An Email list's smtp channel sends through its own server, with its
+// sender address and its password variable; a list without one uses the
+// Mailer's own server.
+func TestDeliverUsesTheListsChannel(t *testing.T) {
+	central, err := smtpsink.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { central.Close() })
+	relay, err := smtpsink.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { relay.Close() })
+	relay.RequireAuth("outpost", "relay-pass")
+	t.Setenv("OUTPOST_TEST_RELAY_PASSWORD", "relay-pass")
+
+	n := centralstore.Notification{NotificationID: "6f1c2d3e-0000-4000-8000-000000000001", Subject: "Pump 3 tripped", Body: "b"}
+	d := delivery.Delivery{Notification: n, Targets: []string{"ops@example.com"}}
+	m := newMailer(t, central)
+	require.NoError(t, m.Deliver(context.Background(), d))
+	require.Len(t, central.Messages(), 1)
+
+	d.Channel = &centralstore.Channel{Name: "relay", Type: centralstore.ChannelSMTP, Settings: fmt.Sprintf(
+		`{"host":"127.0.0.1","port":%d,"username":"outpost","password_env":"OUTPOST_TEST_RELAY_PASSWORD","from":"plant@example.com","tls":"none"}`, relay.Port())}
+	require.NoError(t, m.Deliver(context.Background(), d))
+	require.Len(t, central.Messages(), 1, "not through central.smtp")
+	got := relay.Messages()
+	require.Len(t, got, 1)
+	require.Equal(t, "plant@example.com", got[0].From)
+	require.Equal(t, []string{"ops@example.com"}, got[0].To)
 }

@@ -93,7 +93,7 @@ func TestSignInAndRoles(t *testing.T) {
 	resp, err = viewer.PostForm(retryURL, nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
-	require.Contains(t, readBody(t, resp), "vic is a viewer: retry and discard need the operator role")
+	require.Contains(t, readBody(t, resp), "vic is a viewer: retry, discard and changes to lists need the operator role")
 	require.Empty(t, tc.all())
 
 	operator := newBrowser(t)

@@ -118,14 +118,7 @@ func checkItemPath(kind, id string) error {
 	return nil
 }
 
-const itemHTML = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Item.Kind}} {{.Item.ID}} · Outpost outbox</title>
-{{template "style"}}
-</head>
+const itemHTML = `{{template "head" (print .Item.Kind " " .Item.ID " · ")}}
 <body>
 {{with .Item}}
 <p><a href="../../" id="back">← Outbox</a></p>

@@ -21,7 +21,7 @@ func (h *handler) require(role Role, next func(http.ResponseWriter, *http.Reques
 		case !ok:
 			http.Error(w, "not signed in: this page is served through an authenticating proxy; open it through the proxy", http.StatusUnauthorized)
 		case role == RoleOperator && !id.CanAct():
-			http.Error(w, fmt.Sprintf("%s is a %s: retry and discard need the operator role", id.Name, id.Role), http.StatusForbidden)
+			http.Error(w, fmt.Sprintf("%s is a %s: retry, discard and changes to lists need the operator role", id.Name, id.Role), http.StatusForbidden)
 		default:
 			next(w, r, id)
 		}

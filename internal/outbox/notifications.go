@@ -89,14 +89,7 @@ func parseNotificationFilter(q url.Values) (centralstore.NotificationFilter, err
 	return f, nil
 }
 
-const notificationsHTML = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Notifications · Outpost outbox</title>
-{{template "style"}}
-</head>
+const notificationsHTML = `{{template "head" "Notifications · "}}
 <body>
 <p><a href="./" id="back">← Outbox</a></p>
 <h1>Notifications</h1>

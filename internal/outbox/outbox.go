@@ -78,7 +78,9 @@ type handler struct {
 
 // New returns the outbox page: GET / renders it; GET /items/{kind}/{id}
 // renders one item with its payload and audit trail; GET /notifications
-// lists every notification, filtered and paged; POST
+// lists every notification, filtered and paged; GET /lists shows the
+// notification lists and channels, POST /lists and /lists/{name}/remove
+// change them; POST
 // /items/{kind}/{id}/retry and /items/{kind}/{id}/discard signal a workflow
 // and redirect back (303) with a message; GET and POST /login sign in, POST
 // /logout signs out; /codec/ is the codec server. Mount it at a path ending
@@ -113,6 +115,9 @@ func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handle
 	page.Handle("GET /items/{kind}/{id}", h.require(RoleViewer, h.item))
 	page.Handle("GET /notifications", h.require(RoleViewer, h.notifications))
 	page.Handle("POST /items/{kind}/{id}/{action}", h.require(RoleOperator, h.act))
+	page.Handle("GET /lists", h.require(RoleViewer, h.lists))
+	page.Handle("POST /lists", h.require(RoleOperator, h.setList))
+	page.Handle("POST /lists/{name}/remove", h.require(RoleOperator, h.removeList))
 	if len(opts.Auth.Users) > 0 {
 		page.HandleFunc("GET /login", h.loginForm)
 		page.HandleFunc("POST /login", h.login)
@@ -202,7 +207,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, who identity) {
 	}
 	now := h.opts.Now().UTC()
 	filter.Now, filter.StuckAge, filter.Limit = now, h.opts.StuckAge, h.opts.Limit
-	report, err := h.store.KPIs(r.Context(), now, h.opts.StuckAge, h.opts.Window)
+	report, err := h.store.KPIs(r.Context(), centralstore.KPIQuery{Now: now, StuckAge: h.opts.StuckAge, Window: h.opts.Window})
 	if err != nil {
 		http.Error(w, "central store: "+err.Error(), http.StatusInternalServerError)
 		return

@@ -82,7 +82,7 @@ func newFixture(t *testing.T) fixture {
 		parked  bool
 	}{{f.note, 3 * time.Hour, true}, {f.new, time.Minute, false}} {
 		_, err = store.InsertNotification(ctx, centralstore.Notification{
-			NotificationID: n.id, Type: centralstore.NotificationTypeEmail, ListName: "ops",
+			NotificationID: n.id, Type: contract.NotificationTypeEmail, ListName: "ops",
 			Subject: `Pump 3 <script>alert("x")</script> tripped`, Body: "b", Status: contract.StatusPending,
 			SourceSiteID: "plant-1", CreatedAt: now.Add(-n.created), SiteEnqueuedAt: now.Add(-n.created),
 		})
@@ -325,6 +325,7 @@ func TestItemPageShowsPayloadAndAuditTrail(t *testing.T) {
 	rec := get(t, h, "/items/Notification/"+f.note)
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	body := rec.Body.String()
+	require.Contains(t, body, "<title>Notification "+f.note+" · Outpost outbox</title>")
 	require.Contains(t, body, `<pre id="body">b</pre>`)
 	require.Contains(t, body, "Pump 3 &lt;script&gt;", "escaped, never markup")
 	require.NotContains(t, body, "<script>")
@@ -387,7 +388,7 @@ func TestNotificationsListPagesEveryStatus(t *testing.T) {
 	for i := range 60 {
 		id := uuid.NewString()
 		_, err := f.store.InsertNotification(ctx, centralstore.Notification{
-			NotificationID: id, Type: centralstore.NotificationTypeEmail, ListName: "shift", Subject: fmt.Sprintf("shift report %02d", i),
+			NotificationID: id, Type: contract.NotificationTypeEmail, ListName: "shift", Subject: fmt.Sprintf("shift report %02d", i),
 			Status: contract.StatusPending, SourceSiteID: "plant-3", CreatedAt: f.now.Add(-time.Duration(i) * time.Minute), SiteEnqueuedAt: f.now,
 		})
 		require.NoError(t, err)

@@ -61,19 +61,32 @@ var funcs = template.FuncMap{
 	},
 }
 
-// templates are the outbox page ("outbox"), an item's page ("item") and the
-// list of every notification ("notifications"), which share one style
-// sheet ("style").
+// templates are the outbox page ("outbox"), an item's page ("item"), the
+// list of every notification ("notifications") and the notification lists
+// ("lists"), which share one head ("head") and style sheet ("style").
 var templates = parseTemplates()
 
 func parseTemplates() *template.Template {
 	t := template.New("").Funcs(funcs)
 	template.Must(t.New("style").Parse(styleHTML))
+	template.Must(t.New("head").Parse(headHTML))
 	template.Must(t.New("outbox").Parse(outboxHTML))
 	template.Must(t.New("item").Parse(itemHTML))
 	template.Must(t.New("notifications").Parse(notificationsHTML))
+	template.Must(t.New("lists").Parse(listsHTML))
 	return t
 }
+
+// headHTML opens every page up to <body>; its argument is the start of
+// the title ("Lists · "), "" for the outbox itself.
+const headHTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.}}Outpost outbox</title>
+{{template "style"}}
+</head>`
 
 const styleHTML = `<style>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #1d2733; background: #f6f7f9; }
@@ -104,14 +117,7 @@ table.kv { width: auto; min-width: 40%; } table.kv th { width: 10rem; }
 pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 13px; }
 </style>`
 
-const outboxHTML = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Outpost outbox</title>
-{{template "style"}}
-</head>
+const outboxHTML = `{{template "head" ""}}
 <body>
 <h1>Outpost outbox</h1>
 {{if not .Open}}<form class="who" method="post" action="logout"><span id="who">Signed in as <b>{{.Who.Name}}</b> ({{.Who.Role}})</span>{{if .Who.ViaSession}} <button type="submit" id="sign-out">Sign out</button>{{end}}</form>{{end}}
@@ -141,7 +147,7 @@ const outboxHTML = `<!doctype html>
 </table>
 
 <h2>Stuck and parked</h2>
-<p class="sub">Delivered and discarded ones too: <a href="notifications" id="all-notifications">every notification</a>.</p>
+<p class="sub">Delivered and discarded ones too: <a href="notifications" id="all-notifications">every notification</a>. Who they reach: <a href="lists" id="lists-link">notification lists</a>.</p>
 <form class="filter" method="get" action="">
   <label>Status<select name="status"><option value="">stuck or parked</option>{{range .Statuses}}<option{{if eq . (index $.Form "status")}} selected{{end}}>{{.}}</option>{{end}}</select></label>
   <label>Kind<select name="kind"><option value="">any</option>{{range .Kinds}}<option{{if eq . (index $.Form "kind")}} selected{{end}}>{{.}}</option>{{end}}</select></label>

@@ -2,18 +2,17 @@ package sitedaemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/temporalclient"
 )
 
 // runWorker serves the site's task queue (cached-call deliveries, operator
@@ -68,13 +67,12 @@ func stopWorker(w worker.Worker) {
 
 // ensureReconcileSchedule creates the schedule that runs
 // ReconcileSiteWorkflow for this site every interval, or brings an existing
-// one's interval in line with the config.
+// one's interval and action in line with the config.
 func ensureReconcileSchedule(ctx context.Context, tc client.Client, siteID string, every time.Duration) error {
 	id := contract.ReconcileScheduleID(siteID)
-	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
-	_, err := tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
+	return temporalclient.EnsureSchedule(ctx, tc, client.ScheduleOptions{
 		ID:      id,
-		Spec:    spec,
+		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
 		Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,
 		Action: &client.ScheduleWorkflowAction{
 			ID:        id,
@@ -84,20 +82,4 @@ func ensureReconcileSchedule(ctx context.Context, tc client.Client, siteID strin
 		},
 		Note: "Pulls tracking rows changed on site " + siteID + " into central's site_calls; trigger it to reconcile now.",
 	})
-	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		if err != nil {
-			return fmt.Errorf("create schedule %s: %w", id, err)
-		}
-		return nil
-	}
-	err = tc.ScheduleClient().GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
-		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
-			in.Description.Schedule.Spec = &spec
-			return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("update schedule %s: %w", id, err)
-	}
-	return nil
 }

@@ -118,7 +118,7 @@ func newKPIFixture(t *testing.T, store *centralstore.Store) kpiFixture {
 func kpis(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	f := newKPIFixture(t, store)
-	report, err := store.KPIs(ctx, f.now, kpiStuckAge, kpiWindow)
+	report, err := store.KPIs(ctx, centralstore.KPIQuery{Now: f.now, StuckAge: kpiStuckAge, Window: kpiWindow})
 	require.NoError(t, err)
 	require.True(t, f.now.Equal(report.At))
 	require.Equal(t, kpiStuckAge.Seconds(), report.StuckAgeSeconds)
@@ -174,13 +174,29 @@ func kpis(t *testing.T, store *centralstore.Store) {
 
 	// Two seconds later the one-second-younger rows and the one at exactly
 	// the stuck age are stuck too; the one-hour window has lost b-in-window.
-	later, err := store.KPIs(ctx, f.now.Add(2*time.Second), kpiStuckAge, kpiWindow)
+	later, err := store.KPIs(ctx, centralstore.KPIQuery{Now: f.now.Add(2 * time.Second), StuckAge: kpiStuckAge, Window: kpiWindow})
 	require.NoError(t, err)
 	a := siteGroup(t, later, f.siteA)
 	require.Equal(t, 4, a.Kind(contract.KindNotification).Stuck)
 	require.Equal(t, 2, a.Kind(contract.KindDatabaseWrite).Stuck)
 	require.Equal(t, 0, siteGroup(t, later, f.siteB).Kind(contract.KindNotification).Delivered)
 	require.InDelta(t, (2*time.Hour + 2*time.Second).Seconds(), a.Total.OldestPendingAgeSeconds, 0.001)
+
+	// Since the previous sample counts beside the window, from its own
+	// bound: 35 minutes back finds a-delivered only; three hours back all of
+	// siteA's and siteB's deliveries, the window's and older.
+	sample, err := store.KPIs(ctx, centralstore.KPIQuery{Now: f.now, StuckAge: kpiStuckAge, Window: kpiWindow, Since: f.now.Add(-35 * time.Minute)})
+	require.NoError(t, err)
+	require.NotNil(t, sample.Since)
+	require.Equal(t, 1, siteGroup(t, sample, f.siteA).Kind(contract.KindNotification).DeliveredSince)
+	require.Equal(t, 0, siteGroup(t, sample, f.siteB).Kind(contract.KindNotification).DeliveredSince)
+	require.Equal(t, 1, siteGroup(t, sample, f.siteA).Kind(contract.KindNotification).Delivered, "the window is unchanged")
+	sample, err = store.KPIs(ctx, centralstore.KPIQuery{Now: f.now, StuckAge: kpiStuckAge, Window: kpiWindow, Since: f.now.Add(-3 * time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, 2, siteGroup(t, sample, f.siteA).Kind(contract.KindNotification).DeliveredSince)
+	require.Equal(t, 2, siteGroup(t, sample, f.siteB).Kind(contract.KindNotification).DeliveredSince)
+	require.Equal(t, 1, siteGroup(t, sample, f.siteB).Kind(contract.KindNotification).Delivered, "the window still counts only its own")
+	require.Zero(t, report.Global.Total.DeliveredSince, "no since, no count")
 }
 
 func siteGroup(t *testing.T, r centralstore.KPIReport, site string) centralstore.KPIGroup {

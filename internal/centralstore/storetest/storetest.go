@@ -37,12 +37,13 @@ func Exercise(t *testing.T, store *centralstore.Store) {
 	t.Run("PurgeStopsAtMaxRows", func(t *testing.T) { purgeStopsAtMaxRows(t, store) })
 	t.Run("KPIsAndOperatorItems", func(t *testing.T) { kpiSuite(t, store) })
 	t.Run("ListNotifications", func(t *testing.T) { listNotifications(t, store) })
+	t.Run("ListsAndChannels", func(t *testing.T) { listsAndChannels(t, store) })
 }
 
 func newRow() centralstore.Notification {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	return centralstore.Notification{
-		NotificationID: uuid.NewString(), Type: centralstore.NotificationTypeEmail, ListName: "ops",
+		NotificationID: uuid.NewString(), Type: contract.NotificationTypeEmail, ListName: "ops",
 		Subject: "Pump 3 tripped — ünïcode", Body: "Pressure low", Status: contract.StatusPending,
 		SourceSiteID: "plant-1", SourceInstanceID: "pump-3", SourceScript: "trip.go", SourceNode: "node-a",
 		SiteEnqueuedAt: now.Add(-time.Second), CreatedAt: now,

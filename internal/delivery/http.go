@@ -1,0 +1,116 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HeaderNotificationID carries the notification id on every Teams and
+// webhook POST: a receiver that sees the same id twice (a retry after an
+// answer that never arrived) can drop the copy.
+const HeaderNotificationID = "X-Outpost-Notification-Id"
+
+// httpTimeout bounds one POST when the attempt's own deadline is later.
+const httpTimeout = 30 * time.Second
+
+// poster makes the HTTP POSTs of the Teams and Webhook adapters.
+type poster struct {
+	client *http.Client
+	now    func() time.Time
+}
+
+func newPoster(client *http.Client, now func() time.Time) poster {
+	if client == nil {
+		client = &http.Client{
+			Timeout: httpTimeout,
+			// A redirect would turn the POST into a GET or send the body
+			// somewhere nobody configured: report it instead.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return poster{client: client, now: now}
+}
+
+// postAll posts body to every target and stops at the first failure. A
+// retry posts to every target again; receivers recognise a copy by
+// HeaderNotificationID.
+func (p poster) postAll(ctx context.Context, targets []string, body []byte, header http.Header) error {
+	for _, target := range targets {
+		if err := p.post(ctx, target, body, header); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p poster) post(ctx context.Context, target string, body []byte, header http.Header) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return &Error{Permanent: true, Err: fmt.Errorf("POST %s: %w", redactURL(target), err)}
+	}
+	req.Header = header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		// Never answered, or the connection failed: the receiver may have
+		// it; the retry carries the same notification id.
+		return &Error{Err: fmt.Errorf("POST %s: %w", redactURL(target), stripURL(err))}
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return p.classify(target, resp, answer)
+}
+
+// classify reads an answer: 2xx delivered; 408, 429 and 5xx transient
+// (waiting Retry-After when given); anything else permanent.
+func (p poster) classify(target string, resp *http.Response, answer []byte) error {
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		return nil
+	}
+	err := fmt.Errorf("POST %s: %s: %s", redactURL(target), resp.Status, strings.TrimSpace(string(answer)))
+	if code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500 {
+		return &Error{RetryAfter: retryAfter(resp.Header.Get("Retry-After"), p.now()), Err: err}
+	}
+	if code >= 300 && code < 400 {
+		err = fmt.Errorf("%w (redirected to %s: put the final URL in the list)", err, redactURL(resp.Header.Get("Location")))
+	}
+	return &Error{Permanent: true, Err: err}
+}
+
+// retryAfter reads a Retry-After header: seconds or an HTTP date, capped
+// at MaxRetryAfter; 0 when absent or unreadable.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	return min(max(d, 0), MaxRetryAfter)
+}
+
+// stripURL drops the URL (with a Teams URL's signature) from a client
+// error; the caller names the target without its query.
+func stripURL(err error) error {
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return urlErr.Err
+	}
+	return err
+}

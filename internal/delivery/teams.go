@@ -1,0 +1,80 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Teams posts an Adaptive Card to Microsoft Teams webhook URLs (a Teams
+// Workflows "post to a channel when a webhook request is received" flow, or
+// a classic Incoming Webhook).
+type Teams struct {
+	poster poster
+}
+
+// NewTeams returns the Teams adapter; client and now may be nil.
+func NewTeams(client *http.Client, now func() time.Time) Teams {
+	return Teams{poster: newPoster(client, now)}
+}
+
+// Deliver posts the notification's card to every target.
+func (a Teams) Deliver(ctx context.Context, d Delivery) error {
+	var data TeamsData
+	if err := json.Unmarshal([]byte(orEmpty(d.List.TypeData)), &data); err != nil {
+		return &Error{Permanent: true, Err: fmt.Errorf("list %q: type_data: %w", d.List.Name, err)}
+	}
+	body, err := json.Marshal(TeamsMessage(d, data))
+	if err != nil {
+		return &Error{Permanent: true, Err: err}
+	}
+	header := http.Header{HeaderNotificationID: {d.Notification.NotificationID}}
+	return a.poster.postAll(ctx, d.Targets, body, header)
+}
+
+// TeamsMessage is the message a Teams webhook takes: one Adaptive Card
+// attachment with the subject as its title, the body, where it came from,
+// and a button to the notification in the Web UI.
+func TeamsMessage(d Delivery, data TeamsData) map[string]any {
+	n := d.Notification
+	style := data.Style
+	if style == "" {
+		style = "attention"
+	}
+	card := map[string]any{
+		"$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+		"type":    "AdaptiveCard",
+		"version": "1.4",
+		"body": []any{
+			map[string]any{"type": "Container", "style": style, "bleed": true, "items": []any{
+				map[string]any{"type": "TextBlock", "text": n.Subject, "weight": "Bolder", "size": "Medium", "wrap": true},
+			}},
+			map[string]any{"type": "TextBlock", "text": n.Body, "wrap": true},
+			map[string]any{"type": "FactSet", "facts": []any{
+				map[string]any{"title": "Site", "value": n.SourceSiteID},
+				map[string]any{"title": "Script", "value": n.SourceScript},
+				map[string]any{"title": "List", "value": n.ListName},
+				map[string]any{"title": "Notification", "value": n.NotificationID},
+			}},
+		},
+	}
+	if d.Link != "" {
+		card["actions"] = []any{map[string]any{"type": "Action.OpenUrl", "title": "Open in Outpost", "url": d.Link}}
+	}
+	return map[string]any{
+		"type": "message",
+		"attachments": []any{map[string]any{
+			"contentType": "application/vnd.microsoft.card.adaptive",
+			"content":     card,
+		}},
+	}
+}
+
+func orEmpty(data string) string {
+	if data == "" {
+		return "{}"
+	}
+	return data
+}
