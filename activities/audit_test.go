@@ -22,7 +22,12 @@ import (
 	"github.com/outpost-dev/outpost/workflows"
 )
 
-var centralT0 = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+// centralT0 starts the mock clock of the workflow tests here: in the
+// future, never a fixed date. The SDK's test environment computes a local
+// activity's deadline from the mock clock but waits for it on the wall
+// clock, so a start in the past makes each local activity's deadline
+// already expired, and whether its result wins is a race.
+var centralT0 = time.Now().UTC().Truncate(time.Second).Add(24 * time.Hour)
 
 // openCentral is a real central store in a SQLite file and its path.
 func openCentral(t *testing.T) (*centralstore.Store, string) {

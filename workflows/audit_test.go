@@ -95,7 +95,7 @@ func TestNotificationUpdatesCarryTheAuditFields(t *testing.T) {
 	t.Parallel()
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
-	t0 := time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+	t0 := callT0
 	env.SetStartTime(t0)
 	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterActivity(&activities.NotificationActivities{})

@@ -32,8 +32,16 @@ type cachedCallSuite struct {
 
 func TestCachedCallWorkflow(t *testing.T) { suite.Run(t, new(cachedCallSuite)) }
 
+// callT0 starts the mock clock of every workflow test: in the future,
+// never a fixed date. The SDK's test environment computes a local
+// activity's deadline from the mock clock but waits for it on the wall
+// clock, so a start in the past makes each local activity's deadline
+// already expired: whether its result or "deadline exceeded" wins is then a
+// race, lost on a loaded machine, and the lost run keeps executing beside
+// its retry.
+var callT0 = time.Now().UTC().Truncate(time.Second).Add(24 * time.Hour)
+
 var (
-	callT0     = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
 	callPolicy = contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 90 * time.Second}
 )
 

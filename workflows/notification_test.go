@@ -3,7 +3,6 @@ package workflows_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,12 +33,6 @@ type notificationSuite struct {
 	// rowNow, when set, is the central row's terminal state: every update
 	// is refused with TerminalRow, as the store does.
 	rowNow *contract.NotificationState
-	// live is the environment of the test running now. On a starved
-	// machine the test environment's clock can skip past a local
-	// activity's deadline before its goroutine has run; the activity is
-	// retried, and the first run's mock may still execute after its test
-	// ended. Such a late call must not be recorded as the next test's.
-	live atomic.Pointer[testsuite.TestWorkflowEnvironment]
 }
 
 func TestNotificationWorkflow(t *testing.T) { suite.Run(t, new(notificationSuite)) }
@@ -52,17 +45,12 @@ var sub = contract.NotificationSubmission{
 }
 
 func (s *notificationSuite) SetupTest() {
-	env := s.NewTestWorkflowEnvironment()
-	s.env = env
-	s.live.Store(env)
+	s.env = s.NewTestWorkflowEnvironment()
 	s.env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	s.env.RegisterActivity(&activities.NotificationActivities{})
 	s.updates, s.statusAttrs, s.storeBackAt, s.storeFailures, s.rowNow = nil, nil, time.Time{}, 0, nil
 	s.env.OnActivity(notificationActs.UpdateNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, u contract.NotificationUpdate) error {
-			if s.live.Load() != env {
-				return nil // a late run from an earlier test
-			}
 			if s.rowNow != nil {
 				return temporal.NewNonRetryableApplicationError("notification is terminal", contract.ErrTypeTerminalRow, nil, *s.rowNow)
 			}
@@ -200,7 +188,7 @@ func (s *notificationSuite) TestExhaustedRetriesParkThenRetryDelivers() {
 // environment gives up an activity's unlimited retries after ten attempts
 // (about four and a half minutes here), the server never does.
 func (s *notificationSuite) TestStoreOutageDelaysButNeverStrands() {
-	t0 := time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC)
+	t0 := callT0.Add(time.Hour)
 	s.env.SetStartTime(t0)
 	s.storeBackAt = t0.Add(4 * time.Minute)
 	s.recordAs(contract.StatusPending)
