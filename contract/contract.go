@@ -155,6 +155,10 @@ const (
 	StatusDiscarded  Status = "Discarded"
 	// StatusFailed: a cached call's permanent failure on its immediate attempt.
 	StatusFailed Status = "Failed"
+	// StatusExported is a site-only answer, never a central row's: the
+	// operation left the site on an air-gap bundle and no receipt or
+	// online hand-off has settled it yet.
+	StatusExported Status = "Exported"
 )
 
 // Statuses lists every status, in lifecycle order.
@@ -184,4 +188,17 @@ func Kinds() []string { return []string{KindNotification, KindExternalCall, Kind
 type OperatorAction struct {
 	Operator string `json:"operator,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+}
+
+// idempotencyNamespace is the UUID namespace of ids derived from
+// idempotency keys (a random constant: changing it would give a key
+// another id).
+var idempotencyNamespace = uuid.MustParse("6f0b3a52-9d3e-4c8a-b1f4-2a7d5e9c0b61")
+
+// IdempotentOperationID is the id of the operation a caller named with
+// key: the same site, kind and key always give the same id, so a script
+// that retries a request makes no second operation, and the same operation
+// exported twice is recognisably one.
+func IdempotentOperationID(siteID, kind, key string) string {
+	return uuid.NewSHA1(idempotencyNamespace, []byte(siteID+"\x00"+kind+"\x00"+key)).String()
 }

@@ -19,6 +19,9 @@ type CallRequest struct {
 	Params   map[string]any `json:"params,omitempty"`
 	Instance string         `json:"instance,omitempty"`
 	Script   string         `json:"script,omitempty"`
+	// IdempotencyKey: see Notification.IdempotencyKey. A call sent again
+	// with its key is not attempted again: the answer is its state now.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // WriteRequest is a parameterised database write with per-call provenance:
@@ -29,6 +32,8 @@ type WriteRequest struct {
 	Args       []any  `json:"args,omitempty"`
 	Instance   string `json:"instance,omitempty"`
 	Script     string `json:"script,omitempty"`
+	// IdempotencyKey: see CallRequest.IdempotencyKey.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // CallResult is the answer to a cached call or write.
@@ -75,7 +80,7 @@ func (c *Client) Call(ctx context.Context, system, method string, params map[str
 
 // SendCall is Call with explicit provenance.
 func (c *Client) SendCall(ctx context.Context, r CallRequest) (CallResult, error) {
-	return c.cachedCall(ctx, r.target(), r.Instance, r.Script)
+	return c.cachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey})
 }
 
 // Attempt makes a tracked call's immediate attempt and records its outcome:
@@ -88,12 +93,12 @@ type Attempt func(context.Context) (CallResult, error)
 // once; a call whose attempt never runs is retried like one whose attempt
 // was lost.
 func (c *Client) BeginCall(ctx context.Context, r CallRequest) (string, Attempt, error) {
-	return c.beginCachedCall(ctx, r.target(), r.Instance, r.Script)
+	return c.beginCachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey})
 }
 
 // BeginWrite is BeginCall for a write.
 func (c *Client) BeginWrite(ctx context.Context, w WriteRequest) (string, Attempt, error) {
-	return c.beginCachedCall(ctx, w.target(), w.Instance, w.Script)
+	return c.beginCachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey})
 }
 
 func (r CallRequest) target() targets.Request {
@@ -110,7 +115,7 @@ func (c *Client) Write(ctx context.Context, connection, sql string, args ...any)
 
 // SendWrite is Write with explicit provenance.
 func (c *Client) SendWrite(ctx context.Context, w WriteRequest) (CallResult, error) {
-	return c.cachedCall(ctx, w.target(), w.Instance, w.Script)
+	return c.cachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey})
 }
 
 func (w WriteRequest) target() targets.Request {
@@ -118,8 +123,8 @@ func (w WriteRequest) target() targets.Request {
 }
 
 // cachedCall tracks req, makes its immediate attempt and records the outcome.
-func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, script string) (CallResult, error) {
-	_, attempt, err := c.beginCachedCall(ctx, req, instance, script)
+func (c *Client) cachedCall(ctx context.Context, req targets.Request, p provenance) (CallResult, error) {
+	_, attempt, err := c.beginCachedCall(ctx, req, p)
 	if err != nil {
 		return CallResult{}, err
 	}
@@ -129,25 +134,35 @@ func (c *Client) cachedCall(ctx context.Context, req targets.Request, instance, 
 // beginCachedCall validates and tracks req (tracking and buffer rows in one
 // commit: from here on the call is never lost) and returns its immediate
 // attempt, which records the outcome, with the operation's id.
-func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, instance, script string) (string, Attempt, error) {
-	if err := checkProvenance(instance, script); err != nil {
+func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, p provenance) (string, Attempt, error) {
+	if err := checkProvenance(p.instance, p.script); err != nil {
+		return "", nil, err
+	}
+	if err := checkIdempotencyKey(p.key); err != nil {
 		return "", nil, err
 	}
 	req, payload, err := c.prepare(req)
 	if err != nil {
 		return "", nil, err
 	}
-	id, err := NewID()
+	id, err := c.operationID(req.Kind, p.key)
 	if err != nil {
 		return "", nil, err
 	}
-	_, err = c.store.BeginOperation(ctx, sitestore.NewOperation{
-		OperationID: id, Kind: req.Kind, Target: c.targets.Target(req), Payload: payload,
-		Provenance:   sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: instance, Script: script},
+	hash, err := requestHash(p.key, []any{payload, p.instance, p.script})
+	if err != nil {
+		return "", nil, err
+	}
+	row, err := c.store.BeginOperation(ctx, sitestore.NewOperation{
+		OperationID: id, Kind: req.Kind, Target: c.targets.Target(req), Payload: payload, RequestHash: hash,
+		Provenance:   sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: p.instance, Script: p.script},
 		AttemptGrace: c.targets.Policy(req).AttemptTimeout,
 	})
+	if errors.Is(err, sitestore.ErrReplayed) {
+		return id, func(context.Context) (CallResult, error) { return replayedResult(row), nil }, nil
+	}
 	if err != nil {
-		return "", nil, fmt.Errorf("track %s: %w", c.targets.Target(req), err)
+		return "", nil, fmt.Errorf("track %s: %w", c.targets.Target(req), conflictError(err, p.key))
 	}
 	req.IdempotencyKey = id
 	return id, func(ctx context.Context) (CallResult, error) { return c.immediateAttempt(ctx, id, req) }, nil
@@ -179,6 +194,20 @@ func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Re
 		c.opts.OnEnqueue()
 	}
 	return callResult(id, req.Kind, status, lastError, res, attemptErr)
+}
+
+// provenance is who made a call, and the idempotency key naming it.
+type provenance struct{ instance, script, key string }
+
+// replayedResult answers a request its idempotency key already made: the
+// operation's state now, without another attempt. A call still under way
+// reads as Pending (queued), as its first answer did.
+func replayedResult(row contract.TrackedOperation) CallResult {
+	status := row.Status
+	if !status.Terminal() {
+		status = contract.StatusPending
+	}
+	return CallResult{ID: row.OperationID, Status: status, Error: row.LastError}
 }
 
 // prepare validates req and returns it as every attempt will see it: decoded

@@ -238,6 +238,10 @@ type Notification struct {
 	Body     string `json:"body"`
 	Instance string `json:"instance,omitempty"`
 	Script   string `json:"script,omitempty"`
+	// IdempotencyKey, when set, names the request: sent again with the
+	// same key and content it returns the same id and buffers nothing
+	// more; with other content it fails with ErrIdempotencyConflict.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // Notify buffers a notification to list and returns its id once it is on
@@ -262,7 +266,11 @@ func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
 	if err := c.validate(n); err != nil {
 		return "", err
 	}
-	id, err := NewID()
+	id, err := c.operationID(contract.KindNotification, n.IdempotencyKey)
+	if err != nil {
+		return "", err
+	}
+	hash, err := requestHash(n.IdempotencyKey, n)
 	if err != nil {
 		return "", err
 	}
@@ -276,14 +284,16 @@ func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode notification: %w", err)
 	}
-	_, err = c.store.Enqueue(ctx, sitestore.NewMessage{
-		ID: id, Category: contract.KindNotification, Target: n.List, Payload: payload,
+	stored, err := c.store.Enqueue(ctx, sitestore.NewMessage{
+		ID: id, Category: contract.KindNotification, Target: n.List, Payload: payload, RequestHash: hash,
 		Provenance: sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: n.Instance, Script: n.Script},
 	})
 	if err != nil {
-		return "", fmt.Errorf("notify %s: %w", n.List, err)
+		return "", fmt.Errorf("notify %s: %w", n.List, conflictError(err, n.IdempotencyKey))
 	}
-	c.opts.OnEnqueue()
+	if !stored[0].Replayed {
+		c.opts.OnEnqueue()
+	}
 	return id, nil
 }
 
@@ -306,6 +316,9 @@ func (c *Client) validate(n Notification) error {
 	case !utf8.ValidString(n.Body):
 		return &InvalidError{"body", "must be valid UTF-8"}
 	}
+	if err := checkIdempotencyKey(n.IdempotencyKey); err != nil {
+		return err
+	}
 	return checkProvenance(n.Instance, n.Script)
 }
 
@@ -316,9 +329,13 @@ func (c *Client) Status(ctx context.Context, id string) (contract.NotificationSt
 	if !contract.IsOperationID(id) {
 		return contract.NotificationState{}, &InvalidError{"id", fmt.Sprintf("%q is not a notification id (a lower-case UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11)", id)}
 	}
+	exported, err := c.store.JobExportState(ctx, id)
+	if err != nil && !errors.Is(err, sitestore.ErrNotFound) {
+		return contract.NotificationState{}, err
+	}
 	msg, err := c.store.Get(ctx, id)
 	if err == nil {
-		return forwardingState(msg), nil
+		return forwardingState(msg, exported), nil
 	}
 	if !errors.Is(err, sitestore.ErrNotFound) {
 		return contract.NotificationState{}, err
@@ -327,24 +344,42 @@ func (c *Client) Status(ctx context.Context, id string) (contract.NotificationSt
 		return contract.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
 	}
 	if c.opts.Temporal == nil {
+		if exported.CentralStatus != "" {
+			return receiptState(id, exported), nil
+		}
 		return contract.NotificationState{}, fmt.Errorf("notification %s has left the site and no Temporal client is configured to ask central", id)
 	}
 	state, err := queryCentral(ctx, c.opts.Temporal, id)
-	if errors.Is(err, ErrNotFound) {
+	var unreachable *UnreachableError
+	switch {
+	case errors.As(err, &unreachable) && exported.CentralStatus != "":
+		return receiptState(id, exported), nil
+	case errors.Is(err, ErrNotFound):
 		c.unknown.add(id)
 	}
 	return state, err
 }
 
-func forwardingState(m sitestore.Message) contract.NotificationState {
+// receiptState answers for a notification an air-gap receipt settled
+// while central cannot be asked: the state the receipt carried.
+func receiptState(id string, st sitestore.ExportState) contract.NotificationState {
+	return contract.NotificationState{NotificationID: id, Status: st.CentralStatus}
+}
+
+func forwardingState(m sitestore.Message, exported sitestore.ExportState) contract.NotificationState {
 	st := contract.NotificationState{
 		NotificationID: m.ID, Status: contract.StatusForwarding, RetryCount: m.RetryCount,
 		LastError: m.LastError, SiteEnqueuedAt: m.CreatedAt, LastAttemptAt: m.LastAttemptAt,
 		NextAttemptAt: &m.NextAttemptAt,
 	}
-	if m.Status == contract.StatusParked {
+	switch {
+	case m.Status == contract.StatusParked:
 		// Central refused it for good: it waits on the site, not retried.
 		st.Status, st.NextAttemptAt = contract.StatusParked, nil
+	case exported.ExportedAt != nil:
+		// On a bundle on its way to central; the forwarder still sends it
+		// if the link returns first (central takes it once either way).
+		st.Status = contract.StatusExported
 	}
 	return st
 }

@@ -92,6 +92,18 @@ var sqliteDialect = dialect{
 		updated_by  TEXT NOT NULL DEFAULT '',
 		updated_at  DATETIME NOT NULL
 	)`,
+		`CREATE TABLE IF NOT EXISTS airgap_imports (
+		bundle_id   TEXT PRIMARY KEY,
+		site_id     TEXT NOT NULL,
+		nodes       TEXT NOT NULL,
+		entries     INTEGER NOT NULL,
+		imported    INTEGER NOT NULL,
+		duplicates  INTEGER NOT NULL,
+		skipped     INTEGER NOT NULL,
+		chain_heads TEXT NOT NULL,
+		imported_by TEXT NOT NULL,
+		imported_at DATETIME NOT NULL
+	)`,
 	},
 	addedColumns: []addedColumn{
 		{table: "notifications", name: "terminal_at", definition: "DATETIME"},

@@ -111,6 +111,19 @@ var sqlServerDialect = dialect{
 		updated_by  NVARCHAR(256) NOT NULL DEFAULT '',
 		updated_at  DATETIME2 NOT NULL
 	)`,
+		`IF OBJECT_ID(N'airgap_imports', N'U') IS NULL
+	CREATE TABLE airgap_imports (
+		bundle_id   VARCHAR(64) NOT NULL PRIMARY KEY,
+		site_id     NVARCHAR(64) NOT NULL,
+		nodes       NVARCHAR(MAX) NOT NULL,
+		entries     INT NOT NULL,
+		imported    INT NOT NULL,
+		duplicates  INT NOT NULL,
+		skipped     INT NOT NULL,
+		chain_heads NVARCHAR(MAX) NOT NULL,
+		imported_by NVARCHAR(256) NOT NULL,
+		imported_at DATETIME2 NOT NULL
+	)`,
 	},
 	addedColumns: []addedColumn{
 		{table: "notifications", name: "terminal_at", definition: "DATETIME2 NULL"},

@@ -1,14 +1,16 @@
-// Package hlc gives every buffered operation a hybrid-logical-clock timestamp
-// and a hash-chain link, so an air-gapped site's buffer can later
-// be exported, verified and merged in a total order.
+// Package hlc gives every accepted operation a hybrid-logical-clock
+// timestamp and a hash-chain link, so an air-gapped site's job log can be
+// exported, verified and merged in a total order.
 package hlc
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Timestamp is a hybrid logical clock reading: wall-clock milliseconds, and a
@@ -77,4 +79,27 @@ func Link(prevLink []byte, id string, ts Timestamp, payloadHash []byte) []byte {
 	h.Write([]byte(ts.String()))
 	h.Write(payloadHash)
 	return h.Sum(nil)
+}
+
+// ErrTooFarAhead refuses a remote timestamp further ahead of the local wall
+// clock than the allowed offset: adopting it would drag every later local
+// timestamp that far into the future (CockroachDB's max_offset guard).
+var ErrTooFarAhead = errors.New("remote clock is too far ahead")
+
+// Receive is the timestamp of receiving remote (from another node's log, a
+// replicated change or an imported receipt) after the local last, at
+// wall-clock nowMillis: after both, so causality holds across nodes. A
+// remote more than maxOffset ahead of nowMillis is refused with
+// ErrTooFarAhead and last is returned unchanged.
+func Receive(last, remote Timestamp, nowMillis int64, maxOffset time.Duration) (Timestamp, error) {
+	nowMillis = min(max(nowMillis, 0), MaxPhysical)
+	if remote.Physical-nowMillis > maxOffset.Milliseconds() {
+		return last, fmt.Errorf("%w: %s is %v ahead of this node's clock (max_clock_offset %v)",
+			ErrTooFarAhead, remote, time.Duration(remote.Physical-nowMillis)*time.Millisecond, maxOffset)
+	}
+	latest := last
+	if latest.Before(remote) {
+		latest = remote
+	}
+	return Next(latest, nowMillis), nil
 }

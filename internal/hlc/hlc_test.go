@@ -1,10 +1,12 @@
 package hlc
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -89,5 +91,40 @@ func TestNextBorrowsAMillisecondWhenTheCounterIsFull(t *testing.T) {
 	for _, bad := range []string{"", "12", "x-1", "-5-1", "1-99999999999"} {
 		_, err := Parse(bad)
 		require.Error(t, err, bad)
+	}
+}
+
+func TestReceiveOrdersAfterBothClocks(t *testing.T) {
+	local := Timestamp{Physical: 1000, Logical: 4}
+	remote := Timestamp{Physical: 1500, Logical: 7}
+	got, err := Receive(local, remote, 1200, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !remote.Before(got) || !local.Before(got) {
+		t.Fatalf("Receive(%s, %s) = %s: not after both", local, remote, got)
+	}
+	if want := (Timestamp{Physical: 1500, Logical: 8}); got != want {
+		t.Fatalf("Receive = %s, want %s (the remote's millisecond, next counter)", got, want)
+	}
+	// A remote behind the local clock changes nothing but the next tick.
+	got, err = Receive(Timestamp{Physical: 2000}, remote, 2000, time.Second)
+	if err != nil || got != (Timestamp{Physical: 2000, Logical: 1}) {
+		t.Fatalf("Receive of an older remote = %s, %v", got, err)
+	}
+}
+
+func TestReceiveRefusesARemoteTooFarAhead(t *testing.T) {
+	local := Timestamp{Physical: 1000}
+	remote := Timestamp{Physical: 1000 + 501}
+	got, err := Receive(local, remote, 1000, 500*time.Millisecond)
+	if !errors.Is(err, ErrTooFarAhead) {
+		t.Fatalf("Receive 501 ms ahead with a 500 ms offset: err = %v, want ErrTooFarAhead", err)
+	}
+	if got != local {
+		t.Fatalf("a refused remote moved the clock to %s", got)
+	}
+	if _, err := Receive(local, Timestamp{Physical: 1500}, 1000, 500*time.Millisecond); err != nil {
+		t.Fatalf("a remote exactly max offset ahead is accepted: %v", err)
 	}
 }

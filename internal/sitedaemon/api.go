@@ -78,9 +78,13 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 	var n site.Notification
 	limit := request{bytes: jsonEscapeFactor*a.client.MaxBodyBytes() + requestOverhead,
 		note:  fmt.Sprintf("a notification body is limited to %d bytes by site.max_body_bytes", a.client.MaxBodyBytes()),
-		known: "list, subject, body, instance, script"}
+		known: "list, subject, body, instance, script, idempotencyKey"}
 	if err := decodeStrict(w, r, limit, &n); err != nil {
 		writeError(w, statusOf(err), err.Error())
+		return
+	}
+	if err := takeIdempotencyKey(r, &n.IdempotencyKey); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	id, err := a.client.Send(r.Context(), n)
@@ -88,6 +92,8 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &invalid):
 		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, site.ErrIdempotencyConflict):
+		writeError(w, http.StatusConflict, err.Error())
 	case err != nil:
 		a.log.Error("buffer notification", zap.Error(err))
 		writeError(w, http.StatusInternalServerError, "the site could not store the notification: "+err.Error())
@@ -100,14 +106,18 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 const maxCallRequestBytes = 1 << 20
 
 var (
-	callRequest  = request{bytes: maxCallRequestBytes, note: "a call request is limited to 1 MiB", known: "system, method, params, instance, script"}
-	writeRequest = request{bytes: maxCallRequestBytes, note: "a write request is limited to 1 MiB", known: "connection, sql, args, instance, script"}
+	callRequest  = request{bytes: maxCallRequestBytes, note: "a call request is limited to 1 MiB", known: "system, method, params, instance, script, idempotencyKey"}
+	writeRequest = request{bytes: maxCallRequestBytes, note: "a write request is limited to 1 MiB", known: "connection, sql, args, instance, script, idempotencyKey"}
 )
 
 func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
 	var req site.CallRequest
 	if err := decodeStrict(w, r, callRequest, &req); err != nil {
 		writeError(w, statusOf(err), err.Error())
+		return
+	}
+	if err := takeIdempotencyKey(r, &req.IdempotencyKey); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	id, attempt, err := a.client.BeginCall(r.Context(), req)
@@ -118,6 +128,10 @@ func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
 	var req site.WriteRequest
 	if err := decodeStrict(w, r, writeRequest, &req); err != nil {
 		writeError(w, statusOf(err), err.Error())
+		return
+	}
+	if err := takeIdempotencyKey(r, &req.IdempotencyKey); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	id, attempt, err := a.client.BeginWrite(r.Context(), req)
@@ -153,6 +167,20 @@ func (a *API) runCachedCall(w http.ResponseWriter, r *http.Request, id string, a
 	writeJSON(w, http.StatusAccepted, site.CallResult{ID: id, Status: contract.StatusPending})
 }
 
+// takeIdempotencyKey puts the request's Idempotency-Key header into the
+// body's key; a request giving both must give the same one.
+func takeIdempotencyKey(r *http.Request, bodyKey *string) error {
+	header := r.Header.Get("Idempotency-Key")
+	switch {
+	case header == "":
+		return nil
+	case *bodyKey != "" && *bodyKey != header:
+		return fmt.Errorf("the Idempotency-Key header %q and the body's idempotencyKey %q differ: give one, or the same in both", header, *bodyKey)
+	}
+	*bodyKey = header
+	return nil
+}
+
 // prefersAsync reports a "Prefer: respond-async" request (RFC 7240).
 func prefersAsync(r *http.Request) bool {
 	for _, v := range r.Header.Values("Prefer") {
@@ -175,6 +203,8 @@ func (a *API) writeCallResult(w http.ResponseWriter, res site.CallResult, err er
 		writeError(w, http.StatusBadRequest, err.Error())
 	case errors.As(err, &target):
 		writeJSON(w, http.StatusBadGateway, res)
+	case errors.Is(err, site.ErrIdempotencyConflict):
+		writeError(w, http.StatusConflict, err.Error())
 	case err != nil:
 		a.log.Error("cached call", zap.Error(err))
 		writeError(w, http.StatusInternalServerError, err.Error())

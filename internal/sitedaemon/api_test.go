@@ -72,7 +72,7 @@ func TestPostNotificationRejectsBadInput(t *testing.T) {
 		{"body over limit", `{"list":"ops","subject":"s","body":"` + strings.Repeat("x", 1025) + `"}`, 400, "body: 1025 bytes is over the limit of 1024 bytes"},
 		{"request far over limit", `{"list":"ops","subject":"s","body":"` + strings.Repeat("x", 20000) + `"}`, 413, "a notification body is limited to 1024 bytes by site.max_body_bytes"},
 		{"unknown field", `{"list":"ops","subject":"s","priority":1}`, 400, `unknown field "priority"`},
-		{"field name in the wrong case", `{"List":"ops","subject":"s"}`, 400, `unknown field "List" (known: list, subject, body, instance, script; names are case-sensitive)`},
+		{"field name in the wrong case", `{"List":"ops","subject":"s"}`, 400, `unknown field "List" (known: list, subject, body, instance, script, idempotencyKey; names are case-sensitive)`},
 		{"wrong type", `{"list":"ops","subject":42}`, 400, `field "subject" must be a string`},
 		{"overlong instance", `{"list":"ops","subject":"s","instance":"` + strings.Repeat("i", 257) + `"}`, 400, "instance: longer than 256 characters"},
 		{"overlong list", `{"list":"` + strings.Repeat("l", 201) + `","subject":"s"}`, 400, "list: longer than 200 characters"},
@@ -157,4 +157,42 @@ func TestGetRefusesNonCanonicalIDs(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, rec.Code, path)
 		require.Contains(t, rec.Body.String(), "lower-case UUID", path)
 	}
+}
+
+// A script that retries with its Idempotency-Key gets the same id and
+// buffers nothing more; the key reused for another notification is a 409.
+func TestIdempotencyKeyMakesRetriesOneNotification(t *testing.T) {
+	t.Parallel()
+	c, store := openClient(t, site.Options{SiteID: "plant-1", Node: "node-a", MaxBodyBytes: 1024})
+	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
+	send := func(body, key string) (int, Accepted, string) {
+		rec := httptest.NewRecorder()
+		req := apiRequest(http.MethodPost, "/v1/notifications", body)
+		req.Header.Set("Idempotency-Key", key)
+		h.ServeHTTP(rec, req)
+		var acc Accepted
+		_ = json.Unmarshal(rec.Body.Bytes(), &acc)
+		return rec.Code, acc, rec.Body.String()
+	}
+	code, first, _ := send(`{"list":"ops","subject":"Pump 3 tripped"}`, "trip-42")
+	require.Equal(t, http.StatusAccepted, code)
+	code, again, _ := send(`{"list":"ops","subject":"Pump 3 tripped"}`, "trip-42")
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, first.ID, again.ID, "the same key and request: the same operation")
+	require.Equal(t, contract.IdempotentOperationID("plant-1", contract.KindNotification, "trip-42"), first.ID)
+	depth, err := store.Depth(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, depth)
+
+	code, _, body := send(`{"list":"ops","subject":"Pump 4 tripped"}`, "trip-42")
+	require.Equal(t, http.StatusConflict, code, body)
+	require.Contains(t, body, `trip-42`)
+	require.Contains(t, body, "already used for a different request")
+
+	code, _, body = send(`{"list":"ops","subject":"s","idempotencyKey":"a"}`, "b")
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, body, "differ")
+	depth, err = store.Depth(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, depth, "refused requests buffer nothing")
 }

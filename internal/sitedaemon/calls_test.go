@@ -86,7 +86,7 @@ func TestPostCallsAndWritesRejectBadInput(t *testing.T) {
 		{"unknown system", "/v1/calls", `{"system":"mes","method":"getOrder"}`, `system: unknown external system "mes"`},
 		{"unknown method", "/v1/calls", `{"system":"erp","method":"cancel"}`, `method: system "erp" has no method "cancel"`},
 		{"missing path param", "/v1/calls", `{"system":"erp","method":"getOrder","params":{}}`, "params.id"},
-		{"unknown field", "/v1/calls", `{"system":"erp","method":"getOrder","retries":3}`, `unknown field "retries" (known: system, method, params, instance, script)`},
+		{"unknown field", "/v1/calls", `{"system":"erp","method":"getOrder","retries":3}`, `unknown field "retries" (known: system, method, params, instance, script, idempotencyKey)`},
 		{"malformed", "/v1/calls", `{"system":`, "malformed JSON"},
 		{"field name in the wrong case", "/v1/calls", `{"System":"erp","method":"getOrder","params":{"id":"1"}}`, `unknown field "System"`},
 		{"missing connection", "/v1/writes", `{"sql":"DELETE FROM t"}`, "connection: is required"},

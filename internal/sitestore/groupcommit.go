@@ -28,8 +28,9 @@ type writeTx struct {
 	ctx context.Context
 	// heads are the chain heads the batch advanced, saved before commit.
 	heads map[string]chainHead
-	// insert is the buffer insert, prepared once per batch.
-	insert *sql.Stmt
+	// insert and logInsert are the buffer and job-log inserts, prepared
+	// once per batch.
+	insert, logInsert *sql.Stmt
 }
 
 // execCount runs a statement in the transaction and returns how many rows

@@ -37,6 +37,10 @@ type NewMessage struct {
 	Provenance         Provenance
 	// NotBefore delays the first hand-off; zero means at once.
 	NotBefore time.Time
+	// RequestHash, set when the caller gave an idempotency key (ID is then
+	// derived from it), identifies the request: the same key and hash
+	// again is the same operation, a different hash is refused.
+	RequestHash []byte
 }
 
 // Message is a buffered operation (the operation's message, plus the
@@ -53,6 +57,9 @@ type Message struct {
 	PayloadHash   []byte
 	PrevLink      []byte
 	Link          []byte
+	// Replayed is set on a message whose idempotency key was already
+	// accepted with the same request: nothing new was written.
+	Replayed bool
 }
 
 // Store is the site SQLite file.
@@ -149,6 +156,35 @@ var migrations = []string{
 	// 3: the site retries cached calls itself while central is away; it
 	// finds the due ones by their next attempt.
 	`CREATE INDEX tracking_due ON tracking (next_attempt_at) WHERE status IN ('Pending', 'Retrying');`,
+	// 4: the job log, apart from the buffer so hand-off deletes nothing the
+	// chain needs (see joblog.go); each node's checkpoint is where its
+	// remaining chain starts (rows buffered before this version are not in
+	// the log, so it starts at today's head); and idempotency keys.
+	`CREATE TABLE job_log (
+		seq          INTEGER PRIMARY KEY,
+		node         TEXT NOT NULL,
+		job_id       TEXT NOT NULL,
+		kind         TEXT NOT NULL,
+		hlc          TEXT NOT NULL,
+		payload      BLOB NOT NULL,
+		payload_hash BLOB NOT NULL,
+		prev_link    BLOB NOT NULL,
+		link         BLOB NOT NULL,
+		enqueued_at  INTEGER NOT NULL,
+		exported_at  INTEGER,
+		acked        INTEGER NOT NULL DEFAULT 0, -- 1 handed off online, 2 by an air-gap receipt
+		acked_at     INTEGER,
+		central_status TEXT NOT NULL DEFAULT '' -- what the receipt said central had
+	);
+	CREATE INDEX job_log_job ON job_log (job_id);
+	ALTER TABLE chain ADD COLUMN checkpoint_link BLOB NOT NULL DEFAULT x'';
+	ALTER TABLE chain ADD COLUMN checkpoint_hlc TEXT NOT NULL DEFAULT '';
+	UPDATE chain SET checkpoint_link = head, checkpoint_hlc = last_hlc;
+	CREATE TABLE idempotency_keys (
+		operation_id TEXT PRIMARY KEY,
+		request_hash BLOB NOT NULL,
+		created_at   INTEGER NOT NULL
+	);`,
 }
 
 // Open opens (creating if needed) the site store at path.
@@ -252,12 +288,22 @@ func payloadHashes(msgs []NewMessage) [][]byte {
 func appendMessages(tx *writeTx, now time.Time, msgs []NewMessage, hashes [][]byte) ([]Message, error) {
 	stored := make([]Message, 0, len(msgs))
 	for i, m := range msgs {
+		if replayed, err := claimKey(tx, m, now); err != nil || replayed {
+			if err != nil {
+				return nil, err
+			}
+			stored = append(stored, Message{NewMessage: m, Replayed: true})
+			continue
+		}
 		head, err := loadHead(tx, m.Provenance.Node)
 		if err != nil {
 			return nil, err
 		}
 		msg := head.append(m, hashes[i], now)
 		if err := insertMessage(tx, msg); err != nil {
+			return nil, err
+		}
+		if err := insertJobLogEntry(tx, msg); err != nil {
 			return nil, err
 		}
 		tx.heads[m.Provenance.Node] = head
@@ -289,6 +335,9 @@ func loadHead(tx *writeTx, node string) (chainHead, error) {
 	default:
 		if h.last, err = hlc.Parse(last); err != nil {
 			return chainHead{}, fmt.Errorf("chain head of node %s: %w", node, err)
+		}
+		if h.link == nil {
+			h.link = []byte{} // an empty blob scans as nil; a first entry's prev_link is empty, not NULL
 		}
 	}
 	return h, nil
@@ -404,21 +453,25 @@ func (s *Store) Get(ctx context.Context, id string) (Message, error) {
 
 // MarkHandedOff notes that central acknowledged cached calls: their rows stay
 // (the site delivers from them) but are no longer forwarded.
+// Their job-log entries are acknowledged.
 func (s *Store) MarkHandedOff(ctx context.Context, ids ...string) error {
-	return s.inOneTx(ctx, "mark handed-off calls", ids, `UPDATE buffer SET handed_off = 1 WHERE message_id = ?`)
+	return s.inOneTx(ctx, "mark handed-off calls", ids, `UPDATE buffer SET handed_off = 1 WHERE message_id = :id`, ackOnlineSQL)
 }
 
-// Delete removes handed-off messages.
+// Delete removes handed-off messages and acknowledges their job-log entries.
 func (s *Store) Delete(ctx context.Context, ids ...string) error {
-	return s.inOneTx(ctx, "delete handed-off messages", ids, `DELETE FROM buffer WHERE message_id = ?`)
+	return s.inOneTx(ctx, "delete handed-off messages", ids, `DELETE FROM buffer WHERE message_id = :id`, ackOnlineSQL)
 }
 
-// inOneTx runs stmt once per id in one write.
-func (s *Store) inOneTx(ctx context.Context, what string, ids []string, stmt string) error {
+// inOneTx runs each of stmts once per id in one write.
+func (s *Store) inOneTx(ctx context.Context, what string, ids []string, stmts ...string) error {
+	now := s.now().UnixNano()
 	return s.inTx(ctx, what, func(tx *writeTx) error {
 		for _, id := range ids {
-			if _, err := tx.ExecContext(tx.ctx, stmt, id); err != nil {
-				return fmt.Errorf("%s: %w", id, err)
+			for _, stmt := range stmts {
+				if _, err := tx.ExecContext(tx.ctx, stmt, sql.Named("id", id), sql.Named("now", now)); err != nil {
+					return fmt.Errorf("%s: %w", id, err)
+				}
 			}
 		}
 		return nil

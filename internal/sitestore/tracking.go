@@ -25,6 +25,9 @@ type NewOperation struct {
 	// row is written with the tracking row but is not forwarded before this
 	// has passed: if the caller dies mid-attempt, central still retries it.
 	AttemptGrace time.Duration
+	// RequestHash identifies the request when OperationID was derived from
+	// an idempotency key (see NewMessage.RequestHash).
+	RequestHash []byte
 }
 
 // Attempt is the outcome of one delivery attempt of a cached call, or an
@@ -57,7 +60,8 @@ const trackingColumns = `operation_id, kind, target, status, retry_count, last_e
 
 // BeginOperation commits a cached call's tracking row (Pending) and its
 // buffer row together, before the immediate attempt: from here on the call
-// cannot be lost.
+// cannot be lost. A request its idempotency key already began returns the
+// operation's row as it is now, with ErrReplayed.
 func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (contract.TrackedOperation, error) {
 	now := rowTime(s.now())
 	var row contract.TrackedOperation
@@ -67,6 +71,14 @@ func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (contract.T
 	}}
 	hashes := payloadHashes(buffered)
 	err := s.inTx(ctx, "begin operation "+op.OperationID, func(tx *writeTx) error {
+		if replayed, err := claimKey(tx, NewMessage{ID: op.OperationID, RequestHash: op.RequestHash}, now); err != nil || replayed {
+			if err == nil {
+				if row, err = getTracking(tx, op.OperationID); err == nil {
+					err = ErrReplayed
+				}
+			}
+			return err
+		}
 		seq, err := nextSeq(tx)
 		if err != nil {
 			return err

@@ -38,6 +38,7 @@ func Exercise(t *testing.T, store *centralstore.Store) {
 	t.Run("KPIsAndOperatorItems", func(t *testing.T) { kpiSuite(t, store) })
 	t.Run("ListNotifications", func(t *testing.T) { listNotifications(t, store) })
 	t.Run("ListsAndChannels", func(t *testing.T) { listsAndChannels(t, store) })
+	t.Run("AirgapImports", func(t *testing.T) { airgapImports(t, store) })
 }
 
 func newRow() centralstore.Notification {
