@@ -40,6 +40,7 @@ var commands = []command{
 	notificationsListCommand, notificationsShowCommand,
 	listsLsCommand, listsShowCommand, listsSetCommand, listsAddTargetCommand, listsRemoveTargetCommand, listsRmCommand, listsApplyCommand,
 	channelsLsCommand, channelsSetCommand, channelsRmCommand,
+	airgapKeygenCommand, airgapExportCommand, airgapImportCommand, airgapAckCommand, airgapListCommand,
 	kpiCommand, benchCommand,
 }
 

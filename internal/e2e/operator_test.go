@@ -224,10 +224,19 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 // Temporal, with stdin as its input, and returns its output.
 func (s *stack) outpost(stdin string, args ...string) (string, error) {
 	s.t.Helper()
+	return s.outpostConfig(s.operatorConfig(), stdin, args...)
+}
+
+// outpostConfig runs the outpost command with --config configPath (none
+// when empty).
+func (s *stack) outpostConfig(configPath, stdin string, args ...string) (string, error) {
+	s.t.Helper()
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	args = append(args, "--config", s.operatorConfig())
+	if configPath != "" {
+		args = append(args, "--config", configPath)
+	}
 	err := cli.Run(ctx, args, cli.Env{Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader(stdin)})
 	if stderr.Len() > 0 {
 		s.t.Logf("outpost %s: stderr:\n%s", strings.Join(args, " "), stderr.String())

@@ -1,0 +1,127 @@
+package airgap
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// MaxFileBytes is the largest bundle or receipt file read: a bound on
+// memory, far above a site's weeks of operations.
+const MaxFileBytes = 1 << 30
+
+// Encode writes v (a Bundle or a Receipt) as indented JSON and a newline.
+func Encode(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // payloads stay readable: they are never embedded in HTML
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode %T: %w", v, err)
+	}
+	return nil
+}
+
+// DecodeBundle reads a bundle file strictly: no unknown fields, nothing
+// after the document, format v1 only, at most MaxFileBytes.
+func DecodeBundle(r io.Reader) (Bundle, error) {
+	data, err := readFile(r)
+	if err != nil {
+		return Bundle{}, fmt.Errorf("read bundle: %w", err)
+	}
+	return decodeBundle(data)
+}
+
+// DecodeReceipt reads a receipt file as strictly as DecodeBundle.
+func DecodeReceipt(r io.Reader) (Receipt, error) {
+	data, err := readFile(r)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("read receipt: %w", err)
+	}
+	return decodeReceipt(data)
+}
+
+func decodeBundle(data []byte) (Bundle, error) {
+	var b Bundle
+	err := decodeStrict(data, &b)
+	if err == nil && b.Format != BundleFormat {
+		err = wrongFormat(b.Format, BundleFormat)
+	}
+	if err != nil {
+		return Bundle{}, fmt.Errorf("decode bundle: %w", explainFormat(data, BundleFormat, err))
+	}
+	return b, nil
+}
+
+func decodeReceipt(data []byte) (Receipt, error) {
+	var r Receipt
+	err := decodeStrict(data, &r)
+	if err == nil && r.Format != ReceiptFormat {
+		err = wrongFormat(r.Format, ReceiptFormat)
+	}
+	if err != nil {
+		return Receipt{}, fmt.Errorf("decode receipt: %w", explainFormat(data, ReceiptFormat, err))
+	}
+	return r, nil
+}
+
+func wrongFormat(found, want string) error {
+	return fmt.Errorf("format is %q, want %q", found, want)
+}
+
+// explainFormat turns err, the failure to decode data strictly, into a
+// wrong-format error when data is a document of another format: a v2 bundle
+// or a receipt is better named as such than by the first field v1 does not
+// know.
+func explainFormat(data []byte, want string, err error) error {
+	found, probeErr := formatOf(data)
+	if probeErr == nil && found != want {
+		return wrongFormat(found, want)
+	}
+	return err
+}
+
+// readFile reads all of r, refusing more than MaxFileBytes.
+func readFile(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("file is larger than the %d MiB limit (MaxFileBytes)", MaxFileBytes>>20)
+	}
+	return data, nil
+}
+
+// formatOf reads only the format field of a JSON document.
+func formatOf(data []byte) (string, error) {
+	var probe struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return "", err
+	}
+	return probe.Format, nil
+}
+
+// decodeStrict decodes exactly one JSON value from data into v, refusing
+// unknown fields and anything after the value.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if err := dec.Decode(&json.RawMessage{}); !errors.Is(err, io.EOF) {
+		return errors.New("data after the JSON document")
+	}
+	return nil
+}
+
+// formatTime renders t as JSON does, in UTC, so the same instant written
+// with another offset compares equal.
+func formatTime(t time.Time) string {
+	return t.UTC().Format(time.RFC3339Nano)
+}

@@ -1,0 +1,265 @@
+package airgap
+
+import (
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/hlc"
+)
+
+// VerifyOptions says which signatures Verify accepts.
+type VerifyOptions struct {
+	TrustedKeys   []PublicKey
+	AllowUnsigned bool // accept a file with no signature at all (never one with a bad signature)
+}
+
+// Problem is one thing in a file that does not verify.
+type Problem struct {
+	NodeID string // the log's node; empty for the bundle as a whole
+	JobID  string // the entry's job; empty for a log or the bundle
+	Index  int    // the entry's index in its log, -1 for a log or the bundle
+	What   string
+}
+
+func (p Problem) String() string {
+	switch {
+	case p.Index >= 0:
+		return fmt.Sprintf("node %q entry %d (job %s): %s", p.NodeID, p.Index, p.JobID, p.What)
+	case p.NodeID != "":
+		return fmt.Sprintf("node %q: %s", p.NodeID, p.What)
+	}
+	return p.What
+}
+
+// Report is every problem verification found.
+type Report struct {
+	Problems []Problem
+}
+
+// OK reports whether nothing was wrong.
+func (r Report) OK() bool { return len(r.Problems) == 0 }
+
+// Err is nil when OK, else an error listing every problem, one per line.
+func (r Report) Err() error {
+	if r.OK() {
+		return nil
+	}
+	lines := make([]string, len(r.Problems))
+	for i, p := range r.Problems {
+		lines[i] = p.String()
+	}
+	return fmt.Errorf("verification failed, %d problem(s):\n%s", len(r.Problems), strings.Join(lines, "\n"))
+}
+
+// BadNodes is the set of nodes whose log has a problem, so an import can
+// take only the logs that verify. Bundle-wide problems (signature, manifest
+// digest) name no node: whether to import anything then is the caller's
+// call.
+func (r Report) BadNodes() map[string]bool {
+	bad := map[string]bool{}
+	for _, p := range r.Problems {
+		if p.NodeID != "" || p.Index >= 0 {
+			bad[p.NodeID] = true
+		}
+	}
+	return bad
+}
+
+// knownKinds are the operation kinds an entry may have.
+var knownKinds = contract.Kinds()
+
+// Verify checks everything a bundle claims: its signature and the statement
+// it covers, its manifest digest, and every log's hash chain, order and
+// head.
+func Verify(b Bundle, opts VerifyOptions) Report {
+	var r Report
+	bundleProblem := func(what string) { r.Problems = append(r.Problems, Problem{Index: -1, What: what}) }
+	if b.Format != BundleFormat {
+		bundleProblem(fmt.Sprintf("format is %q, want %q", b.Format, BundleFormat))
+	}
+	for _, what := range checkSignature(signed{
+		what:        "bundle",
+		envelope:    b.Signature,
+		signedBy:    b.SignedBy,
+		payloadType: BundlePayloadType,
+		header:      b.statement(),
+		statement:   &bundleStatement{},
+	}, opts) {
+		bundleProblem(what)
+	}
+	sums := payloadSums(b.JobLogs)
+	if computed := manifestDigest(b.JobLogs, b.Calls, sums); computed != b.ManifestDigest {
+		bundleProblem(fmt.Sprintf("manifest digest does not match: stored %s, computed %s", b.ManifestDigest, computed))
+	}
+	seen := map[string]bool{}
+	for i, log := range b.JobLogs {
+		if seen[log.NodeID] {
+			r.Problems = append(r.Problems, Problem{NodeID: log.NodeID, Index: -1, What: "node has more than one log in the bundle"})
+		}
+		seen[log.NodeID] = true
+		r.Problems = append(r.Problems, checkLog(log, sums[i])...)
+	}
+	return r
+}
+
+// chainPoint is where a log's chain stands before an entry: the link the
+// next entry must name as prevLink, and the HLC it must come after.
+type chainPoint struct {
+	link   *string // nil before a node's first entry
+	hlc    hlc.Timestamp
+	hasHLC bool
+	origin string // where link comes from, for messages: "the checkpoint", "the previous entry"
+}
+
+// checkLog checks log's entries and head; payloadSums are the SHA-256 of
+// its entries' payloads.
+func checkLog(log JobLog, payloadSums [][]byte) []Problem {
+	var problems []Problem
+	logProblem := func(what string) { problems = append(problems, Problem{NodeID: log.NodeID, Index: -1, What: what}) }
+	var point chainPoint
+	if log.Checkpoint != nil {
+		point = chainPoint{link: &log.Checkpoint.Link, origin: "the checkpoint"}
+		ts, err := parseHLC(log.Checkpoint.HLC)
+		if err != nil {
+			logProblem("checkpoint hlc: " + err.Error())
+		}
+		point.hlc, point.hasHLC = ts, err == nil
+	}
+	for i, e := range log.Entries {
+		for _, what := range checkEntry(log.NodeID, e, payloadSums[i], point) {
+			problems = append(problems, Problem{NodeID: log.NodeID, JobID: e.JobID, Index: i, What: what})
+		}
+		point = chainPoint{link: &e.Link, origin: "the previous entry"}
+		point.hlc, point.hasHLC = parseHLCQuiet(e.THLC)
+	}
+	head, headHLC := "", ""
+	switch {
+	case len(log.Entries) > 0:
+		last := log.Entries[len(log.Entries)-1]
+		head, headHLC = last.Link, last.THLC
+	case log.Checkpoint != nil:
+		head, headHLC = log.Checkpoint.Link, log.Checkpoint.HLC
+	}
+	if log.ChainHead != head {
+		logProblem(fmt.Sprintf("chainHead does not match the last link: stored %q, last link %q", log.ChainHead, head))
+	}
+	if log.LastHLC != headHLC {
+		logProblem(fmt.Sprintf("lastHlc does not match the last entry's tHlc: stored %q, last %q", log.LastHLC, headHLC))
+	}
+	return problems
+}
+
+// checkEntry checks one entry of node's log, whose payload has SHA-256
+// payloadSum, against itself and against the chain point before it. Each relation is checked on its own (payload
+// against payloadHash, the stored fields against link, prevLink against the
+// link before), so a report names exactly what was changed.
+func checkEntry(node string, e Entry, payloadSum []byte, before chainPoint) []string {
+	var problems []string
+	if e.NodeID != node {
+		problems = append(problems, fmt.Sprintf("nodeId %q does not match the log's node", e.NodeID))
+	}
+	if e.NodeID == "" {
+		problems = append(problems, "nodeId is empty")
+	}
+	if e.JobID == "" {
+		problems = append(problems, "jobId is empty")
+	}
+	if !slices.Contains(knownKinds, e.Kind) {
+		problems = append(problems, fmt.Sprintf("unknown kind %q", e.Kind))
+	}
+	if computed := base64.StdEncoding.EncodeToString(payloadSum); computed != e.PayloadHash {
+		problems = append(problems, fmt.Sprintf("payload hash does not match: stored %s, computed %s", e.PayloadHash, computed))
+	}
+	if what := checkPrevLink(e.PrevLink, before); what != "" {
+		problems = append(problems, what)
+	}
+	ts, err := parseHLC(e.THLC)
+	if err != nil {
+		return append(problems, "tHlc: "+err.Error())
+	}
+	if before.hasHLC && !before.hlc.Before(ts) {
+		problems = append(problems, fmt.Sprintf("tHlc %s is not after %s's %s (entries out of order)", e.THLC, before.origin, before.hlc))
+	}
+	if what := checkLink(e, ts); what != "" {
+		problems = append(problems, what)
+	}
+	return problems
+}
+
+// checkPrevLink checks that an entry names the link before it.
+func checkPrevLink(prev *string, before chainPoint) string {
+	switch {
+	case before.link == nil && prev != nil:
+		return fmt.Sprintf("prevLink is %s, want null: with no checkpoint the first entry is the node's first", *prev)
+	case before.link != nil && (prev == nil || *prev != *before.link):
+		return fmt.Sprintf("prevLink does not match %s's link: stored %s, %s's %s",
+			before.origin, showLink(prev), before.origin, *before.link)
+	}
+	return ""
+}
+
+// checkLink recomputes e's link from its stored prevLink, jobId, tHlc and
+// payloadHash.
+func checkLink(e Entry, ts hlc.Timestamp) string {
+	var prev []byte
+	if e.PrevLink != nil {
+		var err error
+		if prev, err = base64.StdEncoding.DecodeString(*e.PrevLink); err != nil {
+			return fmt.Sprintf("prevLink is not base64: %v", err)
+		}
+	}
+	payloadHash, err := base64.StdEncoding.DecodeString(e.PayloadHash)
+	if err != nil {
+		return fmt.Sprintf("payloadHash is not base64: %v", err)
+	}
+	computed := base64.StdEncoding.EncodeToString(hlc.Link(prev, e.JobID, ts, payloadHash))
+	if computed != e.Link {
+		return fmt.Sprintf("link does not match: stored %s, computed %s", e.Link, computed)
+	}
+	return ""
+}
+
+// parseHLC parses an HLC as String writes it, refusing other spellings of
+// the same reading: the link hashes the text, so it must be canonical.
+func parseHLC(s string) (hlc.Timestamp, error) {
+	ts, err := hlc.Parse(s)
+	if err != nil {
+		return hlc.Timestamp{}, err
+	}
+	if !canonicalHLC(s) {
+		return hlc.Timestamp{}, fmt.Errorf("hlc timestamp %q is not written canonically, want %q", s, ts.String())
+	}
+	return ts, nil
+}
+
+// canonicalHLC reports whether s has the shape hlc.Timestamp.String
+// writes, 15 digits, "-", 10 digits, which for a parsed s means it is
+// exactly what String writes. (Comparing with String itself would format
+// every entry's timestamp once more, a sizeable share of verification.)
+func canonicalHLC(s string) bool {
+	if len(s) != 26 || s[15] != '-' {
+		return false
+	}
+	for i := range len(s) {
+		if i != 15 && (s[i] < '0' || s[i] > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseHLCQuiet parses an HLC whose problem, if any, is already reported.
+func parseHLCQuiet(s string) (hlc.Timestamp, bool) {
+	ts, err := parseHLC(s)
+	return ts, err == nil
+}
+
+func showLink(link *string) string {
+	if link == nil {
+		return "null"
+	}
+	return *link
+}

@@ -1,0 +1,119 @@
+// Package airgapsync moves a disconnected site's work to central and back
+// on files: Export reads a site's job logs into a bundle, Import verifies
+// bundles at central and hands their operations to the same workflows the
+// online path starts, and Ack settles, on the site, what central's
+// receipt says it has. The file format and its checks are package airgap.
+package airgapsync
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"time"
+
+	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/airgap"
+	"github.com/outpost-dev/outpost/internal/hlc"
+	"github.com/outpost-dev/outpost/internal/sitestore"
+)
+
+// ExportOptions says what to export.
+type ExportOptions struct {
+	// Site is the bundle's tenant: the site id.
+	Site string
+	// Node is the node whose log is exported, and the bundle's creator.
+	Node string
+	// Since, when set, exports the entries after it; by default every
+	// entry after the node's acknowledged front.
+	Since *hlc.Timestamp
+	// Now is the bundle's creation time.
+	Now time.Time
+}
+
+// Export reads opts.Node's job log into a bundle (unsigned) and marks its
+// entries exported. The bundle carries the current tracking state of every
+// cached call in it, so central mirrors where the site got to.
+func Export(ctx context.Context, store *sitestore.Store, opts ExportOptions) (airgap.Bundle, error) {
+	log, err := store.ReadJobLog(ctx, opts.Node, opts.Since)
+	if err != nil {
+		return airgap.Bundle{}, err
+	}
+	if opts.Since == nil {
+		log = skipAcknowledgedFront(log)
+	}
+	calls, err := callStates(ctx, store, log.Entries)
+	if err != nil {
+		return airgap.Bundle{}, err
+	}
+	b := airgap.NewBundle(opts.Site, opts.Node, opts.Now, []airgap.JobLog{bundleLog(log)}, calls...)
+	if err := store.MarkExported(ctx, opts.Now, jobIDs(log.Entries)...); err != nil {
+		return airgap.Bundle{}, err
+	}
+	return b, nil
+}
+
+// skipAcknowledgedFront leaves out the entries at the front of log that
+// central already has (pruning has not caught up with them yet).
+func skipAcknowledgedFront(log sitestore.JobLog) sitestore.JobLog {
+	i := 0
+	for i < len(log.Entries) && log.Entries[i].Acked {
+		i++
+	}
+	if i == 0 {
+		return log
+	}
+	last := log.Entries[i-1]
+	log.CheckpointLink, log.CheckpointHLC = last.Link, last.HLC.String()
+	log.Entries = log.Entries[i:]
+	return log
+}
+
+// callStates is the tracking row of every cached call among entries.
+func callStates(ctx context.Context, store *sitestore.Store, entries []sitestore.Entry) ([]contract.TrackedOperation, error) {
+	var calls []contract.TrackedOperation
+	for _, e := range entries {
+		if e.Kind == contract.KindNotification {
+			continue
+		}
+		row, err := store.GetOperation(ctx, e.JobID)
+		if err != nil {
+			return nil, fmt.Errorf("export cached call %s: %w", e.JobID, err)
+		}
+		calls = append(calls, row)
+	}
+	return calls, nil
+}
+
+// bundleLog is a site job log in the bundle's format.
+func bundleLog(log sitestore.JobLog) airgap.JobLog {
+	out := airgap.JobLog{NodeID: log.Node, LastHLC: log.LastHLC.String(), ChainHead: b64(log.Head), Entries: []airgap.Entry{}}
+	if len(log.CheckpointLink) > 0 {
+		out.Checkpoint = &airgap.Checkpoint{Link: b64(log.CheckpointLink), HLC: log.CheckpointHLC}
+	}
+	for _, e := range log.Entries {
+		out.Entries = append(out.Entries, bundleEntry(e))
+	}
+	return out
+}
+
+func bundleEntry(e sitestore.Entry) airgap.Entry {
+	entry := airgap.Entry{
+		NodeID: e.Node, THLC: e.HLC.String(), JobID: e.JobID, Kind: e.Kind, Payload: string(e.Payload),
+		PayloadHash: b64(e.PayloadHash), Link: b64(e.Link), EnqueuedAt: e.EnqueuedAt,
+	}
+	if len(e.PrevLink) > 0 {
+		prev := b64(e.PrevLink)
+		entry.PrevLink = &prev
+	}
+	return entry
+}
+
+func jobIDs(entries []sitestore.Entry) []string {
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.JobID
+	}
+	return ids
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

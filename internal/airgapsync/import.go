@@ -1,0 +1,339 @@
+package airgapsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/airgap"
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
+)
+
+// Importer hands imported operations to central: notifications to their
+// workflows, cached calls' states to site_calls.
+type Importer struct {
+	Temporal client.Client
+	Store    *centralstore.Store
+	// HideSubject keeps subjects out of workflow summaries, as the site's
+	// forwarder does (site.list_only_summary).
+	HideSubject bool
+}
+
+// ImportOptions says how to import.
+type ImportOptions struct {
+	Verify airgap.VerifyOptions
+	// VerifyOnly checks and merges, and hands nothing to central.
+	VerifyOnly bool
+	// Force imports the logs that verify and skips the rest, reporting
+	// each; without it a bundle with any problem imports nothing.
+	Force bool
+	// By is who imports (recorded with each bundle).
+	By  string
+	Now time.Time
+}
+
+// BundleResult is what happened to one bundle.
+type BundleResult struct {
+	Path     string   `json:"path"`
+	BundleID string   `json:"bundleId"`
+	Site     string   `json:"site"`
+	Nodes    []string `json:"nodes"`
+	Entries  int      `json:"entries"`
+	// Problems is every check the bundle failed.
+	Problems []string `json:"problems,omitempty"`
+	// Skipped names the logs left out (with --force) and why.
+	Skipped []string `json:"skipped,omitempty"`
+	// ImportedBefore is set when central had already imported this bundle.
+	ImportedBefore *centralstore.AirgapImport `json:"importedBefore,omitempty"`
+}
+
+// ImportResult is the outcome of one import.
+type ImportResult struct {
+	Bundles []BundleResult `json:"bundles"`
+	// Imported is how many operations central took now; Duplicates how
+	// many it already had (the same bundle again, an entry exported twice,
+	// or an operation that also arrived online); SkippedEntries how many
+	// --force left out.
+	Imported       int               `json:"imported"`
+	Duplicates     int               `json:"duplicates"`
+	SkippedEntries int               `json:"skippedEntries"`
+	Conflicts      []airgap.Conflict `json:"conflicts,omitempty"`
+	// Receipt names what central has of the bundles (nil for --verify-only
+	// or when nothing was imported).
+	Receipt *airgap.Receipt `json:"-"`
+}
+
+// Bundle is a decoded bundle and the file it came from.
+type Bundle struct {
+	Path string
+	airgap.Bundle
+}
+
+// ErrNotImported is returned when verification or a conflict stopped the
+// import: nothing was handed to central.
+var ErrNotImported = errors.New("nothing imported")
+
+// Import verifies bundles, merges them in HLC order and hands each
+// operation to central under the id the site gave it, so an operation
+// that also arrived online is still one workflow and one email.
+func (im *Importer) Import(ctx context.Context, bundles []Bundle, opts ImportOptions) (ImportResult, error) {
+	var res ImportResult
+	var fresh []airgap.Bundle
+	for _, b := range bundles {
+		br, keep, err := im.check(ctx, b, opts)
+		if err != nil {
+			return res, err
+		}
+		res.Bundles = append(res.Bundles, br)
+		switch {
+		case br.ImportedBefore != nil:
+			res.Duplicates += br.Entries
+		case keep != nil:
+			fresh = append(fresh, *keep)
+			res.SkippedEntries += br.Entries - entryCount(*keep)
+		default:
+			res.SkippedEntries += br.Entries
+		}
+	}
+	if err := failedChecks(res, opts); err != nil {
+		return res, err
+	}
+	merged, err := airgap.Merge(fresh)
+	res.Duplicates += merged.Duplicates
+	if err != nil {
+		var conflict *airgap.ConflictError
+		if errors.As(err, &conflict) {
+			res.Conflicts = conflict.Conflicts
+		}
+		return res, fmt.Errorf("%w: %w", ErrNotImported, err)
+	}
+	if opts.VerifyOnly || len(fresh) == 0 {
+		return res, nil
+	}
+	accepted, imported, err := im.handOff(ctx, merged.Entries, callStatesOf(fresh))
+	res.Imported, res.Duplicates = imported, res.Duplicates+len(merged.Entries)-imported
+	if err != nil {
+		return res, err
+	}
+	if err := im.record(ctx, fresh, res, opts); err != nil {
+		return res, err
+	}
+	receipt := airgap.NewReceipt(fresh[0].TenantID, opts.Now, bundleIDs(fresh), accepted, merged.Heads)
+	res.Receipt = &receipt
+	return res, nil
+}
+
+// check verifies one bundle and returns what of it to import: nil when
+// nothing (it failed, or central has it already).
+func (im *Importer) check(ctx context.Context, b Bundle, opts ImportOptions) (BundleResult, *airgap.Bundle, error) {
+	br := BundleResult{Path: b.Path, BundleID: b.BundleID, Site: b.TenantID, Entries: entryCount(b.Bundle)}
+	for _, l := range b.JobLogs {
+		br.Nodes = append(br.Nodes, l.NodeID)
+	}
+	prior, err := im.Store.GetAirgapImport(ctx, b.BundleID)
+	switch {
+	case err == nil:
+		br.ImportedBefore = &prior
+		return br, nil, nil
+	case !errors.Is(err, centralstore.ErrNotFound):
+		return br, nil, err
+	}
+	report := airgap.Verify(b.Bundle, opts.Verify)
+	for _, p := range report.Problems {
+		br.Problems = append(br.Problems, p.String())
+	}
+	keep := keepVerified(b.Bundle, report)
+	if keep != nil {
+		for _, l := range b.JobLogs {
+			if report.BadNodes()[l.NodeID] {
+				br.Skipped = append(br.Skipped, fmt.Sprintf("node %q: %d entries, its log did not verify", l.NodeID, len(l.Entries)))
+			}
+		}
+	} else if !report.OK() {
+		br.Skipped = append(br.Skipped, fmt.Sprintf("the whole bundle: %d entries, its manifest or signature did not verify", br.Entries))
+	}
+	return br, keep, nil
+}
+
+// keepVerified is b without the logs that failed verification; nil when a
+// bundle-wide check failed (digest, signature), which leaves no log
+// trustworthy.
+func keepVerified(b airgap.Bundle, report airgap.Report) *airgap.Bundle {
+	for _, p := range report.Problems {
+		if p.NodeID == "" {
+			return nil
+		}
+	}
+	bad := report.BadNodes()
+	var logs []airgap.JobLog
+	for _, l := range b.JobLogs {
+		if !bad[l.NodeID] {
+			logs = append(logs, l)
+		}
+	}
+	b.JobLogs = logs
+	return &b
+}
+
+// failedChecks refuses the import when a bundle failed verification and
+// --force was not given.
+func failedChecks(res ImportResult, opts ImportOptions) error {
+	if opts.Force {
+		return nil
+	}
+	var failed []string
+	for _, b := range res.Bundles {
+		if len(b.Problems) > 0 {
+			failed = append(failed, b.Path)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d bundle(s) did not verify (%v); fix or re-export them, or use --force to import only what verifies", ErrNotImported, len(failed), failed)
+}
+
+// handOffParallelism bounds the SignalWithStart calls in flight.
+const handOffParallelism = 16
+
+// handOff gives each entry to central and returns what central has of
+// each, and how many it took now.
+func (im *Importer) handOff(ctx context.Context, entries []airgap.Entry, calls map[string]contract.TrackedOperation) ([]airgap.Accepted, int, error) {
+	accepted := make([]airgap.Accepted, len(entries))
+	var mu sync.Mutex
+	imported := 0
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(handOffParallelism)
+	for i, e := range entries {
+		if e.Kind != contract.KindNotification {
+			continue
+		}
+		g.Go(func() error {
+			status, isNew, err := im.handOffNotification(gctx, e)
+			accepted[i] = airgap.Accepted{JobID: e.JobID, Kind: e.Kind, Status: string(status)}
+			if isNew {
+				mu.Lock()
+				imported++
+				mu.Unlock()
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, imported, err
+	}
+	n, err := im.mirrorCalls(ctx, entries, calls, accepted)
+	return accepted, imported + n, err
+}
+
+// handOffNotification starts (or signals) the notification's workflow
+// exactly as the site's forwarder does; a notification central already
+// has is reported with its current status.
+func (im *Importer) handOffNotification(ctx context.Context, e airgap.Entry) (contract.Status, bool, error) {
+	if row, err := im.Store.GetNotification(ctx, e.JobID); err == nil {
+		return row.Status, false, nil
+	} else if !errors.Is(err, centralstore.ErrNotFound) {
+		return "", false, err
+	}
+	var sub contract.NotificationSubmission
+	if err := json.Unmarshal([]byte(e.Payload), &sub); err != nil {
+		return "", false, fmt.Errorf("notification %s: payload is not a notification: %w", e.JobID, err)
+	}
+	if sub.NotificationID != e.JobID {
+		return "", false, fmt.Errorf("notification %s: its payload names id %s", e.JobID, sub.NotificationID)
+	}
+	_, err := im.Temporal.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID), contract.SignalSubmit, sub,
+		sitedaemon.NotificationStartOptions(sub, im.HideSubject), contract.WorkflowNotification)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &started):
+		return contract.StatusPending, false, nil // its workflow ran and closed before its row was read
+	case err != nil:
+		return "", false, fmt.Errorf("hand notification %s to central: %w", e.JobID, err)
+	}
+	return contract.StatusPending, true, nil
+}
+
+// mirrorCalls writes the cached calls' states to site_calls (central
+// mirrors a call; the site drives it) and fills their accepted entries.
+func (im *Importer) mirrorCalls(ctx context.Context, entries []airgap.Entry, calls map[string]contract.TrackedOperation, accepted []airgap.Accepted) (int, error) {
+	var rows []contract.TrackedOperation
+	for i, e := range entries {
+		if e.Kind == contract.KindNotification {
+			continue
+		}
+		row, ok := calls[e.JobID]
+		if !ok {
+			return 0, fmt.Errorf("cached call %s: the bundle carries no tracking state for it", e.JobID)
+		}
+		rows = append(rows, row)
+		accepted[i] = airgap.Accepted{JobID: e.JobID, Kind: e.Kind, Status: string(row.Status)}
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	if _, err := im.Store.UpsertSiteCalls(ctx, rows); err != nil {
+		return 0, fmt.Errorf("mirror %d cached calls: %w", len(rows), err)
+	}
+	return len(rows), nil
+}
+
+// record stores each imported bundle, so importing it again changes nothing.
+func (im *Importer) record(ctx context.Context, bundles []airgap.Bundle, res ImportResult, opts ImportOptions) error {
+	for _, b := range bundles {
+		imp := centralstore.AirgapImport{
+			BundleID: b.BundleID, SiteID: b.TenantID, Entries: entryCount(b),
+			ImportedBy: opts.By, ImportedAt: opts.Now,
+		}
+		for _, l := range b.JobLogs {
+			imp.Nodes = append(imp.Nodes, l.NodeID)
+			imp.ChainHeads = append(imp.ChainHeads, l.NodeID+"="+l.ChainHead)
+		}
+		if len(bundles) == 1 {
+			imp.Imported, imp.Duplicates, imp.Skipped = res.Imported, res.Duplicates, res.SkippedEntries
+		}
+		if err := im.Store.RecordAirgapImport(ctx, imp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func callStatesOf(bundles []airgap.Bundle) map[string]contract.TrackedOperation {
+	calls := map[string]contract.TrackedOperation{}
+	for _, b := range bundles {
+		for _, c := range b.Calls {
+			if prev, ok := calls[c.OperationID]; !ok || c.Seq > prev.Seq {
+				calls[c.OperationID] = c // the latest state the site exported
+			}
+		}
+	}
+	return calls
+}
+
+func entryCount(b airgap.Bundle) int {
+	n := 0
+	for _, l := range b.JobLogs {
+		n += len(l.Entries)
+	}
+	return n
+}
+
+func bundleIDs(bundles []airgap.Bundle) []string {
+	ids := make([]string, len(bundles))
+	for i, b := range bundles {
+		ids[i] = b.BundleID
+	}
+	sort.Strings(ids)
+	return ids
+}
