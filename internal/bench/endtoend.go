@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
@@ -200,7 +201,7 @@ func (e *endToEnd) startBare(cfg config.Central) error {
 }
 
 func (e *endToEnd) startSite(ctx context.Context, cfg config.Site, r *run) error {
-	d, err := sitedaemon.StartDaemon(ctx, cfg, e.tc, r.log.Named("site"))
+	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), e.tc, r.log.Named("site"))
 	if err != nil {
 		return err
 	}

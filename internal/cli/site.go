@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 )
@@ -49,7 +50,7 @@ func runSite(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer tc.Close()
-	d, err := sitedaemon.StartDaemon(ctx, cfg.Site, tc, log.Named("site"))
+	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg.Site), tc, log.Named("site"))
 	if err != nil {
 		return err
 	}

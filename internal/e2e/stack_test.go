@@ -29,6 +29,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/devserver"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/logging"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
@@ -278,7 +279,7 @@ func (s *stack) runSite(cfg config.Site) *siteProc {
 	ctx, cancel := context.WithCancel(context.Background())
 	tc, err := temporalclient.Lazy(s.cfg.Temporal, s.log)
 	require.NoError(s.t, err)
-	d, err := sitedaemon.StartDaemon(ctx, cfg, tc, s.log.With(zap.String("site", cfg.ID)))
+	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), tc, s.log.With(zap.String("site", cfg.ID)))
 	require.NoError(s.t, err)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
