@@ -177,7 +177,11 @@ func (r *run) siteConfig() config.Site {
 
 func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
 	metrics := workers.NewCentralMetrics()
-	central, err := workers.NewCentral(ctx, cfg, config.Temporal{Namespace: namespace}, e.tc, metrics.Registry)
+	opts, err := fromconfig.Central(cfg, config.Temporal{Namespace: namespace})
+	if err != nil {
+		return errors.Join(err, metrics.Close())
+	}
+	central, err := workers.NewCentral(ctx, opts, e.tc, metrics.Registry)
 	if err != nil {
 		return errors.Join(err, metrics.Close())
 	}
@@ -188,7 +192,7 @@ func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
 func (e *endToEnd) startBare(cfg config.Central) error {
 	w := worker.New(e.tc, bareTaskQueue, worker.Options{})
 	w.RegisterWorkflow(BareWorkflow)
-	mail, err := workers.MailerConfig(cfg)
+	mail, err := fromconfig.Mailer(cfg.SMTP)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/workers"
 )
@@ -95,7 +96,11 @@ func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	if err := workers.EnsureSearchAttributes(ctx, tc, cfg.Temporal.Namespace, log); err != nil {
 		return err
 	}
-	central, err := workers.NewCentral(ctx, cfg.Central, cfg.Temporal, tc, metrics.Registry)
+	opts, err := fromconfig.Central(cfg.Central, cfg.Temporal)
+	if err != nil {
+		return err
+	}
+	central, err := workers.NewCentral(ctx, opts, tc, metrics.Registry)
 	if err != nil {
 		return err
 	}

@@ -577,9 +577,6 @@ func Parse(r io.Reader, base Config) (Config, error) {
 	return parse(data, base)
 }
 
-// SMTPPassword reads the SMTP password from its environment variable.
-func (c Central) SMTPPassword() string { return os.Getenv(c.SMTP.PasswordEnv) }
-
 // SQLServerDSN is the configured DSN with the password from its variable.
 func (s CentralStore) SQLServerDSN() (string, error) {
 	dsn, err := dsnWithPassword(s.DSN, s.PasswordEnv)
