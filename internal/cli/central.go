@@ -15,7 +15,6 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -88,7 +87,7 @@ Example:
 func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	metrics := workers.NewCentralMetrics()
 	defer metrics.Close()
-	tc, err := temporalclient.Dial(cfg.Temporal, log, metrics.SDK)
+	tc, err := fromconfig.DialTemporal(cfg.Temporal, log, metrics.SDK)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 )
 
 var siteCommand = command{
@@ -45,7 +44,7 @@ Example:
 }
 
 func runSite(ctx context.Context, cfg config.Config, log *zap.Logger) error {
-	tc, err := temporalclient.Lazy(cfg.Temporal, log)
+	tc, err := fromconfig.LazyTemporal(cfg.Temporal, log)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/logging"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
 
@@ -145,7 +144,7 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 	}
 	s.startTemporal()
 	s.startSMTP()
-	c, err := temporalclient.Dial(cfg.Temporal, s.log, s.metrics.SDK)
+	c, err := fromconfig.DialTemporal(cfg.Temporal, s.log, s.metrics.SDK)
 	require.NoError(t, err)
 	s.client = c
 	t.Cleanup(c.Close)
@@ -279,7 +278,7 @@ func (s *stack) firstSite() *siteProc {
 func (s *stack) runSite(cfg config.Site) *siteProc {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	tc, err := temporalclient.Lazy(s.cfg.Temporal, s.log)
+	tc, err := fromconfig.LazyTemporal(s.cfg.Temporal, s.log)
 	require.NoError(s.t, err)
 	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), tc, s.log.With(zap.String("site", cfg.ID)))
 	require.NoError(s.t, err)

@@ -17,7 +17,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/internal/siteconfig"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -58,7 +57,7 @@ func Central(c config.Central, t config.Temporal) (workers.CentralOptions, error
 		Retention: activities.Retention(c.Retention), Lists: c.Lists, PageAuth: auth, CodecOrigins: c.CodecOriginList(),
 	}
 	if len(t.EncryptionKeys) > 0 { // a nil *AESGCM in the interface would not read as "no codec"
-		if opts.Codec, err = temporalclient.PayloadCodec(t.EncryptionKeys); err != nil {
+		if opts.Codec, err = PayloadCodec(t.EncryptionKeys); err != nil {
 			return workers.CentralOptions{}, err
 		}
 	}
