@@ -20,7 +20,6 @@ import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
@@ -150,9 +149,9 @@ func newSite(t *testing.T, status int) *site {
 	store, err := sitestore.Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), sitestore.Options{Now: clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
-	reg := targets.New(map[string]config.ExternalSystem{"erp": {
+	reg := targets.New(map[string]targets.ExternalSystem{"erp": {
 		BaseURL: s.erp.URL, Timeout: 5 * time.Second, MaxRetries: 2, RetryInterval: time.Minute,
-		Methods: map[string]config.Method{"createOrder": {Verb: "POST", Path: "/orders/{id}"}},
+		Methods: map[string]targets.Method{"createOrder": {Verb: "POST", Path: "/orders/{id}"}},
 	}}, nil)
 	t.Cleanup(func() { reg.Close() })
 	s.store = store

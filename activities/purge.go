@@ -8,18 +8,28 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 // purgeBatchesPerCall bounds one PurgeCentralStore call; PurgeWorkflow calls
 // again while rows remain.
 const purgeBatchesPerCall = 100
 
+// Retention is how long central keeps terminal rows, by table
+// (central.retention in the config file). Non-terminal rows are never purged.
+type Retention struct {
+	Notifications time.Duration // Delivered, Discarded
+	SiteCalls     time.Duration // the site_calls mirror: Delivered, Failed, Discarded
+	AuditLog      time.Duration // every audit_log row
+	// PurgeBatch bounds the rows one purge transaction deletes; 1000 when 0.
+	PurgeBatch int
+}
+
 // PurgeActivities delete central rows past their retention.
 type PurgeActivities struct {
 	Store *centralstore.Store
-	// Retention is central.retention. A zero duration keeps its table's rows.
-	Retention config.Retention
+	// Retention is how long terminal rows are kept. A zero duration keeps
+	// its table's rows.
+	Retention Retention
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 // The purge activity, run "a year later" by its clock on a real SQLite file,
@@ -68,7 +67,7 @@ func TestPurgeCentralStoreAYearLater(t *testing.T) {
 
 	acts := &activities.PurgeActivities{
 		Store:     store,
-		Retention: config.Retention{Notifications: 365 * day, SiteCalls: 90 * day, AuditLog: 365 * day, PurgeBatch: 2},
+		Retention: activities.Retention{Notifications: 365 * day, SiteCalls: 90 * day, AuditLog: 365 * day, PurgeBatch: 2},
 		Now:       func() time.Time { return old.Add(366 * day) },
 	}
 	var ts testsuite.WorkflowTestSuite

@@ -23,8 +23,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/operator"
+	"github.com/outpost-dev/outpost/internal/siteconfig"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
@@ -61,10 +61,10 @@ func checkIdentity(opts Options) error {
 	if strings.TrimSpace(opts.SiteID) == "" {
 		return &InvalidError{"SiteID", "is required: it names the site in every operation's provenance (use the daemon's site.id)"}
 	}
-	if !config.IsSiteName(opts.SiteID) {
+	if !siteconfig.IsSiteName(opts.SiteID) {
 		return &InvalidError{"SiteID", fmt.Sprintf("%q must be 1-64 letters, digits, '.', '_' or '-', like the daemon's site.id", opts.SiteID)}
 	}
-	if opts.Node != "" && !config.IsSiteName(opts.Node) {
+	if opts.Node != "" && !siteconfig.IsSiteName(opts.Node) {
 		return &InvalidError{"Node", fmt.Sprintf("%q must be 1-64 letters, digits, '.', '_' or '-', like the daemon's site.node", opts.Node)}
 	}
 	return nil
@@ -123,21 +123,21 @@ type Client struct {
 type (
 	// ExternalSystem is an HTTP system scripts call: base URL, methods,
 	// timeout, auth and retry policy (site.external_systems in the file).
-	ExternalSystem = config.ExternalSystem
+	ExternalSystem = targets.ExternalSystem
 	// Method is one of an external system's methods: verb and path.
-	Method = config.Method
+	Method = targets.Method
 	// Database is a database scripts write to: driver, DSN, timeout,
 	// allowed statement classes and retry policy (site.databases).
-	Database = config.Database
+	Database = targets.Database
 )
 
 // DefaultExternalSystem is an external system with the file's defaults
 // (30 s timeout, Idempotency-Key header, 10 retries a minute apart); set
 // BaseURL and Methods.
-func DefaultExternalSystem() ExternalSystem { return config.DefaultExternalSystem() }
+func DefaultExternalSystem() ExternalSystem { return targets.DefaultExternalSystem() }
 
 // DefaultDatabase is a SQLite database with the file's defaults; set DSN.
-func DefaultDatabase() Database { return config.DefaultDatabase() }
+func DefaultDatabase() Database { return targets.DefaultDatabase() }
 
 // Open opens the site store at path for a script: notifications, and
 // calls and writes to the targets in opts (OpenConfig reads them from the
@@ -148,7 +148,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	}
 	var reg *targets.Registry
 	if len(opts.ExternalSystems)+len(opts.Databases) > 0 {
-		if err := config.CheckTargets(opts.ExternalSystems, opts.Databases); err != nil {
+		if err := siteconfig.CheckTargets(opts.ExternalSystems, opts.Databases); err != nil {
 			return nil, fmt.Errorf("site options: %w", err)
 		}
 		reg = targets.New(opts.ExternalSystems, opts.Databases)
@@ -164,32 +164,26 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 // runs with) for a script: its store, its external systems and databases.
 // Options.SiteID, Node and MaxBodyBytes default to the file's.
 func OpenConfig(ctx context.Context, file string, opts Options) (*Client, error) {
-	cfg, err := config.Load(file, config.Default())
+	cfg, err := siteconfig.Load(file)
 	if err != nil {
 		return nil, err
 	}
-	return openSite(ctx, cfg.Site, opts)
+	return openSite(ctx, cfg, opts)
 }
 
-func openSite(ctx context.Context, cfg config.Site, opts Options) (*Client, error) {
+func openSite(ctx context.Context, cfg siteconfig.Site, opts Options) (*Client, error) {
 	opts = withSiteDefaults(opts, cfg)
 	if err := checkIdentity(opts); err != nil {
 		return nil, err
 	}
-	store, err := OpenStore(ctx, cfg, opts.Now)
+	store, err := sitestore.Open(ctx, cfg.Store, sitestore.Options{Now: opts.Now, CommitBatch: cfg.CommitBatch, CommitDelay: cfg.CommitDelay})
 	if err != nil {
 		return nil, err
 	}
 	return New(store, targets.New(cfg.ExternalSystems, cfg.Databases), opts), nil
 }
 
-// OpenStore opens the store of a site config with its group-commit
-// settings (for the site daemon, which shares it with its forwarder).
-func OpenStore(ctx context.Context, cfg config.Site, now func() time.Time) (*sitestore.Store, error) {
-	return sitestore.Open(ctx, cfg.Store, sitestore.Options{Now: now, CommitBatch: cfg.CommitBatch, CommitDelay: cfg.CommitDelay})
-}
-
-func withSiteDefaults(opts Options, cfg config.Site) Options {
+func withSiteDefaults(opts Options, cfg siteconfig.Site) Options {
 	if opts.SiteID == "" {
 		opts.SiteID = cfg.ID
 	}
@@ -213,7 +207,7 @@ func New(store *sitestore.Store, reg *targets.Registry, opts Options) *Client {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	// No accepted notification may be one central would refuse forever.
-	opts.MaxBodyBytes = min(opts.MaxBodyBytes, config.MaxBodyBytesLimit)
+	opts.MaxBodyBytes = min(opts.MaxBodyBytes, siteconfig.MaxBodyBytesLimit)
 	c := &Client{store: store, targets: reg, opts: opts}
 	c.unknown = newUnknownIDs(c.now)
 	return c

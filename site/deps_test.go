@@ -6,9 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/internal/sitestore"
 )
 
 // A script that imports the SDK links no central code: not the central
@@ -35,12 +32,4 @@ func TestSDKLinksNoCentralCode(t *testing.T) {
 	} {
 		require.NotContains(t, deps, central)
 	}
-}
-
-// The config's group-commit defaults are the store's own.
-func TestConfigCommitDefaultsAreTheStores(t *testing.T) {
-	t.Parallel()
-	d := config.Default().Site
-	require.Equal(t, sitestore.DefaultCommitBatch, d.CommitBatch)
-	require.Equal(t, sitestore.DefaultCommitDelay, d.CommitDelay)
 }

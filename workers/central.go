@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
@@ -18,8 +19,9 @@ import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/operator"
+	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -31,15 +33,53 @@ type Central struct {
 	http   *centralHTTP
 }
 
+// CentralOptions configure the central worker. The CLI translates the config
+// file's central and temporal sections into them (internal/fromconfig).
+type CentralOptions struct {
+	Store StoreOptions
+	// Mailer is how email is sent; MailRetryInterval and MailMaxRetries
+	// are the retry policy of a notification's delivery.
+	Mailer            mailer.Config
+	MailRetryInterval time.Duration
+	MailMaxRetries    int
+	// Listen is where the outbox page, /metrics, /healthz and /readyz are served.
+	Listen string
+	// TemporalUIURL is the Temporal Web UI the outbox page links each item to,
+	// in Namespace.
+	TemporalUIURL string
+	Namespace     string
+	// Codec decrypts payloads for the outbox page and its codec server; nil
+	// when payloads are not encrypted.
+	Codec converter.PayloadCodec
+	// StuckAge is how old a non-terminal operation must be to count as stuck.
+	StuckAge  time.Duration
+	Retention activities.Retention
+	// Lists maps a notification list name to its recipients; seeded into
+	// the store at start.
+	Lists map[string][]string
+	// PageAuth says who may use the outbox page; an open page is refused
+	// beyond loopback.
+	PageAuth outbox.Auth
+	// CodecOrigins are the browser origins allowed to call the codec server.
+	CodecOrigins []string
+}
+
+// StoreOptions say which central store to open: a SQLite file at Path, or
+// SQL Server at DSN (with its password) when Driver is DriverSQLServer.
+type StoreOptions struct {
+	Driver string
+	Path   string
+	DSN    string
+}
+
+// DriverSQLServer is StoreOptions.Driver for SQL Server; any other opens SQLite.
+const DriverSQLServer = "sqlserver"
+
 // NewCentral opens the central store, makes sure the daily purge schedule
 // exists, registers the workflows and activities with a worker on tc, and
 // binds central.listen for the outbox page, metrics (into registry, which
 // holds the SDK's metrics too: see NewCentralMetrics) and health.
-func NewCentral(ctx context.Context, cfg config.Central, tcfg config.Temporal, tc client.Client, registry *prometheus.Registry) (*Central, error) {
-	mail, err := MailerConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
+func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, registry *prometheus.Registry) (*Central, error) {
 	store, err := OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -71,19 +111,19 @@ func NewCentral(ctx context.Context, cfg config.Central, tcfg config.Temporal, t
 	}
 	w.RegisterActivity(&activities.NotificationActivities{
 		Store:    store,
-		Adapters: NewAdapters(mail),
+		Adapters: NewAdapters(cfg.Mailer),
 		Link: func(id string) string {
-			return operator.WebUIURL(cfg.TemporalUIURL, tcfg.Namespace, contract.NotificationWorkflowID(id), "")
+			return operator.WebUIURL(cfg.TemporalUIURL, cfg.Namespace, contract.NotificationWorkflowID(id), "")
 		},
 		Policy: contract.RetryPolicy{
-			Interval: cfg.SMTP.RetryInterval, MaxRetries: cfg.SMTP.MaxRetries,
+			Interval: cfg.MailRetryInterval, MaxRetries: cfg.MailMaxRetries,
 			// Connecting and the commands take up to a timeout each, the
 			// final reply its own; leave room for the store writes around them.
-			AttemptTimeout: 2*cfg.SMTP.Timeout + cfg.SMTP.FinalReplyTimeout + 30*time.Second,
+			AttemptTimeout: 2*cfg.Mailer.Timeout + cfg.Mailer.FinalReplyTimeout + 30*time.Second,
 		},
 		Observe: observe,
 	})
-	page, err := startCentralHTTP(cfg, tcfg, store, tc, registry, events)
+	page, err := startCentralHTTP(cfg, store, tc, registry, events)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -94,16 +134,12 @@ func NewCentral(ctx context.Context, cfg config.Central, tcfg config.Temporal, t
 // Addr is where the outbox page, /metrics, /healthz and /readyz are served.
 func (c *Central) Addr() string { return c.http.listener.Addr().String() }
 
-// OpenCentralStore opens the configured central store.
-func OpenCentralStore(ctx context.Context, cfg config.CentralStore) (*centralstore.Store, error) {
-	if cfg.Driver == config.DriverSQLServer {
-		dsn, err := cfg.SQLServerDSN()
-		if err != nil {
-			return nil, err
-		}
-		return centralstore.OpenSQLServer(ctx, dsn)
+// OpenCentralStore opens the central store opts name.
+func OpenCentralStore(ctx context.Context, opts StoreOptions) (*centralstore.Store, error) {
+	if opts.Driver == DriverSQLServer {
+		return centralstore.OpenSQLServer(ctx, opts.DSN)
 	}
-	return centralstore.OpenSQLite(ctx, cfg.Path)
+	return centralstore.OpenSQLite(ctx, opts.Path)
 }
 
 // Run polls for tasks until ctx ends.

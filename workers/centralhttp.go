@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -16,10 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/httpserve"
 	"github.com/outpost-dev/outpost/internal/outbox"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 )
 
 // centralHTTP is what the central worker serves at central.listen: the
@@ -39,9 +36,9 @@ func newDeliveryEvents() *prometheus.CounterVec {
 	}, []string{"kind", "event", "status"})
 }
 
-func startCentralHTTP(cfg config.Central, tcfg config.Temporal, store *centralstore.Store, tc client.Client,
+func startCentralHTTP(cfg CentralOptions, store *centralstore.Store, tc client.Client,
 	registry *prometheus.Registry, events *prometheus.CounterVec) (*centralHTTP, error) {
-	page, err := outboxPage(cfg, tcfg, store, tc)
+	page, err := outboxPage(cfg, store, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -63,53 +60,14 @@ func startCentralHTTP(cfg config.Central, tcfg config.Temporal, store *centralst
 
 // outboxPage builds the outbox page with its sign-in and codec server. An
 // open page (no page_auth) is refused beyond loopback.
-func outboxPage(cfg config.Central, tcfg config.Temporal, store *centralstore.Store, tc client.Client) (http.Handler, error) {
-	if !config.IsLoopback(cfg.Listen) && !cfg.PageAuth.Enabled() {
+func outboxPage(cfg CentralOptions, store *centralstore.Store, tc client.Client) (http.Handler, error) {
+	if !httpserve.IsLoopback(cfg.Listen) && cfg.PageAuth.Open() {
 		return nil, fmt.Errorf("central.listen %q is reachable beyond this host: configure central.page_auth (users or proxy_header), or anyone who reaches it can retry and discard", cfg.Listen)
 	}
-	auth, err := pageAuth(cfg.PageAuth)
-	if err != nil {
-		return nil, err
-	}
-	opts := outbox.Options{
-		TemporalUIURL: cfg.TemporalUIURL, Namespace: tcfg.Namespace, StuckAge: cfg.StuckAge,
-		Auth: auth, CodecOrigins: cfg.CodecOriginList(),
-	}
-	if len(tcfg.EncryptionKeys) > 0 {
-		if opts.Codec, err = temporalclient.PayloadCodec(tcfg.EncryptionKeys); err != nil {
-			return nil, err
-		}
-	}
-	return outbox.New(store, tc, opts)
-}
-
-// pageAuth reads central.page_auth.
-func pageAuth(cfg config.PageAuth) (outbox.Auth, error) {
-	auth := outbox.Auth{ProxyHeader: cfg.ProxyHeader, ProxyOperators: cfg.ProxyOperators, SessionTTL: cfg.SessionTTL}
-	for _, p := range cfg.TrustedProxies {
-		prefix, err := config.ParseTrustedProxy(p)
-		if err != nil {
-			return auth, fmt.Errorf("central.page_auth.trusted_proxies: %w", err)
-		}
-		auth.TrustedProxies = append(auth.TrustedProxies, prefix)
-	}
-	if cfg.ProxyHeader != "" && len(auth.TrustedProxies) == 0 {
-		return auth, errors.New("central.page_auth.trusted_proxies: name the proxy's addresses: proxy_header is trusted only from them")
-	}
-	if len(cfg.Users) > 0 {
-		auth.Users = make(map[string]outbox.User, len(cfg.Users))
-		for name, u := range cfg.Users {
-			auth.Users[name] = outbox.User{PasswordHash: u.PasswordHash, Role: outbox.Role(u.Role)}
-		}
-	}
-	if cfg.SessionKeyEnv != "" {
-		key := os.Getenv(cfg.SessionKeyEnv)
-		if len(key) < 32 {
-			return auth, fmt.Errorf("central.page_auth.session_key_env: $%s must hold at least 32 characters", cfg.SessionKeyEnv)
-		}
-		auth.SessionKey = []byte(key)
-	}
-	return auth, nil
+	return outbox.New(store, tc, outbox.Options{
+		TemporalUIURL: cfg.TemporalUIURL, Namespace: cfg.Namespace, StuckAge: cfg.StuckAge,
+		Auth: cfg.PageAuth, CodecOrigins: cfg.CodecOrigins, Codec: cfg.Codec,
+	})
 }
 
 func (h *centralHTTP) serve() error {

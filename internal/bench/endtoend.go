@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
@@ -176,7 +177,11 @@ func (r *run) siteConfig() config.Site {
 
 func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
 	metrics := workers.NewCentralMetrics()
-	central, err := workers.NewCentral(ctx, cfg, config.Temporal{Namespace: namespace}, e.tc, metrics.Registry)
+	opts, err := fromconfig.Central(cfg, config.Temporal{Namespace: namespace})
+	if err != nil {
+		return errors.Join(err, metrics.Close())
+	}
+	central, err := workers.NewCentral(ctx, opts, e.tc, metrics.Registry)
 	if err != nil {
 		return errors.Join(err, metrics.Close())
 	}
@@ -187,7 +192,7 @@ func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
 func (e *endToEnd) startBare(cfg config.Central) error {
 	w := worker.New(e.tc, bareTaskQueue, worker.Options{})
 	w.RegisterWorkflow(BareWorkflow)
-	mail, err := workers.MailerConfig(cfg)
+	mail, err := fromconfig.Mailer(cfg.SMTP)
 	if err != nil {
 		return err
 	}
@@ -200,7 +205,7 @@ func (e *endToEnd) startBare(cfg config.Central) error {
 }
 
 func (e *endToEnd) startSite(ctx context.Context, cfg config.Site, r *run) error {
-	d, err := sitedaemon.StartDaemon(ctx, cfg, e.tc, r.log.Named("site"))
+	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), e.tc, r.log.Named("site"))
 	if err != nil {
 		return err
 	}

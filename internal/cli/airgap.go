@@ -15,9 +15,9 @@ import (
 	"github.com/outpost-dev/outpost/internal/airgap"
 	"github.com/outpost-dev/outpost/internal/airgapsync"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/hlc"
 	"github.com/outpost-dev/outpost/internal/sitestore"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 )
 
 // The air-gap commands carry a disconnected site's work to central on
@@ -241,7 +241,7 @@ func runImport(ctx context.Context, env Env, fs *flag.FlagSet, op *operatorRun, 
 		return err
 	}
 	defer store.Close()
-	tc, err := temporalclient.Dial(op.cfg.Temporal, op.log, nil)
+	tc, err := fromconfig.DialTemporal(op.cfg.Temporal, op.log, nil)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -87,7 +87,7 @@ Example:
 func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	metrics := workers.NewCentralMetrics()
 	defer metrics.Close()
-	tc, err := temporalclient.Dial(cfg.Temporal, log, metrics.SDK)
+	tc, err := fromconfig.DialTemporal(cfg.Temporal, log, metrics.SDK)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,11 @@ func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	if err := workers.EnsureSearchAttributes(ctx, tc, cfg.Temporal.Namespace, log); err != nil {
 		return err
 	}
-	central, err := workers.NewCentral(ctx, cfg.Central, cfg.Temporal, tc, metrics.Registry)
+	opts, err := fromconfig.Central(cfg.Central, cfg.Temporal)
+	if err != nil {
+		return err
+	}
+	central, err := workers.NewCentral(ctx, opts, tc, metrics.Registry)
 	if err != nil {
 		return err
 	}

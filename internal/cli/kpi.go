@@ -15,6 +15,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/workers"
 )
@@ -94,7 +95,11 @@ func openCentralToRead(ctx context.Context, env Env, cfg config.Config, fs *flag
 	if err != nil {
 		return nil, central, err
 	}
-	store, err := workers.OpenCentralStore(ctx, central.Store)
+	opts, err := fromconfig.CentralStore(central.Store)
+	if err != nil {
+		return nil, central, err
+	}
+	store, err := workers.OpenCentralStore(ctx, opts)
 	return store, central, err
 }
 
@@ -104,7 +109,11 @@ func exists(path string) bool {
 }
 
 func runKPI(ctx context.Context, w io.Writer, cfg config.Central, q centralstore.KPIQuery, asJSON bool) error {
-	store, err := workers.OpenCentralStore(ctx, cfg.Store)
+	opts, err := fromconfig.CentralStore(cfg.Store)
+	if err != nil {
+		return err
+	}
+	store, err := workers.OpenCentralStore(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 )
 
 var siteCommand = command{
@@ -44,12 +44,12 @@ Example:
 }
 
 func runSite(ctx context.Context, cfg config.Config, log *zap.Logger) error {
-	tc, err := temporalclient.Lazy(cfg.Temporal, log)
+	tc, err := fromconfig.LazyTemporal(cfg.Temporal, log)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	d, err := sitedaemon.StartDaemon(ctx, cfg.Site, tc, log.Named("site"))
+	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg.Site), tc, log.Named("site"))
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,9 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/logging"
 	"github.com/outpost-dev/outpost/internal/operator"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 )
 
 var statusCommand = command{
@@ -71,7 +71,7 @@ Example:
 
 // dialOperator connects an operator command to Temporal. Tests replace it.
 var dialOperator = func(cfg config.Temporal, log *zap.Logger) (operator.Temporal, func(), error) {
-	c, err := temporalclient.Dial(cfg, log, nil)
+	c, err := fromconfig.DialTemporal(cfg, log, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (check temporal.address and temporal.namespace in --config)", err)
 	}

@@ -266,24 +266,6 @@ func IsLoopback(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// TokenValues reads the API tokens from their environment variables: name
-// → token. An unset or empty variable is an error naming it.
-func (s Site) TokenValues() (map[string]string, error) {
-	out := make(map[string]string, len(s.APITokens))
-	for _, name := range sortedKeys(s.APITokens) {
-		env := s.APITokens[name]
-		v := strings.TrimSpace(os.Getenv(env))
-		if v == "" {
-			return nil, fmt.Errorf("site.api_tokens.%s: $%s is not set: export the token there, or remove the entry", name, env)
-		}
-		out[name] = v
-	}
-	if !IsLoopback(s.Listen) && len(out) == 0 {
-		return nil, fmt.Errorf("site.listen %q is reachable beyond this host: name a token in site.api_tokens (the API runs writes and calls for whoever asks)", s.Listen)
-	}
-	return out, nil
-}
-
 // MaxBodyBytesLimit is the largest site.max_body_bytes: a body of that size,
 // even written as JSON escapes (6 bytes a character), keeps a notification's
 // hand-off under Temporal's 2 MB payload limit.
@@ -323,17 +305,6 @@ func (d *Database) UnmarshalYAML(n *yaml.Node) error {
 	*d = DefaultDatabase()
 	return n.Decode((*plain)(d))
 }
-
-// AuthValue reads the auth header's value from its variable ("" when none).
-func (e ExternalSystem) AuthValue() string {
-	if e.AuthEnv == "" {
-		return ""
-	}
-	return os.Getenv(e.AuthEnv)
-}
-
-// SQLServerDSN is the DSN with the password from its variable.
-func (d Database) SQLServerDSN() (string, error) { return dsnWithPassword(d.DSN, d.PasswordEnv) }
 
 // Central configures the central worker.
 type Central struct {
@@ -605,9 +576,6 @@ func Parse(r io.Reader, base Config) (Config, error) {
 	}
 	return parse(data, base)
 }
-
-// SMTPPassword reads the SMTP password from its environment variable.
-func (c Central) SMTPPassword() string { return os.Getenv(c.SMTP.PasswordEnv) }
 
 // SQLServerDSN is the configured DSN with the password from its variable.
 func (s CentralStore) SQLServerDSN() (string, error) {

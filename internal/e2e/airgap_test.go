@@ -12,6 +12,8 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/airgapsync"
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/siteconfig"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/site"
 )
@@ -29,7 +31,7 @@ func TestAirgapRoundTrip(t *testing.T) {
 
 	// The site: the SDK on the site file, no Temporal client at all.
 	c, err := site.Open(ctx, s.cfg.Site.Store, site.Options{SiteID: "ship-7", Node: "node-a",
-		ExternalSystems: map[string]site.ExternalSystem{"erp": testSystem(s.demo.URL() + "/api")}})
+		ExternalSystems: siteconfig.ExternalSystems(map[string]config.ExternalSystem{"erp": testSystem(s.demo.URL() + "/api")})})
 	require.NoError(t, err)
 	var ids []string
 	for i := range notifications {
@@ -74,7 +76,9 @@ func TestAirgapRoundTrip(t *testing.T) {
 	require.Zero(t, first.Duplicates)
 
 	waitFor(t, 3*time.Minute, func() bool { return len(s.received()) == notifications },
-		func() string { return fmt.Sprintf("%d of %d notifications delivered", len(s.received()), notifications) })
+		func() string {
+			return fmt.Sprintf("%d of %d notifications delivered", len(s.received()), notifications)
+		})
 	for _, id := range ids {
 		require.Equal(t, 1, s.received()[id], "notification %s delivered once", id)
 	}

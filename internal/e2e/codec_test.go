@@ -22,7 +22,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/devserver"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 )
 
 // writeKey writes a new random payload key to a file and returns its config.
@@ -79,7 +79,7 @@ func TestEncryptedPayloadsReadOnlyThroughCodecServer(t *testing.T) {
 	}
 
 	// Rotation: a client whose newest key is k2 still reads k1's workflows.
-	rotated, err := temporalclient.PayloadCodec([]config.EncryptionKey{writeKey(t, "k2"), k1})
+	rotated, err := fromconfig.PayloadCodec([]config.EncryptionKey{writeKey(t, "k2"), k1})
 	require.NoError(t, err)
 	iter := s.server.Client().GetWorkflowHistory(t.Context(), ids[0], "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var input []*commonpb.Payload // the submission, signalled with the start

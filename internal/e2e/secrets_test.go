@@ -22,8 +22,8 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/devserver"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/outbox"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 )
 
 // Every secret Outpost handles is set to a marker: the site API token, the
@@ -204,7 +204,7 @@ log: {level: debug}
 // bytes appended; each must show its plain text (workflow id → text).
 func decodedHistories(t *testing.T, s *stack, plain map[string]string) string {
 	t.Helper()
-	c, err := temporalclient.PayloadCodec(s.cfg.Temporal.EncryptionKeys)
+	c, err := fromconfig.PayloadCodec(s.cfg.Temporal.EncryptionKeys)
 	require.NoError(t, err)
 	page, err := outbox.New(nil, nil, outbox.Options{Codec: c}) // the codec server alone
 	require.NoError(t, err)

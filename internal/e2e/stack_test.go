@@ -29,10 +29,10 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/devserver"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/logging"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
 
@@ -144,7 +144,7 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 	}
 	s.startTemporal()
 	s.startSMTP()
-	c, err := temporalclient.Dial(cfg.Temporal, s.log, s.metrics.SDK)
+	c, err := fromconfig.DialTemporal(cfg.Temporal, s.log, s.metrics.SDK)
 	require.NoError(t, err)
 	s.client = c
 	t.Cleanup(c.Close)
@@ -235,7 +235,9 @@ func (s *stack) startCentral() {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, s.client, s.cfg.Temporal.Namespace, s.log))
-	central, err := workers.NewCentral(ctx, s.cfg.Central, s.cfg.Temporal, s.client, s.metrics.Registry)
+	opts, err := fromconfig.Central(s.cfg.Central, s.cfg.Temporal)
+	require.NoError(s.t, err)
+	central, err := workers.NewCentral(ctx, opts, s.client, s.metrics.Registry)
 	require.NoError(s.t, err)
 	s.centralURL = "http://" + central.Addr()
 	done := make(chan error, 1)
@@ -276,9 +278,9 @@ func (s *stack) firstSite() *siteProc {
 func (s *stack) runSite(cfg config.Site) *siteProc {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	tc, err := temporalclient.Lazy(s.cfg.Temporal, s.log)
+	tc, err := fromconfig.LazyTemporal(s.cfg.Temporal, s.log)
 	require.NoError(s.t, err)
-	d, err := sitedaemon.StartDaemon(ctx, cfg, tc, s.log.With(zap.String("site", cfg.ID)))
+	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), tc, s.log.With(zap.String("site", cfg.ID)))
 	require.NoError(s.t, err)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()

@@ -7,6 +7,7 @@ package httpserve
 import (
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -75,4 +76,20 @@ type slotConn struct {
 func (c *slotConn) Close() error {
 	c.once.Do(c.release)
 	return c.Conn.Close()
+}
+
+// IsLoopback reports whether a listen address (host:port) is reachable
+// from this host only: a loopback IP or localhost. An empty host listens on
+// every interface. (Package config has its own copy for `config check`: it
+// imports nothing of the project.)
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

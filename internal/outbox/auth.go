@@ -60,8 +60,8 @@ type Auth struct {
 	SessionTTL time.Duration
 }
 
-// open reports whether the page asks nobody who they are.
-func (a Auth) open() bool { return len(a.Users) == 0 && a.ProxyHeader == "" }
+// Open reports whether the page asks nobody who they are.
+func (a Auth) Open() bool { return len(a.Users) == 0 && a.ProxyHeader == "" }
 
 // identity is who made a request.
 type identity struct {
@@ -111,7 +111,7 @@ func newAuthenticator(auth Auth, now func() time.Time) (*authenticator, error) {
 
 // identify returns who made r, and false when nobody signed in.
 func (a *authenticator) identify(r *http.Request) (identity, bool) {
-	if a.auth.open() {
+	if a.auth.Open() {
 		return identity{Name: DefaultOperator, Role: RoleOperator}, true
 	}
 	if name := a.proxyUser(r); name != "" {

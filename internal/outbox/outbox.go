@@ -229,7 +229,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, who identity) {
 func (h *handler) pageData(w http.ResponseWriter, r *http.Request, who identity) pageData {
 	return pageData{
 		Now: h.opts.Now().UTC(), StuckAge: h.opts.StuckAge, Window: h.opts.Window,
-		Flash: readFlash(w, r), Who: who, Open: h.opts.Auth.open(),
+		Flash: readFlash(w, r), Who: who, Open: h.opts.Auth.Open(),
 		uiURL: strings.TrimRight(h.opts.TemporalUIURL, "/"), namespace: h.opts.Namespace,
 	}
 }

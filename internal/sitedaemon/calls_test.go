@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/logging"
+	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
 )
@@ -38,23 +39,37 @@ func erpServer(t *testing.T, failWith *atomic.Int32) *httptest.Server {
 	return srv
 }
 
-func siteDefinitions(erpURL, dbPath string) config.Site {
-	cfg := config.Default().Site
-	erp := config.DefaultExternalSystem()
+// defaultOptions are the daemon's options from the config file's defaults
+// (config.Default().Site).
+func defaultOptions() Options {
+	return Options{
+		ID: "site-1", Node: "node-a", Store: "outpost-site.db", Listen: "127.0.0.1:8480",
+		ForwardInterval: 10 * time.Second, ForwardBatch: 100, ForwardParallelism: 8,
+		PollInterval: 250 * time.Millisecond, MaxBodyBytes: 64 << 10,
+		CommitBatch: 256, CommitDelay: 2 * time.Millisecond,
+		TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
+		TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
+		PollerCheckInterval: 30 * time.Second,
+	}
+}
+
+func siteDefinitions(erpURL, dbPath string) Options {
+	cfg := defaultOptions()
+	erp := targets.DefaultExternalSystem()
 	erp.BaseURL, erp.Timeout = erpURL, time.Second
-	erp.Methods = map[string]config.Method{"getOrder": {Verb: "GET", Path: "/orders/{id}"}}
-	db := config.DefaultDatabase()
+	erp.Methods = map[string]targets.Method{"getOrder": {Verb: "GET", Path: "/orders/{id}"}}
+	db := targets.DefaultDatabase()
 	db.DSN = dbPath
-	cfg.ExternalSystems = map[string]config.ExternalSystem{"erp": erp}
-	cfg.Databases = map[string]config.Database{"historian": db}
+	cfg.ExternalSystems = map[string]targets.ExternalSystem{"erp": erp}
+	cfg.Databases = map[string]targets.Database{"historian": db}
 	return cfg
 }
 
 // openSite is a client of cfg's store and targets, the way the daemon
 // makes its own.
-func openSite(t *testing.T, cfg config.Site) *site.Client {
+func openSite(t *testing.T, cfg Options) *site.Client {
 	t.Helper()
-	store, err := site.OpenStore(context.Background(), cfg, nil)
+	store, err := sitestore.Open(context.Background(), cfg.Store, sitestore.Options{CommitBatch: cfg.CommitBatch, CommitDelay: cfg.CommitDelay})
 	require.NoError(t, err)
 	c := site.New(store, targets.New(cfg.ExternalSystems, cfg.Databases), site.Options{SiteID: cfg.ID, Node: cfg.Node})
 	t.Cleanup(func() { c.Close() })
@@ -154,7 +169,7 @@ func TestDaemonPurgesTerminalRowsWithCentralUnreachable(t *testing.T) {
 
 // daemonSiteConfig is a site in a temporary folder whose external system
 // "erp" answers 200, or the status in failWith when it is set.
-func daemonSiteConfig(t *testing.T, failWith *atomic.Int32) config.Site {
+func daemonSiteConfig(t *testing.T, failWith *atomic.Int32) Options {
 	t.Helper()
 	erp := erpServer(t, failWith)
 	dir := t.TempDir()
@@ -165,12 +180,12 @@ func daemonSiteConfig(t *testing.T, failWith *atomic.Int32) config.Site {
 
 // startDaemonCentralDown runs a site daemon whose Temporal address has
 // nothing listening: central is down for the whole test.
-func startDaemonCentralDown(t *testing.T, cfg config.Site) (*Daemon, context.Context) {
+func startDaemonCentralDown(t *testing.T, cfg Options) (*Daemon, context.Context) {
 	t.Helper()
-	tcfg := config.Default().Temporal
-	tcfg.Address = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	log := zaptest.NewLogger(t)
-	tc, err := temporalclient.Lazy(tcfg, log)
+	tc, err := client.NewLazyClient(client.Options{
+		HostPort: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), Logger: logging.NewTemporal(log),
+	})
 	require.NoError(t, err)
 	t.Cleanup(tc.Close)
 	d, err := StartDaemon(context.Background(), cfg, tc, log)

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outpost-dev/outpost/activities/onsite"
-	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/httpserve"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
@@ -35,7 +34,7 @@ type Daemon struct {
 	Telemetry *Telemetry
 	store     *sitestore.Store
 	targets   *targets.Registry
-	cfg       config.Site
+	opts      Options
 	temporal  client.Client
 	listener  net.Listener
 	server    *http.Server
@@ -45,50 +44,50 @@ type Daemon struct {
 }
 
 // StartDaemon opens the store and binds the API address; Run serves.
-func StartDaemon(ctx context.Context, cfg config.Site, tc client.Client, log *zap.Logger) (*Daemon, error) {
-	tokens, err := cfg.TokenValues()
+func StartDaemon(ctx context.Context, opts Options, tc client.Client, log *zap.Logger) (*Daemon, error) {
+	tokens, err := tokenValues(opts)
 	if err != nil {
 		return nil, err
 	}
-	store, err := site.OpenStore(ctx, cfg, nil)
+	store, err := sitestore.Open(ctx, opts.Store, sitestore.Options{CommitBatch: opts.CommitBatch, CommitDelay: opts.CommitDelay})
 	if err != nil {
 		return nil, err
 	}
-	reg := targets.New(cfg.ExternalSystems, cfg.Databases)
+	reg := targets.New(opts.ExternalSystems, opts.Databases)
 	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
-		Interval: cfg.ForwardInterval, Batch: cfg.ForwardBatch, Parallelism: cfg.ForwardParallelism,
-		PollInterval: cfg.PollInterval, RedactFields: cfg.RedactFields, HideSubject: cfg.WorkflowSummary == config.SummaryListOnly,
+		Interval: opts.ForwardInterval, Batch: opts.ForwardBatch, Parallelism: opts.ForwardParallelism,
+		PollInterval: opts.PollInterval, RedactFields: opts.RedactFields, HideSubject: opts.HideSubject,
 	}, log.Named("forwarder"))
 	c := site.New(store, reg, site.Options{
-		SiteID: cfg.ID, Node: cfg.Node, Temporal: tc, MaxBodyBytes: cfg.MaxBodyBytes, OnEnqueue: fwd.Wake,
+		SiteID: opts.ID, Node: opts.Node, Temporal: tc, MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake,
 	})
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("site api: listen on %s (site.listen): %w", cfg.Listen, err)
+		return nil, fmt.Errorf("site api: listen on %s (site.listen): %w", opts.Listen, err)
 	}
-	identity := workerIdentity(cfg.ID, cfg.Node)
-	pollers := newPollerWatch(tc, cfg.ID, identity, log.Named("pollers"))
-	api := APIOptions{Hosts: cfg.APIHosts, Tokens: tokens, RedactFields: cfg.RedactFields}
-	server, err := apiServer(cfg, daemonHandler(c, store, tc, fwd, pollers, api, cfg.MetricsNeedToken, log))
+	identity := workerIdentity(opts.ID, opts.Node)
+	pollers := newPollerWatch(tc, opts.ID, identity, log.Named("pollers"))
+	api := APIOptions{Hosts: opts.APIHosts, Tokens: tokens, RedactFields: opts.RedactFields}
+	server, err := apiServer(opts, daemonHandler(c, store, tc, fwd, pollers, api, opts.MetricsNeedToken, log))
 	if err != nil {
 		ln.Close()
 		c.Close()
 		return nil, err
 	}
 	return &Daemon{
-		Client: c, Forwarder: fwd, store: store, targets: reg, cfg: cfg, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
-		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: cfg.ID, Batch: cfg.TelemetryBatch, Delay: cfg.TelemetryDelay}, log.Named("telemetry")),
+		Client: c, Forwarder: fwd, store: store, targets: reg, opts: opts, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
+		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: opts.ID, Batch: opts.TelemetryBatch, Delay: opts.TelemetryDelay}, log.Named("telemetry")),
 		server:    server,
 	}, nil
 }
 
 // apiServer is the HTTP server of h, over TLS when site.tls_cert_file and
 // tls_key_file are set (reloaded when they change).
-func apiServer(cfg config.Site, h http.Handler) (*http.Server, error) {
+func apiServer(opts Options, h http.Handler) (*http.Server, error) {
 	server := httpserve.Server(h)
-	if cfg.TLSCertFile != "" {
-		certs, err := httpserve.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile)
+	if opts.TLSCertFile != "" {
+		certs, err := httpserve.NewCertificates(opts.TLSCertFile, opts.TLSKeyFile)
 		if err != nil {
 			return nil, err
 		}
@@ -134,16 +133,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	g.Go(func() error { return d.Forwarder.Run(ctx) })
 	g.Go(func() error { return d.Telemetry.Run(ctx) })
 	g.Go(func() error {
-		return runPurge(ctx, d.store, d.cfg.TrackingRetention, d.cfg.PurgeInterval, time.Now, d.log.Named("purge"))
+		return runPurge(ctx, d.store, d.opts.TrackingRetention, d.opts.PurgeInterval, time.Now, d.log.Named("purge"))
 	})
 	// One SiteActivities for the worker and the site's own retries: they
 	// share its per-call locks.
-	acts := &onsite.SiteActivities{Store: d.store, Targets: d.targets, Node: d.cfg.Node}
+	acts := &onsite.SiteActivities{Store: d.store, Targets: d.targets, Node: d.opts.Node}
 	g.Go(func() error {
-		return runWorker(ctx, d.temporal, d.cfg.ID, d.identity, acts, d.cfg.ReconcileInterval, d.cfg.ForwardInterval, d.log.Named("worker"))
+		return runWorker(ctx, d.temporal, d.opts.ID, d.identity, acts, d.opts.ReconcileInterval, d.opts.ForwardInterval, d.log.Named("worker"))
 	})
 	g.Go(func() error { return runLocalRetries(ctx, d.store, acts, time.Second, d.log.Named("retries")) })
-	g.Go(func() error { return d.pollers.run(ctx, d.cfg.PollerCheckInterval) })
+	g.Go(func() error { return d.pollers.run(ctx, d.opts.PollerCheckInterval) })
 	g.Go(func() error {
 		if err := d.serve(); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("site api: %w", err)

@@ -13,8 +13,6 @@ import (
 
 	_ "github.com/microsoft/go-mssqldb" // registers the "sqlserver" driver
 	_ "modernc.org/sqlite"              // registers the "sqlite" driver
-
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 // errClosed is the underlying error of a write after Close.
@@ -88,7 +86,7 @@ func dbFailure(ctx context.Context, timeout time.Duration, err error, secret str
 }
 
 // pool returns the connection's pool, opening it on first use.
-func (r *Registry) pool(name string, db config.Database) (*sql.DB, error) {
+func (r *Registry) pool(name string, db Database) (*sql.DB, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -107,14 +105,14 @@ func (r *Registry) pool(name string, db config.Database) (*sql.DB, error) {
 
 // openPool opens a pool for db; sql.Open connects lazily, so a missing file
 // or an unreachable server shows on the first attempt, not here.
-func openPool(db config.Database) (*sql.DB, error) {
+func openPool(db Database) (*sql.DB, error) {
 	switch driverOf(db) {
-	case config.DriverSQLite:
+	case DriverSQLite:
 		p := sql.OpenDB(sqliteConnector{dsn: sqliteDSN(db.DSN, timeoutOr(db.Timeout)), driver: guardedSQLiteDriver(db.Allow)})
 		// One writer at a time per file; more connections would only queue on its lock.
 		p.SetMaxOpenConns(1)
 		return p, nil
-	case config.DriverSQLServer:
+	case DriverSQLServer:
 		dsn, err := db.SQLServerDSN()
 		if err != nil {
 			// The parse error quotes the DSN, which may hold a password.
@@ -129,16 +127,16 @@ func openPool(db config.Database) (*sql.DB, error) {
 	return nil, &InvalidError{Field: "connection", Reason: fmt.Sprintf("unknown driver %q", db.Driver)}
 }
 
-func driverOf(db config.Database) string {
+func driverOf(db Database) string {
 	if db.Driver == "" {
-		return config.DriverSQLite
+		return DriverSQLite
 	}
 	return db.Driver
 }
 
 // password is the SQL Server password, to keep it out of messages.
-func password(db config.Database) string {
-	if driverOf(db) != config.DriverSQLServer || db.PasswordEnv == "" {
+func password(db Database) string {
+	if driverOf(db) != DriverSQLServer || db.PasswordEnv == "" {
 		return ""
 	}
 	return os.Getenv(db.PasswordEnv)

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 const (
@@ -81,15 +79,15 @@ func (r *Registry) call(ctx context.Context, req Request) (Result, error) {
 }
 
 // idempotencyHeader names the header that carries a call's idempotency key.
-func idempotencyHeader(sys config.ExternalSystem) string {
+func idempotencyHeader(sys ExternalSystem) string {
 	if sys.IdempotencyHeader == "" {
-		return config.DefaultIdempotencyHeader
+		return DefaultIdempotencyHeader
 	}
 	return sys.IdempotencyHeader
 }
 
 // newHTTPRequest builds the request for method m of sys with params.
-func newHTTPRequest(ctx context.Context, sys config.ExternalSystem, m config.Method, params map[string]any) (*http.Request, error) {
+func newHTTPRequest(ctx context.Context, sys ExternalSystem, m Method, params map[string]any) (*http.Request, error) {
 	path, rest, err := expandPath(m.Path, params)
 	if err != nil {
 		return nil, err

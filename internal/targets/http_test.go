@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 // seen is what a test server received.
@@ -54,12 +53,12 @@ func (rec *recorder) seen() seen {
 	return rec.last
 }
 
-func httpRegistry(t *testing.T, sys config.ExternalSystem) *Registry {
+func httpRegistry(t *testing.T, sys ExternalSystem) *Registry {
 	t.Helper()
 	if sys.Timeout == 0 {
 		sys.Timeout = 5 * time.Second
 	}
-	r := New(map[string]config.ExternalSystem{"erp": sys}, nil)
+	r := New(map[string]ExternalSystem{"erp": sys}, nil)
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
 	return r
 }
@@ -67,7 +66,7 @@ func httpRegistry(t *testing.T, sys config.ExternalSystem) *Registry {
 func TestCallPathEscapingAndJSONBody(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusCreated, `{"ok": true}`)
-	r := httpRegistry(t, config.ExternalSystem{BaseURL: rec.URL + "/api/", Methods: map[string]config.Method{
+	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL + "/api/", Methods: map[string]Method{
 		"addLine": {Verb: "POST", Path: "/orders/{id}/lines/{line}"},
 	}})
 	res, err := r.Execute(t.Context(), call("erp", "addLine", map[string]any{
@@ -89,7 +88,7 @@ func TestCallPathEscapingAndJSONBody(t *testing.T) {
 func TestCallGETSendsQuery(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusOK, `[1,2]`)
-	r := httpRegistry(t, config.ExternalSystem{BaseURL: rec.URL, Methods: map[string]config.Method{
+	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{
 		"find": {Verb: "GET", Path: "/orders/{id}"},
 	}})
 	_, err := r.Execute(t.Context(), call("erp", "find", map[string]any{
@@ -107,7 +106,7 @@ func TestCallGETSendsQuery(t *testing.T) {
 func TestCallDefaultVerbIsPOSTWithEmptyObject(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusNoContent, "")
-	r := httpRegistry(t, config.ExternalSystem{BaseURL: rec.URL, Methods: map[string]config.Method{"ping": {Path: "ping"}}})
+	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{"ping": {Path: "ping"}}})
 	res, err := r.Execute(t.Context(), call("erp", "ping", nil))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNoContent, res.HTTPStatus)
@@ -121,7 +120,7 @@ func TestCallDefaultVerbIsPOSTWithEmptyObject(t *testing.T) {
 func TestCallNonJSONBodyBecomesString(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusOK, "accepted <b>7</b>")
-	r := httpRegistry(t, config.ExternalSystem{BaseURL: rec.URL, Methods: map[string]config.Method{"m": {}}})
+	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{"m": {}}})
 	res, err := r.Execute(t.Context(), call("erp", "m", nil))
 	require.NoError(t, err)
 	var s string
@@ -133,7 +132,7 @@ func TestCallHugeBodyIsCutToString(t *testing.T) {
 	t.Parallel()
 	big := `["` + strings.Repeat("x", maxBody) + `"]`
 	rec := newRecorder(t, http.StatusOK, big)
-	r := httpRegistry(t, config.ExternalSystem{BaseURL: rec.URL, Methods: map[string]config.Method{"m": {}}})
+	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{"m": {}}})
 	res, err := r.Execute(t.Context(), call("erp", "m", nil))
 	require.NoError(t, err)
 	var s string
@@ -149,7 +148,7 @@ func TestCallStatusClassification(t *testing.T) {
 		_, _ = io.WriteString(w, `{"error":"no such order"}`)
 	}))
 	t.Cleanup(srv.Close)
-	r := httpRegistry(t, config.ExternalSystem{BaseURL: srv.URL, Methods: map[string]config.Method{
+	r := httpRegistry(t, ExternalSystem{BaseURL: srv.URL, Methods: map[string]Method{
 		"status": {Verb: "GET", Path: "/status/{code}"},
 	}})
 	for _, tt := range []struct {
@@ -176,7 +175,7 @@ func TestCallStatusClassification(t *testing.T) {
 func TestCallErrorBodyExcerptIsShort(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusBadRequest, strings.Repeat("é", 2000))
-	r := httpRegistry(t, config.ExternalSystem{BaseURL: rec.URL, Methods: map[string]config.Method{"m": {}}})
+	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{"m": {}}})
 	_, err := r.Execute(t.Context(), call("erp", "m", nil))
 	var f *Failure
 	require.ErrorAs(t, err, &f)
@@ -189,7 +188,7 @@ func TestCallConnectionRefusedIsTransient(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
-	r := httpRegistry(t, config.ExternalSystem{BaseURL: srv.URL, Methods: map[string]config.Method{"m": {}}})
+	r := httpRegistry(t, ExternalSystem{BaseURL: srv.URL, Methods: map[string]Method{"m": {}}})
 	_, err := r.Execute(t.Context(), call("erp", "m", nil))
 	var f *Failure
 	require.ErrorAs(t, err, &f)
@@ -210,7 +209,7 @@ func TestCallTimeoutIsTransient(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) }) // runs first: the handler returns before Close waits for it
-	r := httpRegistry(t, config.ExternalSystem{BaseURL: srv.URL, Timeout: 200 * time.Millisecond, Methods: map[string]config.Method{"m": {}}})
+	r := httpRegistry(t, ExternalSystem{BaseURL: srv.URL, Timeout: 200 * time.Millisecond, Methods: map[string]Method{"m": {}}})
 	_, err := r.Execute(t.Context(), call("erp", "m", nil))
 	var f *Failure
 	require.ErrorAs(t, err, &f)
@@ -235,8 +234,8 @@ func TestCallAuth(t *testing.T) {
 	t.Cleanup(echo.Close)
 	refused := httptest.NewServer(http.NotFoundHandler())
 	refused.Close()
-	methods := map[string]config.Method{"ok": {Path: "/ok"}, "bad": {Path: "/bad"}}
-	r := New(map[string]config.ExternalSystem{
+	methods := map[string]Method{"ok": {Path: "/ok"}, "bad": {Path: "/bad"}}
+	r := New(map[string]ExternalSystem{
 		"erp":  {BaseURL: echo.URL, Methods: methods, Timeout: 5 * time.Second, AuthHeader: "X-Api-Key", AuthEnv: "OUTPOST_TEST_ERP_KEY"},
 		"down": {BaseURL: refused.URL, Methods: methods, Timeout: 5 * time.Second, AuthHeader: "X-Api-Key", AuthEnv: "OUTPOST_TEST_ERP_KEY"},
 	}, nil)
@@ -267,8 +266,8 @@ func TestRedirectDropsAuthAcrossHosts(t *testing.T) {
 		http.Redirect(w, r, other.URL+"/landed", http.StatusFound)
 	}))
 	t.Cleanup(origin.Close)
-	r := httpRegistry(t, config.ExternalSystem{
-		BaseURL: origin.URL, Methods: map[string]config.Method{"m": {Verb: "GET"}},
+	r := httpRegistry(t, ExternalSystem{
+		BaseURL: origin.URL, Methods: map[string]Method{"m": {Verb: "GET"}},
 		AuthHeader: "X-Api-Key", AuthEnv: "OUTPOST_TEST_REDIRECT_KEY",
 	})
 	_, err := r.Execute(t.Context(), call("erp", "m", nil))
@@ -289,8 +288,8 @@ func TestCallReadsRetryAfter(t *testing.T) {
 		w.WriteHeader(int(status.Load()))
 	}))
 	t.Cleanup(srv.Close)
-	r := New(map[string]config.ExternalSystem{"erp": {BaseURL: srv.URL, Timeout: time.Second,
-		Methods: map[string]config.Method{"createOrder": {Verb: "POST", Path: "/orders"}}}}, nil)
+	r := New(map[string]ExternalSystem{"erp": {BaseURL: srv.URL, Timeout: time.Second,
+		Methods: map[string]Method{"createOrder": {Verb: "POST", Path: "/orders"}}}}, nil)
 	t.Cleanup(func() { r.Close() })
 	inTwoMinutes := time.Now().Add(2 * time.Minute).UTC().Format(http.TimeFormat)
 	for _, tc := range []struct {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 // Defaults used when a definition leaves a field zero or is gone.
@@ -32,8 +31,8 @@ const (
 // Registry holds the site's definitions and the database pools. It is safe
 // for concurrent use.
 type Registry struct {
-	systems   map[string]config.ExternalSystem
-	databases map[string]config.Database
+	systems   map[string]ExternalSystem
+	databases map[string]Database
 	client    *http.Client
 
 	mu     sync.Mutex
@@ -43,7 +42,7 @@ type Registry struct {
 
 // New returns a registry of the given external systems and databases.
 // Database pools open on first use.
-func New(systems map[string]config.ExternalSystem, databases map[string]config.Database) *Registry {
+func New(systems map[string]ExternalSystem, databases map[string]Database) *Registry {
 	return &Registry{
 		systems:   maps.Clone(systems),
 		databases: maps.Clone(databases),
@@ -113,7 +112,7 @@ func (r *Registry) validateWrite(req Request) error {
 	if !ok {
 		return &InvalidError{Field: "connection", Reason: fmt.Sprintf("unknown database %q", req.Connection)}
 	}
-	if d := driverOf(db); d != config.DriverSQLite && d != config.DriverSQLServer {
+	if d := driverOf(db); d != DriverSQLite && d != DriverSQLServer {
 		return &InvalidError{Field: "connection", Reason: fmt.Sprintf("database %q has unknown driver %q", req.Connection, d)}
 	}
 	if strings.TrimSpace(req.SQL) == "" {

@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 // newTargetDB creates a SQLite file with table readings(id PRIMARY KEY,
@@ -30,7 +28,7 @@ func newTargetDB(t *testing.T) (string, *sql.DB) {
 
 func sqliteRegistry(t *testing.T, path string, timeout time.Duration) *Registry {
 	t.Helper()
-	r := New(nil, map[string]config.Database{"historian": {Driver: config.DriverSQLite, DSN: path, Timeout: timeout}})
+	r := New(nil, map[string]Database{"historian": {Driver: DriverSQLite, DSN: path, Timeout: timeout}})
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
 	return r
 }
@@ -127,7 +125,7 @@ func TestSQLitePermanentErrors(t *testing.T) {
 func TestSQLiteWriteAfterCloseFails(t *testing.T) {
 	t.Parallel()
 	path, _ := newTargetDB(t)
-	r := New(nil, map[string]config.Database{"historian": {DSN: path, Timeout: time.Second}})
+	r := New(nil, map[string]Database{"historian": {DSN: path, Timeout: time.Second}})
 	require.NoError(t, r.Close())
 	_, err := r.Execute(t.Context(), write("historian", `INSERT INTO readings (tag) VALUES (?)`, "x"))
 	f := requireFailure(t, err, false)

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 // A buffered write runs exactly one data-changing statement: INSERT,
@@ -23,13 +21,13 @@ import (
 // inside the engine as well (sqliteAuthorizer), in case the lexer here and
 // SQLite's ever disagree.
 
-// Statement classes a database definition can allow (config.Database.Allow).
+// Statement classes a database definition can allow (Database.Allow).
 const (
 	classDML         = "dml"
-	classDDL         = config.AllowDDL
-	classPragma      = config.AllowPragma
-	classAttach      = config.AllowAttach
-	classExec        = config.AllowExec
+	classDDL         = AllowDDL
+	classPragma      = AllowPragma
+	classAttach      = AllowAttach
+	classExec        = AllowExec
 	classRead        = "read"
 	classTransaction = "transaction"
 	classOther       = "other"
@@ -47,7 +45,7 @@ type statement struct {
 
 // checkStatement returns an *InvalidError unless sql is one statement the
 // database's definition lets a buffered write run with nArgs arguments.
-func checkStatement(sql string, db config.Database, nArgs int) error {
+func checkStatement(sql string, db Database, nArgs int) error {
 	driver := driverOf(db)
 	stmts, err := lexStatements(sql, driver)
 	if err != nil {
@@ -93,9 +91,9 @@ func classProblem(st statement, driver string, allow []string) string {
 func classAppliesTo(class, driver string) bool {
 	switch class {
 	case classPragma, classAttach:
-		return driver == config.DriverSQLite
+		return driver == DriverSQLite
 	case classExec:
-		return driver == config.DriverSQLServer
+		return driver == DriverSQLServer
 	}
 	return true
 }
@@ -302,7 +300,7 @@ func (l *lexer) skipBlockComment() error {
 	start, depth := l.pos, 0
 	for l.pos < len(l.src) {
 		switch {
-		case l.peek(0) == '/' && l.peek(1) == '*' && (depth == 0 || l.driver == config.DriverSQLServer):
+		case l.peek(0) == '/' && l.peek(1) == '*' && (depth == 0 || l.driver == DriverSQLServer):
 			depth++
 			l.pos += 2
 		case l.peek(0) == '*' && l.peek(1) == '/':
@@ -341,7 +339,7 @@ func (l *lexer) skipQuoted(open, close byte) error {
 // ?, ?NNN, :name, @name and $name; SQL Server (the sqlserver driver) takes
 // @name and @pNNN.
 func (l *lexer) startsParam(c byte) bool {
-	if l.driver == config.DriverSQLServer {
+	if l.driver == DriverSQLServer {
 		return c == '@'
 	}
 	return c == '?' || c == ':' || c == '@' || c == '$'
@@ -364,7 +362,7 @@ func (l *lexer) param() token {
 		return token{kind: tokOther}
 	}
 	name := l.word()
-	if c == '@' && l.driver == config.DriverSQLServer && len(name) > 1 && (name[0] == 'p' || name[0] == 'P') {
+	if c == '@' && l.driver == DriverSQLServer && len(name) > 1 && (name[0] == 'p' || name[0] == 'P') {
 		if n, err := strconv.Atoi(name[1:]); err == nil && n > 0 {
 			return token{kind: tokParam, n: n}
 		}

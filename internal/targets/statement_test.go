@@ -10,18 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 func TestCheckStatement(t *testing.T) {
 	t.Parallel()
-	lite := config.Database{Driver: config.DriverSQLite}
-	mssql := config.Database{Driver: config.DriverSQLServer}
-	allow := func(db config.Database, classes ...string) config.Database { db.Allow = classes; return db }
+	lite := Database{Driver: DriverSQLite}
+	mssql := Database{Driver: DriverSQLServer}
+	allow := func(db Database, classes ...string) Database { db.Allow = classes; return db }
 	for _, tc := range []struct {
 		name  string
-		db    config.Database
+		db    Database
 		sql   string
 		nArgs int
 		want  string // "" for allowed, else part of the refusal
@@ -53,10 +51,10 @@ func TestCheckStatement(t *testing.T) {
 		{"unterminated string", lite, `INSERT INTO readings (tag) VALUES ('a)`, 0, "' opened at byte 35 is never closed"},
 		{"unterminated comment", lite, `DELETE FROM readings /* ;`, 0, "comment opened at byte 21 is never closed"},
 		{"empty after comments", lite, `-- nothing`, 0, "holds 0 statements"},
-		{"allowed pragma", allow(lite, config.AllowPragma), `PRAGMA user_version = 3`, 0, ""},
-		{"allowed ddl", allow(lite, config.AllowDDL), `CREATE TABLE t (a)`, 0, ""},
-		{"allowed ddl is still one statement", allow(lite, config.AllowDDL), `CREATE TABLE t (a); DROP TABLE readings`, 0, "holds 2 statements"},
-		{"pragma is not sql server", allow(mssql, config.AllowPragma), `PRAGMA x`, 0, "is not a statement a write may run"},
+		{"allowed pragma", allow(lite, AllowPragma), `PRAGMA user_version = 3`, 0, ""},
+		{"allowed ddl", allow(lite, AllowDDL), `CREATE TABLE t (a)`, 0, ""},
+		{"allowed ddl is still one statement", allow(lite, AllowDDL), `CREATE TABLE t (a); DROP TABLE readings`, 0, "holds 2 statements"},
+		{"pragma is not sql server", allow(mssql, AllowPragma), `PRAGMA x`, 0, "is not a statement a write may run"},
 		{"sql server positional", mssql, `UPDATE readings SET value = @p2 WHERE tag = @p1`, 2, ""},
 		{"sql server missing", mssql, `UPDATE readings SET value = @p2 WHERE tag = @p1`, 1, "takes 2 argument(s) and 1 were given"},
 		{"sql server system function", mssql, `UPDATE readings SET n = @@ROWCOUNT WHERE tag = @p1`, 1, ""},
@@ -64,7 +62,7 @@ func TestCheckStatement(t *testing.T) {
 		{"sql server merge", mssql, `MERGE readings AS t USING (SELECT @p1 AS tag) AS s ON t.tag = s.tag WHEN NOT MATCHED THEN INSERT (tag) VALUES (s.tag);`, 1, ""},
 		{"sql server exec", mssql, `EXEC dbo.Cleanup`, 0, "allow: [exec]"},
 		{"sql server insert exec", mssql, `INSERT INTO readings EXEC dbo.Anything`, 0, "INSERT … EXEC statements are refused"},
-		{"sql server allowed exec", allow(mssql, config.AllowExec), `EXEC dbo.Cleanup @p1`, 1, ""},
+		{"sql server allowed exec", allow(mssql, AllowExec), `EXEC dbo.Cleanup @p1`, 1, ""},
 		{"sql server truncate", mssql, `TRUNCATE TABLE readings`, 0, "allow: [ddl]"},
 		{"sql server use", mssql, `USE master`, 0, "USE is not a statement a write may run"},
 	} {
@@ -113,8 +111,8 @@ func TestSQLiteWriteRefusesEscapes(t *testing.T) {
 func TestSQLiteConnectionStateDoesNotOutliveTheRequest(t *testing.T) {
 	t.Parallel()
 	path, db := newTargetDB(t)
-	r := New(nil, map[string]config.Database{"historian": {DSN: path, Timeout: 5 * time.Second,
-		Allow: []string{config.AllowPragma, config.AllowAttach}}})
+	r := New(nil, map[string]Database{"historian": {DSN: path, Timeout: 5 * time.Second,
+		Allow: []string{AllowPragma, AllowAttach}}})
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
 
 	_, err := r.Execute(t.Context(), write("historian", `PRAGMA query_only=1`))

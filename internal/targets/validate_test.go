@@ -9,21 +9,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/config"
 )
 
 func testRegistry() *Registry {
 	return New(
-		map[string]config.ExternalSystem{"erp": {
+		map[string]ExternalSystem{"erp": {
 			BaseURL: "http://erp.invalid/api",
-			Methods: map[string]config.Method{
+			Methods: map[string]Method{
 				"createOrder": {Verb: "POST", Path: "/orders"},
 				"getOrder":    {Verb: "GET", Path: "/orders/{id}"},
 			},
 			Timeout: 5 * time.Second, MaxRetries: 3, RetryInterval: 2 * time.Minute,
 		}},
-		map[string]config.Database{
-			"historian": {Driver: config.DriverSQLite, DSN: "/nowhere/h.db", Timeout: 10 * time.Second, MaxRetries: 0, RetryInterval: 30 * time.Second},
+		map[string]Database{
+			"historian": {Driver: DriverSQLite, DSN: "/nowhere/h.db", Timeout: 10 * time.Second, MaxRetries: 0, RetryInterval: 30 * time.Second},
 			"odd":       {Driver: "oracle", DSN: "x"},
 		},
 	)

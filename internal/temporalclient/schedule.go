@@ -1,3 +1,6 @@
+// Package temporalclient is what Outpost does with a connected Temporal
+// client beyond the SDK (schedules). Connecting from the config file is
+// internal/fromconfig's DialTemporal and LazyTemporal.
 package temporalclient
 
 import (

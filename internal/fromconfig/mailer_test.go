@@ -1,4 +1,4 @@
-package workers
+package fromconfig
 
 import (
 	"strings"
@@ -15,13 +15,13 @@ func TestEverySMTPTLSModeTranslates(t *testing.T) {
 	for _, mode := range []string{config.SMTPTLSNone, config.SMTPTLSOpportunistic, config.SMTPTLSStartTLS, config.SMTPTLSImplicit} {
 		c := config.Default().Central
 		c.SMTP.TLS = mode
-		_, err := MailerConfig(c)
+		_, err := Mailer(c.SMTP)
 		require.NoError(t, err, mode)
 		_, err = config.Parse(strings.NewReader("central:\n  smtp:\n    tls: "+mode+"\n"), config.Default())
 		require.NoError(t, err, mode)
 	}
 	c := config.Default().Central
 	c.SMTP.TLS = "ssl"
-	_, err := MailerConfig(c)
+	_, err := Mailer(c.SMTP)
 	require.ErrorContains(t, err, `central.smtp.tls "ssl"`)
 }

@@ -1,5 +1,6 @@
-// Package temporalclient connects Outpost processes to Temporal from config.
-package temporalclient
+package fromconfig
+
+// The temporal section becomes a Temporal client of every process.
 
 import (
 	"crypto/tls"
@@ -13,10 +14,10 @@ import (
 	"github.com/outpost-dev/outpost/internal/logging"
 )
 
-// Options builds client options: the address and namespace, TLS, an API
+// TemporalOptions builds client options: the address and namespace, TLS, an API
 // key from its environment variable when set, and the payload encryption
 // of temporal.encryption_keys (every worker on the client uses it too).
-func Options(cfg config.Temporal, logger *zap.Logger) (client.Options, error) {
+func TemporalOptions(cfg config.Temporal, logger *zap.Logger) (client.Options, error) {
 	opts := client.Options{
 		HostPort:  cfg.Address,
 		Namespace: cfg.Namespace,
@@ -105,10 +106,10 @@ func PayloadCodec(keys []config.EncryptionKey) (*codec.AESGCM, error) {
 	return c, nil
 }
 
-// Dial connects now and fails if Temporal is unreachable (central worker,
+// DialTemporal connects now and fails if Temporal is unreachable (central worker,
 // operator commands). metrics, when not nil, receives the SDK's metrics.
-func Dial(cfg config.Temporal, logger *zap.Logger, metrics client.MetricsHandler) (client.Client, error) {
-	opts, err := Options(cfg, logger)
+func DialTemporal(cfg config.Temporal, logger *zap.Logger, metrics client.MetricsHandler) (client.Client, error) {
+	opts, err := TemporalOptions(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -120,10 +121,10 @@ func Dial(cfg config.Temporal, logger *zap.Logger, metrics client.MetricsHandler
 	return c, nil
 }
 
-// Lazy returns a client that connects on first use, so a site starts and
+// LazyTemporal returns a client that connects on first use, so a site starts and
 // accepts work while central is unreachable.
-func Lazy(cfg config.Temporal, logger *zap.Logger) (client.Client, error) {
-	opts, err := Options(cfg, logger)
+func LazyTemporal(cfg config.Temporal, logger *zap.Logger) (client.Client, error) {
+	opts, err := TemporalOptions(cfg, logger)
 	if err != nil {
 		return nil, err
 	}

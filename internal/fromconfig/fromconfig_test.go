@@ -1,0 +1,63 @@
+package fromconfig
+
+import (
+	"encoding/base64"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/internal/testutil"
+)
+
+// Every field of the site section reaches the daemon's options.
+func TestSiteDaemonCarriesEveryField(t *testing.T) {
+	t.Parallel()
+	var s config.Site
+	testutil.FillDistinct(&s)
+	s.WorkflowSummary = config.SummaryListOnly
+	opts := SiteDaemon(s)
+	testutil.RequireCarried(t, s, opts, config.SummaryListOnly) // list-only becomes HideSubject
+	require.True(t, opts.HideSubject)
+	require.False(t, SiteDaemon(config.Default().Site).HideSubject)
+}
+
+// Every field of the central section, and temporal's namespace and keys,
+// reaches the central worker's options.
+func TestCentralCarriesEveryField(t *testing.T) {
+	var c config.Central
+	testutil.FillDistinct(&c)
+	// Values the translation parses or looks up must be valid.
+	c.SMTP.TLS = config.SMTPTLSImplicit
+	c.Store.Driver, c.Store.DSN = config.DriverSQLServer, "sqlserver://outpost@db:1433"
+	c.PageAuth.TrustedProxies = []string{"10.0.0.1"}
+	t.Setenv(c.SMTP.PasswordEnv, "smtp-password")
+	t.Setenv(c.Store.PasswordEnv, "db-password")
+	t.Setenv(c.PageAuth.SessionKeyEnv, strings.Repeat("k", 32))
+	t.Setenv("OUTPOST_TEST_KEY", base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	tcfg := config.Temporal{Namespace: "ns", EncryptionKeys: []config.EncryptionKey{{ID: "k1", Env: "OUTPOST_TEST_KEY"}}}
+
+	opts, err := Central(c, tcfg)
+	require.NoError(t, err)
+	testutil.RequireCarried(t, c, opts,
+		c.SMTP.TLS, c.Store.DSN, "10.0.0.1", // parsed: checked below
+		c.SMTP.PasswordEnv, c.Store.PasswordEnv, c.PageAuth.SessionKeyEnv) // names of secrets: their values are carried
+	require.Equal(t, mailer.TLSImplicit, opts.Mailer.TLS)
+	require.Equal(t, "smtp-password", opts.Mailer.Password)
+	require.Equal(t, "sqlserver://outpost:db-password@db:1433", opts.Store.DSN)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}, opts.PageAuth.TrustedProxies)
+	require.Equal(t, strings.Repeat("k", 32), string(opts.PageAuth.SessionKey))
+	require.Equal(t, "ns", opts.Namespace)
+	require.NotNil(t, opts.Codec)
+}
+
+// No encryption keys: no codec (not a nil pointer in the interface).
+func TestCentralWithoutKeysHasNoCodec(t *testing.T) {
+	t.Parallel()
+	opts, err := Central(config.Default().Central, config.Default().Temporal)
+	require.NoError(t, err)
+	require.Nil(t, opts.Codec)
+}

@@ -1,0 +1,90 @@
+package sitedaemon
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/internal/httpserve"
+	"github.com/outpost-dev/outpost/internal/targets"
+)
+
+// Options configure the site daemon. The CLI translates the config file's
+// site section into them (internal/cli); the names in parentheses are that
+// section's keys.
+type Options struct {
+	// ID names the site in workflow search attributes and its task queue (id).
+	ID string
+	// Node names this node of the site (node).
+	Node string
+	// Store is the site SQLite file (store), opened with CommitBatch and CommitDelay.
+	Store       string
+	CommitBatch int
+	CommitDelay time.Duration
+	// Listen is the local HTTP API address (listen).
+	Listen string
+	// APIHosts are host names, beside localhost and IP addresses, the API
+	// answers to (api_hosts).
+	APIHosts []string
+	// APITokens names the bearer tokens the API accepts: holder → the
+	// environment variable holding it (api_tokens), read at start.
+	APITokens map[string]string
+	// TLSCertFile and TLSKeyFile serve the API over HTTPS when set.
+	TLSCertFile, TLSKeyFile string
+	// MetricsNeedToken makes /metrics ask for a token too.
+	MetricsNeedToken bool
+	// RedactFields are call params the API never shows (redact_fields).
+	RedactFields []string
+	// HideSubject leaves a notification's subject out of its workflow
+	// summary (workflow_summary: list-only).
+	HideSubject bool
+	// ForwardInterval, ForwardBatch, ForwardParallelism and PollInterval
+	// drive the forwarder (ForwarderOptions).
+	ForwardInterval    time.Duration
+	ForwardBatch       int
+	ForwardParallelism int
+	PollInterval       time.Duration
+	// MaxBodyBytes limits a notification body.
+	MaxBodyBytes int
+	// TrackingRetention is how long terminal tracking rows stay; the purge
+	// looks for them every PurgeInterval.
+	TrackingRetention time.Duration
+	PurgeInterval     time.Duration
+	// TelemetryBatch and TelemetryDelay drive telemetry (TelemetryOptions).
+	TelemetryBatch int
+	TelemetryDelay time.Duration
+	// ReconcileInterval is how often central pulls this site's tracking changes.
+	ReconcileInterval time.Duration
+	// PollerCheckInterval is how often the daemon looks for another daemon
+	// polling its task queue.
+	PollerCheckInterval time.Duration
+	// ExternalSystems and Databases are what cached calls and writes reach.
+	ExternalSystems map[string]targets.ExternalSystem
+	Databases       map[string]targets.Database
+}
+
+// tokenValues reads the API tokens from their environment variables: holder
+// → token. An unset or empty variable is an error naming it, and so is no
+// token at all on an address reachable beyond this host.
+func tokenValues(opts Options) (map[string]string, error) {
+	names := make([]string, 0, len(opts.APITokens))
+	for name := range opts.APITokens {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make(map[string]string, len(names))
+	for _, name := range names {
+		env := opts.APITokens[name]
+		v := strings.TrimSpace(os.Getenv(env))
+		if v == "" {
+			return nil, fmt.Errorf("site.api_tokens.%s: $%s is not set: export the token there, or remove the entry", name, env)
+		}
+		out[name] = v
+	}
+	if !httpserve.IsLoopback(opts.Listen) && len(out) == 0 {
+		return nil, fmt.Errorf("site.listen %q is reachable beyond this host: name a token in site.api_tokens (the API runs writes and calls for whoever asks)", opts.Listen)
+	}
+	return out, nil
+}
