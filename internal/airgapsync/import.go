@@ -299,6 +299,8 @@ func (im *Importer) record(ctx context.Context, bundles []airgap.Bundle, res Imp
 			imp.Nodes = append(imp.Nodes, l.NodeID)
 			imp.ChainHeads = append(imp.ChainHeads, l.NodeID+"="+l.ChainHead)
 		}
+		// Merged bundles share one outcome, which no bundle owns: the
+		// counts go on the record only when the import had one bundle.
 		if len(bundles) == 1 {
 			imp.Imported, imp.Duplicates, imp.Skipped = res.Imported, res.Duplicates, res.SkippedEntries
 		}
