@@ -251,7 +251,15 @@ func TestDecodeBundleIsStrict(t *testing.T) {
 		{"another format", strings.Replace(string(file), BundleFormat, "outpost-airgap-bundle/v2", 1),
 			`format is "outpost-airgap-bundle/v2", want "outpost-airgap-bundle/v1"`},
 		{"a receipt", string(receipt), `format is "outpost-airgap-receipt/v1", want "outpost-airgap-bundle/v1"`},
-		{"not JSON", "PK\x03\x04", "invalid character"},
+		{"not JSON", "PK\x03\x04", `line 1 column 1 (byte 0): want an object, found "P"`},
+		{"a repeated field", strings.Replace(string(file), `"tenantId"`, `"tenantId": "other", "tenantId"`, 1), `field "tenantId" appears twice`},
+		{"a field in another case", strings.Replace(string(file), `"jobId"`, `"JobId"`, 1), `unknown field "JobId"`},
+		{"a bad escape", strings.Replace(string(file), `\"`, `\x`, 1), `invalid escape "\\x`},
+		{"a lone surrogate", strings.Replace(string(file), `\"`, `\ud800`, 1), `invalid escape "\\ud800"`},
+		{"invalid UTF-8", strings.Replace(string(file), "alarm", "al\xffrm", 1), "string is not valid UTF-8"},
+		{"a control character", strings.Replace(string(file), "alarm", "al\nrm", 1), "control character 0xa in a string"},
+		{"a truncated file", string(file[:len(file)/2]), "line "},
+		{"a null time", strings.Replace(string(file), `"createdAt": "`, `"createdAt": null, "x": "`, 1), `want a string, found "n"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"hash"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/hlc"
 )
 
 // canonical writes a sequence of fields into a SHA-256 unambiguously: a
@@ -20,8 +19,9 @@ import (
 // is explicit, no two different sequences of fields hash the same input,
 // which json.Marshal (field order, escaping, number forms) cannot promise.
 type canonical struct {
-	h hash.Hash
-	w *bufio.Writer // batches the many small fields into large hash writes
+	h       hash.Hash
+	w       *bufio.Writer // batches the many small fields into large hash writes
+	scratch [binary.MaxVarintLen64]byte
 }
 
 func newCanonical(domain string) *canonical {
@@ -41,15 +41,14 @@ func (c *canonical) bytes(b []byte) {
 	c.w.Write(b)
 }
 
+// length and uint encode into c.scratch: a local array would escape to
+// the heap through the writer, an allocation per field.
 func (c *canonical) length(n int) {
-	var b [binary.MaxVarintLen64]byte
-	c.w.Write(binary.AppendUvarint(b[:0], uint64(n)))
+	c.w.Write(binary.AppendUvarint(c.scratch[:0], uint64(n)))
 }
 
 func (c *canonical) uint(v uint64) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	c.w.Write(b[:])
+	c.w.Write(binary.BigEndian.AppendUint64(c.scratch[:0], v))
 }
 
 func (c *canonical) present(ok bool) {
@@ -88,21 +87,25 @@ func ManifestDigest(logs []JobLog, calls ...contract.TrackedOperation) string {
 	return manifestDigest(logs, calls, payloadSums(logs))
 }
 
-// payloadSums is the SHA-256 of every entry's payload, per log.
-func payloadSums(logs []JobLog) [][][]byte {
-	sums := make([][][]byte, len(logs))
+// payloadSums is the SHA-256 of every entry's payload (hlc.PayloadHash,
+// kept as arrays: one allocation per log, not per entry), per log,
+// computed on every core.
+func payloadSums(logs []JobLog) [][][sha256.Size]byte {
+	sums := make([][][sha256.Size]byte, len(logs))
 	for i, log := range logs {
-		sums[i] = make([][]byte, len(log.Entries))
-		for j, e := range log.Entries {
-			sums[i][j] = hlc.PayloadHash([]byte(e.Payload))
-		}
+		sums[i] = make([][sha256.Size]byte, len(log.Entries))
+		inChunks(len(log.Entries), func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				sums[i][j] = sha256.Sum256([]byte(log.Entries[j].Payload))
+			}
+		})
 	}
 	return sums
 }
 
 // manifestDigest is ManifestDigest with every payload's SHA-256 given, as
 // payloadSums computes them.
-func manifestDigest(logs []JobLog, calls []contract.TrackedOperation, sums [][][]byte) string {
+func manifestDigest(logs []JobLog, calls []contract.TrackedOperation, sums [][][sha256.Size]byte) string {
 	c := newCanonical("outpost-airgap-manifest/v1")
 	c.uint(uint64(len(logs)))
 	for i, log := range logs {
@@ -116,7 +119,7 @@ func manifestDigest(logs []JobLog, calls []contract.TrackedOperation, sums [][][
 		}
 		c.uint(uint64(len(log.Entries)))
 		for j, e := range log.Entries {
-			writeEntry(c, e, sums[i][j])
+			writeEntry(c, e, &sums[i][j])
 		}
 	}
 	c.uint(uint64(len(calls)))
@@ -127,12 +130,12 @@ func manifestDigest(logs []JobLog, calls []contract.TrackedOperation, sums [][][
 	return c.digest()
 }
 
-func writeEntry(c *canonical, e Entry, payloadSum []byte) {
+func writeEntry(c *canonical, e Entry, payloadSum *[sha256.Size]byte) {
 	c.str(e.NodeID)
 	c.str(e.THLC)
 	c.str(e.JobID)
 	c.str(e.Kind)
-	c.bytes(payloadSum)
+	c.bytes(payloadSum[:])
 	c.str(e.PayloadHash)
 	c.present(e.PrevLink != nil)
 	if e.PrevLink != nil {

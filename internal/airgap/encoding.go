@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"strings"
 	"time"
 )
 
@@ -43,9 +45,8 @@ func DecodeReceipt(r io.Reader) (Receipt, error) {
 	return decodeReceipt(data)
 }
 
-func decodeBundle(data []byte) (Bundle, error) {
-	var b Bundle
-	err := decodeStrict(data, &b)
+func decodeBundle(data string) (Bundle, error) {
+	b, err := decodeBundleString(data)
 	if err == nil && b.Format != BundleFormat {
 		err = wrongFormat(b.Format, BundleFormat)
 	}
@@ -55,9 +56,9 @@ func decodeBundle(data []byte) (Bundle, error) {
 	return b, nil
 }
 
-func decodeReceipt(data []byte) (Receipt, error) {
+func decodeReceipt(data string) (Receipt, error) {
 	var r Receipt
-	err := decodeStrict(data, &r)
+	err := decodeStrict([]byte(data), &r)
 	if err == nil && r.Format != ReceiptFormat {
 		err = wrongFormat(r.Format, ReceiptFormat)
 	}
@@ -75,7 +76,7 @@ func wrongFormat(found, want string) error {
 // wrong-format error when data is a document of another format: a v2 bundle
 // or a receipt is better named as such than by the first field v1 does not
 // know.
-func explainFormat(data []byte, want string, err error) error {
+func explainFormat(data string, want string, err error) error {
 	found, probeErr := formatOf(data)
 	if probeErr == nil && found != want {
 		return wrongFormat(found, want)
@@ -83,24 +84,44 @@ func explainFormat(data []byte, want string, err error) error {
 	return err
 }
 
-// readFile reads all of r, refusing more than MaxFileBytes.
-func readFile(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
+// readFile reads all of r, refusing more than MaxFileBytes, into a string:
+// the decoders take its fields as substrings, without copying them again.
+func readFile(r io.Reader) (string, error) {
+	var b strings.Builder
+	if size, ok := sizeOf(r); ok && size <= MaxFileBytes {
+		b.Grow(int(size) + 1) // one allocation, not a doubling series: bundles run to hundreds of MB
 	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("file is larger than the %d MiB limit (MaxFileBytes)", MaxFileBytes>>20)
+	if _, err := io.Copy(&b, io.LimitReader(r, MaxFileBytes+1)); err != nil {
+		return "", err
 	}
-	return data, nil
+	if b.Len() > MaxFileBytes {
+		return "", fmt.Errorf("file is larger than the %d MiB limit (MaxFileBytes)", MaxFileBytes>>20)
+	}
+	return b.String(), nil
+}
+
+// sizeOf is how many bytes r holds, when it can tell: an open file or an
+// in-memory reader.
+func sizeOf(r io.Reader) (int64, bool) {
+	switch r := r.(type) {
+	case interface{ Stat() (fs.FileInfo, error) }:
+		info, err := r.Stat()
+		if err != nil || !info.Mode().IsRegular() {
+			return 0, false
+		}
+		return info.Size(), true
+	case interface{ Size() int64 }:
+		return r.Size(), true
+	}
+	return 0, false
 }
 
 // formatOf reads only the format field of a JSON document.
-func formatOf(data []byte) (string, error) {
+func formatOf(data string) (string, error) {
 	var probe struct {
 		Format string `json:"format"`
 	}
-	if err := json.Unmarshal(data, &probe); err != nil {
+	if err := json.Unmarshal([]byte(data), &probe); err != nil {
 		return "", err
 	}
 	return probe.Format, nil

@@ -3,6 +3,7 @@ package airgap
 import (
 	"bytes"
 	"crypto/ed25519"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -33,12 +34,14 @@ func FuzzDecodeAndVerify(f *testing.F) {
 	f.Add(bytes.Replace(valid, []byte(`"prevLink": "`), []byte(`"prevLink": "!`), 1))
 	f.Add(bytes.Replace(valid, []byte(`"signature": {`), []byte(`"signature": null, "x": {`), 1))
 	f.Add([]byte(strings.Replace(string(valid), `"tHlc": "0`, `"tHlc": "+`, 1)))
+	f.Add(bytes.Replace(valid, []byte("alarm"), []byte(`\u00e9\ud83d\ude00\/\t\\`), 1))
 	f.Add(valid[:len(valid)/2])
 	f.Add([]byte(`{"format":"outpost-airgap-bundle/v1","jobLogs":[{"entries":[{}]}],"signature":{"signatures":[{}]}}`))
 
 	trusted := []PublicKey{fuzzKey.Public()}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if b, err := DecodeBundle(bytes.NewReader(data)); err == nil {
+			requireSameAsEncodingJSON(t, data, b)
 			Verify(b, VerifyOptions{TrustedKeys: trusted})
 			Verify(b, VerifyOptions{AllowUnsigned: true}).BadNodes()
 			Merge([]Bundle{b, b})
@@ -47,4 +50,18 @@ func FuzzDecodeAndVerify(f *testing.F) {
 			VerifyReceipt(r, VerifyOptions{TrustedKeys: trusted})
 		}
 	})
+}
+
+// requireSameAsEncodingJSON fails unless encoding/json, strictly, decodes
+// data to b too: the hand-written bundle decoder may refuse more than
+// encoding/json, never accept more or read anything differently.
+func requireSameAsEncodingJSON(t *testing.T, data []byte, b Bundle) {
+	t.Helper()
+	var want Bundle
+	if err := decodeStrict(data, &want); err != nil {
+		t.Fatalf("the bundle decoder accepted what encoding/json refuses (%v):\n%q", err, data)
+	}
+	if !reflect.DeepEqual(b, want) {
+		t.Fatalf("the bundle decoder read\n%+v\nencoding/json read\n%+v\nfrom %q", b, want, data)
+	}
 }

@@ -1,10 +1,13 @@
 package airgap
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/hlc"
@@ -91,8 +94,18 @@ func Verify(b Bundle, opts VerifyOptions) Report {
 		bundleProblem(what)
 	}
 	sums := payloadSums(b.JobLogs)
-	if computed := manifestDigest(b.JobLogs, b.Calls, sums); computed != b.ManifestDigest {
-		bundleProblem(fmt.Sprintf("manifest digest does not match: stored %s, computed %s", b.ManifestDigest, computed))
+	// The manifest digest is one hash over everything, so it runs beside
+	// the entry checks, which split across the other cores.
+	var digest string
+	var wg sync.WaitGroup
+	wg.Go(func() { digest = manifestDigest(b.JobLogs, b.Calls, sums) })
+	logProblems := make([][]Problem, len(b.JobLogs))
+	for i, log := range b.JobLogs {
+		logProblems[i] = checkLog(log, sums[i])
+	}
+	wg.Wait()
+	if digest != b.ManifestDigest {
+		bundleProblem(fmt.Sprintf("manifest digest does not match: stored %s, computed %s", b.ManifestDigest, digest))
 	}
 	seen := map[string]bool{}
 	for i, log := range b.JobLogs {
@@ -100,7 +113,7 @@ func Verify(b Bundle, opts VerifyOptions) Report {
 			r.Problems = append(r.Problems, Problem{NodeID: log.NodeID, Index: -1, What: "node has more than one log in the bundle"})
 		}
 		seen[log.NodeID] = true
-		r.Problems = append(r.Problems, checkLog(log, sums[i])...)
+		r.Problems = append(r.Problems, logProblems[i]...)
 	}
 	return r
 }
@@ -116,7 +129,7 @@ type chainPoint struct {
 
 // checkLog checks log's entries and head; payloadSums are the SHA-256 of
 // its entries' payloads.
-func checkLog(log JobLog, payloadSums [][]byte) []Problem {
+func checkLog(log JobLog, payloadSums [][sha256.Size]byte) []Problem {
 	var problems []Problem
 	logProblem := func(what string) { problems = append(problems, Problem{NodeID: log.NodeID, Index: -1, What: what}) }
 	var point chainPoint
@@ -128,13 +141,7 @@ func checkLog(log JobLog, payloadSums [][]byte) []Problem {
 		}
 		point.hlc, point.hasHLC = ts, err == nil
 	}
-	for i, e := range log.Entries {
-		for _, what := range checkEntry(log.NodeID, e, payloadSums[i], point) {
-			problems = append(problems, Problem{NodeID: log.NodeID, JobID: e.JobID, Index: i, What: what})
-		}
-		point = chainPoint{link: &e.Link, origin: "the previous entry"}
-		point.hlc, point.hasHLC = parseHLCQuiet(e.THLC)
-	}
+	problems = append(problems, checkEntries(log, payloadSums, point)...)
 	head, headHLC := "", ""
 	switch {
 	case len(log.Entries) > 0:
@@ -152,12 +159,41 @@ func checkLog(log JobLog, payloadSums [][]byte) []Problem {
 	return problems
 }
 
+// checkEntries checks every entry of log, the first against start, in
+// chunks on every core: an entry needs only the one before it, which each
+// chunk reads from the log itself.
+func checkEntries(log JobLog, payloadSums [][sha256.Size]byte, start chainPoint) []Problem {
+	chunkProblems := make([][]Problem, chunksOf(len(log.Entries)))
+	inChunks(len(log.Entries), func(lo, hi int) {
+		point := start
+		if lo > 0 {
+			point = pointAfter(&log.Entries[lo-1])
+		}
+		var problems []Problem
+		for i := lo; i < hi; i++ {
+			e := &log.Entries[i]
+			for _, what := range checkEntry(log.NodeID, e, payloadSums[i], point) {
+				problems = append(problems, Problem{NodeID: log.NodeID, JobID: e.JobID, Index: i, What: what})
+			}
+			point = pointAfter(e)
+		}
+		chunkProblems[lo/chunkSize] = problems
+	})
+	return slices.Concat(chunkProblems...)
+}
+
+// pointAfter is the chain point after e.
+func pointAfter(e *Entry) chainPoint {
+	ts, err := parseHLC(e.THLC)
+	return chainPoint{link: &e.Link, hlc: ts, hasHLC: err == nil, origin: "the previous entry"}
+}
+
 // checkEntry checks one entry of node's log, whose payload has SHA-256
-// payloadSum, against itself and against the chain point before it. Each relation is checked on its own (payload
-// against payloadHash, the stored fields against link, prevLink against the
-// link before), so a report names exactly what was changed.
-func checkEntry(node string, e Entry, payloadSum []byte, before chainPoint) []string {
-	var problems []string
+// payloadSum, against itself and against the chain point before it. Each
+// relation is checked on its own (payload against payloadHash, the stored fields
+// against link, prevLink against the link before), so a report names
+// exactly what was changed.
+func checkEntry(node string, e *Entry, payloadSum [sha256.Size]byte, before chainPoint) (problems []string) {
 	if e.NodeID != node {
 		problems = append(problems, fmt.Sprintf("nodeId %q does not match the log's node", e.NodeID))
 	}
@@ -170,8 +206,8 @@ func checkEntry(node string, e Entry, payloadSum []byte, before chainPoint) []st
 	if !slices.Contains(knownKinds, e.Kind) {
 		problems = append(problems, fmt.Sprintf("unknown kind %q", e.Kind))
 	}
-	if computed := base64.StdEncoding.EncodeToString(payloadSum); computed != e.PayloadHash {
-		problems = append(problems, fmt.Sprintf("payload hash does not match: stored %s, computed %s", e.PayloadHash, computed))
+	if computed := encodeSum(payloadSum); string(computed[:]) != e.PayloadHash {
+		problems = append(problems, fmt.Sprintf("payload hash does not match: stored %s, computed %s", e.PayloadHash, string(computed[:])))
 	}
 	if what := checkPrevLink(e.PrevLink, before); what != "" {
 		problems = append(problems, what)
@@ -189,6 +225,13 @@ func checkEntry(node string, e Entry, payloadSum []byte, before chainPoint) []st
 	return problems
 }
 
+// encodeSum is sum in standard base64, as the file stores hashes and
+// links, without allocating: it is compared twice for every entry.
+func encodeSum(sum [sha256.Size]byte) (b64 [44]byte) {
+	base64.StdEncoding.Encode(b64[:], sum[:])
+	return b64
+}
+
 // checkPrevLink checks that an entry names the link before it.
 func checkPrevLink(prev *string, before chainPoint) string {
 	switch {
@@ -203,23 +246,37 @@ func checkPrevLink(prev *string, before chainPoint) string {
 
 // checkLink recomputes e's link from its stored prevLink, jobId, tHlc and
 // payloadHash.
-func checkLink(e Entry, ts hlc.Timestamp) string {
+func checkLink(e *Entry, ts hlc.Timestamp) string {
+	var prevBuf, payloadHashBuf hashBuf
 	var prev []byte
 	if e.PrevLink != nil {
 		var err error
-		if prev, err = base64.StdEncoding.DecodeString(*e.PrevLink); err != nil {
+		if prev, err = prevBuf.decode(*e.PrevLink); err != nil {
 			return fmt.Sprintf("prevLink is not base64: %v", err)
 		}
 	}
-	payloadHash, err := base64.StdEncoding.DecodeString(e.PayloadHash)
+	payloadHash, err := payloadHashBuf.decode(e.PayloadHash)
 	if err != nil {
 		return fmt.Sprintf("payloadHash is not base64: %v", err)
 	}
-	computed := base64.StdEncoding.EncodeToString(hlc.Link(prev, e.JobID, ts, payloadHash))
-	if computed != e.Link {
-		return fmt.Sprintf("link does not match: stored %s, computed %s", e.Link, computed)
+	computed := encodeSum([sha256.Size]byte(hlc.Link(prev, e.JobID, ts, payloadHash)))
+	if string(computed[:]) != e.Link {
+		return fmt.Sprintf("link does not match: stored %s, computed %s", e.Link, string(computed[:]))
 	}
 	return ""
+}
+
+// hashBuf holds a decoded hash without allocating. It has room for a
+// SHA-256 in padded base64 (44 characters, 33 bytes before padding is
+// dropped) and a little more; anything longer is refused, not decoded.
+type hashBuf [48]byte
+
+func (b *hashBuf) decode(b64 string) ([]byte, error) {
+	if base64.StdEncoding.DecodedLen(len(b64)) > len(b) {
+		return nil, fmt.Errorf("%d characters, longer than a SHA-256 in base64", len(b64))
+	}
+	n, err := base64.StdEncoding.Decode(b[:], []byte(b64))
+	return b[:n], err
 }
 
 // parseHLC parses an HLC as String writes it, refusing other spellings of
@@ -251,15 +308,34 @@ func canonicalHLC(s string) bool {
 	return true
 }
 
-// parseHLCQuiet parses an HLC whose problem, if any, is already reported.
-func parseHLCQuiet(s string) (hlc.Timestamp, bool) {
-	ts, err := parseHLC(s)
-	return ts, err == nil
-}
-
 func showLink(link *string) string {
 	if link == nil {
 		return "null"
 	}
 	return *link
+}
+
+// chunkSize is how many entries one goroutine checks at a time: large
+// enough that starting it costs nothing beside the hashing.
+const chunkSize = 4096
+
+func chunksOf(n int) int { return (n + chunkSize - 1) / chunkSize }
+
+// inChunks calls do for every chunk [lo, hi) of [0, n), on as many
+// goroutines as there are cores, and returns when all are done.
+func inChunks(n int, do func(lo, hi int)) {
+	next := make(chan int, chunksOf(n))
+	for lo := 0; lo < n; lo += chunkSize {
+		next <- lo
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), chunksOf(n)) {
+		wg.Go(func() {
+			for lo := range next {
+				do(lo, min(lo+chunkSize, n))
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -43,6 +43,9 @@ time on the same file system, and checks the targets (PASS/MISS):
            notifications list') on a central store of --browse-rows
            notifications: first, deep and filtered pages' p99 against a
            primary-key lookup. Target: <= 100 ms each.
+  airgap   exporting and importing with verification an air-gap bundle of
+           --airgap-entries entries (in memory), each against SHA-256 alone
+           over the same bundle file. Target: verify >= 0.3x.
 
 The Temporal sections start the pinned dev server (the first run builds it:
 about three minutes); run from the checkout. A full run takes about eight
@@ -74,6 +77,7 @@ Example:
 		fs.IntVar(&opts.StatusRequests, "status-requests", opts.StatusRequests, "Status requests the status section times")
 		fs.IntVar(&opts.BrowseRows, "browse-rows", opts.BrowseRows, "notifications in the browse section's central store")
 		fs.IntVar(&opts.BrowseRequests, "browse-requests", opts.BrowseRequests, "pages of each kind the browse section times")
+		fs.IntVar(&opts.AirgapEntries, "airgap-entries", opts.AirgapEntries, "entries in the airgap section's bundle")
 		if err := parse(fs, args); err != nil {
 			return err
 		}

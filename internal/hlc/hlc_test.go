@@ -2,6 +2,7 @@ package hlc
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -126,5 +127,19 @@ func TestReceiveRefusesARemoteTooFarAhead(t *testing.T) {
 	}
 	if _, err := Receive(local, Timestamp{Physical: 1500}, 1000, 500*time.Millisecond); err != nil {
 		t.Fatalf("a remote exactly max offset ahead is accepted: %v", err)
+	}
+}
+
+// The link hashes this text, so AppendText must write exactly the fixed
+// widths String always wrote, for every value including overlong ones.
+func TestAppendTextWritesFixedWidths(t *testing.T) {
+	for _, ts := range []Timestamp{
+		{}, {Physical: 1, Logical: 2}, {Physical: 1_763_900_000_123, Logical: 99},
+		{Physical: MaxPhysical, Logical: math.MaxUint32}, {Physical: math.MaxInt64, Logical: 7}, {Physical: -5, Logical: 1},
+	} {
+		want := fmt.Sprintf("%015d-%010d", ts.Physical, ts.Logical)
+		if got := string(ts.AppendText([]byte("x"))); got != "x"+want {
+			t.Errorf("AppendText(%d, %d) = %q, want %q", ts.Physical, ts.Logical, got, "x"+want)
+		}
 	}
 }

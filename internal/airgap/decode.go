@@ -1,0 +1,424 @@
+package airgap
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// bundleDecoder reads a bundle file's JSON by hand. encoding/json, driven
+// by reflection and scanning every byte twice, takes about twenty times as
+// long as hashing the file, and a bundle is nearly all entries: so the
+// header, the logs and their entries are parsed here directly, and the
+// small or rare parts (signature, checkpoint, calls) still go through
+// encoding/json.
+//
+// It is at least as strict as decodeStrict: field names match exactly, an
+// unknown or repeated field is an error, strings must be valid UTF-8 with
+// valid escapes, and nothing may follow the document. Whatever it accepts,
+// encoding/json decodes to the same Bundle (FuzzDecodeAndVerify checks).
+type bundleDecoder struct {
+	s       string // the whole file: fields are substrings of it, so most cost no copy
+	pos     int
+	scratch []byte // unescape's buffer
+}
+
+func decodeBundleString(s string) (Bundle, error) {
+	d := &bundleDecoder{s: s}
+	b, err := d.bundle()
+	if err == nil {
+		d.skipSpace()
+		if d.pos != len(d.s) {
+			err = d.errorf("data after the JSON document")
+		}
+	}
+	return b, err
+}
+
+func (d *bundleDecoder) bundle() (Bundle, error) {
+	var b Bundle
+	err := d.object(func(key string) (err error) {
+		switch key {
+		case "format":
+			b.Format, err = d.str()
+		case "bundleId":
+			b.BundleID, err = d.str()
+		case "tenantId":
+			b.TenantID, err = d.str()
+		case "createdAt":
+			b.CreatedAt, err = d.time()
+		case "createdByNodeId":
+			b.CreatedByNodeID, err = d.str()
+		case "manifestDigest":
+			b.ManifestDigest, err = d.str()
+		case "signature":
+			err = d.viaJSON(&b.Signature)
+		case "signedBy":
+			b.SignedBy, err = d.str()
+		case "jobLogs":
+			b.JobLogs, err = decodeArray(d, d.jobLog)
+		case "calls":
+			err = d.viaJSON(&b.Calls)
+		default:
+			err = d.unknownField(key)
+		}
+		return err
+	})
+	return b, err
+}
+
+func (d *bundleDecoder) jobLog() (JobLog, error) {
+	var log JobLog
+	err := d.object(func(key string) (err error) {
+		switch key {
+		case "nodeId":
+			log.NodeID, err = d.str()
+		case "lastHlc":
+			log.LastHLC, err = d.str()
+		case "chainHead":
+			log.ChainHead, err = d.str()
+		case "checkpoint":
+			err = d.viaJSON(&log.Checkpoint)
+		case "entries":
+			log.Entries, err = decodeArray(d, d.entry)
+		default:
+			err = d.unknownField(key)
+		}
+		return err
+	})
+	return log, err
+}
+
+func (d *bundleDecoder) entry() (Entry, error) {
+	var e Entry
+	err := d.object(func(key string) (err error) {
+		switch key {
+		case "nodeId":
+			e.NodeID, err = d.str()
+		case "tHlc":
+			e.THLC, err = d.str()
+		case "jobId":
+			e.JobID, err = d.str()
+		case "kind":
+			e.Kind, err = d.str()
+		case "payload":
+			e.Payload, err = d.str()
+		case "payloadHash":
+			e.PayloadHash, err = d.str()
+		case "prevLink":
+			e.PrevLink, err = d.nullOrStr()
+		case "link":
+			e.Link, err = d.str()
+		case "enqueuedAt":
+			e.EnqueuedAt, err = d.time()
+		default:
+			err = d.unknownField(key)
+		}
+		return err
+	})
+	return e, err
+}
+
+// object reads a JSON object, calling member for each member with the
+// decoder at its value, which member reads.
+func (d *bundleDecoder) object(member func(key string) error) error {
+	if err := d.expect('{', "an object"); err != nil {
+		return err
+	}
+	if d.consume('}') {
+		return nil
+	}
+	seen := make([]string, 0, 12) // stays on the stack: objects here have at most 10 fields
+	for {
+		d.skipSpace()
+		keyAt := d.pos
+		key, err := d.str()
+		if err != nil {
+			return err
+		}
+		if slices.Contains(seen, key) {
+			d.pos = keyAt
+			return d.errorf("field %q appears twice", key)
+		}
+		seen = append(seen, key)
+		if err := d.expect(':', "':' after a field name"); err != nil {
+			return err
+		}
+		if err := member(key); err != nil {
+			return err
+		}
+		if d.consume(',') {
+			continue
+		}
+		return d.expect('}', "',' or '}' after a field")
+	}
+}
+
+// decodeArray reads a JSON array of elements that elem reads. null is a
+// nil slice and [] an empty one, as encoding/json decodes them.
+func decodeArray[T any](d *bundleDecoder, elem func() (T, error)) ([]T, error) {
+	if d.literal("null") {
+		return nil, nil
+	}
+	if err := d.expect('[', "an array"); err != nil {
+		return nil, err
+	}
+	list := []T{}
+	if d.consume(']') {
+		return list, nil
+	}
+	for {
+		v, err := elem()
+		if err != nil {
+			return nil, err
+		}
+		if len(list) == cap(list) {
+			// Double: append grows large slices by a quarter, which for
+			// a log of 100,000 entries copies them all about 40 times.
+			list = slices.Grow(list, max(len(list), 16))
+		}
+		list = append(list, v)
+		if d.consume(',') {
+			continue
+		}
+		return list, d.expect(']', "',' or ']' after an element")
+	}
+}
+
+// viaJSON decodes the value at the decoder into v with encoding/json,
+// refusing unknown fields, and moves past it.
+func (d *bundleDecoder) viaJSON(v any) error {
+	d.skipSpace()
+	dec := json.NewDecoder(strings.NewReader(d.s[d.pos:]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return d.errorf("%v", err)
+	}
+	d.pos += int(dec.InputOffset())
+	return nil
+}
+
+// str reads a JSON string. One without escapes is a substring of the file.
+func (d *bundleDecoder) str() (string, error) {
+	d.skipSpace()
+	if d.pos >= len(d.s) || d.s[d.pos] != '"' {
+		return "", d.errorf("want a string, found %s", d.found())
+	}
+	start := d.pos + 1
+	i, seen := start, byte(0) // seen: every byte ORed, to tell an ASCII string at no cost
+	for ; i < len(d.s) && !stringSpecial[d.s[i]]; i++ {
+		seen |= d.s[i]
+	}
+	switch {
+	case i == len(d.s):
+		d.pos = i
+		return "", d.errorf("unterminated string")
+	case d.s[i] == '\\':
+		return d.unescape(start, i)
+	case d.s[i] != '"':
+		d.pos = i
+		return "", d.errorf("control character %#x in a string", d.s[i])
+	}
+	d.pos = i + 1
+	if seen < utf8.RuneSelf {
+		return d.s[start:i], nil // ASCII is valid UTF-8
+	}
+	return d.checkUTF8(start, d.s[start:i])
+}
+
+// stringSpecial marks the bytes that end a run of plain string content:
+// the closing quote, a backslash, and the control characters JSON forbids.
+var stringSpecial = func() (special [256]bool) {
+	for c := range 0x20 {
+		special[c] = true
+	}
+	special['"'], special['\\'] = true, true
+	return special
+}()
+
+// unescape reads the rest of a string whose content starts at start and
+// has its first backslash at i, in one pass, into the decoder's scratch
+// buffer (reused: most strings with escapes are payloads, one per entry).
+func (d *bundleDecoder) unescape(start, i int) (string, error) {
+	b := append(d.scratch[:0], d.s[start:i]...)
+	for i < len(d.s) {
+		switch c := d.s[i]; {
+		case c == '"':
+			d.pos, d.scratch = i+1, b
+			return d.checkUTF8(start, string(b))
+		case c == '\\':
+			r, n := escapeAt(d.s[i:])
+			if n == 0 {
+				d.pos = i
+				return "", d.errorf("invalid escape %q in a string", d.s[i:min(i+6, len(d.s))])
+			}
+			b = utf8.AppendRune(b, r)
+			i += n
+		case c < 0x20:
+			d.pos = i
+			return "", d.errorf("control character %#x in a string", c)
+		default:
+			j := i + 1
+			for j < len(d.s) && !stringSpecial[d.s[j]] {
+				j++
+			}
+			b = append(b, d.s[i:j]...)
+			i = j
+		}
+	}
+	d.pos = len(d.s)
+	return "", d.errorf("unterminated string")
+}
+
+// escapeAt decodes the escape at the start of s and returns the rune and
+// its length, or a length of 0 when it is not a valid JSON escape. A
+// \u escape of half a surrogate pair must be followed by the other half.
+func escapeAt(s string) (rune, int) {
+	if len(s) < 2 {
+		return 0, 0
+	}
+	switch s[1] {
+	case '"', '\\', '/':
+		return rune(s[1]), 2
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r, ok := hex4(s[2:])
+		if !ok {
+			return 0, 0
+		}
+		if !utf16.IsSurrogate(r) {
+			return r, 6
+		}
+		if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+			if low, ok := hex4(s[8:]); ok {
+				if pair := utf16.DecodeRune(r, low); pair != utf8.RuneError {
+					return pair, 12
+				}
+			}
+		}
+	}
+	return 0, 0
+}
+
+func hex4(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s[:4], 16, 32)
+	return rune(v), err == nil
+}
+
+func (d *bundleDecoder) checkUTF8(start int, s string) (string, error) {
+	if !utf8.ValidString(s) {
+		d.pos = start
+		return "", d.errorf("string is not valid UTF-8")
+	}
+	return s, nil
+}
+
+// nullOrStr reads null (nil) or a string.
+func (d *bundleDecoder) nullOrStr() (*string, error) {
+	if d.literal("null") {
+		return nil, nil
+	}
+	s, err := d.str()
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// time reads a time as encoding/json writes it: an RFC 3339 string, taken
+// as it stands (encoding/json does not unescape a time either).
+func (d *bundleDecoder) time() (time.Time, error) {
+	d.skipSpace()
+	at := d.pos
+	s, err := d.str()
+	if err != nil {
+		return time.Time{}, err
+	}
+	var t time.Time
+	if d.pos-at != len(s)+2 {
+		err = errors.New("escapes in a time")
+	} else {
+		err = t.UnmarshalText([]byte(s))
+	}
+	if err != nil {
+		d.pos = at
+		return time.Time{}, d.errorf("%v", err)
+	}
+	return t, nil
+}
+
+func (d *bundleDecoder) skipSpace() {
+	for d.pos < len(d.s) {
+		switch d.s[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+// consume moves past c, and whitespace before it, if c is next.
+func (d *bundleDecoder) consume(c byte) bool {
+	d.skipSpace()
+	if d.pos < len(d.s) && d.s[d.pos] == c {
+		d.pos++
+		return true
+	}
+	return false
+}
+
+func (d *bundleDecoder) expect(c byte, want string) error {
+	if !d.consume(c) {
+		return d.errorf("want %s, found %s", want, d.found())
+	}
+	return nil
+}
+
+// literal moves past word, and whitespace before it, if word is next.
+func (d *bundleDecoder) literal(word string) bool {
+	d.skipSpace()
+	if strings.HasPrefix(d.s[d.pos:], word) {
+		d.pos += len(word)
+		return true
+	}
+	return false
+}
+
+func (d *bundleDecoder) unknownField(key string) error {
+	return d.errorf("unknown field %q", key)
+}
+
+// found names the byte at the decoder, for messages.
+func (d *bundleDecoder) found() string {
+	if d.pos >= len(d.s) {
+		return "the end of the file"
+	}
+	return strconv.Quote(d.s[d.pos : d.pos+1])
+}
+
+// errorf says what is wrong and where: the byte offset, and the line and
+// column an editor shows.
+func (d *bundleDecoder) errorf(format string, args ...any) error {
+	line := 1 + strings.Count(d.s[:d.pos], "\n")
+	col := d.pos - strings.LastIndexByte(d.s[:d.pos], '\n')
+	return fmt.Errorf("line %d column %d (byte %d): %s", line, col, d.pos, fmt.Sprintf(format, args...))
+}
