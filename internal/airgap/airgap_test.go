@@ -3,6 +3,7 @@ package airgap
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -493,5 +494,33 @@ func TestDescribeDir(t *testing.T) {
 	}
 	if rs := list[3]; rs.ID != r.ReceiptID || rs.Entries != 2 || !slices.Equal(rs.Nodes, []string{"n1"}) {
 		t.Errorf("receipt summary %+v", rs)
+	}
+}
+
+// One idempotency key used on two nodes for the same notification is one
+// notification: the payloads differ only in which node took it and when.
+// For another subject it is a conflict.
+func TestMergeTellsOneRequestOnTwoNodesFromAConflict(t *testing.T) {
+	submission := func(node, subject string, at time.Time) string {
+		b, err := json.Marshal(contract.NotificationSubmission{NotificationID: "job-1", ListName: "ops", Subject: subject,
+			SourceSiteID: "site-1", SourceNode: node, SiteEnqueuedAt: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	n1 := newChain("n1").add("job-1", submission("n1", "Tank low", t0))
+	same := newChain("n2").add("job-1", submission("n2", "Tank low", t0.Add(time.Minute)))
+	other := newChain("n2").add("job-1", submission("n2", "Tank high", t0.Add(time.Minute)))
+
+	merged, err := Merge([]Bundle{NewBundle("site-1", "n1", t0, []JobLog{n1.log}), NewBundle("site-1", "n2", t0, []JobLog{same.log})})
+	if err != nil || merged.Duplicates != 1 || len(merged.Entries) != 1 || merged.Entries[0].NodeID != "n1" {
+		t.Errorf("same request on two nodes: merged %d entries, %d duplicates, err %v; want n1's entry and 1 duplicate",
+			len(merged.Entries), merged.Duplicates, err)
+	}
+	merged, err = Merge([]Bundle{NewBundle("site-1", "n1", t0, []JobLog{n1.log}), NewBundle("site-1", "n2", t0, []JobLog{other.log})})
+	var conflictErr *ConflictError
+	if !errors.As(err, &conflictErr) || len(merged.Conflicts) != 1 || merged.Conflicts[0].Type != ConflictPayloadMismatch {
+		t.Errorf("another subject under the same key: err %v, conflicts %+v; want one payload-mismatch", err, merged.Conflicts)
 	}
 }

@@ -2,10 +2,13 @@ package airgap
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/hlc"
 )
 
@@ -54,8 +57,9 @@ type stamped struct {
 
 // Merge orders the entries of every log of every bundle by the HLC total
 // order (physical, logical, nodeId, jobId) and keeps each job's earliest
-// entry. A later entry of the same job with the same payload is a
-// duplicate (a re-exported entry); with another payload or kind it is a
+// entry. A later entry of the same job with the same payload (or the same
+// request, see sameRequest) is a duplicate: a re-exported entry, or one
+// idempotency key used on two nodes. With another request or kind it is a
 // conflict, and Merge returns a *ConflictError along with the Merged, so
 // the caller can report both. The result does not depend on the order of
 // bundles or logs. Bundles are expected to have verified; an unparsable HLC
@@ -74,10 +78,10 @@ func Merge(bundles []Bundle) (Merged, error) {
 		case !seen:
 			kept[s.JobID] = s.Entry
 			m.Entries = append(m.Entries, s.Entry)
-		case first.Payload != s.Payload:
-			m.Conflicts = append(m.Conflicts, Conflict{JobID: s.JobID, Type: ConflictPayloadMismatch, First: first, Second: s.Entry})
 		case first.Kind != s.Kind:
 			m.Conflicts = append(m.Conflicts, Conflict{JobID: s.JobID, Type: ConflictKindMismatch, First: first, Second: s.Entry})
+		case first.Payload != s.Payload && !sameRequest(first, s.Entry):
+			m.Conflicts = append(m.Conflicts, Conflict{JobID: s.JobID, Type: ConflictPayloadMismatch, First: first, Second: s.Entry})
 		default:
 			m.Duplicates++
 		}
@@ -89,6 +93,32 @@ func Merge(bundles []Bundle) (Merged, error) {
 		return m, &ConflictError{Conflicts: m.Conflicts}
 	}
 	return m, nil
+}
+
+// sameRequest reports whether two entries of one job and kind whose
+// payloads differ still carry the same request. A notification records
+// which node took it and when; the same idempotency key used on two nodes
+// (a script retried on the standby after a failover) gives one id and two
+// such payloads, and that is one notification, not a conflict. Cached
+// calls' payloads are the request alone, so a difference there is real.
+func sameRequest(a, b Entry) bool {
+	if a.Kind != contract.KindNotification {
+		return false
+	}
+	x, errX := requestOf(a.Payload)
+	y, errY := requestOf(b.Payload)
+	return errX == nil && errY == nil && x == y
+}
+
+// requestOf is a notification's submission without where and when the
+// site took it.
+func requestOf(payload string) (contract.NotificationSubmission, error) {
+	var sub contract.NotificationSubmission
+	if err := json.Unmarshal([]byte(payload), &sub); err != nil {
+		return sub, err
+	}
+	sub.SourceNode, sub.SiteEnqueuedAt = "", time.Time{}
+	return sub, nil
 }
 
 func collectEntries(bundles []Bundle) ([]stamped, error) {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,6 +129,9 @@ func exportBundle(ctx context.Context, storePath string, opts airgapsync.ExportO
 // a stick pulled mid-write never holds half a bundle under its name.
 func writeFileAtomically(path string, v any) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".outpost-airgap-*")
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("write %s: directory %s does not exist (is the stick mounted? create the directory first)", path, filepath.Dir(path))
+	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/airgap"
 	"github.com/outpost-dev/outpost/internal/airgapsync"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/siteconfig"
@@ -118,4 +120,70 @@ func siteStatus(t *testing.T, storePath, id string) contract.NotificationState {
 	st, err := c.Status(context.Background(), id)
 	require.NoError(t, err)
 	return st
+}
+
+// One idempotency key used on two nodes of a site: for the same
+// notification the two bundles import as one delivery and a duplicate; for
+// another subject the import is refused as a conflict and nothing of it is
+// delivered.
+func TestAirgapOneKeyOnTwoNodes(t *testing.T) {
+	s := newStack(t, nil, withoutSite())
+	ctx := context.Background()
+	nodes := map[string]string{} // node -> its site config
+	for _, node := range []string{"node-a", "node-b"} {
+		store := filepath.Join(s.dir, node+".db")
+		nodes[node] = filepath.Join(s.dir, node+".yaml")
+		yaml := fmt.Sprintf("site:\n  id: ship-9\n  node: %s\n  store: %s\nlog:\n  level: warn\n", node, store)
+		require.NoError(t, os.WriteFile(nodes[node], []byte(yaml), 0o644))
+	}
+	send := func(node, key, subject string) string {
+		t.Helper()
+		c, err := site.OpenConfig(ctx, nodes[node], site.Options{})
+		require.NoError(t, err)
+		defer c.Close()
+		id, err := c.Send(ctx, site.Notification{List: "ops", Subject: subject, IdempotencyKey: key})
+		require.NoError(t, err)
+		return id
+	}
+	exportBoth := func(round string) []string {
+		t.Helper()
+		var bundles []string
+		for _, node := range []string{"node-a", "node-b"} {
+			path := filepath.Join(s.dir, "usb", round+"-"+node+".json")
+			out, err := s.outpostConfig(nodes[node], "", "airgap", "export", "-o", path)
+			require.NoError(t, err, out)
+			bundles = append(bundles, path)
+		}
+		return bundles
+	}
+	importAll := func(bundles []string) (airgapsync.ImportResult, error) {
+		t.Helper()
+		out, err := s.outpost("", append([]string{"airgap", "import", "--json", "--allow-unsigned"}, bundles...)...)
+		var res airgapsync.ImportResult
+		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+		return res, err
+	}
+
+	id := send("node-a", "tank-7-low", "Tank 7 low")
+	_, err := s.outpostConfig(nodes["node-a"], "", "airgap", "export", "-o", filepath.Join(s.dir, "usb", "x.json"))
+	require.ErrorContains(t, err, "usb does not exist (is the stick mounted?", "a missing directory is named")
+	require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "usb"), 0o755))
+	require.Equal(t, id, send("node-b", "tank-7-low", "Tank 7 low"), "one key, one id on every node")
+	res, err := importAll(exportBoth("first"))
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Imported)
+	require.Equal(t, 1, res.Duplicates, "node-b's copy is the same request")
+	waitFor(t, time.Minute, func() bool { return s.received()[id] == 1 }, func() string { return "the notification is not delivered" })
+
+	reused := send("node-a", "valve-3", "Valve 3 open")
+	require.Equal(t, reused, send("node-b", "valve-3", "Valve 3 shut"))
+	res, err = importAll(exportBoth("second"))
+	require.ErrorIs(t, err, airgapsync.ErrNotImported)
+	require.Zero(t, res.Imported)
+	require.Len(t, res.Conflicts, 1)
+	require.Equal(t, reused, res.Conflicts[0].JobID)
+	require.Equal(t, airgap.ConflictPayloadMismatch, res.Conflicts[0].Type)
+	time.Sleep(2 * time.Second)
+	require.Zero(t, s.received()[reused], "nothing of a refused import is delivered")
+	require.Equal(t, 1, s.received()[id], "and nothing twice")
 }
