@@ -195,20 +195,6 @@ func (s *Store) jobLogEntries(ctx context.Context, node string) ([]Entry, error)
 	return entries, rows.Err()
 }
 
-// MarkExported notes that the entries of ids left on an air-gap bundle at:
-// the site's status then says Exported until a receipt or an online
-// hand-off settles them.
-func (s *Store) MarkExported(ctx context.Context, at time.Time, ids ...string) error {
-	return s.inTx(ctx, "mark exported", func(tx *writeTx) error {
-		for _, id := range ids {
-			if _, err := tx.ExecContext(tx.ctx, `UPDATE job_log SET exported_at = ? WHERE job_id = ?`, at.UnixNano(), id); err != nil {
-				return fmt.Errorf("mark %s exported: %w", id, err)
-			}
-		}
-		return nil
-	})
-}
-
 // Settled is an operation an air-gap receipt says central has.
 type Settled struct {
 	ID     string
