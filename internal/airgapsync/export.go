@@ -112,7 +112,7 @@ func callStates(ctx context.Context, store *sitestore.Store, entries []sitestore
 
 // bundleLog is a site job log in the bundle's format.
 func bundleLog(log sitestore.JobLog) airgap.JobLog {
-	out := airgap.JobLog{NodeID: log.Node, LastHLC: log.LastHLC.String(), ChainHead: b64(log.Head), Entries: []airgap.Entry{}}
+	out := airgap.JobLog{NodeID: log.Node, LastHLC: log.HeadHLC(), ChainHead: b64(log.Head), Entries: []airgap.Entry{}}
 	if len(log.CheckpointLink) > 0 {
 		out.Checkpoint = &airgap.Checkpoint{Link: b64(log.CheckpointLink), HLC: log.CheckpointHLC}
 	}

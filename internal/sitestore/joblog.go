@@ -107,9 +107,18 @@ type JobLog struct {
 	CheckpointLink []byte
 	CheckpointHLC  string
 	Entries        []Entry
-	// Head and LastHLC are the node's chain head and clock.
-	Head    []byte
-	LastHLC hlc.Timestamp
+	// Head is the node's chain head: the last entry's link.
+	Head []byte
+}
+
+// HeadHLC is the time of the log's head: its last entry's, or its
+// checkpoint's when it has none. Not the node's clock, which an air-gap
+// receipt moves past the head (ReceiveClock).
+func (l JobLog) HeadHLC() string {
+	if n := len(l.Entries); n > 0 {
+		return l.Entries[n-1].HLC.String()
+	}
+	return l.CheckpointHLC
 }
 
 // Nodes lists the nodes with a chain in this file.
@@ -136,17 +145,13 @@ func (s *Store) Nodes(ctx context.Context) ([]string, error) {
 // between unacknowledged ones, and the chain verifies only whole.
 func (s *Store) ReadJobLog(ctx context.Context, node string, after *hlc.Timestamp) (JobLog, error) {
 	log := JobLog{Node: node}
-	var last string
-	err := s.db.QueryRowContext(ctx, `SELECT last_hlc, head, checkpoint_link, checkpoint_hlc FROM chain WHERE node = ?`, node).
-		Scan(&last, &log.Head, &log.CheckpointLink, &log.CheckpointHLC)
+	err := s.db.QueryRowContext(ctx, `SELECT head, checkpoint_link, checkpoint_hlc FROM chain WHERE node = ?`, node).
+		Scan(&log.Head, &log.CheckpointLink, &log.CheckpointHLC)
 	if errors.Is(err, sql.ErrNoRows) {
 		return JobLog{}, fmt.Errorf("node %q has no job log in this site file", node)
 	}
 	if err != nil {
 		return JobLog{}, fmt.Errorf("read chain of node %s: %w", node, err)
-	}
-	if log.LastHLC, err = hlc.Parse(last); err != nil {
-		return JobLog{}, fmt.Errorf("chain of node %s: %w", node, err)
 	}
 	if log.Entries, err = s.jobLogEntries(ctx, node); err != nil {
 		return JobLog{}, err
