@@ -313,12 +313,20 @@ func pruneNode(tx *writeTx, node string, receiptCutoff time.Time) (int64, error)
 	return n, nil
 }
 
-// PruneIdempotencyKeys forgets keys recorded before cutoff: a script
-// retrying later than the site's retention makes a new operation.
+// PruneIdempotencyKeys forgets keys recorded before cutoff whose operation
+// has left the site (no buffer, tracking or job-log row): a script retrying
+// later than the site's retention makes a new operation. A key stays while
+// its operation is still here, however old (weeks, on a site without a
+// link): its id would collide with the operation's rows, and a new request
+// under it would put two payloads for one job in the next bundle, which
+// central refuses as a conflict.
 func (s *Store) PruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int, error) {
 	var n int64
 	err := s.inTx(ctx, "prune idempotency keys", func(tx *writeTx) (err error) {
-		n, err = tx.execCount(`DELETE FROM idempotency_keys WHERE created_at < ?`, cutoff.UnixNano())
+		n, err = tx.execCount(`DELETE FROM idempotency_keys WHERE created_at < ?
+			AND NOT EXISTS (SELECT 1 FROM buffer WHERE message_id = idempotency_keys.operation_id)
+			AND NOT EXISTS (SELECT 1 FROM tracking WHERE tracking.operation_id = idempotency_keys.operation_id)
+			AND NOT EXISTS (SELECT 1 FROM job_log WHERE job_id = idempotency_keys.operation_id)`, cutoff.UnixNano())
 		return err
 	})
 	return int(n), err
