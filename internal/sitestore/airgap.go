@@ -50,17 +50,26 @@ func (s *Store) RecordExport(ctx context.Context, t Transfer, ids []string) (Tra
 
 // markExported sets the export time of the entries of ids and returns how
 // many of those jobs left on a bundle for the first time, not acknowledged
-// online.
+// online. The statements are prepared once: a bundle of weeks holds
+// hundreds of thousands of ids, all marked while the write lock is held.
 func markExported(tx *writeTx, at time.Time, ids []string) (int, error) {
+	firstTime, err := tx.PrepareContext(tx.ctx, `SELECT EXISTS (SELECT 1 FROM job_log WHERE job_id = ? AND exported_at IS NULL AND acked = ?)`)
+	if err != nil {
+		return 0, fmt.Errorf("prepare export state read: %w", err)
+	}
+	defer firstTime.Close()
+	mark, err := tx.PrepareContext(tx.ctx, `UPDATE job_log SET exported_at = ? WHERE job_id = ?`)
+	if err != nil {
+		return 0, fmt.Errorf("prepare export mark: %w", err)
+	}
+	defer mark.Close()
 	first := 0
 	for _, id := range ids {
 		var isFirst bool
-		err := tx.QueryRowContext(tx.ctx, `SELECT EXISTS (SELECT 1 FROM job_log WHERE job_id = ? AND exported_at IS NULL AND acked = ?)`,
-			id, ackNone).Scan(&isFirst)
-		if err != nil {
+		if err := firstTime.QueryRowContext(tx.ctx, id, ackNone).Scan(&isFirst); err != nil {
 			return 0, fmt.Errorf("read export state of %s: %w", id, err)
 		}
-		if _, err := tx.ExecContext(tx.ctx, `UPDATE job_log SET exported_at = ? WHERE job_id = ?`, at.UnixNano(), id); err != nil {
+		if _, err := mark.ExecContext(tx.ctx, at.UnixNano(), id); err != nil {
 			return 0, fmt.Errorf("mark %s exported: %w", id, err)
 		}
 		if isFirst {
