@@ -48,7 +48,7 @@ func startCentralHTTP(cfg CentralOptions, store *centralstore.Store, tc client.C
 	}
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry.MustRegister(events)
-	registry.MustRegister(&kpiCollector{store: store, stuckAge: cfg.StuckAge, lastScrape: time.Now()})
+	registry.MustRegister(&kpiCollector{store: store, stuckAge: cfg.StuckAge, lastScrape: time.Now()}, &airgapCollector{store: store})
 
 	mux := http.NewServeMux()
 	mux.Handle("/", page)

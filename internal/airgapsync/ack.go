@@ -39,8 +39,24 @@ type AckResult struct {
 
 // Ack verifies receipt and settles what it names: notifications leave the
 // buffer (the forwarder never sends them again), every entry records
-// central's state, and the node's clock moves past central's.
-func Ack(ctx context.Context, store *sitestore.Store, receipt airgap.Receipt, opts AckOptions) (AckResult, error) {
+// central's state, and the node's clock moves past central's. The ack is
+// recorded (size, duration, operations settled now) for the site's metrics.
+func Ack(ctx context.Context, store *sitestore.Store, receipt Receipt, opts AckOptions) (AckResult, error) {
+	started := time.Now()
+	res, err := settle(ctx, store, receipt.Receipt, opts)
+	if err != nil {
+		return res, err
+	}
+	ack := sitestore.Transfer{BundleID: receipt.ReceiptID, Entries: len(receipt.Accepted), NewEntries: res.Settled,
+		Bytes: receipt.Bytes, Duration: time.Since(started), At: opts.Now}
+	if err := store.RecordAck(ctx, ack); err != nil {
+		return res, fmt.Errorf("receipt %s is settled, but: %w", receipt.ReceiptID, err)
+	}
+	return res, nil
+}
+
+// settle is Ack without its record.
+func settle(ctx context.Context, store *sitestore.Store, receipt airgap.Receipt, opts AckOptions) (AckResult, error) {
 	res := AckResult{ReceiptID: receipt.ReceiptID}
 	if err := airgap.VerifyReceipt(receipt, opts.Verify); err != nil {
 		return res, fmt.Errorf("receipt %s: %w", receipt.ReceiptID, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/sitestore"
 )
 
-// ExportOptions says what to export.
+// ExportOptions says what to export, and where.
 type ExportOptions struct {
 	// Site is the bundle's tenant: the site id.
 	Site string
@@ -28,28 +28,54 @@ type ExportOptions struct {
 	Since *hlc.Timestamp
 	// Now is the bundle's creation time.
 	Now time.Time
+	// Path is the bundle file to write.
+	Path string
+	// Key, when set, signs the bundle.
+	Key *airgap.PrivateKey
 }
 
-// Export reads opts.Node's job log into a bundle (unsigned) and marks its
-// entries exported. The bundle carries the current tracking state of every
-// cached call in it, so central mirrors where the site got to.
+// Export reads opts.Node's job log into a bundle, signs it when opts.Key
+// is set and writes it to opts.Path; only then are its entries marked
+// exported and the export recorded (size, duration) for the site's
+// metrics, so a failed write leaves no trace. The bundle carries the
+// current tracking state of every cached call in it, so central mirrors
+// where the site got to.
 func Export(ctx context.Context, store *sitestore.Store, opts ExportOptions) (airgap.Bundle, error) {
-	log, err := store.ReadJobLog(ctx, opts.Node, opts.Since)
+	started := time.Now()
+	b, entries, err := newBundle(ctx, store, opts)
 	if err != nil {
 		return airgap.Bundle{}, err
+	}
+	if opts.Key != nil {
+		if err := b.Sign(*opts.Key); err != nil {
+			return airgap.Bundle{}, err
+		}
+	}
+	size, err := airgap.WriteFile(opts.Path, b)
+	if err != nil {
+		return airgap.Bundle{}, err
+	}
+	export := sitestore.Transfer{BundleID: b.BundleID, Entries: len(entries), Bytes: size, Duration: time.Since(started), At: opts.Now}
+	if _, err := store.RecordExport(ctx, export, jobIDs(entries)); err != nil {
+		return airgap.Bundle{}, fmt.Errorf("bundle %s is written to %s, but: %w", b.BundleID, opts.Path, err)
+	}
+	return b, nil
+}
+
+// newBundle is the unsigned bundle of opts.Node's log and the entries in it.
+func newBundle(ctx context.Context, store *sitestore.Store, opts ExportOptions) (airgap.Bundle, []sitestore.Entry, error) {
+	log, err := store.ReadJobLog(ctx, opts.Node, opts.Since)
+	if err != nil {
+		return airgap.Bundle{}, nil, err
 	}
 	if opts.Since == nil {
 		log = skipAcknowledgedFront(log)
 	}
 	calls, err := callStates(ctx, store, log.Entries)
 	if err != nil {
-		return airgap.Bundle{}, err
+		return airgap.Bundle{}, nil, err
 	}
-	b := airgap.NewBundle(opts.Site, opts.Node, opts.Now, []airgap.JobLog{bundleLog(log)}, calls...)
-	if err := store.MarkExported(ctx, opts.Now, jobIDs(log.Entries)...); err != nil {
-		return airgap.Bundle{}, err
-	}
-	return b, nil
+	return airgap.NewBundle(opts.Site, opts.Node, opts.Now, []airgap.JobLog{bundleLog(log)}, calls...), log.Entries, nil
 }
 
 // skipAcknowledgedFront leaves out the entries at the front of log that
@@ -86,7 +112,7 @@ func callStates(ctx context.Context, store *sitestore.Store, entries []sitestore
 
 // bundleLog is a site job log in the bundle's format.
 func bundleLog(log sitestore.JobLog) airgap.JobLog {
-	out := airgap.JobLog{NodeID: log.Node, LastHLC: log.LastHLC.String(), ChainHead: b64(log.Head), Entries: []airgap.Entry{}}
+	out := airgap.JobLog{NodeID: log.Node, LastHLC: log.HeadHLC(), ChainHead: b64(log.Head), Entries: []airgap.Entry{}}
 	if len(log.CheckpointLink) > 0 {
 		out.Checkpoint = &airgap.Checkpoint{Link: b64(log.CheckpointLink), HLC: log.CheckpointHLC}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
@@ -73,64 +74,107 @@ type ImportResult struct {
 	Receipt *airgap.Receipt `json:"-"`
 }
 
-// Bundle is a decoded bundle and the file it came from.
-type Bundle struct {
-	Path string
-	airgap.Bundle
-}
-
 // ErrNotImported is returned when verification or a conflict stopped the
 // import: nothing was handed to central.
 var ErrNotImported = errors.New("nothing imported")
 
 // Import verifies bundles, merges them in HLC order and hands each
 // operation to central under the id the site gave it, so an operation
-// that also arrived online is still one workflow and one email.
+// that also arrived online is still one workflow and one email. Every
+// import that reaches the merge is recorded with its outcome, size and
+// duration (refused ones too), for central's metrics; --verify-only
+// records nothing.
 func (im *Importer) Import(ctx context.Context, bundles []Bundle, opts ImportOptions) (ImportResult, error) {
+	started := time.Now()
+	res, fresh, err := im.checkAll(ctx, bundles, opts)
+	if err != nil {
+		return res, err
+	}
+	merged, err := airgap.Merge(contents(fresh))
+	res.Duplicates += merged.Duplicates
+	if err != nil {
+		return res, im.refuse(ctx, &res, err, opts, time.Since(started))
+	}
+	if opts.VerifyOnly {
+		return res, nil
+	}
+	var accepted []airgap.Accepted
+	if len(fresh) > 0 {
+		var imported int
+		accepted, imported, err = im.handOff(ctx, merged.Entries, callStatesOf(fresh))
+		res.Imported, res.Duplicates = imported, res.Duplicates+len(merged.Entries)-imported
+		if err != nil {
+			return res, err
+		}
+	}
+	if err := im.record(ctx, fresh, res, opts, time.Since(started)); err != nil {
+		return res, err
+	}
+	if len(fresh) > 0 {
+		receipt := airgap.NewReceipt(fresh[0].TenantID, opts.Now, bundleIDs(fresh), accepted, merged.Heads)
+		res.Receipt = &receipt
+	}
+	return res, nil
+}
+
+// checkAll checks every bundle and returns what to import of them; an
+// error when one failed verification and --force was not given.
+func (im *Importer) checkAll(ctx context.Context, bundles []Bundle, opts ImportOptions) (ImportResult, []Bundle, error) {
 	var res ImportResult
-	var fresh []airgap.Bundle
+	var fresh []Bundle
 	for _, b := range bundles {
 		br, keep, err := im.check(ctx, b, opts)
 		if err != nil {
-			return res, err
+			return res, nil, err
 		}
 		res.Bundles = append(res.Bundles, br)
 		switch {
 		case br.ImportedBefore != nil:
 			res.Duplicates += br.Entries
 		case keep != nil:
-			fresh = append(fresh, *keep)
+			fresh = append(fresh, Bundle{Path: b.Path, Bytes: b.Bytes, Bundle: *keep})
 			res.SkippedEntries += br.Entries - entryCount(*keep)
 		default:
 			res.SkippedEntries += br.Entries
 		}
 	}
-	if err := failedChecks(res, opts); err != nil {
-		return res, err
+	return res, fresh, failedChecks(res, opts)
+}
+
+// refuse records an import its merge refused for conflicts (unless only
+// verifying) and returns why nothing was imported.
+func (im *Importer) refuse(ctx context.Context, res *ImportResult, mergeErr error, opts ImportOptions, took time.Duration) error {
+	refused := fmt.Errorf("%w: %w", ErrNotImported, mergeErr)
+	var conflict *airgap.ConflictError
+	if !errors.As(mergeErr, &conflict) {
+		return refused
 	}
-	merged, err := airgap.Merge(fresh)
-	res.Duplicates += merged.Duplicates
-	if err != nil {
-		var conflict *airgap.ConflictError
-		if errors.As(err, &conflict) {
-			res.Conflicts = conflict.Conflicts
-		}
-		return res, fmt.Errorf("%w: %w", ErrNotImported, err)
+	res.Conflicts = conflict.Conflicts
+	if opts.VerifyOnly {
+		return refused
 	}
-	if opts.VerifyOnly || len(fresh) == 0 {
-		return res, nil
+	run := newRun(centralstore.AirgapRefused, *res, opts, took)
+	run.Conflicts = map[string]int{}
+	for _, c := range conflict.Conflicts {
+		run.Conflicts[c.Type]++
 	}
-	accepted, imported, err := im.handOff(ctx, merged.Entries, callStatesOf(fresh))
-	res.Imported, res.Duplicates = imported, res.Duplicates+len(merged.Entries)-imported
-	if err != nil {
-		return res, err
+	if err := im.Store.RecordAirgapImport(ctx, run); err != nil {
+		return errors.Join(refused, err)
 	}
-	if err := im.record(ctx, fresh, res, opts); err != nil {
-		return res, err
+	return refused
+}
+
+// newRun is the record of an import with result res, which took took.
+func newRun(outcome string, res ImportResult, opts ImportOptions, took time.Duration) centralstore.AirgapImportRun {
+	run := centralstore.AirgapImportRun{RunID: uuid.NewString(), Outcome: outcome, Duration: took, ImportedBy: opts.By, At: opts.Now}
+	for _, b := range res.Bundles {
+		run.BundleIDs = append(run.BundleIDs, b.BundleID)
+		run.Entries += b.Entries
 	}
-	receipt := airgap.NewReceipt(fresh[0].TenantID, opts.Now, bundleIDs(fresh), accepted, merged.Heads)
-	res.Receipt = &receipt
-	return res, nil
+	if outcome == centralstore.AirgapImported {
+		run.Imported, run.Duplicates, run.Skipped = res.Imported, res.Duplicates, res.SkippedEntries
+	}
+	return run
 }
 
 // check verifies one bundle and returns what of it to import: nil when
@@ -288,30 +332,31 @@ func (im *Importer) mirrorCalls(ctx context.Context, entries []airgap.Entry, cal
 	return len(rows), nil
 }
 
-// record stores each imported bundle, so importing it again changes nothing.
-func (im *Importer) record(ctx context.Context, bundles []airgap.Bundle, res ImportResult, opts ImportOptions) error {
-	for _, b := range bundles {
+// record stores the import run and each bundle it imported, so importing
+// a bundle again changes nothing.
+func (im *Importer) record(ctx context.Context, bundles []Bundle, res ImportResult, opts ImportOptions, took time.Duration) error {
+	imported := make([]centralstore.AirgapImport, len(bundles))
+	for i, b := range bundles {
 		imp := centralstore.AirgapImport{
-			BundleID: b.BundleID, SiteID: b.TenantID, Entries: entryCount(b),
-			ImportedBy: opts.By, ImportedAt: opts.Now,
+			BundleID: b.BundleID, SiteID: b.TenantID, Entries: entryCount(b.Bundle),
+			ImportedBy: opts.By, ImportedAt: opts.Now, Bytes: b.Bytes,
 		}
 		for _, l := range b.JobLogs {
 			imp.Nodes = append(imp.Nodes, l.NodeID)
 			imp.ChainHeads = append(imp.ChainHeads, l.NodeID+"="+l.ChainHead)
 		}
 		// Merged bundles share one outcome, which no bundle owns: the
-		// counts go on the record only when the import had one bundle.
+		// counts go on the bundle's record only when the import had one
+		// bundle (the run's record has them always).
 		if len(bundles) == 1 {
 			imp.Imported, imp.Duplicates, imp.Skipped = res.Imported, res.Duplicates, res.SkippedEntries
 		}
-		if err := im.Store.RecordAirgapImport(ctx, imp); err != nil {
-			return err
-		}
+		imported[i] = imp
 	}
-	return nil
+	return im.Store.RecordAirgapImport(ctx, newRun(centralstore.AirgapImported, res, opts, took), imported...)
 }
 
-func callStatesOf(bundles []airgap.Bundle) map[string]contract.TrackedOperation {
+func callStatesOf(bundles []Bundle) map[string]contract.TrackedOperation {
 	calls := map[string]contract.TrackedOperation{}
 	for _, b := range bundles {
 		for _, c := range b.Calls {
@@ -331,7 +376,16 @@ func entryCount(b airgap.Bundle) int {
 	return n
 }
 
-func bundleIDs(bundles []airgap.Bundle) []string {
+// contents is the decoded bundles of bundles.
+func contents(bundles []Bundle) []airgap.Bundle {
+	out := make([]airgap.Bundle, len(bundles))
+	for i, b := range bundles {
+		out[i] = b.Bundle
+	}
+	return out
+}
+
+func bundleIDs(bundles []Bundle) []string {
 	ids := make([]string, len(bundles))
 	for i, b := range bundles {
 		ids[i] = b.BundleID

@@ -102,12 +102,32 @@ var sqliteDialect = dialect{
 		skipped     INTEGER NOT NULL,
 		chain_heads TEXT NOT NULL,
 		imported_by TEXT NOT NULL,
-		imported_at DATETIME NOT NULL
+		imported_at DATETIME NOT NULL,
+		bytes       INTEGER
+	)`,
+		`CREATE TABLE IF NOT EXISTS airgap_import_runs (
+		run_id           TEXT PRIMARY KEY,
+		outcome          TEXT NOT NULL,
+		bundle_ids       TEXT NOT NULL,
+		entries          INTEGER NOT NULL,
+		imported         INTEGER NOT NULL,
+		duplicates       INTEGER NOT NULL,
+		skipped          INTEGER NOT NULL,
+		duration_seconds REAL NOT NULL,
+		imported_by      TEXT NOT NULL,
+		run_at           DATETIME NOT NULL
+	)`,
+		`CREATE TABLE IF NOT EXISTS airgap_import_conflicts (
+		run_id        TEXT NOT NULL,
+		conflict_type TEXT NOT NULL,
+		conflicts     INTEGER NOT NULL,
+		PRIMARY KEY (run_id, conflict_type)
 	)`,
 	},
 	addedColumns: []addedColumn{
 		{table: "notifications", name: "terminal_at", definition: "DATETIME"},
 		{table: "audit_log", name: "source_node", definition: "TEXT"},
+		{table: "airgap_imports", name: "bytes", definition: "INTEGER"},
 	},
 	hasColumn: `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`,
 	addColumn: `ALTER TABLE %s ADD COLUMN %s %s`,

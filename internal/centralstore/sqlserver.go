@@ -122,12 +122,36 @@ var sqlServerDialect = dialect{
 		skipped     INT NOT NULL,
 		chain_heads NVARCHAR(MAX) NOT NULL,
 		imported_by NVARCHAR(256) NOT NULL,
-		imported_at DATETIME2 NOT NULL
+		imported_at DATETIME2 NOT NULL,
+		bytes       BIGINT NULL
+	)`,
+		// The counts are BIGINT so their sums over every run cannot
+		// overflow (SUM of an INT column is an INT).
+		`IF OBJECT_ID(N'airgap_import_runs', N'U') IS NULL
+	CREATE TABLE airgap_import_runs (
+		run_id           VARCHAR(64) NOT NULL PRIMARY KEY,
+		outcome          VARCHAR(16) NOT NULL,
+		bundle_ids       NVARCHAR(MAX) NOT NULL,
+		entries          BIGINT NOT NULL,
+		imported         BIGINT NOT NULL,
+		duplicates       BIGINT NOT NULL,
+		skipped          BIGINT NOT NULL,
+		duration_seconds FLOAT NOT NULL,
+		imported_by      NVARCHAR(256) NOT NULL,
+		run_at           DATETIME2 NOT NULL
+	)`,
+		`IF OBJECT_ID(N'airgap_import_conflicts', N'U') IS NULL
+	CREATE TABLE airgap_import_conflicts (
+		run_id        VARCHAR(64) NOT NULL,
+		conflict_type VARCHAR(32) NOT NULL,
+		conflicts     BIGINT NOT NULL,
+		PRIMARY KEY (run_id, conflict_type)
 	)`,
 	},
 	addedColumns: []addedColumn{
 		{table: "notifications", name: "terminal_at", definition: "DATETIME2 NULL"},
 		{table: "audit_log", name: "source_node", definition: "NVARCHAR(64) NULL"},
+		{table: "airgap_imports", name: "bytes", definition: "BIGINT NULL"},
 	},
 	hasColumn: `SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID(?) AND name = ?`,
 	addColumn: `ALTER TABLE %s ADD %s %s`,

@@ -91,6 +91,34 @@ func TestSQLiteUpgradesOlderSchema(t *testing.T) {
 	}
 }
 
+// A bundle imported before airgap_imports had its bytes column reads back
+// with size 0 and counts as a bundle, but not as a size: its size is unknown.
+func TestSQLiteAddsBundleSizesToOlderAirgapImports(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "central.db")
+	db, err := sqlitedb.Open(ctx, path)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE airgap_imports (bundle_id TEXT PRIMARY KEY, site_id TEXT NOT NULL, nodes TEXT NOT NULL,
+		entries INTEGER NOT NULL, imported INTEGER NOT NULL, duplicates INTEGER NOT NULL, skipped INTEGER NOT NULL,
+		chain_heads TEXT NOT NULL, imported_by TEXT NOT NULL, imported_at DATETIME NOT NULL)`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO airgap_imports VALUES ('b-old', 'ship-7', 'node-a', 3, 3, 0, 0, 'node-a=q83v', 'ana', ?)`,
+		time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	store, err := centralstore.OpenSQLite(ctx, path)
+	require.NoError(t, err)
+	defer store.Close()
+	imp, err := store.GetAirgapImport(ctx, "b-old")
+	require.NoError(t, err)
+	require.Zero(t, imp.Bytes)
+	st, err := store.AirgapImportStats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Bundles)
+	require.Zero(t, st.BundleBytes.Count, "an unknown size is no sample")
+}
+
 // A central SQLite file removed under the worker fails Ping (and so
 // /readyz) instead of looking healthy while its writes go nowhere.
 func TestSQLitePingNoticesTheFileGone(t *testing.T) {

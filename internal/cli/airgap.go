@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,7 +83,7 @@ Example:
 		if *out == "" {
 			return fmt.Errorf("%w: -o FILE is required: where to write the bundle", ErrUsage)
 		}
-		opts := airgapsync.ExportOptions{Site: or(*siteID, op.cfg.Site.ID), Node: or(*node, op.cfg.Site.Node), Now: time.Now().UTC()}
+		opts := airgapsync.ExportOptions{Site: or(*siteID, op.cfg.Site.ID), Node: or(*node, op.cfg.Site.Node), Now: time.Now().UTC(), Path: *out}
 		if *since != "" {
 			ts, err := hlc.Parse(*since)
 			if err != nil {
@@ -93,57 +91,29 @@ Example:
 			}
 			opts.Since = &ts
 		}
-		b, err := exportBundle(ctx, op.cfg.Site.Store, opts, *signWith)
-		if err != nil {
-			return err
+		if *signWith != "" {
+			key, err := airgap.LoadPrivateKey(*signWith)
+			if err != nil {
+				return err
+			}
+			opts.Key = &key
 		}
-		if err := writeFileAtomically(*out, b); err != nil {
+		b, err := exportBundle(ctx, op.cfg.Site.Store, opts)
+		if err != nil {
 			return err
 		}
 		return printExport(env.Stdout, *out, b, *asJSON, *verbose)
 	},
 }
 
-// exportBundle exports and, with a key file, signs.
-func exportBundle(ctx context.Context, storePath string, opts airgapsync.ExportOptions, keyFile string) (airgap.Bundle, error) {
-	var key airgap.PrivateKey
-	if keyFile != "" {
-		var err error
-		if key, err = airgap.LoadPrivateKey(keyFile); err != nil {
-			return airgap.Bundle{}, err
-		}
-	}
+// exportBundle exports from the site file at storePath.
+func exportBundle(ctx context.Context, storePath string, opts airgapsync.ExportOptions) (airgap.Bundle, error) {
 	store, err := sitestore.Open(ctx, storePath, sitestore.Options{})
 	if err != nil {
 		return airgap.Bundle{}, err
 	}
 	defer store.Close()
-	b, err := airgapsync.Export(ctx, store, opts)
-	if err != nil || keyFile == "" {
-		return b, err
-	}
-	return b, b.Sign(key)
-}
-
-// writeFileAtomically writes v as JSON to path through a temporary file, so
-// a stick pulled mid-write never holds half a bundle under its name.
-func writeFileAtomically(path string, v any) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".outpost-airgap-*")
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("write %s: directory %s does not exist (is the stick mounted? create the directory first)", path, filepath.Dir(path))
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := airgap.Encode(tmp, v); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := errors.Join(tmp.Sync(), tmp.Close()); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return os.Rename(tmp.Name(), path)
+	return airgapsync.Export(ctx, store, opts)
 }
 
 func printExport(w io.Writer, path string, b airgap.Bundle, asJSON, verbose bool) error {
@@ -236,7 +206,7 @@ func runImport(ctx context.Context, env Env, fs *flag.FlagSet, op *operatorRun, 
 		}
 		key = &k
 	}
-	bundles, err := readBundles(op.args)
+	bundles, err := airgapsync.ReadBundles(op.args)
 	if err != nil {
 		return err
 	}
@@ -271,7 +241,8 @@ func writeReceipt(path string, r *airgap.Receipt, key *airgap.PrivateKey) error 
 			return err
 		}
 	}
-	return writeFileAtomically(path, r)
+	_, err := airgap.WriteFile(path, r)
+	return err
 }
 
 // verifyOptions reads the trusted keys.
@@ -283,23 +254,6 @@ func verifyOptions(trustedDir string, allowUnsigned bool) (airgap.VerifyOptions,
 	keys, err := airgap.LoadTrustedKeys(trustedDir)
 	opts.TrustedKeys = keys
 	return opts, err
-}
-
-func readBundles(paths []string) ([]airgapsync.Bundle, error) {
-	var bundles []airgapsync.Bundle
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		b, err := airgap.DecodeBundle(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		bundles = append(bundles, airgapsync.Bundle{Path: p, Bundle: b})
-	}
-	return bundles, nil
 }
 
 func printImport(w io.Writer, res airgapsync.ImportResult, receiptPath string, asJSON, verbose bool) {
@@ -389,14 +343,9 @@ Example:
 }
 
 func ackReceipt(ctx context.Context, path, storePath string, opts airgapsync.AckOptions) (airgapsync.AckResult, error) {
-	f, err := os.Open(path)
+	r, err := airgapsync.ReadReceipt(path)
 	if err != nil {
 		return airgapsync.AckResult{}, err
-	}
-	r, err := airgap.DecodeReceipt(f)
-	f.Close()
-	if err != nil {
-		return airgapsync.AckResult{}, fmt.Errorf("%s: %w", path, err)
 	}
 	store, err := sitestore.Open(ctx, storePath, sitestore.Options{})
 	if err != nil {

@@ -142,9 +142,13 @@ type Site struct {
 	CommitDelay time.Duration `yaml:"commit_delay"`
 	// TrackingRetention is how long terminal tracking rows (Delivered,
 	// Failed, Discarded) stay on the site before it purges them (a row
-	// central has not received yet waits for it). Default 168h (7 days).
+	// central has not received yet waits for it). The same retention keeps
+	// job-log entries an air-gap receipt settled (entries handed off online
+	// go at the next purge) and idempotency keys whose operation has left
+	// the site. Default 168h (7 days).
 	TrackingRetention time.Duration `yaml:"tracking_retention"`
-	// PurgeInterval is how often the site looks for tracking rows to purge. Default 1h.
+	// PurgeInterval is how often the site looks for tracking rows, job-log
+	// entries and idempotency keys to purge. Default 1h.
 	PurgeInterval time.Duration `yaml:"purge_interval"`
 	// TelemetryBatch is the most tracking changes sent to central in one
 	// batch; a full batch is sent at once. Default 200.

@@ -30,12 +30,13 @@ func newHandoffCounter() *prometheus.CounterVec {
 	}, []string{"category", "outcome"})
 }
 
-// newMetricsRegistry gathers the site's metrics: the store's state, read on
-// every scrape, the hand-off counter, and the Go process.
+// newMetricsRegistry gathers the site's metrics: the store's state and its
+// air-gap transfers, read on every scrape, the hand-off counter, and the Go
+// process.
 func newMetricsRegistry(store *sitestore.Store, handoffs *prometheus.CounterVec, now func() time.Time) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(handoffs, &storeCollector{store: store, now: now, ages: ageWatch{seen: map[string]firstSeen{}}})
+	reg.MustRegister(handoffs, &storeCollector{store: store, now: now, ages: ageWatch{seen: map[string]firstSeen{}}}, &airgapCollector{store: store})
 	return reg
 }
 

@@ -48,8 +48,10 @@ type Options struct {
 	PollInterval       time.Duration
 	// MaxBodyBytes limits a notification body.
 	MaxBodyBytes int
-	// TrackingRetention is how long terminal tracking rows stay; the purge
-	// looks for them every PurgeInterval.
+	// TrackingRetention is how long terminal tracking rows stay, job-log
+	// entries settled by an air-gap receipt stay, and idempotency keys are
+	// remembered once their operation has left the site; the purge looks
+	// for them every PurgeInterval.
 	TrackingRetention time.Duration
 	PurgeInterval     time.Duration
 	// TelemetryBatch and TelemetryDelay drive telemetry (TelemetryOptions).

@@ -12,23 +12,43 @@ import (
 // purgeBatch bounds one purge transaction, so scripts' writes never wait long.
 const purgeBatch = 1000
 
-// runPurge deletes terminal tracking rows older than retention every
-// interval, on its own: it needs nothing from central.
+// runPurge, every interval, deletes what the site keeps only for a while:
+// terminal tracking rows older than retention, the acknowledged front of
+// the job log (entries settled by an air-gap receipt once they are older
+// than retention: the site's status answers from them until then) and
+// idempotency keys older than retention. It needs nothing from central.
 func runPurge(ctx context.Context, store *sitestore.Store, retention, interval time.Duration, now func() time.Time, log *zap.Logger) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	log = log.With(zap.Duration("retention", retention))
 	for {
-		n, err := purgeTerminal(ctx, store, now().Add(-retention))
-		switch {
-		case err != nil && ctx.Err() == nil:
-			log.Error("purge tracking rows", zap.Error(err))
-		case n > 0:
-			log.Info("purged terminal tracking rows", zap.Int("rows", n), zap.Duration("retention", retention))
-		}
+		purgeOnce(ctx, store, now().Add(-retention), log)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		}
+	}
+}
+
+// purgeOnce runs each purge with cutoff, logging what it removed; a purge
+// that fails is logged and tried again at the next interval.
+func purgeOnce(ctx context.Context, store *sitestore.Store, cutoff time.Time, log *zap.Logger) {
+	purges := []struct {
+		what  string
+		purge func(context.Context, time.Time) (int, error)
+	}{
+		{"terminal tracking rows", func(ctx context.Context, cutoff time.Time) (int, error) { return purgeTerminal(ctx, store, cutoff) }},
+		{"acknowledged job-log entries", store.PruneJobLog},
+		{"idempotency keys", store.PruneIdempotencyKeys},
+	}
+	for _, p := range purges {
+		n, err := p.purge(ctx, cutoff)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("purge "+p.what, zap.Error(err))
+		case n > 0:
+			log.Info("purged "+p.what, zap.Int("rows", n))
 		}
 	}
 }

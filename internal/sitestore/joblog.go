@@ -107,9 +107,18 @@ type JobLog struct {
 	CheckpointLink []byte
 	CheckpointHLC  string
 	Entries        []Entry
-	// Head and LastHLC are the node's chain head and clock.
-	Head    []byte
-	LastHLC hlc.Timestamp
+	// Head is the node's chain head: the last entry's link.
+	Head []byte
+}
+
+// HeadHLC is the time of the log's head: its last entry's, or its
+// checkpoint's when it has none. Not the node's clock, which an air-gap
+// receipt moves past the head (ReceiveClock).
+func (l JobLog) HeadHLC() string {
+	if n := len(l.Entries); n > 0 {
+		return l.Entries[n-1].HLC.String()
+	}
+	return l.CheckpointHLC
 }
 
 // Nodes lists the nodes with a chain in this file.
@@ -136,17 +145,13 @@ func (s *Store) Nodes(ctx context.Context) ([]string, error) {
 // between unacknowledged ones, and the chain verifies only whole.
 func (s *Store) ReadJobLog(ctx context.Context, node string, after *hlc.Timestamp) (JobLog, error) {
 	log := JobLog{Node: node}
-	var last string
-	err := s.db.QueryRowContext(ctx, `SELECT last_hlc, head, checkpoint_link, checkpoint_hlc FROM chain WHERE node = ?`, node).
-		Scan(&last, &log.Head, &log.CheckpointLink, &log.CheckpointHLC)
+	err := s.db.QueryRowContext(ctx, `SELECT head, checkpoint_link, checkpoint_hlc FROM chain WHERE node = ?`, node).
+		Scan(&log.Head, &log.CheckpointLink, &log.CheckpointHLC)
 	if errors.Is(err, sql.ErrNoRows) {
 		return JobLog{}, fmt.Errorf("node %q has no job log in this site file", node)
 	}
 	if err != nil {
 		return JobLog{}, fmt.Errorf("read chain of node %s: %w", node, err)
-	}
-	if log.LastHLC, err = hlc.Parse(last); err != nil {
-		return JobLog{}, fmt.Errorf("chain of node %s: %w", node, err)
 	}
 	if log.Entries, err = s.jobLogEntries(ctx, node); err != nil {
 		return JobLog{}, err
@@ -193,20 +198,6 @@ func (s *Store) jobLogEntries(ctx context.Context, node string) ([]Entry, error)
 		entries = append(entries, e)
 	}
 	return entries, rows.Err()
-}
-
-// MarkExported notes that the entries of ids left on an air-gap bundle at:
-// the site's status then says Exported until a receipt or an online
-// hand-off settles them.
-func (s *Store) MarkExported(ctx context.Context, at time.Time, ids ...string) error {
-	return s.inTx(ctx, "mark exported", func(tx *writeTx) error {
-		for _, id := range ids {
-			if _, err := tx.ExecContext(tx.ctx, `UPDATE job_log SET exported_at = ? WHERE job_id = ?`, at.UnixNano(), id); err != nil {
-				return fmt.Errorf("mark %s exported: %w", id, err)
-			}
-		}
-		return nil
-	})
 }
 
 // Settled is an operation an air-gap receipt says central has.
@@ -322,12 +313,20 @@ func pruneNode(tx *writeTx, node string, receiptCutoff time.Time) (int64, error)
 	return n, nil
 }
 
-// PruneIdempotencyKeys forgets keys recorded before cutoff: a script
-// retrying later than the site's retention makes a new operation.
+// PruneIdempotencyKeys forgets keys recorded before cutoff whose operation
+// has left the site (no buffer, tracking or job-log row): a script retrying
+// later than the site's retention makes a new operation. A key stays while
+// its operation is still here, however old (weeks, on a site without a
+// link): its id would collide with the operation's rows, and a new request
+// under it would put two payloads for one job in the next bundle, which
+// central refuses as a conflict.
 func (s *Store) PruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int, error) {
 	var n int64
 	err := s.inTx(ctx, "prune idempotency keys", func(tx *writeTx) (err error) {
-		n, err = tx.execCount(`DELETE FROM idempotency_keys WHERE created_at < ?`, cutoff.UnixNano())
+		n, err = tx.execCount(`DELETE FROM idempotency_keys WHERE created_at < ?
+			AND NOT EXISTS (SELECT 1 FROM buffer WHERE message_id = idempotency_keys.operation_id)
+			AND NOT EXISTS (SELECT 1 FROM tracking WHERE tracking.operation_id = idempotency_keys.operation_id)
+			AND NOT EXISTS (SELECT 1 FROM job_log WHERE job_id = idempotency_keys.operation_id)`, cutoff.UnixNano())
 		return err
 	})
 	return int(n), err

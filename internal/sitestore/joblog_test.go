@@ -90,7 +90,8 @@ func TestReadJobLogAfterMovesTheCheckpoint(t *testing.T) {
 }
 
 // The same idempotency key and request is one operation; the key with
-// another request is refused, and nothing of it is written.
+// another request is refused, and nothing of it is written. Pruning forgets
+// the key only once its operation has left the site.
 func TestIdempotencyKeyReplaysOrRefuses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -115,9 +116,18 @@ func TestIdempotencyKeyReplaysOrRefuses(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, log.Entries, 1)
 
-	n, err := s.PruneIdempotencyKeys(ctx, time.Now().Add(time.Hour))
+	cutoff := time.Now().Add(time.Hour)
+	n, err := s.PruneIdempotencyKeys(ctx, cutoff)
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Zero(t, n, "the key stays while its operation is on the site")
+	require.NoError(t, s.Delete(ctx, keyed.ID)) // handed off online
+	_, err = s.PruneJobLog(ctx, cutoff)
+	require.NoError(t, err)
+	n, err = s.PruneIdempotencyKeys(ctx, cutoff)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "gone from the buffer and the job log, its key goes")
+	_, err = s.Enqueue(ctx, other)
+	require.NoError(t, err, "a request after the key was forgotten is a new operation")
 }
 
 // A keyed cached call begun twice is one tracking row: the second begin
@@ -150,7 +160,8 @@ func TestSettleByReceipt(t *testing.T) {
 		Payload: []byte(`{}`), Provenance: Provenance{SiteID: "plant-1", Node: "node-a"}})
 	require.NoError(t, err)
 	now := time.Now()
-	require.NoError(t, s.MarkExported(ctx, now, "m-000", "c-1"))
+	_, err = s.RecordExport(ctx, Transfer{BundleID: "b-1", Entries: 2, At: now}, []string{"m-000", "c-1"})
+	require.NoError(t, err)
 	st, err := s.JobExportState(ctx, "m-000")
 	require.NoError(t, err)
 	require.NotNil(t, st.ExportedAt)

@@ -185,6 +185,19 @@ var migrations = []string{
 		request_hash BLOB NOT NULL,
 		created_at   INTEGER NOT NULL
 	);`,
+	// 5: every air-gap export and ack of this file, for the site's airgap_*
+	// metrics: the CLI that runs them is a process of its own, so the
+	// daemon reads them from here at scrape time (see airgap.go).
+	`CREATE TABLE airgap_transfers (
+		seq              INTEGER PRIMARY KEY,
+		kind             TEXT NOT NULL,    -- 'export' or 'ack'
+		bundle_id        TEXT NOT NULL,    -- the bundle written, or the receipt acked
+		entries          INTEGER NOT NULL, -- the bundle's entries, or the operations the receipt names
+		new_entries      INTEGER NOT NULL, -- see Transfer.NewEntries
+		bytes            INTEGER NOT NULL, -- the file's size
+		duration_seconds REAL NOT NULL,
+		at               INTEGER NOT NULL  -- Unix nanoseconds, UTC
+	);`,
 }
 
 // Open opens (creating if needed) the site store at path.

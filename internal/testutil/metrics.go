@@ -47,6 +47,17 @@ func MetricValue(families map[string]*dto.MetricFamily, name string, labels map[
 	return -1
 }
 
+// MetricHistogram is the histogram series of name with exactly labels; nil
+// when there is none.
+func MetricHistogram(families map[string]*dto.MetricFamily, name string, labels map[string]string) *dto.Histogram {
+	for _, m := range families[name].GetMetric() {
+		if sameLabels(m.GetLabel(), labels) {
+			return m.GetHistogram()
+		}
+	}
+	return nil
+}
+
 func sameLabels(got []*dto.LabelPair, want map[string]string) bool {
 	if len(got) != len(want) {
 		return false
