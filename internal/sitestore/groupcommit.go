@@ -28,9 +28,55 @@ type writeTx struct {
 	ctx context.Context
 	// heads are the chain heads the batch advanced, saved before commit.
 	heads map[string]chainHead
-	// insert and logInsert are the buffer and job-log inserts, prepared
-	// once per batch.
-	insert, logInsert *sql.Stmt
+	// stmts are the writer's prepared statements, bound to this
+	// transaction as the batch first uses each (in bound).
+	stmts *writerStatements
+	bound map[*sql.Stmt]*sql.Stmt
+}
+
+// stmt is s bound to the batch's transaction. Binding a statement the
+// writer's connection already prepared reuses it: no SQL is parsed again.
+func (tx *writeTx) stmt(s *sql.Stmt) *sql.Stmt {
+	b, ok := tx.bound[s]
+	if !ok {
+		b = tx.StmtContext(tx.ctx, s)
+		tx.bound[s] = b
+	}
+	return b
+}
+
+// writerStatements are the statements every enqueue batch runs, prepared
+// once for the store's life. Parsing them again for every batch was a
+// sizeable share of the writer's CPU.
+type writerStatements struct {
+	insertBuffer, insertJobLog, readHead, saveHead *sql.Stmt
+}
+
+func prepareWriterStatements(ctx context.Context, db *sql.DB) (*writerStatements, error) {
+	var ws writerStatements
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&ws.insertBuffer, insertBufferSQL}, {&ws.insertJobLog, insertJobLogSQL},
+		{&ws.readHead, readHeadSQL}, {&ws.saveHead, saveHeadSQL},
+	} {
+		stmt, err := db.PrepareContext(ctx, p.query)
+		if err != nil {
+			ws.close()
+			return nil, fmt.Errorf("prepare %q: %w", p.query, err)
+		}
+		*p.stmt = stmt
+	}
+	return &ws, nil
+}
+
+func (ws *writerStatements) close() {
+	for _, stmt := range []*sql.Stmt{ws.insertBuffer, ws.insertJobLog, ws.readHead, ws.saveHead} {
+		if stmt != nil {
+			stmt.Close()
+		}
+	}
 }
 
 // execCount runs a statement in the transaction and returns how many rows
@@ -60,6 +106,7 @@ type committer struct {
 	// conn is the writer's own connection: its page cache stays warm from
 	// one batch to the next (a pooled connection would reread the pages).
 	conn  *sql.Conn
+	stmts *writerStatements
 	batch int
 	delay time.Duration
 	// writes is unbuffered: a write is accepted only when the writer takes it.
@@ -77,12 +124,17 @@ type committer struct {
 }
 
 func newCommitter(ctx context.Context, db *sql.DB, batch int, delay time.Duration, check func() error) (*committer, error) {
+	stmts, err := prepareWriterStatements(ctx, db)
+	if err != nil {
+		return nil, err
+	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
+		stmts.close()
 		return nil, fmt.Errorf("writer connection: %w", err)
 	}
 	c := &committer{
-		conn: conn, batch: batch, delay: delay, expected: 1, check: check,
+		conn: conn, stmts: stmts, batch: batch, delay: delay, expected: 1, check: check,
 		writes: make(chan *write), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go c.run()
@@ -114,6 +166,7 @@ func (c *committer) close() {
 func (c *committer) run() {
 	defer close(c.done)
 	defer c.conn.Close()
+	defer c.stmts.close()
 	for {
 		select {
 		case <-c.stop:
@@ -211,7 +264,7 @@ func (c *committer) tryBatch(batch []*write, run []int) (int, error) {
 		return -1, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() // a no-op after Commit
-	wtx := &writeTx{Tx: tx, ctx: ctx, heads: map[string]chainHead{}}
+	wtx := &writeTx{Tx: tx, ctx: ctx, heads: map[string]chainHead{}, stmts: c.stmts, bound: map[*sql.Stmt]*sql.Stmt{}}
 	for pos, i := range run {
 		if err := batch[i].fn(wtx); err != nil {
 			return pos, err

@@ -44,14 +44,7 @@ const insertJobLogSQL = `INSERT INTO job_log (node, job_id, kind, hlc, payload, 
 
 // insertJobLogEntry appends m, as stamped for the buffer, to its node's log.
 func insertJobLogEntry(tx *writeTx, m Message) error {
-	if tx.logInsert == nil {
-		stmt, err := tx.PrepareContext(tx.ctx, insertJobLogSQL)
-		if err != nil {
-			return fmt.Errorf("prepare job log insert: %w", err)
-		}
-		tx.logInsert = stmt
-	}
-	_, err := tx.logInsert.ExecContext(tx.ctx, m.Provenance.Node, m.ID, m.Category, m.HLC.String(), m.Payload,
+	_, err := tx.stmt(tx.stmts.insertJobLog).ExecContext(tx.ctx, m.Provenance.Node, m.ID, m.Category, m.HLC.String(), m.Payload,
 		m.PayloadHash, m.PrevLink, m.Link, m.CreatedAt.UnixNano())
 	if err != nil {
 		return fmt.Errorf("append %s %s to the job log: %w", m.Category, m.ID, err)

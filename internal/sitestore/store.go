@@ -340,7 +340,7 @@ func loadHead(tx *writeTx, node string) (chainHead, error) {
 	}
 	h := chainHead{link: []byte{}}
 	var last string
-	err := tx.QueryRowContext(tx.ctx, `SELECT last_hlc, head FROM chain WHERE node = ?`, node).Scan(&last, &h.link)
+	err := tx.stmt(tx.stmts.readHead).QueryRowContext(tx.ctx, node).Scan(&last, &h.link)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -372,12 +372,16 @@ func (h *chainHead) append(m NewMessage, payloadHash []byte, now time.Time) Mess
 	return msg
 }
 
+const (
+	readHeadSQL = `SELECT last_hlc, head FROM chain WHERE node = ?`
+	saveHeadSQL = `INSERT INTO chain (node, last_hlc, head) VALUES (?, ?, ?)
+		ON CONFLICT (node) DO UPDATE SET last_hlc = excluded.last_hlc, head = excluded.head`
+)
+
 // saveHeads writes the chain heads the batch advanced.
 func saveHeads(tx *writeTx) error {
 	for node, h := range tx.heads {
-		_, err := tx.ExecContext(tx.ctx, `INSERT INTO chain (node, last_hlc, head) VALUES (?, ?, ?)
-			ON CONFLICT (node) DO UPDATE SET last_hlc = excluded.last_hlc, head = excluded.head`,
-			node, h.last.String(), h.link)
+		_, err := tx.stmt(tx.stmts.saveHead).ExecContext(tx.ctx, node, h.last.String(), h.link)
 		if err != nil {
 			return fmt.Errorf("save chain head of node %s: %w", node, err)
 		}
@@ -390,14 +394,7 @@ const insertBufferSQL = `INSERT INTO buffer (message_id, category, tracked_opera
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func insertMessage(tx *writeTx, m Message) error {
-	if tx.insert == nil {
-		stmt, err := tx.PrepareContext(tx.ctx, insertBufferSQL)
-		if err != nil {
-			return fmt.Errorf("prepare buffer insert: %w", err)
-		}
-		tx.insert = stmt
-	}
-	_, err := tx.insert.ExecContext(tx.ctx, m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload,
+	_, err := tx.stmt(tx.stmts.insertBuffer).ExecContext(tx.ctx, m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload,
 		m.Status, m.CreatedAt.UnixNano(), m.NextAttemptAt.UnixNano(), m.Provenance.SiteID, m.Provenance.Node,
 		m.Provenance.Instance, m.Provenance.Script, m.HLC.String(), m.PayloadHash, m.PrevLink, m.Link)
 	if err != nil {
