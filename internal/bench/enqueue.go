@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -51,10 +52,13 @@ func enqueueRows(callers int, sdk, raw, perTx float64) []Row {
 	vsRaw := compare(SectionEnqueue, measure, sdk, "/s", Figure{Name: fmt.Sprintf("raw inserts, %d/tx, 1 writer", rawBatch), Value: raw, Unit: "/s"})
 	vsTx := compare(SectionEnqueue, measure, sdk, "/s", Figure{Name: "1 tx per enqueue, " + plural(callers, "caller"), Value: perTx, Unit: "/s"})
 	if callers == targetCallers {
-		vsRaw, vsTx = vsRaw.atLeastRatio(0.6), vsTx.atLeastRatio(10)
-		// Where a commit is cheap, even raw batched inserts may not reach
-		// 10× one transaction each: the target then cannot be met here.
-		vsTx = vsTx.withDetail("raw batched inserts reach %.1f× one tx per enqueue on this file system: the ceiling of this ratio here", raw/perTx)
+		// Raw batched inserts are the ceiling of the second ratio: how far
+		// batching alone gets above one transaction each depends on the
+		// cost of a commit on this file system, so the target is a share
+		// of that ceiling, not a fixed multiple.
+		ceiling := raw / perTx
+		vsRaw, vsTx = vsRaw.atLeastRatio(0.8), vsTx.atLeastRatio(math.Round(0.8*ceiling*10)/10)
+		vsTx = vsTx.withDetail("raw batched inserts reach %.1f× one tx per enqueue on this file system (the ceiling); the target is 0.8 of it", ceiling)
 	}
 	return []Row{vsRaw, vsTx}
 }

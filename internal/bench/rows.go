@@ -132,9 +132,33 @@ const insertBufferSQL = `INSERT INTO buffer (message_id, category, tracked_opera
 	status, created_at, next_attempt_at, site_id, node, script, hlc, payload_hash, prev_link, link)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// insertRows commits rows in one transaction.
+const insertJobLogSQL = `INSERT INTO job_log (node, job_id, kind, hlc, payload, payload_hash, prev_link, link, enqueued_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// insertRows commits rows in one transaction, each as its buffer row and
+// its job-log entry: the two rows the SDK writes for every operation.
 func insertRows(ctx context.Context, db *sql.DB, rows []bufferRow) error {
-	return dbtx.Run(ctx, db, func(tx *sql.Tx) error { return insertBuffer(ctx, tx, rows) })
+	return dbtx.Run(ctx, db, func(tx *sql.Tx) error {
+		if err := insertBuffer(ctx, tx, rows); err != nil {
+			return err
+		}
+		return insertJobLog(ctx, tx, rows)
+	})
+}
+
+func insertJobLog(ctx context.Context, tx *sql.Tx, rows []bufferRow) error {
+	stmt, err := tx.PrepareContext(ctx, insertJobLogSQL)
+	if err != nil {
+		return fmt.Errorf("prepare job log insert: %w", err)
+	}
+	defer stmt.Close()
+	for _, r := range rows {
+		_, err := stmt.ExecContext(ctx, benchNode, r.ID, r.Category, r.HLC, r.Payload, r.PayloadHash, r.PrevLink, r.Link, r.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("insert job log entry %s: %w", r.ID, err)
+		}
+	}
+	return nil
 }
 
 func insertBuffer(ctx context.Context, tx *sql.Tx, rows []bufferRow) error {

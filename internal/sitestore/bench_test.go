@@ -82,12 +82,30 @@ func BenchmarkEnqueue(b *testing.B) {
 // rawHash stands in for the 32-byte payload hash and chain links.
 var rawHash = benchPayload()[:32]
 
-// execRaw inserts row i with stmt (insertBufferSQL, prepared): the same row,
-// column for column, as Enqueue writes, with nothing around it.
-func execRaw(ctx context.Context, stmt *sql.Stmt, i int64, payload []byte) error {
+// rawStmts are the buffer and job-log inserts, prepared in a transaction.
+type rawStmts struct{ buffer, log *sql.Stmt }
+
+func prepareRaw(ctx context.Context, tx *sql.Tx) (rawStmts, error) {
+	buffer, err := tx.PrepareContext(ctx, insertBufferSQL)
+	if err != nil {
+		return rawStmts{}, err
+	}
+	log, err := tx.PrepareContext(ctx, insertJobLogSQL)
+	return rawStmts{buffer, log}, err
+}
+
+// execRaw inserts operation i as its buffer row and its job-log entry: the
+// same two rows, column for column, as Enqueue writes, with nothing around
+// them.
+func execRaw(ctx context.Context, stmts rawStmts, i int64, payload []byte) error {
 	now := time.Now().UnixNano()
-	_, err := stmt.ExecContext(ctx, fmt.Sprintf("raw-%012d", i), contract.KindNotification, "", "ops", payload,
-		string(contract.StatusPending), now, now, "plant-1", "node-a", "", "", "0000019a8f3c2b10-00000000", rawHash, rawHash, rawHash)
+	id, ts := fmt.Sprintf("raw-%012d", i), "0000019a8f3c2b10-00000000"
+	_, err := stmts.buffer.ExecContext(ctx, id, contract.KindNotification, "", "ops", payload,
+		string(contract.StatusPending), now, now, "plant-1", "node-a", "", "", ts, rawHash, rawHash, rawHash)
+	if err != nil {
+		return err
+	}
+	_, err = stmts.log.ExecContext(ctx, "node-a", id, contract.KindNotification, ts, payload, rawHash, rawHash, rawHash, now)
 	return err
 }
 
@@ -100,12 +118,12 @@ func BenchmarkRawInsertBatchesOf100(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		stmt, err := tx.PrepareContext(ctx, insertBufferSQL)
+		stmts, err := prepareRaw(ctx, tx)
 		if err != nil {
 			b.Fatal(err)
 		}
 		for n := 0; n < 100 && done < b.N; n, done = n+1, done+1 {
-			if err := execRaw(ctx, stmt, int64(done), payload); err != nil {
+			if err := execRaw(ctx, stmts, int64(done), payload); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -127,11 +145,11 @@ func BenchmarkOneTransactionPerInsert(b *testing.B) {
 					return err
 				}
 				defer tx.Rollback()
-				stmt, err := tx.PrepareContext(ctx, insertBufferSQL)
+				stmts, err := prepareRaw(ctx, tx)
 				if err != nil {
 					return err
 				}
-				if err := execRaw(ctx, stmt, i, payload); err != nil {
+				if err := execRaw(ctx, stmts, i, payload); err != nil {
 					return err
 				}
 				return tx.Commit()
