@@ -27,7 +27,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Every notification submitted through the site API arrives once and ends
@@ -240,7 +239,7 @@ func TestDuplicateSubmitSendsOnce(t *testing.T) {
 	ctx := context.Background()
 	submit := func() error {
 		_, err := s.client.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID),
-			contract.SignalSubmit, sub, sitedaemon.NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
+			contract.SignalSubmit, sub, sitedaemon.NotificationStartOptions(sub, false), contract.WorkflowNotification)
 		return err
 	}
 	require.NoError(t, submit())
