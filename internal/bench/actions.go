@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -41,7 +42,9 @@ func (c actionCount) String() string {
 // self-hosted cluster is sized by): the start, each signal, each activity
 // attempt, the local activities of one workflow task together, each timer,
 // each search-attribute upsert or properties change, each side effect.
-// Workflow tasks and version markers cost none.
+// Workflow tasks and version markers cost none, nor does the upsert of
+// TemporalChangeVersion the Go SDK makes with a version marker (Cloud
+// exempts it).
 func countActions(ctx context.Context, tc client.Client, workflowID string) (actionCount, error) {
 	c := actionCount{byKind: map[string]int{}}
 	add := func(kind string, n int) { c.byKind[kind] += n; c.total += n }
@@ -64,7 +67,9 @@ func countActions(ctx context.Context, tc client.Client, workflowID string) (act
 		case enums.EVENT_TYPE_TIMER_STARTED:
 			add("timer", 1)
 		case enums.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-			add("search-attribute upsert", 1)
+			if !onlyChangeVersion(ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes()) {
+				add("search-attribute upsert", 1)
+			}
 		case enums.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
 			add("properties change", 1)
 		case enums.EVENT_TYPE_MARKER_RECORDED:
@@ -124,6 +129,18 @@ func (c actionCount) plus(kind string, n int) actionCount {
 	out.byKind[kind] += n
 	out.total += n
 	return out
+}
+
+// changeVersionAttr is the search attribute workflow.GetVersion upserts
+// (the SDK does not export its name).
+const changeVersionAttr = "TemporalChangeVersion"
+
+// onlyChangeVersion reports an upsert of TemporalChangeVersion alone: the
+// one workflow.GetVersion makes.
+func onlyChangeVersion(attrs *commonpb.SearchAttributes) bool {
+	fields := attrs.GetIndexedFields()
+	_, ok := fields[changeVersionAttr]
+	return ok && len(fields) == 1
 }
 
 // notificationActions delivers one notification through the site and
