@@ -56,6 +56,8 @@ func (a *NotificationActivities) RecordNotification(ctx context.Context, sub con
 	return a.recorded(row), nil
 }
 
+// recorded is what the workflow takes from a recorded row: its state and
+// the policy in force.
 func (a *NotificationActivities) recorded(row centralstore.Notification) contract.RecordNotificationResult {
 	return contract.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}
 }
