@@ -101,7 +101,7 @@ func newNotificationRun(t *testing.T, store *centralstore.Store, failing bool) *
 		Policy: contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
 		Now:    env.Now,
 	}
-	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow{AttemptTimeout: time.Minute}.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterActivity(r.acts)
 	r.sub = contract.NotificationSubmission{
 		NotificationID: uuid.NewString(), ListName: "ops", Subject: "Pump 3 tripped", Body: "Pressure low",

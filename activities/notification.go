@@ -49,9 +49,25 @@ func utcNow(clock func() time.Time) time.Time {
 // RecordNotification inserts the central row unless it exists, and returns
 // the stored row with the retry policy in force.
 func (a *NotificationActivities) RecordNotification(ctx context.Context, sub contract.NotificationSubmission) (contract.RecordNotificationResult, error) {
-	typ, typeData, err := a.listType(ctx, sub.ListName)
+	row, err := a.record(ctx, sub)
 	if err != nil {
 		return contract.RecordNotificationResult{}, err
+	}
+	return a.recorded(row), nil
+}
+
+// recorded is what the workflow takes from a recorded row: its state and
+// the policy in force.
+func (a *NotificationActivities) recorded(row centralstore.Notification) contract.RecordNotificationResult {
+	return contract.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}
+}
+
+// record inserts the central row of sub unless it exists, with its Enqueued
+// event, and returns the stored row.
+func (a *NotificationActivities) record(ctx context.Context, sub contract.NotificationSubmission) (centralstore.Notification, error) {
+	typ, typeData, err := a.listType(ctx, sub.ListName)
+	if err != nil {
+		return centralstore.Notification{}, err
 	}
 	n := centralstore.Notification{
 		NotificationID:   sub.NotificationID,
@@ -71,10 +87,10 @@ func (a *NotificationActivities) RecordNotification(ctx context.Context, sub con
 	enqueued := audit.NotificationEnqueued(n)
 	row, err := a.Store.InsertNotification(ctx, n, enqueued)
 	if err != nil {
-		return contract.RecordNotificationResult{}, err
+		return centralstore.Notification{}, err
 	}
 	a.Observe.observe(enqueued)
-	return contract.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}, nil
+	return row, nil
 }
 
 // listType is the type and type data of list, recorded with a new
@@ -91,6 +107,35 @@ func (a *NotificationActivities) listType(ctx context.Context, list string) (str
 	return l.Type, l.TypeData, nil
 }
 
+// RecordAndDeliverNotification is a notification's first delivery attempt:
+// it records the central row (RecordNotification) and delivers
+// (DeliverNotification) in one activity, which spares the workflow a local
+// activity, a billable action, per notification. It answers the row as
+// recorded and the delivery. A row that is not Pending (a previous run's:
+// terminal, Retrying or Parked) is not attempted: the workflow decides, as
+// after RecordNotification. A failure to record fails RowUnrecorded,
+// nothing attempted; a failed attempt carries the recorded row in its
+// details.
+func (a *NotificationActivities) RecordAndDeliverNotification(ctx context.Context, in contract.RecordAndDeliverInput) (contract.RecordAndDeliverResult, error) {
+	row, err := a.record(ctx, in.Submission)
+	if err != nil {
+		return contract.RecordAndDeliverResult{}, temporal.NewApplicationErrorWithCause(
+			"record notification "+in.Submission.NotificationID, contract.ErrTypeRowUnrecorded, err)
+	}
+	res := contract.RecordAndDeliverResult{Recorded: a.recorded(row)}
+	if row.Status != contract.StatusPending {
+		return res, nil
+	}
+	delivery, err := a.deliver(ctx, row, contract.DeliverNotificationInput{
+		NotificationID: row.NotificationID, RetryCount: row.RetryCount, Attempt: in.Attempt,
+	})
+	if err != nil {
+		return contract.RecordAndDeliverResult{}, contract.WithRecorded(err, res.Recorded)
+	}
+	res.Delivery = &delivery
+	return res, nil
+}
+
 // DeliverNotification makes one delivery attempt and records a success.
 func (a *NotificationActivities) DeliverNotification(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 	row, err := a.Store.GetNotification(ctx, in.NotificationID)
@@ -102,6 +147,11 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in con
 		// events) but its completion was lost: never send twice.
 		return contract.DeliverNotificationResult{DeliveredAt: *row.DeliveredAt, ResolvedTargets: row.ResolvedTargets}, nil
 	}
+	return a.deliver(ctx, row, in)
+}
+
+// deliver makes attempt in of row and marks the row Delivered on success.
+func (a *NotificationActivities) deliver(ctx context.Context, row centralstore.Notification, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 	d, err := a.resolve(ctx, row)
 	if err != nil {
 		return contract.DeliverNotificationResult{}, err

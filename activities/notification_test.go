@@ -13,6 +13,8 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/delivery"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 )
 
@@ -103,4 +105,131 @@ func TestUpdateOfATerminalRow(t *testing.T) {
 	require.Equal(t, contract.StatusDelivered, state.Status)
 	require.Equal(t, centralT0, when(t, state.DeliveredAt))
 	require.Equal(t, []string{"ops@example.com"}, state.ResolvedTargets)
+}
+
+// firstAttempt is RecordAndDeliverNotification on a real central store with
+// list ops and sender as its Email adapter.
+type firstAttempt struct {
+	env    *testsuite.TestActivityEnvironment
+	acts   *activities.NotificationActivities
+	store  *centralstore.Store
+	path   string
+	sender *switchSender
+}
+
+func newFirstAttempt(t *testing.T, failing bool) *firstAttempt {
+	t.Helper()
+	store, path := openCentral(t)
+	require.NoError(t, store.PutList(context.Background(), centralstore.List{
+		Name: "ops", Type: contract.NotificationTypeEmail, Targets: []string{"ops@example.com"}, TypeData: "{}", UpdatedBy: "test",
+	}, "created"))
+	f := &firstAttempt{store: store, path: path, sender: &switchSender{failing: failing}}
+	f.acts = &activities.NotificationActivities{
+		Store: store, Adapters: delivery.Adapters{contract.NotificationTypeEmail: f.sender},
+		Policy: contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
+		Now:    func() time.Time { return centralT0 },
+	}
+	var ts testsuite.WorkflowTestSuite
+	f.env = ts.NewTestActivityEnvironment()
+	f.env.RegisterActivity(f.acts)
+	return f
+}
+
+func (f *firstAttempt) run(list string) (string, contract.RecordAndDeliverResult, error) {
+	id := uuid.NewString()
+	sub := contract.NotificationSubmission{NotificationID: id, ListName: list, Subject: "s", Body: "b",
+		SourceSiteID: "plant-1", SiteEnqueuedAt: centralT0.Add(-time.Second)}
+	v, err := f.env.ExecuteActivity(f.acts.RecordAndDeliverNotification, contract.RecordAndDeliverInput{Submission: sub, Attempt: 1})
+	var res contract.RecordAndDeliverResult
+	if err == nil {
+		err = v.Get(&res)
+	}
+	return id, res, err
+}
+
+// The first attempt records the row and delivers it: the row and its audit
+// trail are those of a recorded row delivered by DeliverNotification.
+func TestFirstAttemptRecordsAndDelivers(t *testing.T) {
+	t.Parallel()
+	f := newFirstAttempt(t, false)
+	id, res, err := f.run("ops")
+	require.NoError(t, err)
+	require.Equal(t, contract.StatusPending, res.Recorded.State.Status, "the row as recorded")
+	require.Equal(t, f.acts.Policy, res.Recorded.Policy)
+	require.NotNil(t, res.Delivery)
+	require.Equal(t, centralT0, res.Delivery.DeliveredAt)
+	require.False(t, res.Delivery.Unrecorded)
+	row, err := f.store.GetNotification(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, contract.StatusDelivered, row.Status)
+	require.Equal(t, []string{"Enqueued Pending ", "Attempt Delivered ", "Terminal Delivered "}, auditTrail(t, f.store, id))
+	require.Len(t, f.sender.sent, 1)
+}
+
+// A failed first attempt fails as DeliverNotification would (its message,
+// type and retryability make the row's last error and next status), with
+// the recorded row and policy in its details.
+func TestFailedFirstAttemptCarriesTheRecordedRow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, list, message, errType string
+		permanent                    bool
+	}{
+		{"transient", "ops", "smtp send: dial tcp 127.0.0.1:2525: connect: connection refused", "", false},
+		{"permanent", "nope", `notification list "nope" does not exist at central`, contract.ErrTypeUnknownList, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFirstAttempt(t, true)
+			id, _, err := f.run(tc.list)
+			var appErr *temporal.ApplicationError
+			require.True(t, errors.As(err, &appErr), "%v", err)
+			require.Contains(t, appErr.Message(), tc.message)
+			require.Equal(t, tc.errType, appErr.Type())
+			require.Equal(t, tc.permanent, appErr.NonRetryable())
+			var recorded contract.RecordNotificationResult
+			require.NoError(t, appErr.Details(&recorded))
+			require.Equal(t, id, recorded.State.NotificationID)
+			require.Equal(t, contract.StatusPending, recorded.State.Status)
+			require.Equal(t, f.acts.Policy, recorded.Policy)
+			require.Equal(t, []string{"Enqueued Pending "}, auditTrail(t, f.store, id), "a failure is audited by the workflow's update")
+		})
+	}
+}
+
+// A row that is not Pending (a previous run's) is not attempted: the
+// workflow decides from the row.
+func TestFirstAttemptLeavesAnEarlierRunsRow(t *testing.T) {
+	t.Parallel()
+	f := newFirstAttempt(t, false)
+	sub := contract.NotificationSubmission{NotificationID: uuid.NewString(), ListName: "ops", Subject: "s",
+		SourceSiteID: "plant-1", SiteEnqueuedAt: centralT0}
+	_, err := f.env.ExecuteActivity(f.acts.RecordNotification, sub)
+	require.NoError(t, err)
+	_, err = f.env.ExecuteActivity(f.acts.UpdateNotification, contract.NotificationUpdate{
+		NotificationID: sub.NotificationID, Status: contract.StatusParked, LastError: "retries exhausted (2)"})
+	require.NoError(t, err)
+
+	v, err := f.env.ExecuteActivity(f.acts.RecordAndDeliverNotification, contract.RecordAndDeliverInput{Submission: sub, Attempt: 1})
+	require.NoError(t, err)
+	var res contract.RecordAndDeliverResult
+	require.NoError(t, v.Get(&res))
+	require.Nil(t, res.Delivery)
+	require.Equal(t, contract.StatusParked, res.Recorded.State.Status)
+	require.Empty(t, f.sender.sent)
+}
+
+// A store that refuses the row fails the attempt RowUnrecorded, with
+// nothing sent: the workflow records the row itself.
+func TestFirstAttemptThatCannotRecordSendsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFirstAttempt(t, false)
+	require.NoError(t, execCentral(f.path, `CREATE TRIGGER refuse_rows BEFORE INSERT ON notifications
+		BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END`))
+	_, _, err := f.run("ops")
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	require.Equal(t, contract.ErrTypeRowUnrecorded, appErr.Type())
+	require.Contains(t, err.Error(), "disk I/O error")
+	require.Empty(t, f.sender.sent)
 }

@@ -1,6 +1,11 @@
 package contract
 
-import "time"
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+)
 
 // NotificationSubmission is what a site hands to central for one notification:
 // the payload of SignalSubmit on workflow NotificationWorkflowID(NotificationID).
@@ -49,6 +54,21 @@ type RetryPolicy struct {
 type RecordNotificationResult struct {
 	State  NotificationState `json:"state"`
 	Policy RetryPolicy       `json:"policy"`
+}
+
+// RecordAndDeliverInput asks for a notification's first delivery attempt,
+// which records its central row first.
+type RecordAndDeliverInput struct {
+	Submission NotificationSubmission `json:"submission"`
+	// Attempt numbers the attempt (DeliverNotificationInput.Attempt).
+	Attempt int `json:"attempt"`
+}
+
+// RecordAndDeliverResult is the central row as recorded and the delivery.
+type RecordAndDeliverResult struct {
+	Recorded RecordNotificationResult `json:"recorded"`
+	// Delivery is nil when no attempt was made: the row was not Pending.
+	Delivery *DeliverNotificationResult `json:"delivery,omitempty"`
 }
 
 // DeliverNotificationInput asks for one delivery attempt.
@@ -126,6 +146,39 @@ const ErrTypeDeliveryFailed = "DeliveryFailed"
 // already Delivered or Discarded: no retry can make it. Its details are the
 // row's NotificationState, which the workflow adopts.
 const ErrTypeTerminalRow = "TerminalRow"
+
+// ErrTypeRowUnrecorded fails a first attempt (RecordAndDeliverInput) that
+// could not record the central row: nothing was attempted, and the
+// workflow records the row itself, waiting out the store's outage.
+const ErrTypeRowUnrecorded = "RowUnrecorded"
+
+// WithRecorded is the failure of a first attempt (RecordAndDeliverInput)
+// that recorded the row and then failed to deliver: err with the recorded
+// row and policy as its details, which the workflow takes instead of
+// recording the row again. Its message, type, retryability and asked delay
+// are err's: they make the row's last error and its next status.
+func WithRecorded(err error, recorded RecordNotificationResult) error {
+	msg, errType := err.Error(), ""
+	opts := temporal.ApplicationErrorOptions{Details: []any{recorded}}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		msg, errType = appErr.Message(), appErr.Type()
+		opts.NonRetryable, opts.NextRetryDelay, opts.Cause = appErr.NonRetryable(), appErr.NextRetryDelay(), appErr.Unwrap()
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, errType, opts)
+}
+
+// RecordedBy is the row and policy a failed first attempt carries
+// (WithRecorded); false for any other failure, including one whose details
+// are something else (a TerminalRow failure's row state).
+func RecordedBy(err error) (RecordNotificationResult, bool) {
+	var appErr *temporal.ApplicationError
+	var recorded RecordNotificationResult
+	if !errors.As(err, &appErr) || !appErr.HasDetails() || appErr.Details(&recorded) != nil || recorded.State.NotificationID == "" {
+		return RecordNotificationResult{}, false
+	}
+	return recorded, true
+}
 
 // AfterFailedAttempt is the status after a failed attempt, with retries the
 // number of retries made so far counting this attempt (0 for a first

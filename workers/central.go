@@ -94,8 +94,10 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 			events.WithLabelValues(e.Kind, string(e.Event), string(e.Status)).Inc()
 		}
 	})
+	policy := notificationPolicy(cfg)
 	w := worker.New(tc, contract.CentralTaskQueue, worker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}.Run,
+		workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: contract.WorkflowIngestTelemetry})
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})
@@ -115,12 +117,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		Link: func(id string) string {
 			return operator.WebUIURL(cfg.TemporalUIURL, cfg.Namespace, contract.NotificationWorkflowID(id), "")
 		},
-		Policy: contract.RetryPolicy{
-			Interval: cfg.MailRetryInterval, MaxRetries: cfg.MailMaxRetries,
-			// Connecting and the commands take up to a timeout each, the
-			// final reply its own; leave room for the store writes around them.
-			AttemptTimeout: 2*cfg.Mailer.Timeout + cfg.Mailer.FinalReplyTimeout + 30*time.Second,
-		},
+		Policy:  policy,
 		Observe: observe,
 	})
 	page, err := startCentralHTTP(cfg, store, tc, registry, events)
@@ -129,6 +126,17 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		return nil, err
 	}
 	return &Central{worker: w, store: store, http: page}, nil
+}
+
+// notificationPolicy is the retry policy of a notification's delivery.
+func notificationPolicy(cfg CentralOptions) contract.RetryPolicy {
+	return contract.RetryPolicy{
+		Interval: cfg.MailRetryInterval, MaxRetries: cfg.MailMaxRetries,
+		// Connecting and the commands take up to a timeout each, the final
+		// reply its own; leave room for the store writes around them (the
+		// first attempt also records the central row).
+		AttemptTimeout: 2*cfg.Mailer.Timeout + cfg.Mailer.FinalReplyTimeout + 30*time.Second,
+	}
 }
 
 // Addr is where the outbox page, /metrics, /healthz and /readyz are served.

@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -86,63 +85,4 @@ func TestCachedCallOperatorActionsAreAudited(t *testing.T) {
 	stored, err := store.ListAuditEvents(context.Background(), "op-1")
 	require.NoError(t, err)
 	require.Len(t, stored, 2, "stored before they were observed")
-}
-
-// The notification workflow numbers its attempts across operator retries and
-// hands each failed attempt and operator action to the status update,
-// without any extra command.
-func TestNotificationUpdatesCarryTheAuditFields(t *testing.T) {
-	t.Parallel()
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	t0 := callT0
-	env.SetStartTime(t0)
-	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
-	env.RegisterActivity(&activities.NotificationActivities{})
-	env.OnActivity(notificationActs.RecordNotification, mock.Anything, mock.Anything).Return(
-		contract.RecordNotificationResult{
-			State:  contract.NotificationState{NotificationID: sub.NotificationID, Status: contract.StatusPending},
-			Policy: contract.RetryPolicy{Interval: time.Minute, MaxRetries: 1, AttemptTimeout: time.Minute},
-		}, nil)
-	var attempts []int
-	env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-			attempts = append(attempts, in.Attempt)
-			if in.Attempt == 4 {
-				return delivered(), nil
-			}
-			return contract.DeliverNotificationResult{}, errors.New("connection refused")
-		})
-	var updates []contract.NotificationUpdate
-	env.OnActivity(notificationActs.UpdateNotification, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, u contract.NotificationUpdate) error {
-			updates = append(updates, u)
-			return nil
-		})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.SignalSubmit, sub) }, 0)
-	ana := contract.OperatorAction{Operator: "ana", Reason: "relay fixed"}
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.SignalRetry, ana) }, time.Hour)
-	env.ExecuteWorkflow(contract.WorkflowNotification)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-
-	require.Equal(t, []int{1, 2, 3, 4}, attempts)
-	type audited struct {
-		Status   contract.Status
-		Attempt  int
-		Operator *contract.OperatorAction
-		Seq      int
-		At       time.Time
-	}
-	var got []audited
-	for _, u := range updates {
-		require.Equal(t, sub.SourceSiteID, u.SiteID)
-		got = append(got, audited{u.Status, u.Attempt, u.OperatorAction, u.OperatorSeq, u.At})
-	}
-	require.Equal(t, []audited{
-		{contract.StatusRetrying, 1, nil, 0, t0},
-		{contract.StatusParked, 2, nil, 0, t0.Add(time.Minute)},
-		{contract.StatusPending, 0, &ana, 1, t0.Add(time.Hour)},
-		{contract.StatusRetrying, 3, nil, 0, t0.Add(time.Hour)},
-	}, got)
 }

@@ -11,9 +11,29 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 )
 
-// NotificationWorkflow delivers one notification: record the central row,
-// deliver with fixed-interval retry, park, then wait for retry or discard.
-func NotificationWorkflow(ctx workflow.Context) (contract.NotificationState, error) {
+// changeRecordInFirstAttempt versions how NotificationWorkflow starts: from
+// version 1 its first delivery attempt records the central row too
+// (RecordAndDeliverNotification), one billable action less per
+// notification than the local activity that recorded it before the attempt
+// (DefaultVersion, which the workflows started before still replay).
+const changeRecordInFirstAttempt = "record-in-first-attempt"
+
+// NotificationWorkflow is the notification workflow of a central worker
+// whose delivery attempts take up to AttemptTimeout.
+type NotificationWorkflow struct {
+	// AttemptTimeout bounds a notification's first delivery attempt: the
+	// worker's retry policy's. That attempt runs before the workflow has
+	// the policy in force, which the row it records returns. Nothing but
+	// the attempt's StartToClose timeout uses it, and Temporal does not
+	// compare timeouts on replay, so a worker with another configuration
+	// replays the same history; what follows the attempt (retries,
+	// interval, later attempts' timeouts) is decided by the recorded policy.
+	AttemptTimeout time.Duration
+}
+
+// Run delivers one notification: record the central row, deliver with
+// fixed-interval retry, park, then wait for retry or discard.
+func (w NotificationWorkflow) Run(ctx workflow.Context) (contract.NotificationState, error) {
 	var sub contract.NotificationSubmission
 	workflow.GetSignalChannel(ctx, contract.SignalSubmit).Receive(ctx, &sub)
 	ignoreDuplicateSubmits(ctx)
@@ -28,15 +48,36 @@ func NotificationWorkflow(ctx workflow.Context) (contract.NotificationState, err
 	}); err != nil {
 		return contract.NotificationState{}, fmt.Errorf("register status query: %w", err)
 	}
+	if workflow.GetVersion(ctx, changeRecordInFirstAttempt, workflow.DefaultVersion, 1) == 1 {
+		return n.recordInFirstAttempt(ctx, sub, w.AttemptTimeout)
+	}
+	if err := n.record(ctx, sub); err != nil {
+		return contract.NotificationState{}, err
+	}
+	return n.afterRecord(ctx)
+}
 
+// record writes the central row unless it exists and takes the stored
+// row's state and the policy in force. The write retries until the store
+// answers, and completes even if a cancel request arrives meanwhile: a
+// cancelled notification ends as a Discarded row, so the row must exist.
+func (n *notification) record(ctx workflow.Context, sub contract.NotificationSubmission) error {
 	var recorded contract.RecordNotificationResult
-	// Recorded even if a cancel request arrives meanwhile: a cancelled
-	// notification ends as a Discarded row, so the row must exist.
 	recordCtx, _ := workflow.NewDisconnectedContext(ctx)
 	if err := storeWrite(recordCtx, notificationActs.RecordNotification, sub, &recorded); err != nil {
-		return contract.NotificationState{}, fmt.Errorf("record notification %s: %w", sub.NotificationID, err)
+		return fmt.Errorf("record notification %s: %w", sub.NotificationID, err)
 	}
+	n.takeRecorded(recorded)
+	return nil
+}
+
+func (n *notification) takeRecorded(recorded contract.RecordNotificationResult) {
 	n.state, n.policy = recorded.State, recorded.Policy
+}
+
+// afterRecord delivers a notification whose central row is recorded, from
+// the state the row has.
+func (n *notification) afterRecord(ctx workflow.Context) (contract.NotificationState, error) {
 	if n.state.Status.Terminal() {
 		// A resubmit of a notification central already finished: never deliver twice.
 		return n.state, n.setStatusAttr(ctx)
@@ -49,6 +90,68 @@ func NotificationWorkflow(ctx workflow.Context) (contract.NotificationState, err
 	}
 	_, err := n.run(ctx)
 	return n.endCancelled(ctx, err)
+}
+
+// recordInFirstAttempt makes the first delivery attempt with the activity
+// that records the central row before it attempts, then goes on as the
+// outcome says. A first attempt that delivers costs no other command than
+// the status upsert.
+func (n *notification) recordInFirstAttempt(ctx workflow.Context, sub contract.NotificationSubmission, timeout time.Duration) (contract.NotificationState, error) {
+	var res contract.RecordAndDeliverResult
+	in := contract.RecordAndDeliverInput{Submission: sub, Attempt: 1}
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, attemptOptions(timeout)),
+		notificationActs.RecordAndDeliverNotification, in).Get(ctx, &res)
+	switch {
+	case rowUnrecorded(err):
+		// The store did not answer: nothing recorded, nothing attempted.
+		workflow.GetLogger(ctx).Warn("first attempt could not record the central row; recording it", "error", err)
+		if err := n.record(ctx, sub); err != nil {
+			return contract.NotificationState{}, err
+		}
+		return n.afterRecord(ctx)
+	case err != nil:
+		n.attempts++
+		return n.afterFailedFirstAttempt(ctx, sub, err)
+	case res.Delivery == nil:
+		// A previous run's row, not Pending: nothing attempted.
+		n.takeRecorded(res.Recorded)
+		return n.afterRecord(ctx)
+	}
+	n.attempts++
+	n.takeRecorded(res.Recorded)
+	return n.endCancelled(ctx, n.delivered(ctx, *res.Delivery))
+}
+
+// afterFailedFirstAttempt handles a failed first attempt as deliver handles
+// a failed attempt, with the row and policy the failure carries; when it
+// carries none (its outcome was lost: a timeout, a cancel) the workflow
+// records the row, which the attempt may or may not have done, and the row
+// says what happened: Delivered when the lost attempt delivered.
+func (n *notification) afterFailedFirstAttempt(ctx workflow.Context, sub contract.NotificationSubmission, attemptErr error) (contract.NotificationState, error) {
+	if recorded, ok := contract.RecordedBy(attemptErr); ok {
+		n.takeRecorded(recorded)
+	} else if err := n.record(ctx, sub); err != nil {
+		return contract.NotificationState{}, err
+	}
+	if n.state.Status != contract.StatusPending {
+		return n.afterRecord(ctx)
+	}
+	retry, err := n.failed(ctx, attemptErr)
+	if err != nil || n.finished() {
+		return n.endCancelled(ctx, err)
+	}
+	if retry {
+		_, err = n.run(ctx)
+	} else {
+		_, err = n.parked(ctx)
+	}
+	return n.endCancelled(ctx, err)
+}
+
+// rowUnrecorded reports a first attempt that could not record the row.
+func rowUnrecorded(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeRowUnrecorded
 }
 
 // endCancelled ends a notification a cancel request stopped (err is the
@@ -77,14 +180,23 @@ type notification struct {
 	attempts, operatorActions int
 }
 
+// run delivers, then while the notification is parked waits for the
+// operator.
 func (n *notification) run(ctx workflow.Context) (contract.NotificationState, error) {
+	delivered, err := n.deliver(ctx)
+	if err != nil || delivered {
+		return n.state, err
+	}
+	return n.parked(ctx)
+}
+
+// parked waits for the operator's retry or discard of the parked
+// notification: a retry delivers again, and parks again if that fails; a
+// discard ends it.
+func (n *notification) parked(ctx workflow.Context) (contract.NotificationState, error) {
 	retryCh := workflow.GetSignalChannel(ctx, contract.SignalRetry)
 	discardCh := workflow.GetSignalChannel(ctx, contract.SignalDiscard)
 	for {
-		delivered, err := n.deliver(ctx)
-		if err != nil || delivered {
-			return n.state, err
-		}
 		drainStale(retryCh, discardCh)
 		action, retry := waitForOperator(ctx, retryCh, discardCh)
 		ctx = afterCancel(ctx) // a cancel is a discard, written like one
@@ -102,6 +214,10 @@ func (n *notification) run(ctx workflow.Context) (contract.NotificationState, er
 		if err := n.update(ctx, upd); err != nil || n.finished() {
 			return n.state, err
 		}
+		delivered, err := n.deliver(ctx)
+		if err != nil || delivered {
+			return n.state, err
+		}
 	}
 }
 
@@ -111,39 +227,54 @@ func (n *notification) finished() bool { return n.state.Status.Terminal() }
 
 // deliver attempts delivery until it succeeds (true) or the notification parks (false).
 func (n *notification) deliver(ctx workflow.Context) (bool, error) {
-	actCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: n.policy.AttemptTimeout,
-		// Retries are the workflow's own loop below, so every failed attempt
-		// is visible on the row and in OutpostStatus.
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
 	for {
-		var res contract.DeliverNotificationResult
-		n.attempts++
-		err := workflow.ExecuteActivity(actCtx, notificationActs.DeliverNotification, contract.DeliverNotificationInput{
-			NotificationID: n.state.NotificationID, RetryCount: n.state.RetryCount, Attempt: n.attempts,
-		}).Get(ctx, &res)
-		now := workflow.Now(ctx)
+		res, err := n.attempt(ctx)
 		if err == nil {
 			return true, n.delivered(ctx, res)
 		}
-		n.state.LastAttemptAt = &now
-		next := contract.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(err))
-		if next == contract.StatusParked {
-			err := n.update(ctx, contract.NotificationUpdate{Status: contract.StatusParked, RetryCount: n.state.RetryCount,
-				LastError: parkReason(err, n.policy.MaxRetries), Attempt: n.attempts})
+		retry, err := n.failed(ctx, err)
+		if err != nil || !retry {
 			return n.finished(), err
-		}
-		wait := max(n.policy.Interval, askedDelay(err))
-		nextAt := now.Add(wait)
-		if err := n.update(ctx, contract.NotificationUpdate{Status: contract.StatusRetrying, RetryCount: n.state.RetryCount + 1,
-			LastError: describe(err), NextAttemptAt: &nextAt, Attempt: n.attempts}); err != nil || n.finished() {
-			return n.finished(), err
-		}
-		if err := workflow.Sleep(ctx, wait); err != nil {
-			return false, err
 		}
 	}
+}
+
+// attempt makes one delivery attempt.
+func (n *notification) attempt(ctx workflow.Context) (contract.DeliverNotificationResult, error) {
+	n.attempts++
+	var res contract.DeliverNotificationResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, attemptOptions(n.policy.AttemptTimeout)),
+		notificationActs.DeliverNotification, contract.DeliverNotificationInput{
+			NotificationID: n.state.NotificationID, RetryCount: n.state.RetryCount, Attempt: n.attempts,
+		}).Get(ctx, &res)
+	return res, err
+}
+
+// attemptOptions run one delivery attempt. Retries are the workflow's own
+// loop, so every failed attempt is visible on the row and in OutpostStatus.
+func attemptOptions(timeout time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{StartToCloseTimeout: timeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}}
+}
+
+// failed records a failed attempt on the row: Parked when the failure is
+// permanent or the retries are used up, otherwise Retrying, and then waits
+// the interval (or the longer delay the receiver asked for). retry is
+// false when it parked or the row was found terminal.
+func (n *notification) failed(ctx workflow.Context, attemptErr error) (retry bool, err error) {
+	now := workflow.Now(ctx)
+	n.state.LastAttemptAt = &now
+	next := contract.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(attemptErr))
+	if next == contract.StatusParked {
+		return false, n.update(ctx, contract.NotificationUpdate{Status: contract.StatusParked, RetryCount: n.state.RetryCount,
+			LastError: parkReason(attemptErr, n.policy.MaxRetries), Attempt: n.attempts})
+	}
+	wait := max(n.policy.Interval, askedDelay(attemptErr))
+	nextAt := now.Add(wait)
+	if err := n.update(ctx, contract.NotificationUpdate{Status: contract.StatusRetrying, RetryCount: n.state.RetryCount + 1,
+		LastError: describe(attemptErr), NextAttemptAt: &nextAt, Attempt: n.attempts}); err != nil || n.finished() {
+		return false, err
+	}
+	return true, workflow.Sleep(ctx, wait)
 }
 
 // delivered takes a successful delivery as the workflow's state. The

@@ -22,8 +22,11 @@ import (
 type notificationSuite struct {
 	suite.Suite
 	testsuite.WorkflowTestSuite
-	env     *testsuite.TestWorkflowEnvironment
-	updates []contract.NotificationUpdate
+	// recordFirst runs the workflows started before the first attempt
+	// recorded the central row: a local activity records it first.
+	recordFirst bool
+	env         *testsuite.TestWorkflowEnvironment
+	updates     []contract.NotificationUpdate
 	// statusAttrs is every OutpostStatus value the workflow upserted, in order.
 	statusAttrs []string
 	// storeBackAt is when UpdateNotification stops failing (zero: it never fails);
@@ -33,9 +36,32 @@ type notificationSuite struct {
 	// rowNow, when set, is the central row's terminal state: every update
 	// is refused with TerminalRow, as the store does.
 	rowNow *contract.NotificationState
+	// records are the central row's answers to recording it, in turn (the
+	// last one stands), and recorded counts the records that succeeded.
+	// Before recordBackAt every record fails (zero: none does).
+	records      []recordAnswer
+	recorded     int
+	recordBackAt time.Time
+	// deliver is the delivery attempt; attempts are its inputs, in order.
+	deliver  func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error)
+	attempts []contract.DeliverNotificationInput
 }
 
+// recordAnswer is one answer of the store to recording the row.
+type recordAnswer struct {
+	res contract.RecordNotificationResult
+	err error
+}
+
+// TestNotificationWorkflow runs the suite on today's code, whose first
+// attempt records the central row.
 func TestNotificationWorkflow(t *testing.T) { suite.Run(t, new(notificationSuite)) }
+
+// TestNotificationWorkflowRecordingFirst runs it on the path the workflows
+// started before keep: a local activity records the row, then the attempts.
+func TestNotificationWorkflowRecordingFirst(t *testing.T) {
+	suite.Run(t, &notificationSuite{recordFirst: true})
+}
 
 var policy = contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute}
 
@@ -44,11 +70,28 @@ var sub = contract.NotificationSubmission{
 	Body: "Pressure low", SourceSiteID: "plant-1", SiteEnqueuedAt: time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC),
 }
 
+// newNotificationEnv is a test environment with NotificationWorkflow on a
+// worker whose attempts take up to timeout, on the old path when recordFirst.
+func newNotificationEnv(ts *testsuite.WorkflowTestSuite, timeout time.Duration, recordFirst bool) *testsuite.TestWorkflowEnvironment {
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow{AttemptTimeout: timeout}.Run,
+		workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	env.RegisterActivity(&activities.NotificationActivities{})
+	if recordFirst {
+		env.OnGetVersion(mock.Anything, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	}
+	return env
+}
+
 func (s *notificationSuite) SetupTest() {
-	s.env = s.NewTestWorkflowEnvironment()
-	s.env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
-	s.env.RegisterActivity(&activities.NotificationActivities{})
+	s.setup(policy.AttemptTimeout)
+}
+
+// setup starts each test afresh with a worker whose attempts take up to timeout.
+func (s *notificationSuite) setup(timeout time.Duration) {
+	s.env = newNotificationEnv(&s.WorkflowTestSuite, timeout, s.recordFirst)
 	s.updates, s.statusAttrs, s.storeBackAt, s.storeFailures, s.rowNow = nil, nil, time.Time{}, 0, nil
+	s.records, s.recorded, s.recordBackAt, s.deliver, s.attempts = nil, 0, time.Time{}, nil, nil
 	s.env.OnActivity(notificationActs.UpdateNotification, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, u contract.NotificationUpdate) error {
 			if s.rowNow != nil {
@@ -61,6 +104,12 @@ func (s *notificationSuite) SetupTest() {
 			s.updates = append(s.updates, u)
 			return nil
 		})
+	s.env.OnActivity(notificationActs.RecordNotification, mock.Anything, sub).Return(
+		func(context.Context, contract.NotificationSubmission) (contract.RecordNotificationResult, error) {
+			return s.record()
+		})
+	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(s.attempt)
+	s.env.OnActivity(notificationActs.RecordAndDeliverNotification, mock.Anything, mock.Anything).Return(s.recordAndDeliver)
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(contract.AttrStatus); ok {
 			s.statusAttrs = append(s.statusAttrs, v)
@@ -69,16 +118,65 @@ func (s *notificationSuite) SetupTest() {
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalSubmit, sub) }, 0)
 }
 
+// record is the store's next answer to recording the row.
+func (s *notificationSuite) record() (contract.RecordNotificationResult, error) {
+	if s.env.Now().Before(s.recordBackAt) {
+		return contract.RecordNotificationResult{}, errStoreDown
+	}
+	s.Require().NotEmpty(s.records, "the test says what the row is")
+	a := s.records[0]
+	if len(s.records) > 1 {
+		s.records = s.records[1:]
+	}
+	if a.err == nil {
+		s.recorded++
+	}
+	return a.res, a.err
+}
+
+func (s *notificationSuite) attempt(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+	s.Require().NotNil(s.deliver, "the test says how attempts go")
+	s.attempts = append(s.attempts, in)
+	return s.deliver(ctx, in)
+}
+
+// recordAndDeliver is RecordAndDeliverNotification over record and attempt.
+func (s *notificationSuite) recordAndDeliver(ctx context.Context, in contract.RecordAndDeliverInput) (contract.RecordAndDeliverResult, error) {
+	s.Equal(sub, in.Submission)
+	recorded, err := s.record()
+	if err != nil {
+		return contract.RecordAndDeliverResult{}, temporal.NewApplicationErrorWithCause("record notification", contract.ErrTypeRowUnrecorded, err)
+	}
+	res := contract.RecordAndDeliverResult{Recorded: recorded}
+	if recorded.State.Status != contract.StatusPending {
+		return res, nil
+	}
+	delivery, err := s.attempt(ctx, contract.DeliverNotificationInput{
+		NotificationID: recorded.State.NotificationID, RetryCount: recorded.State.RetryCount, Attempt: in.Attempt,
+	})
+	if err != nil {
+		return contract.RecordAndDeliverResult{}, contract.WithRecorded(err, recorded)
+	}
+	res.Delivery = &delivery
+	return res, nil
+}
+
 var errStoreDown = errors.New("update notification: dial tcp 10.0.0.5:1433: connection refused")
 
 func (s *notificationSuite) recordAs(status contract.Status) { s.recordWith(status, policy) }
 
 func (s *notificationSuite) recordWith(status contract.Status, p contract.RetryPolicy) {
-	s.env.OnActivity(notificationActs.RecordNotification, mock.Anything, sub).Return(
-		contract.RecordNotificationResult{
-			State:  contract.NotificationState{NotificationID: sub.NotificationID, Status: status},
-			Policy: p,
-		}, nil).Once()
+	s.records = append(s.records, recordAnswer{res: contract.RecordNotificationResult{
+		State:  contract.NotificationState{NotificationID: sub.NotificationID, Status: status},
+		Policy: p,
+	}})
+}
+
+// deliverWith makes every attempt answer res, err.
+func (s *notificationSuite) deliverWith(res contract.DeliverNotificationResult, err error) {
+	s.deliver = func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		return res, err
+	}
 }
 
 func delivered() contract.DeliverNotificationResult {
@@ -118,29 +216,29 @@ func queryStatusAs[T any](t require.TestingT, env *testsuite.TestWorkflowEnviron
 
 func (s *notificationSuite) TestDeliveredOnFirstAttempt() {
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil).Once()
+	s.deliverWith(delivered(), nil)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
 	s.Equal(0, st.RetryCount)
 	s.Equal([]string{"ops@example.com"}, st.ResolvedTargets)
 	s.Empty(s.updates, "a first-try delivery needs no status writes besides the delivery itself")
+	s.Len(s.attempts, 1)
+	s.Equal(1, s.recorded)
+	s.Equal([]string{"Delivered"}, s.statusAttrs)
 }
 
 func (s *notificationSuite) TestTransientFailuresRetryAtFixedInterval() {
 	s.recordAs(contract.StatusPending)
 	var attemptTimes []time.Time
-	call := 0
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-			attemptTimes = append(attemptTimes, s.env.Now())
-			s.Equal(call, in.RetryCount)
-			call++
-			if call <= 2 {
-				return contract.DeliverNotificationResult{}, transient
-			}
-			return delivered(), nil
-		}).Times(3)
+	s.deliver = func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		attemptTimes = append(attemptTimes, s.env.Now())
+		s.Equal(len(attemptTimes)-1, in.RetryCount)
+		if len(attemptTimes) <= 2 {
+			return contract.DeliverNotificationResult{}, transient
+		}
+		return delivered(), nil
+	}
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
@@ -152,18 +250,18 @@ func (s *notificationSuite) TestTransientFailuresRetryAtFixedInterval() {
 	s.Equal(policy.Interval, attemptTimes[1].Sub(attemptTimes[0]))
 	s.Equal(policy.Interval, attemptTimes[2].Sub(attemptTimes[1]))
 	s.Equal([]string{"Retrying", "Retrying", "Delivered"}, s.statusAttrs)
+	s.Equal(1, s.recorded, "the failed first attempt carries the recorded row")
 }
 
 func (s *notificationSuite) TestExhaustedRetriesParkThenRetryDelivers() {
 	s.recordAs(contract.StatusPending)
 	failing := true
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, _ contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-			if failing {
-				return contract.DeliverNotificationResult{}, transient
-			}
-			return delivered(), nil
-		})
+	s.deliver = func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		if failing {
+			return contract.DeliverNotificationResult{}, transient
+		}
+		return delivered(), nil
+	}
 	// Attempts at 0, 1m, 2m, then parked; the operator retries at 1h.
 	s.env.RegisterDelayedCallback(func() {
 		st := s.queryStatus()
@@ -193,14 +291,13 @@ func (s *notificationSuite) TestStoreOutageDelaysButNeverStrands() {
 	s.storeBackAt = t0.Add(4 * time.Minute)
 	s.recordAs(contract.StatusPending)
 	var attemptTimes []time.Time
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-			attemptTimes = append(attemptTimes, s.env.Now())
-			if in.Attempt == 1 {
-				return contract.DeliverNotificationResult{}, transient
-			}
-			return delivered(), nil
-		})
+	s.deliver = func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		attemptTimes = append(attemptTimes, s.env.Now())
+		if in.Attempt == 1 {
+			return contract.DeliverNotificationResult{}, transient
+		}
+		return delivered(), nil
+	}
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 
 	st := s.result()
@@ -213,6 +310,30 @@ func (s *notificationSuite) TestStoreOutageDelaysButNeverStrands() {
 	s.Equal([]string{"Retrying", "Delivered"}, s.statusAttrs)
 }
 
+// The central store down when the notification arrives: the row is
+// recorded once the store is back, and only then is the notification
+// delivered, Pending to Delivered as ever (the first attempt that could not
+// record it attempted nothing). Four minutes: as above.
+func (s *notificationSuite) TestStoreOutageAtArrivalDelaysButNeverStrands() {
+	t0 := callT0.Add(time.Hour)
+	s.env.SetStartTime(t0)
+	s.recordBackAt = t0.Add(4 * time.Minute)
+	s.recordAs(contract.StatusPending)
+	var attemptTimes []time.Time
+	s.deliver = func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		attemptTimes = append(attemptTimes, s.env.Now())
+		return delivered(), nil
+	}
+	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+
+	s.Equal(contract.StatusDelivered, s.result().Status)
+	s.Equal(1, s.recorded)
+	s.Require().Len(attemptTimes, 1, "one attempt, once the row is recorded")
+	s.False(attemptTimes[0].Before(s.recordBackAt), "attempted at %s, before the row was recorded", attemptTimes[0])
+	s.Empty(s.updates, "no status write: Pending, then Delivered by the attempt")
+	s.Equal([]string{"Delivered"}, s.statusAttrs)
+}
+
 // A delivery whose activity could not mark the row (the email went out)
 // is recorded by the workflow, with its time and recipients, and never
 // sent again.
@@ -220,7 +341,7 @@ func (s *notificationSuite) TestUnrecordedDeliveryIsRecordedByTheWorkflow() {
 	s.recordAs(contract.StatusPending)
 	res := delivered()
 	res.Unrecorded = true
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(res, nil).Once()
+	s.deliverWith(res, nil)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 
 	st := s.result()
@@ -231,45 +352,53 @@ func (s *notificationSuite) TestUnrecordedDeliveryIsRecordedByTheWorkflow() {
 	s.Equal(res.DeliveredAt, s.updates[0].DeliveredAt)
 	s.Equal(res.ResolvedTargets, s.updates[0].ResolvedTargets)
 	s.Equal([]string{"Delivered"}, s.statusAttrs)
-	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), 1)
+	s.Len(s.attempts, 1)
+}
+
+// shortAttempts is a worker and a policy whose attempts time out after
+// 50 ms, and a Pending row.
+func (s *notificationSuite) shortAttempts() {
+	short := contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 50 * time.Millisecond}
+	s.setup(short.AttemptTimeout)
+	s.recordWith(contract.StatusPending, short)
 }
 
 // An attempt that outlives its timeout (a hung SMTP server) is a transient
 // failure: Retrying, not Parked.
 func (s *notificationSuite) TestAttemptTimeoutIsTransient() {
-	short := contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 50 * time.Millisecond}
-	s.recordWith(contract.StatusPending, short)
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-			if in.Attempt == 1 {
-				<-ctx.Done() // hangs until StartToClose expires
-				return contract.DeliverNotificationResult{}, ctx.Err()
-			}
-			return delivered(), nil
-		})
+	s.shortAttempts()
+	s.deliver = func(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		if in.Attempt == 1 {
+			<-ctx.Done() // hangs until StartToClose expires
+			return contract.DeliverNotificationResult{}, ctx.Err()
+		}
+		return delivered(), nil
+	}
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal([]contract.Status{contract.StatusRetrying}, s.statuses())
 	s.Contains(s.updates[0].LastError, "timed out")
+	s.Equal(1, s.updates[0].Attempt)
 	s.Equal([]string{"Retrying", "Delivered"}, s.statusAttrs)
+	s.Len(s.attempts, 2)
 }
 
 // An attempt that sent the email and marked the row Delivered, but whose
 // completion was lost (its worker died after the send), times out; the
-// Retrying update then finds the row Delivered, and the workflow ends
-// Delivered with the row's times and recipients, sending nothing again.
+// row, recorded again or refusing the Retrying update, is Delivered, and
+// the workflow ends Delivered with the row's times and recipients, sending
+// nothing again.
 func (s *notificationSuite) TestLostCompletionAdoptsTheDeliveredRow() {
-	short := contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: 50 * time.Millisecond}
-	s.recordWith(contract.StatusPending, short)
+	s.shortAttempts()
 	at := time.Date(2026, 11, 22, 1, 0, 5, 0, time.UTC)
 	s.rowNow = &contract.NotificationState{NotificationID: sub.NotificationID, Status: contract.StatusDelivered,
 		DeliveredAt: &at, LastAttemptAt: &at, ResolvedTargets: []string{"ops@example.com"}}
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, _ contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-			<-ctx.Done() // the completion never arrives
-			return contract.DeliverNotificationResult{}, ctx.Err()
-		}).Once()
+	s.records = append(s.records, recordAnswer{res: contract.RecordNotificationResult{State: *s.rowNow, Policy: policy}})
+	s.deliver = func(ctx context.Context, _ contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		<-ctx.Done() // the completion never arrives
+		return contract.DeliverNotificationResult{}, ctx.Err()
+	}
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 
 	st := s.result()
@@ -278,20 +407,19 @@ func (s *notificationSuite) TestLostCompletionAdoptsTheDeliveredRow() {
 	s.Equal([]string{"ops@example.com"}, st.ResolvedTargets)
 	s.Equal(contract.StatusDelivered, s.queryStatus().Status)
 	s.Equal([]string{"Delivered"}, s.statusAttrs)
-	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), 1)
+	s.Len(s.attempts, 1)
 }
 
 // With max_retries 0 the first attempt (central's, there is no site-side
 // one) is the only one: a transient failure parks at once.
 func (s *notificationSuite) TestNoRetriesAllowedParksAfterTheFirstAttempt() {
 	s.recordWith(contract.StatusPending, contract.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute})
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		contract.DeliverNotificationResult{}, transient)
+	s.deliverWith(contract.DeliverNotificationResult{}, transient)
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{}) }, time.Hour)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 
 	s.Equal(contract.StatusDiscarded, s.result().Status)
-	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), 1)
+	s.Len(s.attempts, 1)
 	s.Equal([]contract.Status{contract.StatusParked, contract.StatusDiscarded}, s.statuses())
 	s.Equal(0, s.updates[0].RetryCount)
 	s.Equal("retries exhausted (0): "+transient.Error(), s.updates[0].LastError)
@@ -299,44 +427,79 @@ func (s *notificationSuite) TestNoRetriesAllowedParksAfterTheFirstAttempt() {
 
 func (s *notificationSuite) TestPermanentFailureParksAtOnceThenDiscard() {
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		contract.DeliverNotificationResult{},
-		temporal.NewNonRetryableApplicationError(`notification list "nope" is not defined`, contract.ErrTypeUnknownList, nil)).Once()
+	s.deliverWith(contract.DeliverNotificationResult{},
+		temporal.NewNonRetryableApplicationError(`notification list "nope" is not defined`, contract.ErrTypeUnknownList, nil))
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{})
 	}, time.Hour)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	st := s.result()
 	s.Equal(contract.StatusDiscarded, st.Status)
+	s.Len(s.attempts, 1)
 	s.Equal([]contract.Status{contract.StatusParked, contract.StatusDiscarded}, s.statuses())
 	s.Contains(s.updates[0].LastError, `permanent failure: notification list "nope" is not defined`)
+}
+
+// A receiver that asks to wait (Retry-After) longer than the interval is
+// waited for, on the first attempt as on the others.
+func (s *notificationSuite) TestAskedDelayIsWaited() {
+	s.recordAs(contract.StatusPending)
+	busy := temporal.NewApplicationErrorWithOptions("HTTP 429 Too Many Requests", contract.ErrTypeDeliveryFailed,
+		temporal.ApplicationErrorOptions{NextRetryDelay: 5 * time.Minute})
+	var attemptTimes []time.Time
+	s.deliver = func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		attemptTimes = append(attemptTimes, s.env.Now())
+		if in.Attempt == 1 {
+			return contract.DeliverNotificationResult{}, busy
+		}
+		return delivered(), nil
+	}
+	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+
+	s.Equal(contract.StatusDelivered, s.result().Status)
+	s.Require().Len(attemptTimes, 2)
+	s.Equal(5*time.Minute, attemptTimes[1].Sub(attemptTimes[0]))
+	s.Equal("HTTP 429 Too Many Requests", s.updates[0].LastError)
 }
 
 func (s *notificationSuite) TestTerminalRowIsNeverDeliveredAgain() {
 	s.recordAs(contract.StatusDelivered)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	s.Equal(contract.StatusDelivered, s.result().Status)
-	s.env.AssertNotCalled(s.T(), nameOf(notificationActs.DeliverNotification), mock.Anything, mock.Anything)
+	s.Empty(s.attempts)
+	s.Equal([]string{"Delivered"}, s.statusAttrs)
+}
+
+// A row a previous run left Parked starts its cycle again: Pending, then
+// delivered.
+func (s *notificationSuite) TestEarlierRunsParkedRowIsDeliveredAfresh() {
+	s.recordAs(contract.StatusParked)
+	s.deliverWith(delivered(), nil)
+	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.Equal(contract.StatusDelivered, s.result().Status)
+	s.Equal([]contract.Status{contract.StatusPending}, s.statuses())
+	s.Len(s.attempts, 1)
+	s.Equal([]string{"Pending", "Delivered"}, s.statusAttrs)
 }
 
 func (s *notificationSuite) TestDuplicateSubmitIsIgnored() {
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, _ contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+	s.deliver = func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		if len(s.attempts) == 1 {
 			return contract.DeliverNotificationResult{}, transient
-		}).Once()
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil).Once()
+		}
+		return delivered(), nil
+	}
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalSubmit, sub) }, 30*time.Second)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	s.Equal(contract.StatusDelivered, s.result().Status)
-	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.RecordNotification), 1)
-	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), 2)
+	s.Equal(1, s.recorded)
+	s.Len(s.attempts, 2)
 }
 
 func (s *notificationSuite) TestRetrySentBeforeParkingIsIgnored() {
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		contract.DeliverNotificationResult{}, transient)
+	s.deliverWith(contract.DeliverNotificationResult{}, transient)
 	// A retry sent while it is still Retrying must not un-park it later.
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalRetry, contract.OperatorAction{}) }, 30*time.Second)
 	s.env.RegisterDelayedCallback(func() {
@@ -345,7 +508,50 @@ func (s *notificationSuite) TestRetrySentBeforeParkingIsIgnored() {
 	}, time.Hour)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 	s.Equal(contract.StatusDiscarded, s.result().Status)
-	s.env.AssertNumberOfCalls(s.T(), nameOf(notificationActs.DeliverNotification), policy.MaxRetries+1)
+	s.Len(s.attempts, policy.MaxRetries+1)
+}
+
+// The notification workflow numbers its attempts across operator retries and
+// hands each failed attempt and operator action to the status update,
+// without any extra command.
+func (s *notificationSuite) TestUpdatesCarryTheAuditFields() {
+	t0 := callT0
+	s.env.SetStartTime(t0)
+	s.recordWith(contract.StatusPending, contract.RetryPolicy{Interval: time.Minute, MaxRetries: 1, AttemptTimeout: time.Minute})
+	s.deliver = func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		if in.Attempt == 4 {
+			return delivered(), nil
+		}
+		return contract.DeliverNotificationResult{}, errors.New("connection refused")
+	}
+	ana := contract.OperatorAction{Operator: "ana", Reason: "relay fixed"}
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalRetry, ana) }, time.Hour)
+	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.result()
+
+	attempts := make([]int, len(s.attempts))
+	for i, in := range s.attempts {
+		attempts[i] = in.Attempt
+	}
+	s.Equal([]int{1, 2, 3, 4}, attempts)
+	type audited struct {
+		Status   contract.Status
+		Attempt  int
+		Operator *contract.OperatorAction
+		Seq      int
+		At       time.Time
+	}
+	var got []audited
+	for _, u := range s.updates {
+		s.Equal(sub.SourceSiteID, u.SiteID)
+		got = append(got, audited{u.Status, u.Attempt, u.OperatorAction, u.OperatorSeq, u.At})
+	}
+	s.Equal([]audited{
+		{contract.StatusRetrying, 1, nil, 0, t0},
+		{contract.StatusParked, 2, nil, 0, t0.Add(time.Minute)},
+		{contract.StatusPending, 0, &ana, 1, t0.Add(time.Hour)},
+		{contract.StatusRetrying, 3, nil, 0, t0.Add(time.Hour)},
+	}, got)
 }
 
 func TestAfterFailedAttempt(t *testing.T) {
@@ -369,10 +575,11 @@ func TestAfterFailedAttempt(t *testing.T) {
 // the workflow's first moment: before the central row is written (here the
 // store is briefly down) it answered a zero state.
 func (s *notificationSuite) TestStatusIsPendingBeforeTheRowIsRecorded() {
-	s.env.OnActivity(notificationActs.RecordNotification, mock.Anything, sub).Return(
-		contract.RecordNotificationResult{}, errStoreDown).Once()
+	t0 := callT0
+	s.env.SetStartTime(t0)
+	s.recordBackAt = t0.Add(2 * time.Second)
 	s.recordAs(contract.StatusPending)
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(delivered(), nil)
+	s.deliverWith(delivered(), nil)
 	var early contract.NotificationState
 	s.env.RegisterDelayedCallback(func() { early = s.queryStatus() }, 500*time.Millisecond)
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
@@ -399,8 +606,7 @@ func (s *notificationSuite) TestCancelIsADiscard() {
 		s.Run(tc.name, func() {
 			s.SetupTest()
 			s.recordAs(contract.StatusPending)
-			s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-				contract.DeliverNotificationResult{}, transient)
+			s.deliverWith(contract.DeliverNotificationResult{}, transient)
 			s.env.RegisterDelayedCallback(s.env.CancelWorkflow, tc.cancelAt)
 			s.env.ExecuteWorkflow(contract.WorkflowNotification)
 
@@ -417,19 +623,39 @@ func (s *notificationSuite) TestCancelIsADiscard() {
 	}
 }
 
+// A cancel request during the first attempt discards the notification
+// too: the row is recorded (the attempt was abandoned before it said so)
+// and ends Discarded.
+func (s *notificationSuite) TestCancelDuringTheFirstAttemptIsADiscard() {
+	s.recordAs(contract.StatusPending)
+	s.deliver = func(ctx context.Context, _ contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		s.env.CancelWorkflow() // the operator cancels while the relay hangs
+		<-ctx.Done()
+		return contract.DeliverNotificationResult{}, ctx.Err()
+	}
+	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+
+	st := s.result()
+	s.Equal(contract.StatusDiscarded, st.Status)
+	s.Positive(s.recorded)
+	s.Len(s.attempts, 1)
+	s.Require().NotEmpty(s.updates)
+	last := s.updates[len(s.updates)-1]
+	s.Equal(contract.StatusDiscarded, last.Status)
+	s.Require().NotNil(last.OperatorAction, "audited as an operator action")
+	s.Equal("Discarded", s.statusAttrs[len(s.statusAttrs)-1])
+}
+
 // While parked, the workflow's current details (the Web UI's workflow
 // page) say why it waits and what to send; after the retry they are gone.
 func (s *notificationSuite) TestParkedDetailsSayWhy() {
 	s.recordAs(contract.StatusPending)
-	calls := 0
-	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(
-		func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-			calls++
-			if calls <= 3 {
-				return contract.DeliverNotificationResult{}, transient
-			}
-			return delivered(), nil
-		})
+	s.deliver = func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		if len(s.attempts) <= 3 {
+			return contract.DeliverNotificationResult{}, transient
+		}
+		return delivered(), nil
+	}
 	var parked, after string
 	s.env.RegisterDelayedCallback(func() {
 		parked = s.currentDetails()

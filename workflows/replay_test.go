@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
@@ -22,7 +23,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			replayer := worker.NewWorkflowReplayer()
-			replayer.RegisterWorkflowWithOptions(workflows.NotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+			replayer.RegisterWorkflowWithOptions(workflows.NotificationWorkflow{AttemptTimeout: time.Minute}.Run,
+				workflow.RegisterOptions{Name: contract.WorkflowNotification})
 			replayer.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, file))
 		})

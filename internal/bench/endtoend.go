@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
@@ -82,12 +83,12 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox) ([]Ro
 		Figure{Name: fmt.Sprintf("bare workflow + 1 activity, %d in flight", p), Value: perSecond(n, bare.total()), Unit: "/s"})
 	row = row.atLeastRatio(0.7).withDetail("%s notifications in %.1f s (rounds %s); bare: %.1f s (rounds %s); %s",
 		thousands(int64(n)), site.total().Seconds(), site, bare.total().Seconds(), bare, box.duplicates())
-	r.step("e2e: one notification and one bare workflow, to count the Temporal actions of each history")
-	actions, err := r.notificationActions(ctx, e, box)
+	r.step("e2e: one bare workflow, one notification and one cached call, to count the Temporal actions of each history")
+	actions, err := r.actionRows(ctx, e, box)
 	if err != nil {
 		return nil, err
 	}
-	return []Row{row, actions}, nil
+	return append([]Row{row}, actions...), nil
 }
 
 // rounds are the times of one side's rounds.
@@ -130,10 +131,12 @@ func alternate(n int, a, b func(round int) (time.Duration, error)) (ra, rb round
 func share(n, parts, round int) int { return n*(round+1)/parts - n*round/parts }
 
 // endToEnd is the system under test: central worker, bare worker and the
-// site daemon, all on one Temporal server.
+// site daemon, all on one Temporal server, and the external system of the
+// site's cached calls.
 type endToEnd struct {
 	tc    client.Client
 	site  *sitedaemon.Daemon
+	demo  *demosystem.System
 	body  string
 	par   int
 	stops []func() error
@@ -147,7 +150,10 @@ func (r *run) startEndToEnd(ctx context.Context, tc client.Client, smtpPort int)
 		err = e.startBare(central)
 	}
 	if err == nil {
-		err = e.startSite(ctx, r.siteConfig(), r)
+		err = e.startDemoSystem()
+	}
+	if err == nil {
+		err = e.startSite(ctx, r.siteConfig(e.demo.URL()), r)
 	}
 	if err != nil {
 		return nil, errors.Join(err, e.stop())
@@ -167,11 +173,16 @@ func (r *run) centralConfig(smtpPort int) config.Central {
 }
 
 // siteConfig is the in-process site daemon's config: defaults, its store in
-// the run's directory, the run's parallelism, any free API port.
-func (r *run) siteConfig() config.Site {
+// the run's directory, the run's parallelism, any free API port, and the
+// external system at demoURL with a short retry interval.
+func (r *run) siteConfig(demoURL string) config.Site {
 	c := config.Default().Site
 	c.ID, c.Node, c.Store, c.Listen = benchSite, benchNode, r.path("e2e-site.db"), "127.0.0.1:0"
 	c.ForwardParallelism = r.opts.Parallelism
+	erp := config.DefaultExternalSystem()
+	erp.BaseURL, erp.Timeout, erp.RetryInterval = demoURL+"/api", 5*time.Second, 2*time.Second
+	erp.Methods = map[string]config.Method{benchMethod: {Verb: "POST", Path: "/orders"}}
+	c.ExternalSystems = map[string]config.ExternalSystem{benchSystem: erp}
 	return c
 }
 
@@ -201,6 +212,16 @@ func (e *endToEnd) startBare(cfg config.Central) error {
 		return fmt.Errorf("start bare worker: %w", err)
 	}
 	e.stops = append(e.stops, func() error { w.Stop(); return nil })
+	return nil
+}
+
+func (e *endToEnd) startDemoSystem() error {
+	demo, err := demosystem.Start("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	e.demo = demo
+	e.stops = append(e.stops, demo.Close)
 	return nil
 }
 

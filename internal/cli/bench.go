@@ -32,7 +32,9 @@ time on the same file system, and checks the targets (PASS/MISS):
            through the central worker, against a bare workflow with one
            activity sending the same mail. Target: >= 0.7x. Then the
            Temporal actions of one delivered notification's history,
-           against a bare workflow's plus the site's signal. Target: <= 4.
+           against a bare workflow's plus the site's signal (target: <= 4),
+           and of one cached call delivered on its first retry, against
+           that plus the retry interval's timer.
   drain    a site daemon (its own process) draining a --drain backlog to a
            dev server: time and peak RSS, against the idle daemon's RSS.
   status   GET /v1/operations/{id} (Tracking.Status) on a daemon whose store

@@ -27,7 +27,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // Every notification submitted through the site API arrives once and ends
@@ -66,6 +65,10 @@ func TestNotificationsDeliveredExactlyOnce(t *testing.T) {
 	depth, err := s.daemon.Client.BufferDepth(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, depth, "every acknowledged row leaves the site buffer")
+	// The row is Delivered before its workflow completes: record it closed.
+	wid := contract.NotificationWorkflowID(ids[0])
+	require.NoError(t, s.client.GetWorkflow(context.Background(), wid, "").Get(context.Background(), nil))
+	s.recordHistory(wid, "notification_delivered.json")
 }
 
 // SMTP down: Retrying at the fixed interval, Parked after max retries; retry
@@ -240,7 +243,7 @@ func TestDuplicateSubmitSendsOnce(t *testing.T) {
 	ctx := context.Background()
 	submit := func() error {
 		_, err := s.client.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID),
-			contract.SignalSubmit, sub, sitedaemon.NotificationStartOptions(sub, false), workflows.NotificationWorkflow)
+			contract.SignalSubmit, sub, sitedaemon.NotificationStartOptions(sub, false), contract.WorkflowNotification)
 		return err
 	}
 	require.NoError(t, submit())
