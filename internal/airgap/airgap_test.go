@@ -524,3 +524,25 @@ func TestMergeTellsOneRequestOnTwoNodesFromAConflict(t *testing.T) {
 		t.Errorf("another subject under the same key: err %v, conflicts %+v; want one payload-mismatch", err, merged.Conflicts)
 	}
 }
+
+// The bundle encoder writes the file encoding/json wrote, byte for byte,
+// for every shape a bundle takes and every character a payload holds.
+func TestEncodeBundleMatchesEncodingJSON(t *testing.T) {
+	key, _ := testKey(t, "site")
+	tricky := newChain("n1").add("q", "{\"quote\":\"\\\" \\\\ / <b>&amp;</b>\"}").
+		add("ctl", "line\nbreak\ttab\r\x01\x1f\b\f").add("uni", "é 😀 \u2028 \u2029 \xff\xfe end")
+	pruned := newChain("n2").startAt(hlc.PayloadHash([]byte("pruned")), hlc.Timestamp{Physical: t0.UnixMilli()})
+	call := contract.TrackedOperation{OperationID: "call-1", Kind: contract.KindExternalCall, Target: "erp.createOrder",
+		Status: contract.StatusDelivered, CreatedAt: t0, UpdatedAt: t0}
+	for name, b := range map[string]Bundle{
+		"signed, two logs": signedBundle(t, key, testLogs()),
+		"tricky payloads":  NewBundle("site-1", "n1", t0, []JobLog{tricky.log}),
+		"checkpoint only":  NewBundle("site-1", "n2", t0, []JobLog{pruned.log}),
+		"with calls":       NewBundle("site-1", "n1", t0, []JobLog{tricky.log}, call),
+		"no logs":          NewBundle("site-1", "n1", t0, nil),
+		"empty logs":       NewBundle("site-1", "n1", t0, []JobLog{}),
+		"empty entries":    NewBundle("site-1", "n1", t0, []JobLog{{NodeID: "n1", Entries: []Entry{}}}),
+	} {
+		t.Run(name, func(t *testing.T) { requireEncodesAsEncodingJSON(t, b) })
+	}
+}

@@ -16,7 +16,21 @@ import (
 const MaxFileBytes = 1 << 30
 
 // Encode writes v (a Bundle or a Receipt) as indented JSON and a newline.
+// A bundle is written as it is encoded (see bundleEncoder).
 func Encode(w io.Writer, v any) error {
+	var bundle *Bundle
+	switch b := v.(type) {
+	case Bundle:
+		bundle = &b
+	case *Bundle:
+		bundle = b
+	}
+	if bundle != nil {
+		if err := encodeBundle(w, bundle); err != nil {
+			return fmt.Errorf("encode bundle %s: %w", bundle.BundleID, err)
+		}
+		return nil
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // payloads stay readable: they are never embedded in HTML

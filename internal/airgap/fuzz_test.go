@@ -3,6 +3,7 @@ package airgap
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,6 +43,7 @@ func FuzzDecodeAndVerify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if b, err := DecodeBundle(bytes.NewReader(data)); err == nil {
 			requireSameAsEncodingJSON(t, data, b)
+			requireEncodesAsEncodingJSON(t, b)
 			Verify(b, VerifyOptions{TrustedKeys: trusted})
 			Verify(b, VerifyOptions{AllowUnsigned: true}).BadNodes()
 			Merge([]Bundle{b, b})
@@ -63,5 +65,32 @@ func requireSameAsEncodingJSON(t *testing.T, data []byte, b Bundle) {
 	}
 	if !reflect.DeepEqual(b, want) {
 		t.Fatalf("the bundle decoder read\n%+v\nencoding/json read\n%+v\nfrom %q", b, want, data)
+	}
+}
+
+// encodingJSON is what Encode wrote before the bundle encoder: the file
+// format the bundle encoder must keep byte for byte.
+func encodingJSON(t *testing.T, b Bundle) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(b); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// requireEncodesAsEncodingJSON fails unless the bundle encoder writes b
+// exactly as encoding/json does.
+func requireEncodesAsEncodingJSON(t *testing.T, b Bundle) {
+	t.Helper()
+	var got bytes.Buffer
+	if err := encodeBundle(&got, &b); err != nil {
+		t.Fatal(err)
+	}
+	if want := encodingJSON(t, b); !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("the bundle encoder wrote\n%s\nencoding/json writes\n%s", got.Bytes(), want)
 	}
 }
