@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,41 +20,95 @@ var fuzzKey = newPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed255
 
 // FuzzDecodeAndVerify feeds arbitrary bytes to everything that reads a
 // file from removable media: none of it may panic, whatever the stick holds.
+// go test runs its seeds; TestAnyBytesAsABundle mutates them for a
+// moment in every run; go test -fuzz searches further.
 func FuzzDecodeAndVerify(f *testing.F) {
-	// A small bundle: the fuzzer minimizes every input that finds new
-	// coverage, which is slow on large ones.
+	for _, seed := range fuzzSeeds(f) {
+		f.Add(seed)
+	}
+	f.Fuzz(readAnyBytes)
+}
+
+// TestAnyBytesAsABundle is a brief fuzzing run inside the suite: 3,000
+// random mutations of the seeds (flipped, inserted, deleted and duplicated
+// bytes, cut ends), the same every run, through readAnyBytes.
+func TestAnyBytesAsABundle(t *testing.T) {
+	seeds := fuzzSeeds(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 3000 {
+		data := mutate(rng, slices.Clone(seeds[i%len(seeds)]))
+		t.Run(strconv.Itoa(i), func(t *testing.T) { readAnyBytes(t, data) })
+	}
+}
+
+// jsonBytes are the bytes an insertion picks from: JSON's structure.
+const jsonBytes = `{}[]",:\u0 `
+
+// mutate applies one to four random edits to data.
+func mutate(rng *rand.Rand, data []byte) []byte {
+	for range 1 + rng.IntN(4) {
+		if len(data) == 0 {
+			return []byte{byte(rng.IntN(256))}
+		}
+		i := rng.IntN(len(data))
+		switch rng.IntN(5) {
+		case 0:
+			data[i] ^= byte(1 << rng.IntN(8))
+		case 1:
+			data = slices.Insert(data, i, jsonBytes[rng.IntN(len(jsonBytes))])
+		case 2:
+			data = slices.Delete(data, i, min(len(data), i+1+rng.IntN(8)))
+		case 3:
+			j := rng.IntN(len(data))
+			data = slices.Insert(data, i, slices.Clone(data[min(i, j):max(i, j)])...)
+		default:
+			data = data[:i]
+		}
+	}
+	return data
+}
+
+// fuzzSeeds are a small valid bundle and receipt and near misses of them.
+// Small: the fuzzer minimizes every input that finds new coverage, which is
+// slow on large ones.
+func fuzzSeeds(tb testing.TB) [][]byte {
 	logs := []JobLog{
 		newChain("n1").addN("a", 2).log,
 		newChain("n2").startAt(hlc.PayloadHash([]byte("pruned")), hlc.Timestamp{Physical: t0.UnixMilli()}).addN("b", 1).log,
 	}
-	valid := encodeBytes(f, signedBundle(f, fuzzKey, logs))
+	valid := encodeBytes(tb, signedBundle(tb, fuzzKey, logs))
 	receipt := testReceipt()
 	if err := receipt.Sign(fuzzKey); err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
-	f.Add(valid)
-	f.Add(encodeBytes(f, receipt))
-	f.Add(bytes.Replace(valid, []byte("alarm a 1"), []byte("alarm a 2"), 1))
-	f.Add(bytes.Replace(valid, []byte(`"prevLink": "`), []byte(`"prevLink": "!`), 1))
-	f.Add(bytes.Replace(valid, []byte(`"signature": {`), []byte(`"signature": null, "x": {`), 1))
-	f.Add([]byte(strings.Replace(string(valid), `"tHlc": "0`, `"tHlc": "+`, 1)))
-	f.Add(bytes.Replace(valid, []byte("alarm"), []byte(`\u00e9\ud83d\ude00\/\t\\`), 1))
-	f.Add(valid[:len(valid)/2])
-	f.Add([]byte(`{"format":"outpost-airgap-bundle/v1","jobLogs":[{"entries":[{}]}],"signature":{"signatures":[{}]}}`))
+	return [][]byte{
+		valid,
+		encodeBytes(tb, receipt),
+		bytes.Replace(valid, []byte("alarm a 1"), []byte("alarm a 2"), 1),
+		bytes.Replace(valid, []byte(`"prevLink": "`), []byte(`"prevLink": "!`), 1),
+		bytes.Replace(valid, []byte(`"signature": {`), []byte(`"signature": null, "x": {`), 1),
+		[]byte(strings.Replace(string(valid), `"tHlc": "0`, `"tHlc": "+`, 1)),
+		bytes.Replace(valid, []byte("alarm"), []byte(`\u00e9\ud83d\ude00\/\t\\`), 1),
+		valid[:len(valid)/2],
+		[]byte(`{"format":"outpost-airgap-bundle/v1","jobLogs":[{"entries":[{}]}],"signature":{"signatures":[{}]}}`),
+	}
+}
 
+// readAnyBytes reads data as a bundle and as a receipt, and verifies and
+// merges whatever decodes, checking the bundle decoder and encoder against
+// encoding/json on the way.
+func readAnyBytes(t *testing.T, data []byte) {
 	trusted := []PublicKey{fuzzKey.Public()}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if b, err := DecodeBundle(bytes.NewReader(data)); err == nil {
-			requireSameAsEncodingJSON(t, data, b)
-			requireEncodesAsEncodingJSON(t, b)
-			Verify(b, VerifyOptions{TrustedKeys: trusted})
-			Verify(b, VerifyOptions{AllowUnsigned: true}).BadNodes()
-			Merge([]Bundle{b, b})
-		}
-		if r, err := DecodeReceipt(bytes.NewReader(data)); err == nil {
-			VerifyReceipt(r, VerifyOptions{TrustedKeys: trusted})
-		}
-	})
+	if b, err := DecodeBundle(bytes.NewReader(data)); err == nil {
+		requireSameAsEncodingJSON(t, data, b)
+		requireEncodesAsEncodingJSON(t, b)
+		Verify(b, VerifyOptions{TrustedKeys: trusted})
+		Verify(b, VerifyOptions{AllowUnsigned: true}).BadNodes()
+		Merge([]Bundle{b, b})
+	}
+	if r, err := DecodeReceipt(bytes.NewReader(data)); err == nil {
+		VerifyReceipt(r, VerifyOptions{TrustedKeys: trusted})
+	}
 }
 
 // requireSameAsEncodingJSON fails unless encoding/json, strictly, decodes
