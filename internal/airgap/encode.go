@@ -39,7 +39,7 @@ func encodeBundle(w io.Writer, b *Bundle) error {
 		e.field(1, "signedBy", b.SignedBy, true)
 	}
 	e.key("jobLogs")
-	e.logs(b.JobLogs)
+	e.array(b.JobLogs == nil, len(b.JobLogs), 1, func(i int) { e.log(&b.JobLogs[i]) })
 	if len(b.Calls) > 0 {
 		e.comma()
 		e.indent(1)
@@ -54,25 +54,28 @@ func encodeBundle(w io.Writer, b *Bundle) error {
 	return e.err
 }
 
-func (e *bundleEncoder) logs(logs []JobLog) {
-	if logs == nil {
+// array writes a slice of n elements as encoding/json does (null when
+// nil, [] when empty), each element on its own lines written by elem, the
+// closing bracket at depth.
+func (e *bundleEncoder) array(isNil bool, n, depth int, elem func(i int)) {
+	switch {
+	case isNil:
 		e.buf = append(e.buf, "null"...)
 		return
-	}
-	if len(logs) == 0 {
+	case n == 0:
 		e.buf = append(e.buf, "[]"...)
 		return
 	}
 	e.buf = append(e.buf, '[')
-	for i := range logs {
+	for i := range n {
 		e.newline()
-		e.log(&logs[i])
-		if i < len(logs)-1 {
+		elem(i)
+		if i < n-1 {
 			e.buf = append(e.buf, ',')
 		}
 	}
 	e.newline()
-	e.indent(1)
+	e.indent(depth)
 	e.buf = append(e.buf, ']')
 }
 
@@ -86,24 +89,7 @@ func (e *bundleEncoder) log(l *JobLog) {
 		e.raw(3, "checkpoint", l.Checkpoint, true)
 	}
 	e.key("entries")
-	switch {
-	case l.Entries == nil:
-		e.buf = append(e.buf, "null"...)
-	case len(l.Entries) == 0:
-		e.buf = append(e.buf, "[]"...)
-	default:
-		e.buf = append(e.buf, '[')
-		for i := range l.Entries {
-			e.newline()
-			e.entry(&l.Entries[i])
-			if i < len(l.Entries)-1 {
-				e.buf = append(e.buf, ',')
-			}
-		}
-		e.newline()
-		e.indent(3)
-		e.buf = append(e.buf, ']')
-	}
+	e.array(l.Entries == nil, len(l.Entries), 3, func(i int) { e.entry(&l.Entries[i]) })
 	e.newline()
 	e.indent(2)
 	e.buf = append(e.buf, '}')
