@@ -16,10 +16,39 @@ import (
 
 // Measurement is how long an export or an import took beside SHA-256
 // alone over the same bundle file: the floor any reading or writing of
-// that file stands on. The bench harness reports their ratio.
+// that file stands on. The bench harness reports their ratio. Each is the
+// best of measureRounds rounds, the two timed alternately: one run of a
+// fifth of a second on a shared machine says more about the neighbours
+// than about the code.
 type Measurement struct {
 	Took, HashOnly time.Duration
 	FileBytes      int
+}
+
+const measureRounds = 5
+
+// best times op measureRounds times, each after a GC (as a fresh import or
+// export process starts), each followed by SHA-256 of the file op returns,
+// and keeps the fastest of each.
+func best(op func() ([]byte, error)) (Measurement, error) {
+	var m Measurement
+	for round := range measureRounds {
+		runtime.GC()
+		start := time.Now()
+		file, err := op()
+		if err != nil {
+			return Measurement{}, err
+		}
+		took, hash := time.Since(start), timeHash(file)
+		if round == 0 || took < m.Took {
+			m.Took = took
+		}
+		if round == 0 || hash < m.HashOnly {
+			m.HashOnly = hash
+		}
+		m.FileBytes = len(file)
+	}
+	return m, nil
 }
 
 // MeasureVerify times reading and verifying a signed bundle of n entries
@@ -35,20 +64,16 @@ func MeasureVerify(n int) (Measurement, error) {
 		return Measurement{}, err
 	}
 	opts := VerifyOptions{TrustedKeys: []PublicKey{key.Public()}}
-	// Start clean, as an import process does: the bundle built to write the
-	// file is garbage now, not live data every GC cycle must mark again.
-	runtime.GC()
-
-	start := time.Now()
-	decoded, err := DecodeBundle(bytes.NewReader(file.Bytes()))
-	if err != nil {
-		return Measurement{}, err
-	}
-	if err := Verify(decoded, opts).Err(); err != nil {
-		return Measurement{}, fmt.Errorf("measure verify: the synthetic bundle does not verify: %w", err)
-	}
-	took := time.Since(start)
-	return Measurement{Took: took, HashOnly: timeHash(file.Bytes()), FileBytes: file.Len()}, nil
+	return best(func() ([]byte, error) {
+		decoded, err := DecodeBundle(bytes.NewReader(file.Bytes()))
+		if err != nil {
+			return nil, err
+		}
+		if err := Verify(decoded, opts).Err(); err != nil {
+			return nil, fmt.Errorf("measure verify: the synthetic bundle does not verify: %w", err)
+		}
+		return file.Bytes(), nil
+	})
 }
 
 // signedBundleFile is the file of a signed bundle of n synthetic entries.
@@ -77,19 +102,18 @@ func MeasureExport(n int) (Measurement, error) {
 		return Measurement{}, err
 	}
 	var file bytes.Buffer
-	file.Grow(size + 4096) // room for the new bundle's own id and times
-	runtime.GC()
-
-	start := time.Now()
-	b := NewBundle("bench-site", "bench-node-1", time.Now(), logs)
-	if err := b.Sign(key); err != nil {
-		return Measurement{}, err
-	}
-	if err := Encode(&file, b); err != nil {
-		return Measurement{}, err
-	}
-	took := time.Since(start)
-	return Measurement{Took: took, HashOnly: timeHash(file.Bytes()), FileBytes: file.Len()}, nil
+	file.Grow(size + 4096) // room for each new bundle's own id and times
+	return best(func() ([]byte, error) {
+		file.Reset()
+		b := NewBundle("bench-site", "bench-node-1", time.Now(), logs)
+		if err := b.Sign(key); err != nil {
+			return nil, err
+		}
+		if err := Encode(&file, b); err != nil {
+			return nil, err
+		}
+		return file.Bytes(), nil
+	})
 }
 
 // encodedSize is the size of b's file once signed with key.
