@@ -48,7 +48,7 @@ func Ack(ctx context.Context, store *sitestore.Store, receipt Receipt, opts AckO
 		return res, err
 	}
 	ack := sitestore.Transfer{BundleID: receipt.ReceiptID, Entries: len(receipt.Accepted), NewEntries: res.Settled,
-		Bytes: receipt.Bytes, Duration: time.Since(started), At: opts.Now}
+		Bytes: receipt.Bytes, Duration: time.Since(started), At: opts.Now, ClockRefused: res.ClockRefused != ""}
 	if err := store.RecordAck(ctx, ack); err != nil {
 		return res, fmt.Errorf("receipt %s is settled, but: %w", receipt.ReceiptID, err)
 	}

@@ -70,12 +70,18 @@ func (s airgapSite) export(t *testing.T, name string) (airgap.Bundle, int64) {
 // ack settles ids with an (unsigned) receipt from central, through its file.
 func (s airgapSite) ack(t *testing.T, ids ...string) airgapsync.AckResult {
 	t.Helper()
+	return s.ackFrom(t, time.Now(), ids...)
+}
+
+// ackFrom is ack with a receipt written at createdAt by central's clock.
+func (s airgapSite) ackFrom(t *testing.T, createdAt time.Time, ids ...string) airgapsync.AckResult {
+	t.Helper()
 	accepted := make([]airgap.Accepted, len(ids))
 	for i, id := range ids {
 		accepted[i] = airgap.Accepted{JobID: id, Kind: contract.KindNotification, Status: string(contract.StatusPending)}
 	}
 	path := filepath.Join(s.dir, "receipt.json")
-	_, err := airgap.WriteFile(path, airgap.NewReceipt(s.opts.ID, time.Now(), []string{"bundle"}, accepted, nil))
+	_, err := airgap.WriteFile(path, airgap.NewReceipt(s.opts.ID, createdAt, []string{"bundle"}, accepted, nil))
 	require.NoError(t, err)
 	receipt, err := airgapsync.ReadReceipt(path)
 	require.NoError(t, err)
@@ -111,17 +117,19 @@ func TestSiteMetricsCountAirgapExportsAndAcks(t *testing.T) {
 	_, secondSize := s.export(t, "second.json")
 	require.Equal(t, 2, s.ack(t, ids[:2]...).Settled)
 	require.Equal(t, 0, s.ack(t, ids[:2]...).Settled)
+	require.NotEmpty(t, s.ackFrom(t, time.Now().Add(time.Hour), ids[2]).ClockRefused, "central's clock an hour ahead")
 	took := time.Since(started).Seconds()
 
 	m := testutil.ScrapeMetrics(t, "http://"+s.daemon.Addr()+"/metrics")
 	require.Equal(t, 2.0, testutil.MetricValue(m, "airgap_bundles_exported_total", nil))
 	require.Equal(t, 4.0, testutil.MetricValue(m, "airgap_offline_enqueues_total", nil), "three jobs, then one more: the second bundle carried the first three again")
-	require.Equal(t, 2.0, testutil.MetricValue(m, "airgap_jobs_synced_total", nil), "the second receipt settled nothing new")
+	require.Equal(t, 3.0, testutil.MetricValue(m, "airgap_jobs_synced_total", nil), "the second receipt settled nothing new")
+	require.Equal(t, 1.0, testutil.MetricValue(m, "airgap_clock_refusals_total", nil), "the receipt from an hour ahead")
 	size := testutil.MetricHistogram(m, "airgap_bundle_size_bytes", nil)
 	require.NotNil(t, size)
 	require.Equal(t, uint64(2), size.GetSampleCount())
 	require.Equal(t, float64(firstSize+secondSize), size.GetSampleSum(), "the files' sizes on disk")
-	for operation, count := range map[string]uint64{"export": 2, "ack": 2} {
+	for operation, count := range map[string]uint64{"export": 2, "ack": 3} {
 		d := testutil.MetricHistogram(m, "airgap_sync_duration_seconds", map[string]string{"operation": operation})
 		require.NotNil(t, d, operation)
 		require.Equal(t, count, d.GetSampleCount(), operation)

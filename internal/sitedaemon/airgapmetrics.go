@@ -13,7 +13,7 @@ import (
 // process of its own, which records each in the site file; the daemon
 // reads them there at scrape time. Central serves the import side under
 // the same names (workers/airgapmetrics.go).
-var airgapDescs = struct{ exported, synced, offline, size, duration *prometheus.Desc }{
+var airgapDescs = struct{ exported, synced, offline, size, duration, clockRefused *prometheus.Desc }{
 	exported: prometheus.NewDesc("airgap_bundles_exported_total",
 		"Air-gap bundles written from this site file (outpost airgap export).", nil, nil),
 	synced: prometheus.NewDesc("airgap_jobs_synced_total",
@@ -26,6 +26,9 @@ var airgapDescs = struct{ exported, synced, offline, size, duration *prometheus.
 	duration: prometheus.NewDesc("airgap_sync_duration_seconds",
 		"Duration of air-gap operations, by operation: on a site export (read the job log, sign, write the file) "+
 			"and ack (verify the receipt, settle what it names).", []string{"operation"}, nil),
+	clockRefused: prometheus.NewDesc("airgap_clock_refusals_total",
+		"Receipts whose time was more than the allowed clock offset (airgap ack --max-clock-offset) ahead of this node's clock: "+
+			"refused, so this node's clock did not jump ahead. Above 0: check the clocks of the site and central.", nil, nil),
 }
 
 // airgapCollector reads the air-gap transfers recorded in the site store.
@@ -34,7 +37,7 @@ type airgapCollector struct {
 }
 
 func (c *airgapCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{airgapDescs.exported, airgapDescs.synced, airgapDescs.offline, airgapDescs.size, airgapDescs.duration} {
+	for _, d := range []*prometheus.Desc{airgapDescs.exported, airgapDescs.synced, airgapDescs.offline, airgapDescs.size, airgapDescs.duration, airgapDescs.clockRefused} {
 		ch <- d
 	}
 }
@@ -55,6 +58,7 @@ func (c *airgapCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(airgapDescs.exported, prometheus.CounterValue, float64(exports.Count))
 	ch <- prometheus.MustNewConstMetric(airgapDescs.offline, prometheus.CounterValue, float64(exports.NewEntries))
 	ch <- prometheus.MustNewConstMetric(airgapDescs.synced, prometheus.CounterValue, float64(acks.NewEntries))
+	ch <- prometheus.MustNewConstMetric(airgapDescs.clockRefused, prometheus.CounterValue, float64(acks.ClockRefusals))
 	ch <- prometheus.MustNewConstHistogram(airgapDescs.size, exports.Bytes.Count, exports.Bytes.Sum, exports.Bytes.Buckets)
 	ch <- prometheus.MustNewConstHistogram(airgapDescs.duration, exports.Duration.Count, exports.Duration.Sum, exports.Duration.Buckets, sitestore.TransferExport)
 	ch <- prometheus.MustNewConstHistogram(airgapDescs.duration, acks.Duration.Count, acks.Duration.Sum, acks.Duration.Buckets, sitestore.TransferAck)

@@ -31,6 +31,9 @@ type Transfer struct {
 	Bytes    int64
 	Duration time.Duration
 	At       time.Time
+	// ClockRefused is set on an ack whose receipt's time was more than the
+	// allowed offset ahead of this node's clock: refused, not adopted.
+	ClockRefused bool
 }
 
 // RecordExport marks the entries of ids exported at t.At (the site's
@@ -86,8 +89,8 @@ func (s *Store) RecordAck(ctx context.Context, t Transfer) error {
 }
 
 func insertTransfer(tx *writeTx, t Transfer) error {
-	_, err := tx.ExecContext(tx.ctx, `INSERT INTO airgap_transfers (kind, bundle_id, entries, new_entries, bytes, duration_seconds, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, t.Kind, t.BundleID, t.Entries, t.NewEntries, t.Bytes, t.Duration.Seconds(), t.At.UnixNano())
+	_, err := tx.ExecContext(tx.ctx, `INSERT INTO airgap_transfers (kind, bundle_id, entries, new_entries, bytes, duration_seconds, at, clock_refused)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, t.Kind, t.BundleID, t.Entries, t.NewEntries, t.Bytes, t.Duration.Seconds(), t.At.UnixNano(), t.ClockRefused)
 	if err != nil {
 		return fmt.Errorf("record %s of %s: %w", t.Kind, t.BundleID, err)
 	}
@@ -98,6 +101,8 @@ func insertTransfer(tx *writeTx, t Transfer) error {
 type TransferStats struct {
 	Count      int64
 	NewEntries int64
+	// ClockRefusals is how many acks refused their receipt's clock.
+	ClockRefusals int64
 	Bytes      airgapstats.Histogram
 	Duration   airgapstats.Histogram
 }
@@ -109,8 +114,8 @@ func (s *Store) TransferStats(ctx context.Context, kind string) (TransferStats, 
 	bytes := airgapstats.NewHistogramScan(airgapstats.SizeBuckets)
 	took := airgapstats.NewHistogramScan(airgapstats.DurationBuckets)
 	var st TransferStats
-	dest := append([]any{&st.Count, &st.NewEntries}, bytes.Dest()...)
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(new_entries), 0), `+bytes.Columns("bytes")+`, `+
+	dest := append([]any{&st.Count, &st.NewEntries, &st.ClockRefusals}, bytes.Dest()...)
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(new_entries), 0), COALESCE(SUM(clock_refused), 0), `+bytes.Columns("bytes")+`, `+
 		took.Columns("duration_seconds")+` FROM airgap_transfers WHERE kind = ?`, kind).Scan(append(dest, took.Dest()...)...)
 	if err != nil {
 		return TransferStats{}, fmt.Errorf("air-gap %s stats: %w", kind, err)

@@ -196,7 +196,8 @@ var migrations = []string{
 		new_entries      INTEGER NOT NULL, -- see Transfer.NewEntries
 		bytes            INTEGER NOT NULL, -- the file's size
 		duration_seconds REAL NOT NULL,
-		at               INTEGER NOT NULL  -- Unix nanoseconds, UTC
+		at               INTEGER NOT NULL, -- Unix nanoseconds, UTC
+		clock_refused    INTEGER NOT NULL DEFAULT 0 -- an ack whose receipt's clock was too far ahead (1)
 	);`,
 }
 
