@@ -38,12 +38,14 @@ const (
 	SectionStatus = "status"
 	// SectionBrowse is the list of every notification on a big central store.
 	SectionBrowse = "browse"
+	// SectionTelemetry is tracking changes ingested into central's site_calls.
+	SectionTelemetry = "telemetry"
 	// SectionAirgap is exporting and verifying an air-gap bundle.
 	SectionAirgap = "airgap"
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionAirgap}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTelemetry, SectionAirgap}
 
 // Options says what to run and how big. Defaults are the full sizes.
 type Options struct {
@@ -94,6 +96,9 @@ type Options struct {
 	// BrowseRequests is how many pages of each kind the browse section
 	// times. Default 500.
 	BrowseRequests int `json:"browseRequests"`
+	// TelemetryRows is how many tracking changes the telemetry section
+	// ingests (and upserts). Default 100000.
+	TelemetryRows int `json:"telemetryRows"`
 	// AirgapEntries is how many entries the airgap section's bundle holds.
 	// Default 100000.
 	AirgapEntries int `json:"airgapEntries"`
@@ -107,7 +112,7 @@ func Defaults() Options {
 		Callers: []int{1, 8, 64}, PayloadBytes: 512, EnqueueDuration: 5 * time.Second,
 		Rate: 5000, LatencyDuration: 10 * time.Second, Handoff: 5000, Parallelism: 8,
 		EndToEnd: 1000, Drain: 50000, Rows: 1000000, StatusRequests: 10000, BrowseRows: 1000000, BrowseRequests: 500,
-		AirgapEntries: 100000,
+		TelemetryRows: 100000, AirgapEntries: 100000,
 	}
 }
 
@@ -138,6 +143,8 @@ func (o Options) Validate() error {
 		return errors.New("drain, rows and status requests must be positive (rows at least 2)")
 	case o.BrowseRows < 10 || o.BrowseRequests < 1:
 		return errors.New("browse rows must be at least 10 and browse requests positive")
+	case o.TelemetryRows < telemetryRounds:
+		return fmt.Errorf("telemetry rows must be at least %d (one per round), got %d", telemetryRounds, o.TelemetryRows)
 	case o.AirgapEntries < 2:
 		return fmt.Errorf("airgap entries must be at least 2 (the bundle holds two nodes' logs), got %d", o.AirgapEntries)
 	}
@@ -159,14 +166,15 @@ type run struct {
 
 // sections maps each section to what runs it.
 var sections = map[string]func(*run, context.Context) ([]Row, error){
-	SectionEnqueue:  (*run).enqueue,
-	SectionLatency:  (*run).latency,
-	SectionHandoff:  (*run).handoff,
-	SectionEndToEnd: (*run).endToEnd,
-	SectionDrain:    (*run).drain,
-	SectionStatus:   (*run).status,
-	SectionBrowse:   (*run).browse,
-	SectionAirgap:   (*run).airgap,
+	SectionEnqueue:   (*run).enqueue,
+	SectionLatency:   (*run).latency,
+	SectionHandoff:   (*run).handoff,
+	SectionEndToEnd:  (*run).endToEnd,
+	SectionDrain:     (*run).drain,
+	SectionStatus:    (*run).status,
+	SectionBrowse:    (*run).browse,
+	SectionTelemetry: (*run).telemetry,
+	SectionAirgap:    (*run).airgap,
 }
 
 // Run runs the selected sections in order. The report holds the rows of

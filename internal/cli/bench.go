@@ -45,6 +45,12 @@ time on the same file system, and checks the targets (PASS/MISS):
            notifications list') on a central store of --browse-rows
            notifications: first, deep and filtered pages' p99 against a
            primary-key lookup. Target: <= 100 ms each.
+  telemetry
+           --telemetry-rows tracking changes of 200 sites reaching
+           central's site_calls as site daemons send them (one ingest
+           workflow per batch of site.telemetry_batch rows, --parallelism
+           in flight) against the store's bulk upsert of as many rows.
+           Target: >= 0.5x.
   airgap   exporting and importing with verification an air-gap bundle of
            --airgap-entries entries (in memory), each against SHA-256 alone
            over the same bundle file. Target: verify >= 0.3x.
@@ -79,6 +85,7 @@ Example:
 		fs.IntVar(&opts.StatusRequests, "status-requests", opts.StatusRequests, "Status requests the status section times")
 		fs.IntVar(&opts.BrowseRows, "browse-rows", opts.BrowseRows, "notifications in the browse section's central store")
 		fs.IntVar(&opts.BrowseRequests, "browse-requests", opts.BrowseRequests, "pages of each kind the browse section times")
+		fs.IntVar(&opts.TelemetryRows, "telemetry-rows", opts.TelemetryRows, "tracking changes the telemetry section ingests")
 		fs.IntVar(&opts.AirgapEntries, "airgap-entries", opts.AirgapEntries, "entries in the airgap section's bundle")
 		if err := parse(fs, args); err != nil {
 			return err

@@ -52,7 +52,7 @@ type Telemetry struct {
 // NewTelemetry returns a sender over store.
 func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOptions, log *zap.Logger) *Telemetry {
 	t := &Telemetry{store: store, opts: opts, log: log}
-	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error { return ingest(ctx, tc, batch) }
+	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error { return IngestTelemetry(ctx, tc, batch) }
 	return t
 }
 
@@ -145,9 +145,9 @@ func (t *Telemetry) sendBatch(ctx context.Context) error {
 	return t.store.AdvanceTelemetryCursor(ctx, rows[len(rows)-1].Seq)
 }
 
-// ingest runs the batch's ingest workflow and waits until central persisted
-// it. A resend of the same batch joins the run already under way.
-func ingest(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
+// IngestTelemetry runs the batch's ingest workflow and waits until central
+// persisted it. A resend of the same batch joins the run already under way.
+func IngestTelemetry(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	last := batch.Rows[len(batch.Rows)-1].Seq

@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
+)
+
+// telemetrySites is how many sites the telemetry section's changes come from.
+const telemetrySites = 200
+
+// telemetryRounds is how many rounds each side of the telemetry section
+// runs, alternately (A B B A ...): a dev server or a store file that slows
+// as it fills weighs on both.
+const telemetryRounds = 4
+
+// telemetry times TelemetryRows tracking changes of telemetrySites sites
+// reaching central's site_calls the way site daemons send them
+// (sitedaemon.IngestTelemetry: one ingest workflow per batch of
+// site.telemetry_batch rows, the central worker in process, Parallelism
+// batches in flight) against the store's bulk upsert of as many other rows
+// in the same batches, one batch at a time, on the same store file.
+func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
+	srv, err := r.startTemporal(ctx, "telemetry")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, srv.stop()) }()
+	cfg := r.centralConfig(0) // telemetry sends no mail
+	cfg.Store.Path = r.path("telemetry-central.db")
+	e := &endToEnd{tc: srv.client()}
+	if err := e.startCentral(ctx, cfg); err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, e.stop()) }()
+	store, err := centralstore.OpenSQLite(ctx, cfg.Store.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+
+	n, size := r.opts.TelemetryRows, config.Default().Site.TelemetryBatch
+	ingested, upserted := telemetryBatches("ingested", n, size), telemetryBatches("upserted", n, size)
+	r.step("telemetry: %s tracking changes from %d sites in batches of %d, through Temporal (%d in flight) and as bulk upserts, %d rounds each",
+		thousands(int64(n)), telemetrySites, size, r.opts.Parallelism, telemetryRounds)
+	viaTemporal, raw, err := alternate(telemetryRounds,
+		func(round int) (time.Duration, error) {
+			return timeBatches(ctx, roundOf(ingested, round), r.opts.Parallelism, func(ctx context.Context, b contract.TelemetryBatch) error {
+				return sitedaemon.IngestTelemetry(ctx, srv.client(), b)
+			})
+		},
+		func(round int) (time.Duration, error) {
+			return timeBatches(ctx, roundOf(upserted, round), 1, func(ctx context.Context, b contract.TelemetryBatch) error {
+				_, err := store.UpsertSiteCalls(ctx, b.Rows)
+				return err
+			})
+		})
+	if err != nil {
+		return nil, err
+	}
+	if err := requireMirrored(ctx, store, ingested); err != nil {
+		return nil, err
+	}
+	baseline := Figure{Name: "bulk upsert of as many rows, 1 writer", Value: perSecond(n, raw.total()), Unit: "/s"}
+	row := compare(SectionTelemetry, fmt.Sprintf("telemetry ingest, %d sites", telemetrySites), perSecond(n, viaTemporal.total()), "/s", baseline)
+	return []Row{row.atLeastRatio(0.5).withDetail("%s changes in batches of %d: through Temporal %s (rounds %s), bulk upserts %s (rounds %s)",
+		thousands(int64(n)), size, viaTemporal.total().Round(time.Millisecond), viaTemporal, raw.total().Round(time.Millisecond), raw)}, nil
+}
+
+// telemetryBatches is n tracking changes of new cached calls, named after
+// side, in batches of size, each batch from one site, sites in turn, each
+// site's changes numbered upwards as a site's are.
+func telemetryBatches(side string, n, size int) []contract.TelemetryBatch {
+	var batches []contract.TelemetryBatch
+	seq := make([]int64, telemetrySites)
+	now := time.Now().UTC()
+	for done := 0; done < n; done += size {
+		site := len(batches) % telemetrySites
+		siteID := fmt.Sprintf("site-%03d", site)
+		rows := make([]contract.TrackedOperation, min(size, n-done))
+		for i := range rows {
+			seq[site]++
+			rows[i] = contract.TrackedOperation{
+				OperationID: fmt.Sprintf("%s-%s-%d", side, siteID, seq[site]), Kind: contract.KindExternalCall,
+				Target: benchSystem + "." + benchMethod, Status: contract.StatusDelivered, SourceSiteID: siteID,
+				SourceNode: benchNode, SourceScript: benchScript, CreatedAt: now, UpdatedAt: now, Seq: seq[site],
+			}
+		}
+		batches = append(batches, contract.TelemetryBatch{SiteID: siteID, Rows: rows})
+	}
+	return batches
+}
+
+// roundOf is round's share of batches.
+func roundOf(batches []contract.TelemetryBatch, round int) []contract.TelemetryBatch {
+	return batches[len(batches)*round/telemetryRounds : len(batches)*(round+1)/telemetryRounds]
+}
+
+// timeBatches sends every batch, parallel at once, and returns how long
+// they took.
+func timeBatches(ctx context.Context, batches []contract.TelemetryBatch, parallel int, send func(context.Context, contract.TelemetryBatch) error) (time.Duration, error) {
+	start := time.Now()
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	for _, b := range batches {
+		g.Go(func() error { return send(ctx, b) })
+	}
+	err := g.Wait()
+	return time.Since(start), err
+}
+
+// requireMirrored checks that every ingested change reached site_calls: a
+// rate of rows that were lost would mean nothing.
+func requireMirrored(ctx context.Context, store *centralstore.Store, batches []contract.TelemetryBatch) error {
+	want := 0
+	for _, b := range batches {
+		want += len(b.Rows)
+	}
+	var got int
+	err := store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM site_calls WHERE operation_id LIKE 'ingested-%'`).Scan(&got)
+	if err != nil {
+		return fmt.Errorf("telemetry: count the ingested changes: %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("telemetry: %d of %d ingested changes reached site_calls", got, want)
+	}
+	return nil
+}
