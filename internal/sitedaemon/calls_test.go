@@ -49,7 +49,7 @@ func defaultOptions() Options {
 		CommitBatch: 256, CommitDelay: 2 * time.Millisecond,
 		TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
 		TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
-		PollerCheckInterval: 30 * time.Second,
+		PollerCheckInterval: 30 * time.Second, HolderGrace: 2 * time.Minute,
 	}
 }
 

@@ -198,6 +198,9 @@ var migrations = []string{
 		duration_seconds REAL NOT NULL,
 		at               INTEGER NOT NULL  -- Unix nanoseconds, UTC
 	);`,
+	// 6: a random number naming this file, so the site daemon tells the
+	// pollers of its own earlier runs from another daemon's (StoreID).
+	`INSERT INTO meta (name, value) VALUES ('store_id', random());`,
 }
 
 // Open opens (creating if needed) the site store at path.
