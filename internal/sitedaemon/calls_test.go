@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,11 +191,21 @@ func startDaemonCentralDown(t *testing.T, cfg Options) (*Daemon, context.Context
 	t.Cleanup(tc.Close)
 	d, err := StartDaemon(context.Background(), cfg, tc, log)
 	require.NoError(t, err)
+	ctx, _ := runDaemon(t, d)
+	return d, ctx
+}
+
+// runDaemon runs a started daemon until the returned stop, or the test's
+// end; ctx ends when it stops.
+func runDaemon(t *testing.T, d *Daemon) (ctx context.Context, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	return d, ctx
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); require.NoError(t, <-done) }) }
+	t.Cleanup(stop)
+	return ctx, stop
 }
 
 // A write that changed nothing answers rowsAffected 0, not no answer; an

@@ -55,10 +55,13 @@ func parseIdentity(s string) (daemonIdentity, bool) {
 		return daemonIdentity{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, started)
-	if err != nil || (r != string(roleActive) && r != string(roleWaiting)) || d.String() != s {
+	if err != nil || (r != string(roleActive) && r != string(roleWaiting)) {
 		return daemonIdentity{}, false
 	}
 	d.started, d.role = t, role(r)
+	if d.String() != s { // trailing words, or a time not spelled as String spells it
+		return daemonIdentity{}, false
+	}
 	return d, true
 }
 
