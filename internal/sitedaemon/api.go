@@ -28,6 +28,9 @@ import (
 //	                             with "Prefer: respond-async", 202 Pending with the id before the attempt
 //	GET  /v1/operations/{id}     → 200 tracking row (and, until delivered or discarded, the request,
 //	                             secret params redacted), 404 unknown
+//
+// The POSTs answer 503 {"error","holder"} while another daemon with this
+// site id holds the site (siteHold); the GETs answer from this daemon's store.
 type API struct {
 	client *site.Client
 	log    *zap.Logger
