@@ -14,10 +14,11 @@ import (
 	"github.com/outpost-dev/outpost/site"
 )
 
-// firstCheckTimeout bounds the look at the site's task queue before the
-// daemon starts: a site must take work while central is away, so a daemon
-// that cannot look starts active.
-const firstCheckTimeout = 2 * time.Second
+// checkTimeout bounds a look at the site's task queue: a site must take
+// work while central is away, so a daemon that cannot look starts active,
+// and a later look that cannot be made keeps the role without holding up
+// the worker.
+const checkTimeout = 2 * time.Second
 
 // siteHold decides whether this daemon acts for its site. Another daemon
 // holds the site when its poller on the site's task queue is live and its
@@ -57,7 +58,7 @@ func newSiteHold(pollers *pollerWatch, store *sitestore.Store, log *zap.Logger) 
 // start takes the first role: waiting when any live active daemon holds
 // the site, active otherwise, or when central cannot be asked.
 func (h *siteHold) start(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, firstCheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	live, err := h.pollers.liveOthers(ctx)
 	if err != nil {
@@ -75,7 +76,9 @@ func (h *siteHold) start(ctx context.Context) {
 
 // check looks at the live daemons and changes role if it must.
 func (h *siteHold) check(ctx context.Context) {
-	live, err := h.pollers.liveOthers(ctx)
+	lookCtx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	live, err := h.pollers.liveOthers(lookCtx)
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.Debug("cannot list the site task queue's pollers; keeping the role", zap.Error(err))
@@ -90,7 +93,7 @@ func (h *siteHold) check(ctx context.Context) {
 		}
 	case roleWaiting:
 		if !held {
-			h.log.Info("no other daemon holds the site any more: this daemon is active", zap.String("self", h.identity().String()))
+			h.log.Info("no other daemon holds the site any more: this daemon is active", zap.String("self", h.pollers.self.as(roleActive).String()))
 			h.become(roleActive, "")
 		} else {
 			h.become(roleWaiting, holder.raw)

@@ -234,6 +234,7 @@ func TestOneDaemonHoldsTheSite(t *testing.T) {
 	require.Eventually(t, func() bool { return isActive(second) }, takeoverDeadline, 50*time.Millisecond,
 		"the second takes over within holder_grace of the first's stop")
 	t.Logf("the second took over %s after the first stopped", time.Since(stoppedAt).Round(time.Millisecond))
+	s.waitPolling(second)
 
 	left := openSite(t, s.options("first.db"))
 	notification, err := left.Notify(context.Background(), "ops", "left in the buffer", "body")

@@ -92,8 +92,9 @@ func (p peer) holds() bool { return p.id.role == roleActive }
 // with the time of its last poll; an idle live poller polls again every
 // long poll (a minute). A poller is live while its last access time moved
 // within grace, measured on this daemon's own clock: a site clock that
-// disagrees with the server's changes nothing. One first seen counts as
-// live until it has stood still for grace.
+// disagrees with the server's changes nothing. One first seen, or seen
+// again after a look that failed, counts as live until it has stood still
+// for grace.
 type pollerWatch struct {
 	tc     client.Client
 	self   daemonIdentity
@@ -123,6 +124,9 @@ func (p *pollerWatch) liveOthers(ctx context.Context) ([]peer, error) {
 	queue := contract.SiteTaskQueue(p.self.site)
 	resp, err := p.tc.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_ACTIVITY)
 	if err != nil {
+		// A server this daemon cannot reach may have let nobody poll:
+		// after it answers again, every poller counts as first seen.
+		clear(p.seen)
 		return nil, fmt.Errorf("describe task queue %s: %w", queue, err)
 	}
 	now := p.now()
