@@ -31,7 +31,7 @@ func SiteDaemon(s config.Site) sitedaemon.Options {
 		TrackingRetention: s.TrackingRetention, PurgeInterval: s.PurgeInterval,
 		TelemetryBatch: s.TelemetryBatch, TelemetryDelay: s.TelemetryDelay, ReconcileInterval: s.ReconcileInterval,
 		PollerCheckInterval: s.PollerCheckInterval, HolderGrace: s.HolderGrace,
-		ExternalSystems:     siteconfig.ExternalSystems(s.ExternalSystems), Databases: siteconfig.Databases(s.Databases),
+		ExternalSystems: siteconfig.ExternalSystems(s.ExternalSystems), Databases: siteconfig.Databases(s.Databases),
 	}
 }
 
