@@ -135,6 +135,9 @@ func (c *Client) cachedCall(ctx context.Context, req targets.Request, p provenan
 // commit: from here on the call is never lost) and returns its immediate
 // attempt, which records the outcome, with the operation's id.
 func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, p provenance) (string, Attempt, error) {
+	if err := c.opts.Admit(); err != nil {
+		return "", nil, err
+	}
 	if err := checkProvenance(p.instance, p.script); err != nil {
 		return "", nil, err
 	}

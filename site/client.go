@@ -73,6 +73,16 @@ func checkIdentity(opts Options) error {
 // ErrNotFound is returned by Status for an id neither the site nor central knows.
 var ErrNotFound = errors.New("operation not found")
 
+// UnavailableError refuses a new operation this client cannot take now:
+// nothing was buffered. Holder names the site daemon that takes the site's
+// work meanwhile; Reason says what to do.
+type UnavailableError struct {
+	Holder string
+	Reason string
+}
+
+func (e *UnavailableError) Error() string { return e.Reason }
+
 // InvalidError is bad input from a caller: nothing was buffered.
 type InvalidError struct {
 	Field  string
@@ -106,6 +116,11 @@ type Options struct {
 	// buffers, so an in-process forwarder (the site daemon's) hands it off
 	// at once instead of at its next poll.
 	OnEnqueue func()
+	// Admit, when set, is asked before the client takes a new operation;
+	// its error (an *UnavailableError) refuses the operation and nothing is
+	// buffered. The site daemon's client refuses while another daemon holds
+	// the site.
+	Admit func() error
 }
 
 // Client is the site SDK.
@@ -203,6 +218,9 @@ func New(store *sitestore.Store, reg *targets.Registry, opts Options) *Client {
 	if opts.OnEnqueue == nil {
 		opts.OnEnqueue = func() {}
 	}
+	if opts.Admit == nil {
+		opts.Admit = func() error { return nil }
+	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -257,6 +275,9 @@ func NewID() (string, error) {
 
 // Send is Notify with explicit provenance.
 func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
+	if err := c.opts.Admit(); err != nil {
+		return "", err
+	}
 	if err := c.validate(n); err != nil {
 		return "", err
 	}

@@ -32,16 +32,17 @@ type siteProcess struct {
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
 // startSiteProcess re-executes this binary as `outpost site --config
-// <name>-site.yaml` on store against the Temporal frontend at temporalAddr,
-// its output in <name>-site.log, and returns once /healthz answers. The
-// config is the site's defaults (JSON logs at info, as in production) but
-// for the store, a free API port, the address and the run's parallelism.
-func (r *run) startSiteProcess(ctx context.Context, name, store, temporalAddr string) (*siteProcess, error) {
+// <name>-site.yaml` for site siteID on store against the Temporal frontend
+// at temporalAddr, its output in <name>-site.log, and returns once /healthz
+// answers. The config is the site's defaults (JSON logs at info, as in
+// production) but for the id, the store, a free API port, the address and
+// the run's parallelism.
+func (r *run) startSiteProcess(ctx context.Context, name, siteID, store, temporalAddr string) (*siteProcess, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := r.writeSiteConfig(name, store, listen, temporalAddr)
+	cfg, err := r.writeSiteConfig(name, siteID, store, listen, temporalAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -59,11 +60,11 @@ func (r *run) startSiteProcess(ctx context.Context, name, store, temporalAddr st
 	return p, nil
 }
 
-func (r *run) writeSiteConfig(name, store, listen, temporalAddr string) (string, error) {
+func (r *run) writeSiteConfig(name, siteID, store, listen, temporalAddr string) (string, error) {
 	data, err := yaml.Marshal(map[string]any{
 		"temporal": map[string]any{"address": temporalAddr, "namespace": namespace},
 		"site": map[string]any{
-			"id": benchSite, "node": benchNode, "store": store, "listen": listen,
+			"id": siteID, "node": benchNode, "store": store, "listen": listen,
 			"forward_parallelism": r.opts.Parallelism,
 		},
 		"log": map[string]any{"format": "json"},
@@ -196,14 +197,17 @@ func kibToMiB(v string) (float64, error) {
 const idleFor = 3 * time.Second
 
 // idleSite is the RSS of a daemon on an empty store against temporalAddr,
-// idleFor after it answered /healthz: the baseline of the daemon's RSS.
+// idleFor after it answered /healthz: the baseline of the daemon's RSS. Its
+// site id is its own: a daemon started after it on the same server with
+// the bench's site id would otherwise wait for its poller to stand still
+// (one active daemon per site id).
 func (r *run) idleSite(ctx context.Context, name, temporalAddr string) (mem memory, err error) {
 	r.step("%s: idle site daemon on an empty store, %s", name, idleFor)
 	store := r.path(name + "-site.db")
 	if err := createStore(ctx, store); err != nil {
 		return memory{}, err
 	}
-	p, err := r.startSiteProcess(ctx, name, store, temporalAddr)
+	p, err := r.startSiteProcess(ctx, name, benchSite+"-idle", store, temporalAddr)
 	if err != nil {
 		return memory{}, err
 	}

@@ -76,7 +76,7 @@ func (r *run) drainBacklog(ctx context.Context, temporalAddr string) (res draine
 	defer watch.Close()
 	r.step("drain: a site daemon process hands them off")
 	res.timeline = &timeline{n: n, start: time.Now()}
-	p, err := r.startSiteProcess(ctx, SectionDrain, store, temporalAddr)
+	p, err := r.startSiteProcess(ctx, SectionDrain, benchSite, store, temporalAddr)
 	if err != nil {
 		return res, err
 	}

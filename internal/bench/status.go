@@ -40,7 +40,7 @@ func (r *run) status(ctx context.Context) (rows []Row, err error) {
 		return nil, fmt.Errorf("idle daemon: %w", err)
 	}
 	r.step("status: site daemon process on the prefilled store, %s Status requests", thousands(int64(r.opts.StatusRequests)))
-	p, err := r.startSiteProcess(ctx, SectionStatus, store, unreachable)
+	p, err := r.startSiteProcess(ctx, SectionStatus, benchSite, store, unreachable)
 	if err != nil {
 		return nil, err
 	}

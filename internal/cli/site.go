@@ -23,6 +23,13 @@ external systems and databases; telemetry of tracking changes to central's
 site_calls; and the purge of terminal tracking rows after
 site.tracking_retention. It starts and accepts work with central down.
 
+One daemon acts for a site id at a time. A daemon that finds another one
+with its site.id polling outpost-site-<site.id> waits: the API answers new
+work with 503 naming the holder, /readyz says "waiting: site held by …",
+outpost_site_active is 0, and it still hands off and retries what its own
+store holds. Two started at once: the later start yields. It takes the site
+over once the holder's poller has been idle for site.holder_grace (2m).
+
 The API takes JSON from scripts and tools only (web pages are refused). With
 site.api_tokens set it asks for "Authorization: Bearer <token>"; a
 site.listen beyond loopback requires one. site.tls_cert_file and

@@ -273,6 +273,10 @@ func (c *checker) validate(cfg Config) {
 	c.positiveDuration("site.telemetry_delay", cfg.Site.TelemetryDelay)
 	c.positiveDuration("site.reconcile_interval", cfg.Site.ReconcileInterval)
 	c.positiveDuration("site.poller_check_interval", cfg.Site.PollerCheckInterval)
+	if least := cfg.Site.PollerCheckInterval + temporalLongPoll; cfg.Site.HolderGrace <= least {
+		c.add("site.holder_grace", "%s must be longer than site.poller_check_interval plus a minute (%s): an idle daemon's "+
+			"poller shows activity only once a minute (Temporal's long poll), and a shorter grace takes the site from a live one", cfg.Site.HolderGrace, least)
+	}
 	c.targets("site.", cfg.Site.ExternalSystems, cfg.Site.Databases)
 
 	c.centralStore(cfg.Central.Store)
@@ -498,6 +502,10 @@ func (c *checker) positive(path string, v int) {
 		c.add(path, "%d must be greater than 0", v)
 	}
 }
+
+// temporalLongPoll is how long Temporal holds an idle poll before answering
+// it empty (matching.longPollExpirationInterval).
+const temporalLongPoll = time.Minute
 
 func (c *checker) positiveDuration(path string, v time.Duration) {
 	if v <= 0 {

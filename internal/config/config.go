@@ -164,6 +164,11 @@ type Site struct {
 	// polling its task queue (the same site id twice), reported in the log
 	// and as outpost_site_other_pollers. Default 30s.
 	PollerCheckInterval time.Duration `yaml:"poller_check_interval"`
+	// HolderGrace is how long another daemon's poller must have shown no
+	// activity before a waiting daemon takes the site over from it. It must
+	// be longer than a minute (Temporal's long poll: an idle poller shows
+	// activity that often) plus PollerCheckInterval. Default 2m.
+	HolderGrace time.Duration `yaml:"holder_grace"`
 	// ExternalSystems maps a name to an HTTP system scripts call with Call.
 	// Default: none.
 	ExternalSystems map[string]ExternalSystem `yaml:"external_systems"`
@@ -506,7 +511,7 @@ func Default() Config {
 			CommitBatch: 256, CommitDelay: 2 * time.Millisecond,
 			TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
 			TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
-			PollerCheckInterval: 30 * time.Second,
+			PollerCheckInterval: 30 * time.Second, HolderGrace: 2 * time.Minute,
 		},
 		Central: Central{
 			Listen: "127.0.0.1:8481", TemporalUIURL: "http://127.0.0.1:8233", StuckAge: 10 * time.Minute,

@@ -287,3 +287,13 @@ func TestSiteNodeIsBounded(t *testing.T) {
 	require.ErrorContains(t, err, "site.node (line 2): ")
 	require.ErrorContains(t, err, "central stores it in a 64-character column")
 }
+
+// config check refuses a holder_grace a live idle daemon's poller could
+// outlast: a waiting daemon would take the site from it.
+func TestHolderGraceOutlastsALongPoll(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(strings.NewReader("site:\n  holder_grace: 45s\n"), Default())
+	require.ErrorContains(t, err, "site.holder_grace (line 2): 45s must be longer than site.poller_check_interval plus a minute (1m30s)")
+	_, err = Parse(strings.NewReader("site:\n  poller_check_interval: 10s\n  holder_grace: 75s\n"), Default())
+	require.NoError(t, err)
+}

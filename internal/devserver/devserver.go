@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -76,6 +77,11 @@ type Options struct {
 	// UICodecEndpoint is the codec server the Web UI decodes payloads with
 	// (central's /codec); empty: none.
 	UICodecEndpoint string
+	// LongPoll, when set, is how long an idle poll waits for a task before
+	// the server answers it empty (matching.longPollExpirationInterval, a
+	// minute by default): an idle worker then polls again that often, and
+	// its poller's last access time on DescribeTaskQueue moves as often.
+	LongPoll time.Duration
 	// Output receives the server's own log; io.Discard when nil.
 	Output io.Writer
 	Logger log.Logger
@@ -111,6 +117,10 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 	}
 	if opts.UICodecEndpoint != "" {
 		devOpts.ExtraArgs = append(devOpts.ExtraArgs, "--ui-codec-endpoint", opts.UICodecEndpoint)
+	}
+	if opts.LongPoll != 0 {
+		devOpts.ExtraArgs = append(devOpts.ExtraArgs, "--dynamic-config-value",
+			fmt.Sprintf("matching.longPollExpirationInterval=%q", opts.LongPoll.String()))
 	}
 	srv, err := testsuite.StartDevServer(ctx, devOpts)
 	if err != nil {

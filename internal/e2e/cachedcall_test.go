@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
+	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
@@ -461,18 +463,22 @@ func (s *stack) forgetMirroredRow(id string) {
 }
 
 // Two daemons run with the same site id (a copied config; the second an
-// `outpost site` process): both poll outpost-site-plant-1, so about half
-// the retries of calls the first one holds reach the second. Each such task
-// fails retryably on the daemon that does not hold it and is retried until
-// the right one takes it: every call is delivered (8 of 10 were stranded
-// Retrying before), and both daemons report the other poller.
-func TestSecondDaemonWithTheSameSiteIDStrandsNothing(t *testing.T) {
+// `outpost site` process started after the first): the second sees the
+// first poll outpost-site-plant-1, waits, refuses new work with a 503
+// naming the first, says so on /readyz and its metrics, and polls nothing
+// while it holds no call. Every retry of a call the first holds reaches the
+// first, and every call is delivered.
+func TestSecondDaemonWithTheSameSiteIDWaits(t *testing.T) {
 	s := newStack(t, func(c *config.Config) {
 		c.Site.PollerCheckInterval = 300 * time.Millisecond
 		erp := c.Site.ExternalSystems["erp"]
 		erp.MaxRetries = 10
 		c.Site.ExternalSystems["erp"] = erp
 	})
+	require.Eventually(t, func() bool {
+		resp, err := s.client.DescribeTaskQueue(context.Background(), contract.SiteTaskQueue(s.cfg.Site.ID), enums.TASK_QUEUE_TYPE_ACTIVITY)
+		return err == nil && len(resp.GetPollers()) > 0
+	}, 30*time.Second, 100*time.Millisecond, "the first daemon polls before the twin starts")
 	twin, startTwin := s.siteProcess("node-b")
 	startTwin()
 	const calls = 10
@@ -485,16 +491,20 @@ func TestSecondDaemonWithTheSameSiteIDStrandsNothing(t *testing.T) {
 	}
 	for _, id := range ids {
 		row := s.waitOperation(id, contract.StatusDelivered, time.Minute)
-		require.Equal(t, 1, row.RetryCount, "a refusal by the other daemon uses up no retry")
+		require.Equal(t, 1, row.RetryCount)
 		_, code := twin.operation(id)
 		require.Equal(t, http.StatusNotFound, code, "the twin never held it")
 	}
-	for _, p := range []*siteProc{s.firstSite(), twin} {
-		require.Eventually(t, func() bool {
-			m := testutil.ScrapeMetrics(t, p.url+"/metrics")["outpost_site_other_pollers"]
-			return m != nil && m.GetMetric()[0].GetGauge().GetValue() >= 1
-		}, 30*time.Second, 300*time.Millisecond, "%s reports the other daemon", p.url)
-	}
+	_, code := twin.call("erp", "createOrder", map[string]any{"sku": "to the twin"})
+	require.Equal(t, http.StatusServiceUnavailable, code, "the twin takes no new work")
+	var ready sitedaemon.Readiness
+	require.Equal(t, http.StatusServiceUnavailable, twin.get("/readyz", &ready))
+	families := testutil.ScrapeMetrics(t, twin.url+"/metrics")
+	require.Zero(t, testutil.MetricValue(families, "outpost_site_active", nil))
+	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_other_pollers", nil))
+	families = testutil.ScrapeMetrics(t, s.firstSite().url+"/metrics")
+	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_active", nil))
+	require.Zero(t, testutil.MetricValue(families, "outpost_site_other_pollers", nil), "the waiting twin polls nothing")
 }
 
 // siteProcess configures a daemon for the stack's site id as an `outpost
@@ -526,9 +536,19 @@ log: {level: error}
 `, s.cfg.Temporal.Address, s.cfg.Site.ID, node, filepath.Join(s.dir, "site-"+node+".db"), listen,
 		s.cfg.Site.PollerCheckInterval, erp.BaseURL, erp.Timeout, erp.MaxRetries, erp.RetryInterval), 0o644))
 	start := func() *siteProcess {
-		return startProcess(s.t, bin, "site", cfgFile, "http://"+listen, &http.Client{Timeout: 5 * time.Second})
+		return startProcessUntil(s.t, bin, "site", cfgFile, "http://"+listen, &http.Client{Timeout: 5 * time.Second}, servesOrWaits)
 	}
 	return &siteProc{t: s.t, url: "http://" + listen}, start
+}
+
+// servesOrWaits reports a /readyz answer of a daemon that serves: ready, or
+// waiting because another daemon with its site id holds the site.
+func servesOrWaits(resp *http.Response) bool {
+	var rd sitedaemon.Readiness
+	if resp.StatusCode != http.StatusOK && json.NewDecoder(resp.Body).Decode(&rd) != nil {
+		return false
+	}
+	return resp.StatusCode == http.StatusOK || strings.HasPrefix(rd.Role, "waiting: ")
 }
 
 // A call whose target processed it but whose answer was lost, because the

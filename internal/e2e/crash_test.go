@@ -118,6 +118,15 @@ func startSiteProcess(t *testing.T, bin, cfgFile, baseURL string, httpc *http.Cl
 // output is logged if the test failed.
 func startProcess(t *testing.T, bin, command, cfgFile, baseURL string, httpc *http.Client) *siteProcess {
 	t.Helper()
+	return startProcessUntil(t, bin, command, cfgFile, baseURL, httpc, func(resp *http.Response) bool {
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// startProcessUntil is startProcess waiting until up says yes to an
+// answer of baseURL/readyz.
+func startProcessUntil(t *testing.T, bin, command, cfgFile, baseURL string, httpc *http.Client, up func(*http.Response) bool) *siteProcess {
+	t.Helper()
 	p := &siteProcess{cmd: exec.Command(bin, command, "--config", cfgFile), out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(t, p.cmd.Start())
@@ -138,8 +147,8 @@ func startProcess(t *testing.T, bin, command, cfgFile, baseURL string, httpc *ht
 		if err != nil {
 			return false
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		defer resp.Body.Close()
+		return up(resp)
 	}, func() string { return "outpost " + command + " /readyz at " + baseURL })
 	return p
 }

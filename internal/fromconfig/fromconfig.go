@@ -30,8 +30,8 @@ func SiteDaemon(s config.Site) sitedaemon.Options {
 		PollInterval: s.PollInterval, MaxBodyBytes: s.MaxBodyBytes,
 		TrackingRetention: s.TrackingRetention, PurgeInterval: s.PurgeInterval,
 		TelemetryBatch: s.TelemetryBatch, TelemetryDelay: s.TelemetryDelay, ReconcileInterval: s.ReconcileInterval,
-		PollerCheckInterval: s.PollerCheckInterval,
-		ExternalSystems:     siteconfig.ExternalSystems(s.ExternalSystems), Databases: siteconfig.Databases(s.Databases),
+		PollerCheckInterval: s.PollerCheckInterval, HolderGrace: s.HolderGrace,
+		ExternalSystems: siteconfig.ExternalSystems(s.ExternalSystems), Databases: siteconfig.Databases(s.Databases),
 	}
 }
 

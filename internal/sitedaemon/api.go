@@ -28,6 +28,9 @@ import (
 //	                             with "Prefer: respond-async", 202 Pending with the id before the attempt
 //	GET  /v1/operations/{id}     → 200 tracking row (and, until delivered or discarded, the request,
 //	                             secret params redacted), 404 unknown
+//
+// The POSTs answer 503 {"error","holder"} while another daemon with this
+// site id holds the site (siteHold); the GETs answer from this daemon's store.
 type API struct {
 	client *site.Client
 	log    *zap.Logger
@@ -89,9 +92,12 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := a.client.Send(r.Context(), n)
 	var invalid *site.InvalidError
+	var unavailable *site.UnavailableError
 	switch {
 	case errors.As(err, &invalid):
 		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.As(err, &unavailable):
+		writeUnavailable(w, unavailable)
 	case errors.Is(err, site.ErrIdempotencyConflict):
 		writeError(w, http.StatusConflict, err.Error())
 	case err != nil:
@@ -198,9 +204,12 @@ func prefersAsync(r *http.Request) bool {
 func (a *API) writeCallResult(w http.ResponseWriter, res site.CallResult, err error) {
 	var invalid *site.InvalidError
 	var target *site.TargetError
+	var unavailable *site.UnavailableError
 	switch {
 	case errors.As(err, &invalid):
 		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.As(err, &unavailable):
+		writeUnavailable(w, unavailable)
 	case errors.As(err, &target):
 		writeJSON(w, http.StatusBadGateway, res)
 	case errors.Is(err, site.ErrIdempotencyConflict):
@@ -351,8 +360,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // ErrorBody is every error answer of the API.
 type ErrorBody struct {
 	Error string `json:"error"`
+	// Holder, on a 503 from a daemon that waits, names the daemon that
+	// holds the site.
+	Holder string `json:"holder,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, ErrorBody{Error: msg})
+}
+
+// writeUnavailable answers 503 for an operation refused because another
+// daemon holds the site.
+func writeUnavailable(w http.ResponseWriter, err *site.UnavailableError) {
+	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: err.Error(), Holder: err.Holder})
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func defaultOptions() Options {
 		CommitBatch: 256, CommitDelay: 2 * time.Millisecond,
 		TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
 		TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
-		PollerCheckInterval: 30 * time.Second,
+		PollerCheckInterval: 30 * time.Second, HolderGrace: 2 * time.Minute,
 	}
 }
 
@@ -190,11 +191,21 @@ func startDaemonCentralDown(t *testing.T, cfg Options) (*Daemon, context.Context
 	t.Cleanup(tc.Close)
 	d, err := StartDaemon(context.Background(), cfg, tc, log)
 	require.NoError(t, err)
+	ctx, _ := runDaemon(t, d)
+	return d, ctx
+}
+
+// runDaemon runs a started daemon until the returned stop, or the test's
+// end; ctx ends when it stops.
+func runDaemon(t *testing.T, d *Daemon) (ctx context.Context, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	return d, ctx
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); require.NoError(t, <-done) }) }
+	t.Cleanup(stop)
+	return ctx, stop
 }
 
 // A write that changed nothing answers rowsAffected 0, not no answer; an

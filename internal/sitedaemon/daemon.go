@@ -39,8 +39,7 @@ type Daemon struct {
 	listener  net.Listener
 	server    *http.Server
 	log       *zap.Logger
-	identity  string
-	pollers   *pollerWatch
+	hold      *siteHold
 }
 
 // StartDaemon opens the store and binds the API address; Run serves.
@@ -53,33 +52,50 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, log *zap.L
 	if err != nil {
 		return nil, err
 	}
+	hold, err := holdSite(ctx, opts, store, tc, log.Named("holder"))
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	reg := targets.New(opts.ExternalSystems, opts.Databases)
 	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
 		Interval: opts.ForwardInterval, Batch: opts.ForwardBatch, Parallelism: opts.ForwardParallelism,
 		PollInterval: opts.PollInterval, RedactFields: opts.RedactFields, HideSubject: opts.HideSubject,
 	}, log.Named("forwarder"))
 	c := site.New(store, reg, site.Options{
-		SiteID: opts.ID, Node: opts.Node, Temporal: tc, MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake,
+		SiteID: opts.ID, Node: opts.Node, Temporal: tc, MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake, Admit: hold.admit,
 	})
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("site api: listen on %s (site.listen): %w", opts.Listen, err)
 	}
-	identity := workerIdentity(opts.ID, opts.Node)
-	pollers := newPollerWatch(tc, opts.ID, identity, log.Named("pollers"))
 	api := APIOptions{Hosts: opts.APIHosts, Tokens: tokens, RedactFields: opts.RedactFields}
-	server, err := apiServer(opts, daemonHandler(c, store, tc, fwd, pollers, api, opts.MetricsNeedToken, log))
+	server, err := apiServer(opts, daemonHandler(c, store, tc, fwd, hold, api, opts.MetricsNeedToken, log))
 	if err != nil {
 		ln.Close()
 		c.Close()
 		return nil, err
 	}
 	return &Daemon{
-		Client: c, Forwarder: fwd, store: store, targets: reg, opts: opts, temporal: tc, listener: ln, log: log, identity: identity, pollers: pollers,
+		Client: c, Forwarder: fwd, store: store, targets: reg, opts: opts, temporal: tc, listener: ln, log: log, hold: hold,
 		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: opts.ID, Batch: opts.TelemetryBatch, Delay: opts.TelemetryDelay}, log.Named("telemetry")),
 		server:    server,
 	}, nil
+}
+
+// holdSite looks at the site's task queue and takes this daemon's first
+// role (siteHold): its identity names the store file, read from it, and
+// the time it started.
+func holdSite(ctx context.Context, opts Options, store *sitestore.Store, tc client.Client, log *zap.Logger) (*siteHold, error) {
+	storeID, err := store.StoreID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("site store %s: %w", opts.Store, err)
+	}
+	self := daemonIdentity{site: opts.ID, node: opts.Node, store: storeID, started: time.Now()}
+	hold := newSiteHold(newPollerWatch(tc, self, opts.HolderGrace, log), store, log)
+	hold.start(ctx)
+	return hold, nil
 }
 
 // apiServer is the HTTP server of h, over TLS when site.tls_cert_file and
@@ -98,18 +114,18 @@ func apiServer(opts Options, h http.Handler) (*http.Server, error) {
 
 // daemonHandler serves the API, /metrics, /healthz and /readyz.
 // /metrics asks for a token when metricsNeedToken is set; the probes never do.
-func daemonHandler(c *site.Client, store *sitestore.Store, tc client.Client, fwd *Forwarder, pollers *pollerWatch, api APIOptions, metricsNeedToken bool, log *zap.Logger) http.Handler {
+func daemonHandler(c *site.Client, store *sitestore.Store, tc client.Client, fwd *Forwarder, hold *siteHold, api APIOptions, metricsNeedToken bool, log *zap.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", NewAPI(c, api, log.Named("api")))
 	registry := newMetricsRegistry(store, fwd.handoffs, time.Now)
-	registry.MustRegister(pollers.others)
+	registry.MustRegister(hold.pollers.others, hold.active)
 	var metrics http.Handler = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	if metricsNeedToken {
 		metrics = requireToken(metrics, api.Tokens)
 	}
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", healthz)
-	mux.HandleFunc("GET /readyz", readyz(store, tc))
+	mux.HandleFunc("GET /readyz", readyz(store, tc, hold))
 	return mux
 }
 
@@ -138,11 +154,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// One SiteActivities for the worker and the site's own retries: they
 	// share its per-call locks.
 	acts := &onsite.SiteActivities{Store: d.store, Targets: d.targets, Node: d.opts.Node}
-	g.Go(func() error {
-		return runWorker(ctx, d.temporal, d.opts.ID, d.identity, acts, d.opts.ReconcileInterval, d.opts.ForwardInterval, d.log.Named("worker"))
-	})
+	sw := &siteWorker{tc: d.temporal, siteID: d.opts.ID, acts: acts, reconcileEvery: d.opts.ReconcileInterval, log: d.log.Named("worker")}
+	g.Go(func() error { return runWorker(ctx, sw, d.hold, d.opts.PollerCheckInterval, d.opts.ForwardInterval) })
 	g.Go(func() error { return runLocalRetries(ctx, d.store, acts, time.Second, d.log.Named("retries")) })
-	g.Go(func() error { return d.pollers.run(ctx, d.opts.PollerCheckInterval) })
 	g.Go(func() error {
 		if err := d.serve(); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("site api: %w", err)

@@ -40,9 +40,16 @@ func bufferNotifications(t *testing.T, n int) (*sitestore.Store, []string) {
 // startDevServer starts a Temporal dev server (no workers) for this test.
 func startDevServer(t *testing.T) *testsuite.DevServer {
 	t.Helper()
+	return startDevServerWith(t, devserver.Options{})
+}
+
+// startDevServerWith starts a Temporal dev server (no workers) with opts,
+// at a free address, for this test.
+func startDevServerWith(t *testing.T, opts devserver.Options) *testsuite.DevServer {
+	t.Helper()
 	testutil.SkipIfShort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	srv, err := devserver.Start(context.Background(), devserver.Options{Address: addr, Namespace: "default"})
+	opts.Address, opts.Namespace = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), "default"
+	srv, err := devserver.Start(context.Background(), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Stop() })
 	return srv

@@ -18,6 +18,10 @@ type Readiness struct {
 	// Central is "reachable" or why not. A site stays ready while central
 	// is unreachable: it keeps accepting work and buffers it.
 	Central string `json:"central"`
+	// Role is "active", or "waiting: site held by …" while another daemon
+	// with this site id acts for the site: not ready, the API refuses new
+	// operations (siteHold).
+	Role string `json:"role"`
 }
 
 // healthz answers 200 while the process serves requests.
@@ -26,13 +30,15 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// readyz answers 200 when the site can accept work (its store answers) and
-// 503 when it cannot; either way it says whether central is reachable.
-func readyz(store *sitestore.Store, tc client.Client) http.HandlerFunc {
+// readyz answers 200 when the site can accept work (it acts for the site and
+// its store answers) and 503 when it cannot; either way it says whether
+// central is reachable.
+func readyz(store *sitestore.Store, tc client.Client, hold *siteHold) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		rd := Readiness{Ready: true, Store: "ok", Central: "reachable"}
+		active, role := hold.describe()
+		rd := Readiness{Ready: active, Store: "ok", Central: "reachable", Role: role}
 		if err := store.Ping(ctx); err != nil {
 			rd.Ready, rd.Store = false, err.Error()
 		}

@@ -60,8 +60,13 @@ type Options struct {
 	// ReconcileInterval is how often central pulls this site's tracking changes.
 	ReconcileInterval time.Duration
 	// PollerCheckInterval is how often the daemon looks for another daemon
-	// polling its task queue.
+	// polling its task queue (poller_check_interval).
 	PollerCheckInterval time.Duration
+	// HolderGrace is how long the poller of the daemon holding the site
+	// must show no activity before a waiting daemon takes over
+	// (holder_grace); longer than the server's long poll plus
+	// PollerCheckInterval.
+	HolderGrace time.Duration
 	// ExternalSystems and Databases are what cached calls and writes reach.
 	ExternalSystems map[string]targets.ExternalSystem
 	Databases       map[string]targets.Database

@@ -15,53 +15,86 @@ import (
 	"github.com/outpost-dev/outpost/internal/temporalclient"
 )
 
-// runWorker serves the site's task queue (cached-call deliveries, operator
-// actions, reconciliation pulls) and makes sure central reconciles this
-// site. Central may be down when the site starts: it keeps trying every
+// siteWorker is the site's Temporal worker (cached-call deliveries,
+// operator actions, reconciliation pulls), run under the identity of this
+// daemon's role or not at all (siteHold.pollAs).
+type siteWorker struct {
+	tc             client.Client
+	siteID         string
+	acts           *onsite.SiteActivities
+	reconcileEvery time.Duration
+	log            *zap.Logger
+	w              worker.Worker
+	identity       string
+	scheduled      bool // the reconcile schedule is in line with the config
+}
+
+// runWorker keeps the worker in line with the daemon's role: every check
+// interval it checks who holds the site (siteHold.check), then runs the
+// worker under the identity of its role, or stops it. Central may be down
+// when the site starts: a worker that cannot start is tried again every
 // retry interval, and the site works meanwhile.
-func runWorker(ctx context.Context, tc client.Client, siteID, identity string, acts *onsite.SiteActivities,
-	reconcileEvery, retry time.Duration, log *zap.Logger) error {
-	var w worker.Worker
+func runWorker(ctx context.Context, sw *siteWorker, hold *siteHold, every, retry time.Duration) error {
+	defer sw.stop()
 	for {
-		err := startWorker(tc, siteID, identity, acts, &w)
-		if err == nil {
-			err = ensureReconcileSchedule(ctx, tc, siteID, reconcileEvery)
+		wait := every
+		if err := sw.align(ctx, hold); err != nil {
+			sw.log.Warn("site worker cannot reach central yet; retrying", zap.Duration("every", retry), zap.Error(err))
+			wait = min(every, retry)
 		}
-		if err == nil {
-			break
-		}
-		log.Warn("site worker cannot reach central yet; retrying", zap.Duration("every", retry), zap.Error(err))
 		select {
 		case <-ctx.Done():
-			stopWorker(w)
 			return nil
-		case <-time.After(retry):
+		case <-time.After(wait):
 		}
+		hold.check(ctx)
 	}
-	log.Info("site worker serving", zap.String("taskQueue", contract.SiteTaskQueue(siteID)))
-	<-ctx.Done()
-	stopWorker(w)
-	return nil
 }
 
-// startWorker starts *w unless it is already running (a worker that failed
-// to start is replaced by a fresh one).
-func startWorker(tc client.Client, siteID, identity string, acts *onsite.SiteActivities, w *worker.Worker) error {
-	if *w != nil {
+// align starts, restarts under a new identity or stops the worker as the
+// daemon's role asks, and makes sure central reconciles this site.
+func (s *siteWorker) align(ctx context.Context, hold *siteHold) error {
+	identity, poll := hold.pollAs(ctx)
+	if !poll {
+		if s.w != nil {
+			s.log.Info("site worker stopped: this daemon waits and holds no unsettled cached call", zap.String("identity", s.identity))
+		}
+		s.stop()
 		return nil
 	}
-	candidate := worker.New(tc, contract.SiteTaskQueue(siteID), worker.Options{Identity: identity})
-	candidate.RegisterActivity(acts)
-	if err := candidate.Start(); err != nil {
-		return fmt.Errorf("start worker on %s: %w", contract.SiteTaskQueue(siteID), err)
+	if s.w == nil || s.identity != identity.String() {
+		s.stop()
+		if err := s.start(identity.String()); err != nil {
+			return err
+		}
 	}
-	*w = candidate
+	if !s.scheduled {
+		if err := ensureReconcileSchedule(ctx, s.tc, s.siteID, s.reconcileEvery); err != nil {
+			return err
+		}
+		s.scheduled = true
+	}
 	return nil
 }
 
-func stopWorker(w worker.Worker) {
-	if w != nil {
-		w.Stop()
+// start runs a fresh worker under identity (one that failed to start is
+// dropped).
+func (s *siteWorker) start(identity string) error {
+	queue := contract.SiteTaskQueue(s.siteID)
+	candidate := worker.New(s.tc, queue, worker.Options{Identity: identity})
+	candidate.RegisterActivity(s.acts)
+	if err := candidate.Start(); err != nil {
+		return fmt.Errorf("start worker on %s as %q: %w", queue, identity, err)
+	}
+	s.w, s.identity = candidate, identity
+	s.log.Info("site worker serving", zap.String("taskQueue", queue), zap.String("identity", identity))
+	return nil
+}
+
+func (s *siteWorker) stop() {
+	if s.w != nil {
+		s.w.Stop()
+		s.w, s.identity = nil, ""
 	}
 }
 

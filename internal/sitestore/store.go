@@ -199,6 +199,9 @@ var migrations = []string{
 		at               INTEGER NOT NULL, -- Unix nanoseconds, UTC
 		clock_refused    INTEGER NOT NULL DEFAULT 0 -- an ack whose receipt's clock was too far ahead (1)
 	);`,
+	// 6: a random number naming this file, so the site daemon tells the
+	// pollers of its own earlier runs from another daemon's (StoreID).
+	`INSERT INTO meta (name, value) VALUES ('store_id', random());`,
 }
 
 // Open opens (creating if needed) the site store at path.

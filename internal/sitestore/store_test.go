@@ -150,3 +150,23 @@ func TestRowsScheduledAheadOfTheClockAreDueAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "a row within the allowed wait keeps its schedule")
 }
+
+// A store file keeps its id across reopenings; another file has its own.
+func TestStoreIDIsTheFilesOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "site.db")
+	first := openTest(t, path, nil)
+	id, err := first.StoreID(ctx)
+	require.NoError(t, err)
+	require.Len(t, id, 16)
+	require.NoError(t, first.Close())
+
+	again, err := openTest(t, path, nil).StoreID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, id, again, "the same file, reopened")
+	other, err := openTest(t, filepath.Join(dir, "other.db"), nil).StoreID(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, id, other)
+}

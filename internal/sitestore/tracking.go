@@ -293,6 +293,16 @@ func (s *Store) LastSeq(ctx context.Context) (int64, error) {
 	return s.metaValue(ctx, "tracking_seq")
 }
 
+// StoreID names this store file: random, drawn when the file was created
+// (or first opened by a version that knew it), the same on every open.
+func (s *Store) StoreID(ctx context.Context) (string, error) {
+	id, err := s.metaValue(ctx, "store_id")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%016x", uint64(id)), nil
+}
+
 func (s *Store) metaValue(ctx context.Context, name string) (int64, error) {
 	var v int64
 	if err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = ?`, name).Scan(&v); err != nil {
