@@ -296,8 +296,11 @@ func (im *Importer) handOffNotification(ctx context.Context, e airgap.Entry) (co
 	if sub.NotificationID != e.JobID {
 		return "", false, fmt.Errorf("notification %s: its payload names id %s", e.JobID, sub.NotificationID)
 	}
-	_, err := im.Temporal.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID), contract.SignalSubmit, sub,
-		sitedaemon.NotificationStartOptions(sub, im.HideSubject), contract.WorkflowNotification)
+	err := retryTransient(ctx, time.Second, func() error {
+		_, err := im.Temporal.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID), contract.SignalSubmit, sub,
+			sitedaemon.NotificationStartOptions(sub, im.HideSubject), contract.WorkflowNotification)
+		return err
+	})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &started):
@@ -306,6 +309,32 @@ func (im *Importer) handOffNotification(ctx context.Context, e airgap.Entry) (co
 		return "", false, fmt.Errorf("hand notification %s to central: %w", e.JobID, err)
 	}
 	return contract.StatusPending, true, nil
+}
+
+// handOffAttempts bounds the tries of one hand-off.
+const handOffAttempts = 5
+
+// retryTransient runs handOff until it succeeds, fails for good (central
+// refused the request, or its workflow already ran), or handOffAttempts
+// tries failed, waiting wait before the second try and twice as long before
+// each next (1, 2, 4 and 8 s from the importer). A busy central answers a call late (each has a 10 s
+// deadline) or not at all now and then; one slow call must not fail an
+// import of thousands, and trying again is safe: one workflow per id.
+func retryTransient(ctx context.Context, wait time.Duration, handOff func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := handOff()
+		var invalid *serviceerror.InvalidArgument
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if err == nil || attempt == handOffAttempts || errors.As(err, &invalid) || errors.As(err, &started) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
 
 // mirrorCalls writes the cached calls' states to site_calls (central

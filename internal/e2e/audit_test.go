@@ -99,11 +99,24 @@ func (s *stack) auditLines(id string) []string {
 // waitAudit waits until the operation's audit trail is exactly want.
 func (s *stack) waitAudit(id string, want []string) {
 	s.t.Helper()
-	var got []string
-	require.Eventually(s.t, func() bool {
-		got = s.auditLines(id)
-		return strings.Join(got, "\n") == strings.Join(want, "\n")
-	}, 30*time.Second, 100*time.Millisecond, "audit trail of %s:\n%s\nwant:\n%s", id, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	s.waitAuditMatch(id, want, func(got []string) bool { return strings.Join(got, "\n") == strings.Join(want, "\n") })
+}
+
+// waitAuditMatch waits up to 30 s until the operation's audit trail
+// matches, and fails showing the last trail read beside want.
+func (s *stack) waitAuditMatch(id string, want []string, match func(got []string) bool) []string {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := s.auditLines(id)
+		if match(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			require.Failf(s.t, "audit trail never matched", "audit trail of %s:\n%s\nwant:\n%s", id, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitAuditPrefix is waitAudit where each line of want may be a prefix of
@@ -111,8 +124,7 @@ func (s *stack) waitAudit(id string, want []string) {
 // times the test does not know).
 func (s *stack) waitAuditPrefix(id string, loose int, want []string) []string {
 	s.t.Helper()
-	var got []string
-	match := func() bool {
+	match := func(got []string) bool {
 		if len(got) != len(want) {
 			return false
 		}
@@ -131,11 +143,7 @@ func (s *stack) waitAuditPrefix(id string, loose int, want []string) []string {
 		}
 		return true
 	}
-	require.Eventually(s.t, func() bool {
-		got = s.auditLines(id)
-		return match()
-	}, 30*time.Second, 100*time.Millisecond, "audit trail of %s:\n%s\nwant:\n%s", id, strings.Join(got, "\n"), strings.Join(want, "\n"))
-	return got
+	return s.waitAuditMatch(id, want, match)
 }
 
 // requirePurgeSchedule checks the schedule the central worker created,
