@@ -113,8 +113,9 @@ func operatorEvent(base centralstore.AuditEvent, prefix string, seq int, retry b
 // always Enqueued (stored once); an Attempt when the row is the outcome of
 // one (it has a last attempt, and is not an operator's discard or the
 // reset of an operator's retry); a Terminal event for Delivered, Failed,
-// Discarded and Parked. Rows central never receives (telemetry sends a
-// row's latest state) leave no events: their attempts are not audited.
+// Discarded and Parked. Telemetry sends every change of a row, each as the
+// row stood after it, so every attempt has its event; only a row that
+// reconciliation heals (its pull reads rows as they stand now) can skip one.
 func SiteCallEvents(row contract.TrackedOperation) []centralstore.AuditEvent {
 	prefix := contract.CachedCallWorkflowID(row.OperationID)
 	base := centralstore.AuditEvent{

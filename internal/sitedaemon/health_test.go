@@ -48,7 +48,8 @@ func TestDaemonMetricsAndHealthWithCentralDown(t *testing.T) {
 	require.Greater(t, testutil.MetricValue(families, "outpost_site_buffer_oldest_age_seconds", map[string]string{"category": contract.KindNotification}), 0.0)
 	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_tracking_rows", map[string]string{"status": "Delivered"}))
 	require.Equal(t, 1.0, testutil.MetricValue(families, "outpost_site_tracking_rows", map[string]string{"status": "Pending"}))
-	require.Equal(t, 2.0, testutil.MetricValue(families, "outpost_site_telemetry_backlog", nil), "two tracking rows central has not seen")
+	require.Equal(t, 4.0, testutil.MetricValue(families, "outpost_site_telemetry_backlog", nil),
+		"four tracking changes central has not seen: each call begun, then attempted")
 	require.Greater(t, testutil.MetricValue(families, "outpost_site_telemetry_lag_seconds", nil), 0.0)
 	require.GreaterOrEqual(t, testutil.MetricValue(families, "outpost_site_store_commits_total", nil), 4.0,
 		"a notification, two calls' begin and outcome, a failed hand-off: each a commit of its own")

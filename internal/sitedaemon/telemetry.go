@@ -24,10 +24,11 @@ type TelemetryOptions struct {
 }
 
 // Telemetry sends tracking-row changes to central's site_calls in batches.
-// Its outbox is the tracking table itself: every change takes the next
-// change number, and the sender's cursor moves past a batch only after
-// central has persisted it. Nothing is lost while central is away; a row
-// changed twice before a send travels once, in its latest state.
+// Its outbox is the store's tracking_changes: every change takes the next
+// change number and is kept as the row stood after it, and the sender's
+// cursor moves past a batch (forgetting it) only after central has
+// persisted it. Nothing is lost while central is away, not even a state
+// overtaken before the next send: central audits every attempt.
 type Telemetry struct {
 	store *sitestore.Store
 	opts  TelemetryOptions
@@ -133,7 +134,7 @@ func (t *Telemetry) sendBatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, err := t.store.ChangesSince(ctx, cursor, t.opts.Batch)
+	rows, err := t.store.TelemetryChanges(ctx, cursor, t.opts.Batch)
 	if err != nil || len(rows) == 0 {
 		return err
 	}

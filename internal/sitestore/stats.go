@@ -59,7 +59,7 @@ func (s *Store) TrackingCounts(ctx context.Context) (map[string]int, error) {
 func (s *Store) TelemetryLag(ctx context.Context) (int, time.Time, error) {
 	var n int
 	var oldest sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT count(*), min(updated_at) FROM tracking
+	err := s.db.QueryRowContext(ctx, `SELECT count(*), min(updated_at) FROM tracking_changes
 		WHERE seq > (SELECT value FROM meta WHERE name = 'telemetry_cursor')`).Scan(&n, &oldest)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("telemetry lag: %w", err)

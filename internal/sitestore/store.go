@@ -202,6 +202,30 @@ var migrations = []string{
 	// 6: a random number naming this file, so the site daemon tells the
 	// pollers of its own earlier runs from another daemon's (StoreID).
 	`INSERT INTO meta (name, value) VALUES ('store_id', random());`,
+	// Every tracking change, as the row stood after it, until central has
+	// it: telemetry sends each change, not only a row's latest state, so
+	// central audits every attempt even when telemetry falls behind.
+	`CREATE TABLE tracking_changes (
+		operation_id    TEXT NOT NULL,
+		kind            TEXT NOT NULL,
+		target          TEXT NOT NULL,
+		status          TEXT NOT NULL,
+		retry_count     INTEGER NOT NULL,
+		last_error      TEXT NOT NULL,
+		site_id         TEXT NOT NULL,
+		node            TEXT NOT NULL,
+		instance        TEXT NOT NULL,
+		script          TEXT NOT NULL,
+		created_at      INTEGER NOT NULL,
+		updated_at      INTEGER NOT NULL,
+		last_attempt_at INTEGER,
+		next_attempt_at INTEGER,
+		terminal_at     INTEGER,
+		seq             INTEGER PRIMARY KEY -- the change number
+	);
+	INSERT INTO tracking_changes SELECT operation_id, kind, target, status, retry_count, last_error, site_id, node,
+		instance, script, created_at, updated_at, last_attempt_at, next_attempt_at, terminal_at, seq
+		FROM tracking WHERE seq > (SELECT value FROM meta WHERE name = 'telemetry_cursor');`,
 }
 
 // Open opens (creating if needed) the site store at path.

@@ -216,12 +216,24 @@ func (s *Store) OperationPayload(ctx context.Context, id string) ([]byte, error)
 	return payload, nil
 }
 
-// ChangesSince returns up to limit tracking rows changed after seq, in
-// change order: telemetry's outbox and central's reconciliation pull.
+// ChangesSince returns up to limit tracking rows changed after seq, each
+// as it stands now, in change order: central's reconciliation pull.
 func (s *Store) ChangesSince(ctx context.Context, seq int64, limit int) ([]contract.TrackedOperation, error) {
 	rows, err := s.queryTracking(ctx, `WHERE seq > ? ORDER BY seq LIMIT ?`, seq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read tracking changes after %d: %w", seq, err)
+	}
+	return rows, nil
+}
+
+// TelemetryChanges returns up to limit tracking changes after seq, each as
+// the row stood after it, in change order: telemetry's outbox. A row that
+// changed three times since the last send is three changes, so central
+// audits every attempt, however far telemetry fell behind.
+func (s *Store) TelemetryChanges(ctx context.Context, seq int64, limit int) ([]contract.TrackedOperation, error) {
+	rows, err := s.queryRows(ctx, `SELECT `+trackingColumns+` FROM tracking_changes WHERE seq > ? ORDER BY seq LIMIT ?`, seq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read telemetry changes after %d: %w", seq, err)
 	}
 	return rows, nil
 }
@@ -266,7 +278,12 @@ func (s *Store) ListOperations(ctx context.Context) ([]contract.TrackedOperation
 // queryTracking reads the tracking rows that the clause (WHERE, ORDER BY,
 // LIMIT) selects.
 func (s *Store) queryTracking(ctx context.Context, clause string, args ...any) ([]contract.TrackedOperation, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+trackingColumns+` FROM tracking `+clause, args...)
+	return s.queryRows(ctx, `SELECT `+trackingColumns+` FROM tracking `+clause, args...)
+}
+
+// queryRows runs query, which selects trackingColumns, and scans its rows.
+func (s *Store) queryRows(ctx context.Context, query string, args ...any) ([]contract.TrackedOperation, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -312,10 +329,13 @@ func (s *Store) metaValue(ctx context.Context, name string) (int64, error) {
 }
 
 // AdvanceTelemetryCursor moves the cursor to seq once central persisted
-// every change up to it; it never moves back.
+// every change up to it, and forgets those changes; it never moves back.
 func (s *Store) AdvanceTelemetryCursor(ctx context.Context, seq int64) error {
 	return s.inTx(ctx, fmt.Sprintf("advance telemetry cursor to %d", seq), func(tx *writeTx) error {
-		_, err := tx.ExecContext(tx.ctx, `UPDATE meta SET value = ? WHERE name = 'telemetry_cursor' AND value < ?`, seq, seq)
+		if _, err := tx.ExecContext(tx.ctx, `UPDATE meta SET value = ? WHERE name = 'telemetry_cursor' AND value < ?`, seq, seq); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(tx.ctx, `DELETE FROM tracking_changes WHERE seq <= ?`, seq)
 		return err
 	})
 }
@@ -324,7 +344,7 @@ func (s *Store) AdvanceTelemetryCursor(ctx context.Context, seq int64) error {
 // stopping at limit (the caller only needs to know if a batch is full).
 func (s *Store) TelemetryBacklog(ctx context.Context, limit int) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM tracking
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM tracking_changes
 		WHERE seq > (SELECT value FROM meta WHERE name = 'telemetry_cursor') LIMIT ?)`, limit).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count telemetry backlog: %w", err)
@@ -375,6 +395,16 @@ func insertTracking(tx *writeTx, r contract.TrackedOperation) error {
 	if err != nil {
 		return fmt.Errorf("insert tracking row %s: %w", r.OperationID, err)
 	}
+	return recordChange(tx, r)
+}
+
+// recordChange keeps r, the row as change r.Seq left it, for telemetry.
+func recordChange(tx *writeTx, r contract.TrackedOperation) error {
+	_, err := tx.ExecContext(tx.ctx, `INSERT INTO tracking_changes (`+trackingColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
+	if err != nil {
+		return fmt.Errorf("record change %d of %s: %w", r.Seq, r.OperationID, err)
+	}
 	return nil
 }
 
@@ -386,7 +416,7 @@ func updateTracking(tx *writeTx, r contract.TrackedOperation) error {
 	if err != nil {
 		return fmt.Errorf("update tracking row %s: %w", r.OperationID, err)
 	}
-	return nil
+	return recordChange(tx, r)
 }
 
 func getTracking(tx *writeTx, id string) (contract.TrackedOperation, error) {

@@ -276,6 +276,35 @@ func TestChangesSincePagesInSeqOrder(t *testing.T) {
 	require.Empty(t, page)
 }
 
+// Telemetry sends every change, each as the row stood after it: a call
+// retried twice before telemetry caught up is three changes, so central
+// audits each attempt. Changes central has are forgotten.
+func TestTelemetryChangesKeepEveryStateUntilCentralHasIt(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	ctx := context.Background()
+	begin(t, s, "a", 0) // 1
+	begin(t, s, "b", 0) // 2
+	at := clock.t
+	record(t, s, Attempt{OperationID: "a", Status: contract.StatusRetrying, RetryCount: 1, At: &at}) // 3
+	record(t, s, Attempt{OperationID: "a", Status: contract.StatusRetrying, RetryCount: 2, At: &at}) // 4
+
+	changes, err := s.TelemetryChanges(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "a", "a"}, ids(changes))
+	require.Equal(t, []int64{1, 2, 3, 4}, seqs(changes))
+	require.Equal(t, []int{0, 0, 1, 2}, []int{changes[0].RetryCount, changes[1].RetryCount, changes[2].RetryCount, changes[3].RetryCount})
+	require.Equal(t, contract.StatusPending, changes[0].Status, "a as it was begun, not as it is now")
+
+	require.NoError(t, s.AdvanceTelemetryCursor(ctx, 3))
+	changes, err = s.TelemetryChanges(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4}, seqs(changes), "the changes central has are forgotten")
+	n, err := s.TelemetryBacklog(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
+
 func TestTelemetryCursorNeverMovesBackAndBacklogCountsAfterIt(t *testing.T) {
 	t.Parallel()
 	s, _, _ := openTracking(t)
