@@ -232,7 +232,9 @@ func (s *stack) outpost(stdin string, args ...string) (string, error) {
 func (s *stack) outpostConfig(configPath, stdin string, args ...string) (string, error) {
 	s.t.Helper()
 	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Three minutes: an air-gap import hands 1,100 operations to a dev
+	// server, which on a loaded 2-core machine took over a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if configPath != "" {
 		args = append(args, "--config", configPath)
