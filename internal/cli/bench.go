@@ -79,6 +79,9 @@ Example:
 		fs.IntVar(&opts.StatusRequests, "status-requests", opts.StatusRequests, "Status requests the status section times")
 		fs.IntVar(&opts.BrowseRows, "browse-rows", opts.BrowseRows, "notifications in the browse section's central store")
 		fs.IntVar(&opts.BrowseRequests, "browse-requests", opts.BrowseRequests, "pages of each kind the browse section times")
+		fs.IntVar(&opts.TableRows, "table-rows", opts.TableRows, "notifications, and as many site_calls rows, in the tables section's central store")
+		fs.IntVar(&opts.TableRequests, "table-requests", opts.TableRequests, "requests of each kind the tables section times")
+		fs.IntVar(&opts.PurgeRows, "purge-rows", opts.PurgeRows, "terminal rows the tables section purges (at most --table-rows)")
 		fs.IntVar(&opts.AirgapEntries, "airgap-entries", opts.AirgapEntries, "entries in the airgap section's bundle")
 		if err := parse(fs, args); err != nil {
 			return err
