@@ -185,9 +185,17 @@ func sqliteDeleteBatch(table, key, where string) string {
 	return `DELETE FROM ` + table + ` WHERE ` + key + ` IN (SELECT ` + key + ` FROM ` + table + ` WHERE ` + where + ` LIMIT ?)`
 }
 
+// pageCache gives each connection 64 MiB of SQLite pages instead of the
+// default 2 MiB. Central's tables hold a year of rows: the purge deletes
+// from every index of a table and the KPIs read index ranges, and with 2 MiB
+// each batch reads the same upper index pages from the OS again (outpost
+// bench --only tables: the purge about twice as fast). The cache fills only
+// as pages are read.
+const pageCache = "cache_size(-65536)"
+
 // OpenSQLite opens (creating if needed) the central store in a SQLite file.
 func OpenSQLite(ctx context.Context, path string) (*Store, error) {
-	db, err := sqlitedb.Open(ctx, path)
+	db, err := sqlitedb.Open(ctx, path, pageCache)
 	if err != nil {
 		return nil, fmt.Errorf("central store: %w", err)
 	}
