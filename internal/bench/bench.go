@@ -1,6 +1,7 @@
 // Package bench is `outpost bench`: it measures the site's durable enqueue,
-// the hand-off to Temporal, end-to-end delivery, the drain of a backlog and
-// Tracking.Status on a big store, each beside a baseline measured in the
+// the hand-off to Temporal, end-to-end delivery, the drain of a backlog,
+// Tracking.Status on a big store, and central's lists, KPIs and purge on
+// big tables, each beside a baseline measured in the
 // same run on the same machine and file system, and checks the figures
 // against the site path's performance targets (see the README's Performance
 // section). Only ratios and figures from one run mean anything: the baselines

@@ -157,6 +157,11 @@ func (lat tableLatencies) rows(n int) []Row {
 	return rows
 }
 
+// purgeKPIInterval paces the KPIs timed during the purge: ten a second, far
+// more than scrapes and outbox pages ask, but not a reader that never lets
+// go, which would keep SQLite from ever checkpointing the purge's WAL.
+const purgeKPIInterval = 100 * time.Millisecond
+
 // purgeRun is the purge and the KPIs timed while it ran.
 type purgeRun struct {
 	result centralstore.PurgeResult
@@ -166,7 +171,7 @@ type purgeRun struct {
 
 // timePurge purges PurgeRows terminal rows, half of them notifications and
 // half site_calls (the oldest), as the daily purge does (1,000-row
-// transactions), and times the KPIs back to back while it runs.
+// transactions), and times the KPIs every purgeKPIInterval while it runs.
 func (r *run) timePurge(ctx context.Context, fill *centralFill, idleP99 float64) (purgeRun, error) {
 	n := r.opts.PurgeRows
 	r.step("tables: purge %s terminal rows, KPIs timed meanwhile (idle p99 %.1f ms)", thousands(int64(n)), idleP99)
@@ -185,12 +190,15 @@ func (r *run) timePurge(ctx context.Context, fill *centralFill, idleP99 float64)
 		done <- purgeOutcome{res, err, time.Since(start)}
 	}()
 	var kpiLatencies []time.Duration
+	tick := time.NewTicker(purgeKPIInterval)
+	defer tick.Stop()
 	for {
 		t0 := time.Now()
 		if err := kpis(ctx, fill.store); err != nil {
 			return purgeRun{}, fmt.Errorf("kpis during the purge: %w", err)
 		}
 		kpiLatencies = append(kpiLatencies, time.Since(t0))
+		<-tick.C
 		select {
 		case o := <-done:
 			if o.err != nil {
@@ -222,6 +230,6 @@ func (p purgeRun) rows(insertRate, idleP99 float64) []Row {
 		thousands(int64(p.result.Notifications)), thousands(int64(p.result.SiteCalls)), p.took.Round(time.Millisecond), p.result.Batches)
 	during := ms(percentile(p.kpis, 0.99))
 	kpi := compare(SectionTables, "KPIs p99 during the purge", during, "ms", Figure{Name: "KPIs p99 idle, same run", Value: idleP99, Unit: "ms"}).atMostRatio(2)
-	kpi = kpi.withDetail("p50 %.2f ms over %d KPI computations back to back while the purge ran", ms(percentile(p.kpis, 0.5)), len(p.kpis))
+	kpi = kpi.withDetail("p50 %.2f ms over %d KPI computations, one every %s, while the purge ran", ms(percentile(p.kpis, 0.5)), len(p.kpis), purgeKPIInterval)
 	return []Row{rate, kpi}
 }

@@ -171,8 +171,10 @@ var sqlServerDialect = dialect{
 	DROP INDEX notifications_status ON notifications`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'notifications_status_delivered')
 	CREATE INDEX notifications_status_delivered ON notifications (status, delivered_at, source_site_id)`,
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_site_created')
+	CREATE INDEX site_calls_status_site_created ON site_calls (status, source_site_id, kind, created_at)`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_created')
-	CREATE INDEX site_calls_status_created ON site_calls (status, created_at, source_site_id, kind)`,
+	CREATE INDEX site_calls_status_created ON site_calls (status, created_at)`,
 		`IF EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_updated' AND object_id = OBJECT_ID(N'site_calls'))
 	DROP INDEX site_calls_status_updated ON site_calls`,
 	},

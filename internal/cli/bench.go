@@ -45,6 +45,15 @@ time on the same file system, and checks the targets (PASS/MISS):
            notifications list') on a central store of --browse-rows
            notifications: first, deep and filtered pages' p99 against a
            primary-key lookup. Target: <= 100 ms each.
+  tables   central at fleet scale: a central store of --table-rows
+           notifications and as many site_calls rows (a year from 200
+           sites, mostly Delivered; prefill time in the details). p50/p99
+           of the KPIs, a full /metrics scrape, the outbox's parked list and
+           one site's, against a primary-key lookup; then the purge of
+           --purge-rows terminal rows (rows/s, against the prefill's insert
+           rate) and the KPIs' p99 while it runs, against their p99 idle.
+           Targets: KPIs and /metrics <= 250 ms, parked lists <= 100 ms,
+           purge >= 20,000 rows/s, KPIs during the purge <= 2x idle.
   airgap   exporting and importing with verification an air-gap bundle of
            --airgap-entries entries (in memory), each against SHA-256 alone
            over the same bundle file. Target: verify >= 0.3x.
