@@ -144,7 +144,7 @@ var sqliteDialect = dialect{
 		`DROP INDEX IF EXISTS notifications_status`,
 		`CREATE INDEX IF NOT EXISTS notifications_status_delivered ON notifications (status, delivered_at, source_site_id)`,
 		`CREATE INDEX IF NOT EXISTS site_calls_status_site_created ON site_calls (status, source_site_id, kind, created_at)`,
-		`CREATE INDEX IF NOT EXISTS site_calls_status_created ON site_calls (status, created_at)`,
+		`CREATE INDEX IF NOT EXISTS site_calls_status_created ON site_calls (status, created_at, source_site_id)`,
 		`DROP INDEX IF EXISTS site_calls_status_updated`,
 	},
 	insertIfMissing: `INSERT INTO notifications (` + notificationColumns + `)

@@ -174,7 +174,7 @@ var sqlServerDialect = dialect{
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_site_created')
 	CREATE INDEX site_calls_status_site_created ON site_calls (status, source_site_id, kind, created_at)`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_created')
-	CREATE INDEX site_calls_status_created ON site_calls (status, created_at)`,
+	CREATE INDEX site_calls_status_created ON site_calls (status, created_at, source_site_id)`,
 		`IF EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_updated' AND object_id = OBJECT_ID(N'site_calls'))
 	DROP INDEX site_calls_status_updated ON site_calls`,
 	},

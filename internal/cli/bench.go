@@ -59,8 +59,9 @@ time on the same file system, and checks the targets (PASS/MISS):
            over the same bundle file. Target: verify >= 0.3x.
 
 The Temporal sections start the pinned dev server (the first run builds it:
-about three minutes); run from the checkout. A full run takes about eight
-and a half minutes on 2 cores and 3 GB of disk in --dir; the temporary directory is
+about three minutes); run from the checkout. A full run takes about 21
+minutes on 2 cores and 23 GB of disk in --dir (tables alone: 12.5 minutes
+and 20 GB); the temporary directory is
 removed unless --keep, and kept with its logs when the run fails. Progress
 goes to stderr, the table (or --json) to stdout. Ratios, not figures, are
 what compare across machines; on a busy machine rerun before trusting one.
@@ -68,7 +69,8 @@ what compare across machines; on a busy machine rerun before trusting one.
 Example:
   go run ./cmd/outpost bench
   go run ./cmd/outpost bench --only enqueue,latency --callers 64
-  go run ./cmd/outpost bench --only status --rows 100000 --json | jq '.rows[]'`,
+  go run ./cmd/outpost bench --only status --rows 100000 --json | jq '.rows[]'
+  go run ./cmd/outpost bench --only tables --table-rows 1000000 --purge-rows 300000`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		opts := bench.Defaults()
 		only := fs.String("only", "", "run only these comma-separated `SECTIONS` ("+strings.Join(bench.Sections, ", ")+")")
