@@ -60,8 +60,8 @@ time on the same file system, and checks the targets (PASS/MISS):
 
 The Temporal sections start the pinned dev server (the first run builds it:
 about three minutes); run from the checkout. A full run takes about 21
-minutes on 2 cores and 23 GB of disk in --dir (tables alone: 12.5 minutes
-and 20 GB); the temporary directory is
+minutes on 2 cores and 23 GB of disk in --dir (tables alone: 10 to 13.5
+minutes and 20 GB); the temporary directory is
 removed unless --keep, and kept with its logs when the run fails. Progress
 goes to stderr, the table (or --json) to stdout. Ratios, not figures, are
 what compare across machines; on a busy machine rerun before trusting one.
