@@ -59,7 +59,7 @@ func exportSite(t *testing.T, dir, node string, keys ...string) (string, int64) 
 func serveCentral(t *testing.T, store *centralstore.Store) string {
 	t.Helper()
 	h, err := startCentralHTTP(CentralOptions{Listen: "127.0.0.1:0", StuckAge: time.Hour}, store, temporalStub{},
-		prometheus.NewRegistry(), newDeliveryEvents())
+		prometheus.NewRegistry(), NewDeliveryEvents())
 	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- h.serve() }()

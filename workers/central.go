@@ -88,7 +88,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		store.Close()
 		return nil, err
 	}
-	events := newDeliveryEvents()
+	events := NewDeliveryEvents()
 	observe := activities.EventObserver(func(stored ...centralstore.AuditEvent) {
 		for _, e := range stored {
 			events.WithLabelValues(e.Kind, string(e.Event), string(e.Status)).Inc()

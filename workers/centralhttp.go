@@ -26,10 +26,10 @@ type centralHTTP struct {
 	server   *http.Server
 }
 
-// newDeliveryEvents counts delivery attempts and outcomes by kind as central
+// NewDeliveryEvents counts delivery attempts and outcomes by kind as central
 // records them in the audit log (at least once: an event derived again from
 // a re-sent tracking row is counted again).
-func newDeliveryEvents() *prometheus.CounterVec {
+func NewDeliveryEvents() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outpost_central_delivery_events_total",
 		Help: "Delivery events recorded by central, by kind, event (Enqueued, Attempt, Terminal, OperatorRetry, OperatorDiscard) and status.",
@@ -46,16 +46,23 @@ func startCentralHTTP(cfg CentralOptions, store *centralstore.Store, tc client.C
 	if err != nil {
 		return nil, fmt.Errorf("central page and metrics: listen on %s (central.listen): %w", cfg.Listen, err)
 	}
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registry.MustRegister(events)
-	registry.MustRegister(&kpiCollector{store: store, stuckAge: cfg.StuckAge, lastScrape: time.Now()}, &airgapCollector{store: store})
-
 	mux := http.NewServeMux()
 	mux.Handle("/", page)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", MetricsHandler(store, cfg.StuckAge, registry, events))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", centralReadyz(store, tc))
 	return &centralHTTP{listener: ln, server: httpserve.Server(mux)}, nil
+}
+
+// MetricsHandler is central's GET /metrics: it registers the Go and
+// process collectors, events, and the KPI and air-gap collectors (both read
+// the central store at scrape time) in registry and serves the registry.
+// Exported so `outpost bench` can time a scrape on a big store.
+func MetricsHandler(store *centralstore.Store, stuckAge time.Duration, registry *prometheus.Registry, events *prometheus.CounterVec) http.Handler {
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(events)
+	registry.MustRegister(&kpiCollector{store: store, stuckAge: stuckAge, lastScrape: time.Now()}, &airgapCollector{store: store})
+	return promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 }
 
 // outboxPage builds the outbox page with its sign-in and codec server. An

@@ -1,6 +1,7 @@
 // Package bench is `outpost bench`: it measures the site's durable enqueue,
-// the hand-off to Temporal, end-to-end delivery, the drain of a backlog and
-// Tracking.Status on a big store, each beside a baseline measured in the
+// the hand-off to Temporal, end-to-end delivery, the drain of a backlog,
+// Tracking.Status on a big store, and central's lists, KPIs and purge on
+// big tables, each beside a baseline measured in the
 // same run on the same machine and file system, and checks the figures
 // against the site path's performance targets (see the README's Performance
 // section). Only ratios and figures from one run mean anything: the baselines
@@ -38,6 +39,8 @@ const (
 	SectionStatus = "status"
 	// SectionBrowse is the list of every notification on a big central store.
 	SectionBrowse = "browse"
+	// SectionTables is central's reads and purge on tables of a year.
+	SectionTables = "tables"
 	// SectionTelemetry is tracking changes ingested into central's site_calls.
 	SectionTelemetry = "telemetry"
 	// SectionAirgap is exporting and verifying an air-gap bundle.
@@ -45,7 +48,7 @@ const (
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTelemetry, SectionAirgap}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap}
 
 // Options says what to run and how big. Defaults are the full sizes.
 type Options struct {
@@ -96,6 +99,15 @@ type Options struct {
 	// BrowseRequests is how many pages of each kind the browse section
 	// times. Default 500.
 	BrowseRequests int `json:"browseRequests"`
+	// TableRows is how many notifications, and as many site_calls rows,
+	// the tables section's central store holds. Default 10000000.
+	TableRows int `json:"tableRows"`
+	// TableRequests is how many requests of each kind the tables section
+	// times. Default 200.
+	TableRequests int `json:"tableRequests"`
+	// PurgeRows is how many terminal rows the tables section purges (at
+	// most TableRows). Default 1000000.
+	PurgeRows int `json:"purgeRows"`
 	// TelemetryRows is how many tracking changes the telemetry section
 	// ingests (and upserts). Default 100000.
 	TelemetryRows int `json:"telemetryRows"`
@@ -112,7 +124,7 @@ func Defaults() Options {
 		Callers: []int{1, 8, 64}, PayloadBytes: 512, EnqueueDuration: 5 * time.Second,
 		Rate: 5000, LatencyDuration: 10 * time.Second, Handoff: 5000, Parallelism: 8,
 		EndToEnd: 1000, Drain: 50000, Rows: 1000000, StatusRequests: 10000, BrowseRows: 1000000, BrowseRequests: 500,
-		TelemetryRows: 100000, AirgapEntries: 100000,
+		TableRows: 10000000, TableRequests: 200, PurgeRows: 1000000, TelemetryRows: 100000, AirgapEntries: 100000,
 	}
 }
 
@@ -143,6 +155,10 @@ func (o Options) Validate() error {
 		return errors.New("drain, rows and status requests must be positive (rows at least 2)")
 	case o.BrowseRows < 10 || o.BrowseRequests < 1:
 		return errors.New("browse rows must be at least 10 and browse requests positive")
+	case o.TableRows < 1000 || o.TableRequests < 1:
+		return errors.New("table rows must be at least 1000 and table requests positive")
+	case o.PurgeRows < 2 || o.PurgeRows > o.TableRows:
+		return fmt.Errorf("purge rows must be between 2 and the table rows (%d), got %d", o.TableRows, o.PurgeRows)
 	case o.TelemetryRows < telemetryRounds:
 		return fmt.Errorf("telemetry rows must be at least %d (one per round), got %d", telemetryRounds, o.TelemetryRows)
 	case o.AirgapEntries < 2:
@@ -173,6 +189,7 @@ var sections = map[string]func(*run, context.Context) ([]Row, error){
 	SectionDrain:     (*run).drain,
 	SectionStatus:    (*run).status,
 	SectionBrowse:    (*run).browse,
+	SectionTables:    (*run).tables,
 	SectionTelemetry: (*run).telemetry,
 	SectionAirgap:    (*run).airgap,
 }

@@ -51,6 +51,7 @@ func quick(t *testing.T) bench.Options {
 	opts.Handoff, opts.Parallelism, opts.EndToEnd = 40, 4, 20
 	opts.Drain, opts.Rows, opts.StatusRequests = 60, 2000, 50
 	opts.BrowseRows, opts.BrowseRequests = 3000, 20
+	opts.TableRows, opts.TableRequests, opts.PurgeRows = 20000, 10, 2000
 	opts.TelemetryRows, opts.AirgapEntries = 2000, 2000
 	return opts
 }

@@ -138,6 +138,18 @@ func (row Row) atLeastRatio(min float64) Row {
 	return row
 }
 
+// atMostRatio sets the target "ratio ≤ max".
+func (row Row) atMostRatio(max float64) Row {
+	row.Target = &Target{Text: "≤ " + strconv.FormatFloat(max, 'f', -1, 64) + "×", Pass: row.Ratio <= max}
+	return row
+}
+
+// atLeast sets the target "value ≥ min" in the row's unit.
+func (row Row) atLeast(min float64) Row {
+	row.Target = &Target{Text: "≥ " + formatValue(min, row.Unit), Pass: row.Value >= min}
+	return row
+}
+
 // atMost sets the target "value ≤ max" in the row's unit.
 func (row Row) atMost(max float64) Row {
 	row.Target = &Target{Text: "≤ " + strconv.FormatFloat(max, 'f', -1, 64) + " " + row.Unit, Pass: row.Value <= max}

@@ -142,32 +142,15 @@ func (s *Store) KPIs(ctx context.Context, q KPIQuery) (KPIReport, error) {
 		return cells[k]
 	}
 
-	// Queued and parked rows: the status index finds them, however many
-	// terminal rows the tables keep.
-	queued := `SELECT source_site_id, %s,
-		SUM(CASE WHEN status IN ('Pending', 'Retrying') THEN 1 ELSE 0 END),
-		SUM(CASE WHEN status IN ('Pending', 'Retrying') AND created_at < ? THEN 1 ELSE 0 END),
-		SUM(CASE WHEN status = 'Parked' THEN 1 ELSE 0 END),
-		MIN(CASE WHEN status IN ('Pending', 'Retrying') THEN created_at END)
-		FROM %s WHERE status IN ('Pending', 'Retrying', 'Parked')
-		GROUP BY source_site_id%s`
-	for _, query := range []string{
-		fmt.Sprintf(queued, "'"+contract.KindNotification+"'", "notifications", ""),
-		fmt.Sprintf(queued, "kind", "site_calls", ", kind"),
-	} {
+	for _, query := range kpiQueuedQueries {
 		err := s.eachRow(ctx, query, []any{stuckBefore}, func(rows *sql.Rows) error {
-			var site, kind string
-			var queue, stuck, parked int
+			var site, kind, status string
+			var count, stuck int
 			var oldest dbTime
-			if err := rows.Scan(&site, &kind, &queue, &stuck, &parked, &oldest); err != nil {
+			if err := rows.Scan(&site, &kind, &status, &count, &stuck, &oldest); err != nil {
 				return err
 			}
-			c := cell(site, kind)
-			c.Queue, c.Stuck, c.Parked = queue, stuck, parked
-			if oldest.Valid {
-				at := oldest.Time
-				c.OldestPendingAt = &at
-			}
+			cell(site, kind).addQueued(contract.Status(status), count, stuck, oldest)
 			return nil
 		})
 		if err != nil {
@@ -175,14 +158,7 @@ func (s *Store) KPIs(ctx context.Context, q KPIQuery) (KPIReport, error) {
 		}
 	}
 
-	// One pass over the deliveries since the earlier of the two bounds.
-	delivered := `SELECT source_site_id, %[1]s,
-		SUM(CASE WHEN %[3]s >= ? THEN 1 ELSE 0 END), SUM(CASE WHEN %[3]s >= ? THEN 1 ELSE 0 END)
-		FROM %[2]s WHERE status = 'Delivered' AND %[3]s >= ? GROUP BY source_site_id%[4]s`
-	for _, query := range []string{
-		fmt.Sprintf(delivered, "'"+contract.KindNotification+"'", "notifications", "delivered_at", ""),
-		fmt.Sprintf(delivered, "kind", "site_calls", "terminal_at", ", kind"),
-	} {
+	for _, query := range kpiDeliveredQueries {
 		args := []any{deliveredSince, since, minTime(deliveredSince, since)}
 		err := s.eachRow(ctx, query, args, func(rows *sql.Rows) error {
 			var site, kind string
@@ -235,6 +211,51 @@ func (s *Store) KPIs(ctx context.Context, q KPIQuery) (KPIReport, error) {
 	}
 	return report, nil
 }
+
+// kpiQueuedQueries count the queued and parked rows of notifications and of
+// site_calls by status, site and kind; their one argument is the stuck
+// cutoff. Each reads only its (status, source_site_id, created_at) or
+// (status, source_site_id, kind, created_at) index, however many terminal
+// rows the table keeps, and groups in the index's order: grouping by site
+// alone sorted every queued and parked row first, 5x slower at a year of
+// rows (outpost bench --only tables).
+var kpiQueuedQueries = []string{
+	fmt.Sprintf(kpiQueuedSQL, "'"+contract.KindNotification+"'", "notifications", ""),
+	fmt.Sprintf(kpiQueuedSQL, "kind", "site_calls", ", kind"),
+}
+
+const kpiQueuedSQL = `SELECT source_site_id, %s, status, COUNT(*),
+	SUM(CASE WHEN created_at < ? THEN 1 ELSE 0 END), MIN(created_at)
+	FROM %s WHERE status IN ('Pending', 'Retrying', 'Parked')
+	GROUP BY status, source_site_id%s`
+
+// addQueued counts count rows in status, stuck of them stuck, the oldest
+// created at oldest: Parked ones as parked, Pending and Retrying as queued.
+func (k *KPIs) addQueued(status contract.Status, count, stuck int, oldest dbTime) {
+	if status == contract.StatusParked {
+		k.Parked += count
+		return
+	}
+	k.Queue += count
+	k.Stuck += stuck
+	if oldest.Valid && (k.OldestPendingAt == nil || oldest.Time.Before(*k.OldestPendingAt)) {
+		at := oldest.Time
+		k.OldestPendingAt = &at
+	}
+}
+
+// kpiDeliveredQueries count the deliveries in the window and since the
+// previous sample, in one pass from the earlier of the two (the arguments:
+// window start, sample, the earlier): a range of the (status,
+// delivered_at) or (status, terminal_at) index.
+var kpiDeliveredQueries = []string{
+	fmt.Sprintf(kpiDeliveredSQL, "'"+contract.KindNotification+"'", "notifications", "delivered_at", ""),
+	fmt.Sprintf(kpiDeliveredSQL, "kind", "site_calls", "terminal_at", ", kind"),
+}
+
+const kpiDeliveredSQL = `SELECT source_site_id, %[1]s,
+	SUM(CASE WHEN %[3]s >= ? THEN 1 ELSE 0 END), SUM(CASE WHEN %[3]s >= ? THEN 1 ELSE 0 END)
+	FROM %[2]s WHERE status = 'Delivered' AND %[3]s >= ? GROUP BY source_site_id%[4]s`
 
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
@@ -369,9 +390,7 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 	var items []OperatorItem
 	if f.Kind == "" || f.Kind == contract.KindNotification {
 		where, args := itemWhere(f, stateSQL, stateArgs, "list_name", "subject")
-		q := `SELECT notification_id, source_site_id, status, list_name, subject, retry_count, last_error,
-			created_at, last_attempt_at, next_attempt_at FROM notifications WHERE ` + where +
-			` ORDER BY created_at DESC, notification_id` + s.limitClause()
+		q := notificationItemsSQL(where) + s.limitClause()
 		err := s.eachRow(ctx, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
 			it := OperatorItem{Kind: contract.KindNotification}
 			if err := scanItem(rows, &it, &it.Subject); err != nil {
@@ -390,9 +409,7 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 			where += " AND kind = ?"
 			args = append(args, f.Kind)
 		}
-		q := `SELECT operation_id, source_site_id, status, target, kind, retry_count, last_error,
-			created_at, last_attempt_at, next_attempt_at FROM site_calls WHERE ` + where +
-			` ORDER BY created_at DESC, operation_id` + s.limitClause()
+		q := callItemsSQL(where) + s.limitClause()
 		err := s.eachRow(ctx, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
 			var it OperatorItem
 			if err := scanItem(rows, &it, &it.Kind); err != nil {
@@ -418,6 +435,21 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 		out.Items, out.More = items[:f.Limit], true
 	}
 	return out, nil
+}
+
+// notificationItemsSQL lists the notifications matching where, newest
+// first; the status indexes give them in that order (by site too).
+func notificationItemsSQL(where string) string {
+	return `SELECT notification_id, source_site_id, status, list_name, subject, retry_count, last_error,
+		created_at, last_attempt_at, next_attempt_at FROM notifications WHERE ` + where +
+		` ORDER BY created_at DESC, notification_id`
+}
+
+// callItemsSQL lists the site_calls rows matching where, newest first.
+func callItemsSQL(where string) string {
+	return `SELECT operation_id, source_site_id, status, target, kind, retry_count, last_error,
+		created_at, last_attempt_at, next_attempt_at FROM site_calls WHERE ` + where +
+		` ORDER BY created_at DESC, operation_id`
 }
 
 // itemState is the WHERE condition selecting stuck or parked rows.

@@ -14,12 +14,16 @@ import (
 // synchronous=FULL, so a committed transaction is on disk, and a busy timeout,
 // so concurrent writers wait instead of failing. Transactions begin
 // IMMEDIATE: a writer takes the write lock up front and never deadlocks on
-// an upgrade.
-func Open(ctx context.Context, path string) (*sql.DB, error) {
+// an upgrade. pragmas ("cache_size(-65536)") apply to every connection
+// after those.
+func Open(ctx context.Context, path string, pragmas ...string) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "busy_timeout(10000)")
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {

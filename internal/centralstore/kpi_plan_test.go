@@ -1,0 +1,54 @@
+package centralstore
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The KPIs and the parked lists read an index range, never a table: at a
+// year of rows a scan of either table takes seconds (outpost bench --only
+// tables times them on 10,000,000 rows each). SQLite's plans name an index
+// and no full scan; the queued counts and the notification deliveries read
+// the index alone, the queued counts in its order.
+func TestKPIsAndParkedListsSeekIndexes(t *testing.T) {
+	ctx := context.Background()
+	store, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "central.db"))
+	require.NoError(t, err)
+	defer store.Close()
+	now := time.Now().UTC()
+	plans := map[string]planCase{
+		"queued notifications":    {kpiQueuedQueries[0], []any{now}, "COVERING INDEX notifications_status_site_created"},
+		"queued calls":            {kpiQueuedQueries[1], []any{now}, "COVERING INDEX site_calls_status_site_created"},
+		"delivered notifications": {kpiDeliveredQueries[0], []any{now, now, now}, "COVERING INDEX notifications_status_delivered"},
+		"delivered calls":         {kpiDeliveredQueries[1], []any{now, now, now}, "INDEX site_calls_status_terminal"},
+	}
+	for name, site := range map[string]string{"parked": "", "parked of a site": "plant-1"} {
+		f := ItemFilter{Status: "Parked", Site: site}
+		state, stateArgs, err := itemState(f.Status, now)
+		require.NoError(t, err)
+		where, args := itemWhere(f, state, stateArgs, "list_name", "subject")
+		plans[name+" notifications"] = planCase{notificationItemsSQL(where) + store.limitClause(), append(args, 201), "INDEX notifications_status_"}
+		where, args = itemWhere(f, state, stateArgs, "target", "target")
+		plans[name+" calls"] = planCase{callItemsSQL(where) + store.limitClause(), append(args, 201), "INDEX site_calls_"}
+	}
+	for name, p := range plans {
+		plan := queryPlan(t, store, p.query, p.args...)
+		require.Contains(t, plan, "USING "+p.index, "%s: %s", name, plan)
+		require.NotContains(t, plan, "SCAN ", "%s: %s", name, plan)
+	}
+	for _, query := range kpiQueuedQueries {
+		plan := queryPlan(t, store, query, now)
+		require.NotContains(t, plan, "TEMP B-TREE", "grouped in the index's order, not sorted: %s", plan)
+	}
+}
+
+// planCase is a query, its arguments and the index its plan must use.
+type planCase struct {
+	query string
+	args  []any
+	index string
+}
