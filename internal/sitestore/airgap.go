@@ -103,8 +103,8 @@ type TransferStats struct {
 	NewEntries int64
 	// ClockRefusals is how many acks refused their receipt's clock.
 	ClockRefusals int64
-	Bytes      airgapstats.Histogram
-	Duration   airgapstats.Histogram
+	Bytes         airgapstats.Histogram
+	Duration      airgapstats.Histogram
 }
 
 // TransferStats aggregates the transfers of kind recorded in this file
