@@ -80,43 +80,48 @@ func (e *bundleEncoder) array(isNil bool, n, depth int, elem func(i int)) {
 }
 
 func (e *bundleEncoder) log(l *JobLog) {
-	e.indent(2)
-	e.open('{', 2)
-	e.field(3, "nodeId", l.NodeID, true)
-	e.field(3, "lastHlc", l.LastHLC, true)
-	e.field(3, "chainHead", l.ChainHead, true)
-	if l.Checkpoint != nil {
-		e.raw(3, "checkpoint", l.Checkpoint, true)
-	}
-	e.key("entries")
-	e.array(l.Entries == nil, len(l.Entries), 3, func(i int) { e.entry(&l.Entries[i]) })
-	e.newline()
-	e.indent(2)
-	e.buf = append(e.buf, '}')
+	e.element(2, func() {
+		e.field(3, "nodeId", l.NodeID, true)
+		e.field(3, "lastHlc", l.LastHLC, true)
+		e.field(3, "chainHead", l.ChainHead, true)
+		if l.Checkpoint != nil {
+			e.raw(3, "checkpoint", l.Checkpoint, true)
+		}
+		e.key("entries")
+		e.array(l.Entries == nil, len(l.Entries), 3, func(i int) { e.entry(&l.Entries[i]) })
+	})
 }
 
 func (e *bundleEncoder) entry(en *Entry) {
-	e.indent(4)
-	e.open('{', 4)
-	e.field(5, "nodeId", en.NodeID, true)
-	e.field(5, "tHlc", en.THLC, true)
-	e.field(5, "jobId", en.JobID, true)
-	e.field(5, "kind", en.Kind, true)
-	e.field(5, "payload", en.Payload, true)
-	e.field(5, "payloadHash", en.PayloadHash, true)
-	e.key("prevLink")
-	if en.PrevLink == nil {
-		e.buf = append(e.buf, "null"...)
-	} else {
-		e.buf = appendJSONString(e.buf, *en.PrevLink)
-	}
-	e.comma()
-	e.indent(5)
-	e.field(5, "link", en.Link, true)
-	e.key("enqueuedAt")
-	e.time(en)
+	e.element(4, func() {
+		e.field(5, "nodeId", en.NodeID, true)
+		e.field(5, "tHlc", en.THLC, true)
+		e.field(5, "jobId", en.JobID, true)
+		e.field(5, "kind", en.Kind, true)
+		e.field(5, "payload", en.Payload, true)
+		e.field(5, "payloadHash", en.PayloadHash, true)
+		e.key("prevLink")
+		if en.PrevLink == nil {
+			e.buf = append(e.buf, "null"...)
+		} else {
+			e.buf = appendJSONString(e.buf, *en.PrevLink)
+		}
+		e.comma()
+		e.indent(5)
+		e.field(5, "link", en.Link, true)
+		e.key("enqueuedAt")
+		e.time(en)
+	})
+}
+
+// element writes an object that is an array element at depth: its members
+// (written by members, the last without a comma) at depth+1.
+func (e *bundleEncoder) element(depth int, members func()) {
+	e.indent(depth)
+	e.open('{', depth)
+	members()
 	e.newline()
-	e.indent(4)
+	e.indent(depth)
 	e.buf = append(e.buf, '}')
 }
 
