@@ -56,12 +56,12 @@ func (s *Store) RecordExport(ctx context.Context, t Transfer, ids []string) (Tra
 // online. The statements are prepared once: a bundle of weeks holds
 // hundreds of thousands of ids, all marked while the write lock is held.
 func markExported(tx *writeTx, at time.Time, ids []string) (int, error) {
-	firstTime, err := tx.PrepareContext(tx.ctx, `SELECT EXISTS (SELECT 1 FROM job_log WHERE job_id = ? AND exported_at IS NULL AND acked = ?)`)
+	firstTime, err := tx.tx.PrepareContext(tx.ctx, `SELECT EXISTS (SELECT 1 FROM job_log WHERE job_id = ? AND exported_at IS NULL AND acked = ?)`)
 	if err != nil {
 		return 0, fmt.Errorf("prepare export state read: %w", err)
 	}
 	defer firstTime.Close()
-	mark, err := tx.PrepareContext(tx.ctx, `UPDATE job_log SET exported_at = ? WHERE job_id = ?`)
+	mark, err := tx.prepare(`UPDATE job_log SET exported_at = ? WHERE job_id = ?`)
 	if err != nil {
 		return 0, fmt.Errorf("prepare export mark: %w", err)
 	}
@@ -72,7 +72,7 @@ func markExported(tx *writeTx, at time.Time, ids []string) (int, error) {
 		if err := firstTime.QueryRowContext(tx.ctx, id, ackNone).Scan(&isFirst); err != nil {
 			return 0, fmt.Errorf("read export state of %s: %w", id, err)
 		}
-		if _, err := mark.ExecContext(tx.ctx, at.UnixNano(), id); err != nil {
+		if _, err := mark.exec(at.UnixNano(), id); err != nil {
 			return 0, fmt.Errorf("mark %s exported: %w", id, err)
 		}
 		if isFirst {
@@ -89,7 +89,7 @@ func (s *Store) RecordAck(ctx context.Context, t Transfer) error {
 }
 
 func insertTransfer(tx *writeTx, t Transfer) error {
-	_, err := tx.ExecContext(tx.ctx, `INSERT INTO airgap_transfers (kind, bundle_id, entries, new_entries, bytes, duration_seconds, at, clock_refused)
+	_, err := tx.exec(`INSERT INTO airgap_transfers (kind, bundle_id, entries, new_entries, bytes, duration_seconds, at, clock_refused)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, t.Kind, t.BundleID, t.Entries, t.NewEntries, t.Bytes, t.Duration.Seconds(), t.At.UnixNano(), t.ClockRefused)
 	if err != nil {
 		return fmt.Errorf("record %s of %s: %w", t.Kind, t.BundleID, err)

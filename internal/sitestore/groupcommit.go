@@ -22,9 +22,11 @@ const (
 	DefaultCommitDelay = 2 * time.Millisecond
 )
 
-// writeTx is the transaction one batch of writes shares.
+// writeTx is the transaction one batch of writes shares. Every write goes
+// through exec or execPrepared, so a store that replicates records each
+// statement for its standby (replication.go).
 type writeTx struct {
-	*sql.Tx
+	tx  *sql.Tx
 	ctx context.Context
 	// heads are the chain heads the batch advanced, saved before commit.
 	heads map[string]chainHead
@@ -32,6 +34,11 @@ type writeTx struct {
 	// transaction as the batch first uses each (in bound).
 	stmts *writerStatements
 	bound map[*sql.Stmt]*sql.Stmt
+	// recorded are the batch's statements, in order, when the store
+	// replicates. A standby applies received changes through tx.tx: they
+	// carry their own change number.
+	recording bool
+	recorded  []statement
 }
 
 // stmt is s bound to the batch's transaction. Binding a statement the
@@ -39,10 +46,63 @@ type writeTx struct {
 func (tx *writeTx) stmt(s *sql.Stmt) *sql.Stmt {
 	b, ok := tx.bound[s]
 	if !ok {
-		b = tx.StmtContext(tx.ctx, s)
+		b = tx.tx.StmtContext(tx.ctx, s)
 		tx.bound[s] = b
 	}
 	return b
+}
+
+// exec runs a statement that changes the file.
+func (tx *writeTx) exec(query string, args ...any) (sql.Result, error) {
+	tx.record(query, args)
+	return tx.tx.ExecContext(tx.ctx, query, args...)
+}
+
+// execPrepared runs the writer's prepared statement s, whose text is query.
+func (tx *writeTx) execPrepared(s *sql.Stmt, query string, args ...any) (sql.Result, error) {
+	tx.record(query, args)
+	return tx.stmt(s).ExecContext(tx.ctx, args...)
+}
+
+// txStmt is a statement prepared in the batch's transaction, for a loop
+// that runs it many times.
+type txStmt struct {
+	tx    *writeTx
+	stmt  *sql.Stmt
+	query string
+}
+
+func (tx *writeTx) prepare(query string) (*txStmt, error) {
+	stmt, err := tx.tx.PrepareContext(tx.ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return &txStmt{tx: tx, stmt: stmt, query: query}, nil
+}
+
+// exec runs the statement, which changes the file.
+func (s *txStmt) exec(args ...any) (sql.Result, error) {
+	s.tx.record(s.query, args)
+	return s.stmt.ExecContext(s.tx.ctx, args...)
+}
+
+func (s *txStmt) Close() error { return s.stmt.Close() }
+
+// execReturning runs a statement that changes the file and returns a row.
+func (tx *writeTx) execReturning(query string, args ...any) *sql.Row {
+	tx.record(query, args)
+	return tx.tx.QueryRowContext(tx.ctx, query, args...)
+}
+
+// queryRow reads a row; reads are not replicated.
+func (tx *writeTx) queryRow(query string, args ...any) *sql.Row {
+	return tx.tx.QueryRowContext(tx.ctx, query, args...)
+}
+
+func (tx *writeTx) record(query string, args []any) {
+	if tx.recording {
+		tx.recorded = append(tx.recorded, statement{SQL: query, Args: args})
+	}
 }
 
 // writerStatements are the statements every enqueue batch runs, prepared
@@ -82,7 +142,7 @@ func (ws *writerStatements) close() {
 // execCount runs a statement in the transaction and returns how many rows
 // it changed.
 func (tx *writeTx) execCount(query string, args ...any) (int64, error) {
-	res, err := tx.ExecContext(tx.ctx, query, args...)
+	res, err := tx.exec(query, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -94,7 +154,9 @@ type write struct {
 	ctx  context.Context
 	rows int
 	fn   func(*writeTx) error
-	done chan error
+	// standbyOK marks a write a standby's store takes (doOnStandby).
+	standbyOK bool
+	done      chan error
 }
 
 // committer is the store's single writer: it gathers concurrent writes into
@@ -110,7 +172,11 @@ type committer struct {
 	batch int
 	delay time.Duration
 	// writes is unbuffered: a write is accepted only when the writer takes it.
-	writes   chan *write
+	writes     chan *write
+	exclusives chan *exclusiveOp
+	// repl numbers and hands on the batches' changes when the store
+	// replicates (replication.go).
+	repl replication
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
@@ -135,7 +201,7 @@ func newCommitter(ctx context.Context, db *sql.DB, batch int, delay time.Duratio
 	}
 	c := &committer{
 		conn: conn, stmts: stmts, batch: batch, delay: delay, expected: 1, check: check,
-		writes: make(chan *write), stop: make(chan struct{}), done: make(chan struct{}),
+		writes: make(chan *write), exclusives: make(chan *exclusiveOp), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go c.run()
 	return c, nil
@@ -146,7 +212,16 @@ func newCommitter(ctx context.Context, db *sql.DB, batch int, delay time.Duratio
 // the writer took fn, do waits for the commit even if ctx ends: answering
 // "failed" for a write that then commits would invite a duplicate resend.
 func (c *committer) do(ctx context.Context, rows int, fn func(*writeTx) error) error {
-	w := &write{ctx: ctx, rows: rows, fn: fn, done: make(chan error, 1)}
+	return c.submit(ctx, &write{ctx: ctx, rows: rows, fn: fn, done: make(chan error, 1)})
+}
+
+// doOnStandby runs fn even while the store is a standby's copy: fn applies
+// changes received from the active node, or writes nothing replicated.
+func (c *committer) doOnStandby(ctx context.Context, fn func(*writeTx) error) error {
+	return c.submit(ctx, &write{ctx: ctx, fn: fn, standbyOK: true, done: make(chan error, 1)})
+}
+
+func (c *committer) submit(ctx context.Context, w *write) error {
 	select {
 	case c.writes <- w:
 	case <-ctx.Done():
@@ -155,6 +230,25 @@ func (c *committer) do(ctx context.Context, rows int, fn func(*writeTx) error) e
 		return ErrClosed
 	}
 	return <-w.done
+}
+
+// exclusive runs fn on the writer's connection between batches, outside
+// any transaction: a snapshot, or a restore from one.
+func (c *committer) exclusive(ctx context.Context, fn func(*sql.Conn) error) error {
+	op := &exclusiveOp{fn: fn, done: make(chan error, 1)}
+	select {
+	case c.exclusives <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stop:
+		return ErrClosed
+	}
+	return <-op.done
+}
+
+type exclusiveOp struct {
+	fn   func(*sql.Conn) error
+	done chan error
 }
 
 // close stops the writer after the batch in flight; closing twice is harmless.
@@ -175,6 +269,8 @@ func (c *committer) run() {
 			batch := c.gather(first)
 			c.expected = len(batch)
 			c.commit(batch)
+		case op := <-c.exclusives:
+			op.done <- op.fn(c.conn)
 		}
 	}
 }
@@ -211,11 +307,30 @@ drain:
 	return batch
 }
 
-// commit runs the batch's writes in one transaction and answers each caller.
+// commit runs the batch's writes in one transaction and answers each
+// caller. A replicated change is handed to the standby's feed first; in
+// sync mode the callers are answered once the standby applied it (or the
+// wait gave up), off the writer's goroutine so the next batch goes on.
 func (c *committer) commit(batch []*write) {
-	for i, err := range c.runBatch(batch) {
-		batch[i].done <- err
+	results, change := c.runBatch(batch)
+	answer := func() {
+		for i, err := range results {
+			batch[i].done <- err
+		}
 	}
+	if change == nil {
+		answer()
+		return
+	}
+	c.repl.committed(*change)
+	if await := c.repl.awaitFunc(); await != nil {
+		go func() {
+			await(change.Number)
+			answer()
+		}()
+		return
+	}
+	answer()
 }
 
 // runBatch commits the batch and returns each write's outcome. A write that
@@ -223,58 +338,70 @@ func (c *committer) commit(batch []*write) {
 // the batch runs again without it in a fresh transaction: failures are rare,
 // so the common path pays for no savepoints. When begin, the chain heads or
 // the commit fail, every remaining write gets that error: none of it is on disk.
-func (c *committer) runBatch(batch []*write) []error {
+func (c *committer) runBatch(batch []*write) ([]error, *Change) {
 	results := make([]error, len(batch))
 	if err := c.check(); err != nil {
 		for i := range results {
 			results[i] = err
 		}
-		return results
+		return results, nil
 	}
+	standby := c.repl.standby.Load()
 	var run []int // the writes still to commit
 	for i, w := range batch {
-		if results[i] = w.ctx.Err(); results[i] == nil {
-			run = append(run, i) // else the caller gave up before its turn: nothing written
+		results[i] = w.ctx.Err() // the caller gave up before its turn: nothing written
+		if results[i] == nil && standby && !w.standbyOK {
+			results[i] = ErrStandby
+		}
+		if results[i] == nil {
+			run = append(run, i)
 		}
 	}
 	for len(run) > 0 {
-		failed, err := c.tryBatch(batch, run)
+		failed, change, err := c.tryBatch(batch, run)
 		if failed < 0 {
 			for _, i := range run {
 				results[i] = err
 			}
-			if err == nil {
-				c.commits.Add(1)
+			if err != nil {
+				return results, nil
 			}
-			return results
+			c.commits.Add(1)
+			return results, change
 		}
 		results[run[failed]] = err
 		run = append(run[:failed], run[failed+1:]...)
 	}
-	return results
+	return results, nil
 }
 
 // tryBatch runs the writes run indexes in one transaction. It returns the
 // position in run of the first write that failed, with its error (nothing
-// committed), or -1 with the outcome of the commit.
-func (c *committer) tryBatch(batch []*write, run []int) (int, error) {
+// committed), or -1 with the outcome of the commit and, when the store
+// replicates, the change the batch made.
+func (c *committer) tryBatch(batch []*write, run []int) (int, *Change, error) {
 	ctx := context.Background() // the batch is shared: no caller's ctx may cancel it
 	tx, err := c.conn.BeginTx(ctx, nil)
 	if err != nil {
-		return -1, fmt.Errorf("begin: %w", err)
+		return -1, nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() // a no-op after Commit
-	wtx := &writeTx{Tx: tx, ctx: ctx, heads: map[string]chainHead{}, stmts: c.stmts, bound: map[*sql.Stmt]*sql.Stmt{}}
+	wtx := &writeTx{tx: tx, ctx: ctx, heads: map[string]chainHead{}, stmts: c.stmts, bound: map[*sql.Stmt]*sql.Stmt{},
+		recording: c.repl.enabled.Load()}
 	for pos, i := range run {
 		if err := batch[i].fn(wtx); err != nil {
-			return pos, err
+			return pos, nil, err
 		}
 	}
 	if err := saveHeads(wtx); err != nil {
-		return -1, err
+		return -1, nil, err
+	}
+	change, err := numberChange(wtx)
+	if err != nil {
+		return -1, nil, err
 	}
 	if err := tx.Commit(); err != nil {
-		return -1, fmt.Errorf("commit: %w", err)
+		return -1, nil, fmt.Errorf("commit: %w", err)
 	}
-	return -1, nil
+	return -1, change, nil
 }

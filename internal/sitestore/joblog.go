@@ -44,7 +44,7 @@ const insertJobLogSQL = `INSERT INTO job_log (node, job_id, kind, hlc, payload, 
 
 // insertJobLogEntry appends m, as stamped for the buffer, to its node's log.
 func insertJobLogEntry(tx *writeTx, m Message) error {
-	_, err := tx.stmt(tx.stmts.insertJobLog).ExecContext(tx.ctx, m.Provenance.Node, m.ID, m.Category, m.HLC.String(), m.Payload,
+	_, err := tx.execPrepared(tx.stmts.insertJobLog, insertJobLogSQL, m.Provenance.Node, m.ID, m.Category, m.HLC.String(), m.Payload,
 		m.PayloadHash, m.PrevLink, m.Link, m.CreatedAt.UnixNano())
 	if err != nil {
 		return fmt.Errorf("append %s %s to the job log: %w", m.Category, m.ID, err)
@@ -60,10 +60,10 @@ func claimKey(tx *writeTx, m NewMessage, now time.Time) (replayed bool, err erro
 		return false, nil
 	}
 	var stored []byte
-	err = tx.QueryRowContext(tx.ctx, `SELECT request_hash FROM idempotency_keys WHERE operation_id = ?`, m.ID).Scan(&stored)
+	err = tx.queryRow(`SELECT request_hash FROM idempotency_keys WHERE operation_id = ?`, m.ID).Scan(&stored)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		_, err = tx.ExecContext(tx.ctx, `INSERT INTO idempotency_keys (operation_id, request_hash, created_at) VALUES (?, ?, ?)`,
+		_, err = tx.exec(`INSERT INTO idempotency_keys (operation_id, request_hash, created_at) VALUES (?, ?, ?)`,
 			m.ID, m.RequestHash, now.UnixNano())
 		if err != nil {
 			return false, fmt.Errorf("record idempotency key of %s: %w", m.ID, err)
@@ -229,7 +229,7 @@ func settleOne(tx *writeTx, op Settled, at time.Time) (int, error) {
 		return 0, fmt.Errorf("settle %s: %w", op.ID, err)
 	}
 	if op.Kind == contract.KindNotification {
-		_, err = tx.ExecContext(tx.ctx, `DELETE FROM buffer WHERE message_id = ?`, op.ID)
+		_, err = tx.exec(`DELETE FROM buffer WHERE message_id = ?`, op.ID)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("settle %s: remove its buffer row: %w", op.ID, err)
@@ -288,13 +288,13 @@ func (s *Store) PruneJobLog(ctx context.Context, receiptCutoff time.Time) (int, 
 // pruneNode prunes one node's acknowledged prefix in tx.
 func pruneNode(tx *writeTx, node string, receiptCutoff time.Time) (int64, error) {
 	var last sql.NullInt64
-	err := tx.QueryRowContext(tx.ctx, `SELECT max(seq) FROM job_log WHERE node = ? AND seq < coalesce(
+	err := tx.queryRow(`SELECT max(seq) FROM job_log WHERE node = ? AND seq < coalesce(
 		(SELECT min(seq) FROM job_log WHERE node = ? AND NOT (acked = 1 OR (acked = 2 AND acked_at < ?))), 9223372036854775807)`,
 		node, node, receiptCutoff.UnixNano()).Scan(&last)
 	if err != nil || !last.Valid {
 		return 0, err
 	}
-	_, err = tx.ExecContext(tx.ctx, `UPDATE chain SET (checkpoint_link, checkpoint_hlc) =
+	_, err = tx.exec(`UPDATE chain SET (checkpoint_link, checkpoint_hlc) =
 		(SELECT link, hlc FROM job_log WHERE seq = ?) WHERE node = ?`, last.Int64, node)
 	if err != nil {
 		return 0, fmt.Errorf("move checkpoint of node %s: %w", node, err)

@@ -73,8 +73,9 @@ func (s *Store) TelemetryLag(ctx context.Context) (int, time.Time, error) {
 // Ping checks the store can take writes: its file is the one it opened,
 // and a write through the group-commit writer commits.
 func (s *Store) Ping(ctx context.Context) error {
-	err := s.writer.do(ctx, 0, func(tx *writeTx) error {
-		_, err := tx.ExecContext(tx.ctx, `UPDATE meta SET value = value WHERE name = 'tracking_seq'`)
+	err := s.writer.doOnStandby(ctx, func(tx *writeTx) error {
+		// Not replicated (tx.tx): it changes nothing, and a standby answers it too.
+		_, err := tx.tx.ExecContext(tx.ctx, `UPDATE meta SET value = value WHERE name = 'tracking_seq'`)
 		return err
 	})
 	if err != nil {

@@ -226,6 +226,18 @@ var migrations = []string{
 	INSERT INTO tracking_changes SELECT operation_id, kind, target, status, retry_count, last_error, site_id, node,
 		instance, script, created_at, updated_at, last_attempt_at, next_attempt_at, terminal_at, seq
 		FROM tracking WHERE seq > (SELECT value FROM meta WHERE name = 'telemetry_cursor');`,
+	// 8: replication to a standby node (replication.go): whether this file
+	// records its changes, its place in the stream (the last change and the
+	// rolling checksum through it) and this node's epoch. One row, never
+	// replicated itself.
+	`CREATE TABLE replication (
+		id            INTEGER PRIMARY KEY CHECK (id = 1),
+		enabled       INTEGER NOT NULL DEFAULT 0,
+		change_number INTEGER NOT NULL DEFAULT 0,
+		checksum      BLOB NOT NULL DEFAULT x'',
+		epoch         INTEGER NOT NULL DEFAULT 0
+	);
+	INSERT INTO replication (id) VALUES (1);`,
 }
 
 // Open opens (creating if needed) the site store at path.
@@ -257,6 +269,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("site store %s: %w", path, err)
 	}
+	var replicates bool
+	if err := db.QueryRowContext(ctx, `SELECT enabled FROM replication`).Scan(&replicates); err != nil {
+		writer.close()
+		db.Close()
+		return nil, fmt.Errorf("site store %s: %w", path, err)
+	}
+	writer.repl.enabled.Store(replicates)
 	return &Store{db: db, now: opts.Now, guard: guard, writer: writer, changed: make(chan struct{}, 1)}, nil
 }
 
@@ -409,7 +428,7 @@ const (
 // saveHeads writes the chain heads the batch advanced.
 func saveHeads(tx *writeTx) error {
 	for node, h := range tx.heads {
-		_, err := tx.stmt(tx.stmts.saveHead).ExecContext(tx.ctx, node, h.last.String(), h.link)
+		_, err := tx.execPrepared(tx.stmts.saveHead, saveHeadSQL, node, h.last.String(), h.link)
 		if err != nil {
 			return fmt.Errorf("save chain head of node %s: %w", node, err)
 		}
@@ -422,7 +441,7 @@ const insertBufferSQL = `INSERT INTO buffer (message_id, category, tracked_opera
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func insertMessage(tx *writeTx, m Message) error {
-	_, err := tx.stmt(tx.stmts.insertBuffer).ExecContext(tx.ctx, m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload,
+	_, err := tx.execPrepared(tx.stmts.insertBuffer, insertBufferSQL, m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload,
 		m.Status, m.CreatedAt.UnixNano(), m.NextAttemptAt.UnixNano(), m.Provenance.SiteID, m.Provenance.Node,
 		m.Provenance.Instance, m.Provenance.Script, m.HLC.String(), m.PayloadHash, m.PrevLink, m.Link)
 	if err != nil {
@@ -507,7 +526,7 @@ func (s *Store) inOneTx(ctx context.Context, what string, ids []string, stmts ..
 	return s.inTx(ctx, what, func(tx *writeTx) error {
 		for _, id := range ids {
 			for _, stmt := range stmts {
-				if _, err := tx.ExecContext(tx.ctx, stmt, sql.Named("id", id), sql.Named("now", now)); err != nil {
+				if _, err := tx.exec(stmt, sql.Named("id", id), sql.Named("now", now)); err != nil {
 					return fmt.Errorf("%s: %w", id, err)
 				}
 			}
@@ -519,7 +538,7 @@ func (s *Store) inOneTx(ctx context.Context, what string, ids []string, stmts ..
 // RecordFailedAttempt notes a failed hand-off and schedules the next one.
 func (s *Store) RecordFailedAttempt(ctx context.Context, id string, at, next time.Time, reason string) error {
 	return s.inTx(ctx, "record failed hand-off of "+id, func(tx *writeTx) error {
-		_, err := tx.ExecContext(tx.ctx, `UPDATE buffer SET status = ?, retry_count = retry_count + 1,
+		_, err := tx.exec(`UPDATE buffer SET status = ?, retry_count = retry_count + 1,
 			last_error = ?, last_attempt_at = ?, next_attempt_at = ? WHERE message_id = ?`,
 			string(contract.StatusRetrying), reason, at.UnixNano(), next.UnixNano(), id)
 		return err
@@ -602,7 +621,7 @@ func (s *Store) ClockLead(ctx context.Context, now time.Time) (time.Duration, er
 // until an operator removes the cause.
 func (s *Store) ParkUnforwardable(ctx context.Context, id string, at time.Time, reason string) error {
 	return s.inTx(ctx, "park "+id, func(tx *writeTx) error {
-		_, err := tx.ExecContext(tx.ctx, `UPDATE buffer SET status = ?, handed_off = 1, last_error = ?, last_attempt_at = ?
+		_, err := tx.exec(`UPDATE buffer SET status = ?, handed_off = 1, last_error = ?, last_attempt_at = ?
 			WHERE message_id = ?`, string(contract.StatusParked), reason, at.UnixNano(), id)
 		return err
 	})

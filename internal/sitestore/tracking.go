@@ -176,12 +176,12 @@ func updateBufferFor(tx *writeTx, row contract.TrackedOperation, now time.Time) 
 	var err error
 	switch {
 	case row.Status.Terminal():
-		_, err = tx.ExecContext(tx.ctx, `DELETE FROM buffer WHERE tracked_operation_id = ?`, row.OperationID)
+		_, err = tx.exec(`DELETE FROM buffer WHERE tracked_operation_id = ?`, row.OperationID)
 	case row.Status == contract.StatusPending:
-		_, err = tx.ExecContext(tx.ctx, `UPDATE buffer SET last_error = ?, last_attempt_at = ?, next_attempt_at = ?
+		_, err = tx.exec(`UPDATE buffer SET last_error = ?, last_attempt_at = ?, next_attempt_at = ?
 			WHERE tracked_operation_id = ?`, row.LastError, nanosPtr(row.LastAttemptAt), now.UnixNano(), row.OperationID)
 	default:
-		_, err = tx.ExecContext(tx.ctx, `UPDATE buffer SET status = ?, retry_count = ?, last_error = ?, last_attempt_at = ?
+		_, err = tx.exec(`UPDATE buffer SET status = ?, retry_count = ?, last_error = ?, last_attempt_at = ?
 			WHERE tracked_operation_id = ?`, string(row.Status), row.RetryCount, row.LastError,
 			nanosPtr(row.LastAttemptAt), row.OperationID)
 	}
@@ -332,10 +332,10 @@ func (s *Store) metaValue(ctx context.Context, name string) (int64, error) {
 // every change up to it, and forgets those changes; it never moves back.
 func (s *Store) AdvanceTelemetryCursor(ctx context.Context, seq int64) error {
 	return s.inTx(ctx, fmt.Sprintf("advance telemetry cursor to %d", seq), func(tx *writeTx) error {
-		if _, err := tx.ExecContext(tx.ctx, `UPDATE meta SET value = ? WHERE name = 'telemetry_cursor' AND value < ?`, seq, seq); err != nil {
+		if _, err := tx.exec(`UPDATE meta SET value = ? WHERE name = 'telemetry_cursor' AND value < ?`, seq, seq); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(tx.ctx, `DELETE FROM tracking_changes WHERE seq <= ?`, seq)
+		_, err := tx.exec(`DELETE FROM tracking_changes WHERE seq <= ?`, seq)
 		return err
 	})
 }
@@ -382,7 +382,7 @@ func (s *Store) inTx(ctx context.Context, what string, fn func(*writeTx) error) 
 // max(seq)+1, so purging the newest rows never reuses a number.
 func nextSeq(tx *writeTx) (int64, error) {
 	var seq int64
-	err := tx.QueryRowContext(tx.ctx, `UPDATE meta SET value = value + 1 WHERE name = 'tracking_seq' RETURNING value`).Scan(&seq)
+	err := tx.execReturning(`UPDATE meta SET value = value + 1 WHERE name = 'tracking_seq' RETURNING value`).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("next change number: %w", err)
 	}
@@ -390,7 +390,7 @@ func nextSeq(tx *writeTx) (int64, error) {
 }
 
 func insertTracking(tx *writeTx, r contract.TrackedOperation) error {
-	_, err := tx.ExecContext(tx.ctx, `INSERT INTO tracking (`+trackingColumns+`)
+	_, err := tx.exec(`INSERT INTO tracking (`+trackingColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
 	if err != nil {
 		return fmt.Errorf("insert tracking row %s: %w", r.OperationID, err)
@@ -400,7 +400,7 @@ func insertTracking(tx *writeTx, r contract.TrackedOperation) error {
 
 // recordChange keeps r, the row as change r.Seq left it, for telemetry.
 func recordChange(tx *writeTx, r contract.TrackedOperation) error {
-	_, err := tx.ExecContext(tx.ctx, `INSERT INTO tracking_changes (`+trackingColumns+`)
+	_, err := tx.exec(`INSERT INTO tracking_changes (`+trackingColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
 	if err != nil {
 		return fmt.Errorf("record change %d of %s: %w", r.Seq, r.OperationID, err)
@@ -409,7 +409,7 @@ func recordChange(tx *writeTx, r contract.TrackedOperation) error {
 }
 
 func updateTracking(tx *writeTx, r contract.TrackedOperation) error {
-	_, err := tx.ExecContext(tx.ctx, `UPDATE tracking SET status = ?, retry_count = ?, last_error = ?,
+	_, err := tx.exec(`UPDATE tracking SET status = ?, retry_count = ?, last_error = ?,
 		updated_at = ?, last_attempt_at = ?, next_attempt_at = ?, terminal_at = ?, seq = ?
 		WHERE operation_id = ?`, string(r.Status), r.RetryCount, r.LastError, r.UpdatedAt.UnixNano(),
 		nanosPtr(r.LastAttemptAt), nanosPtr(r.NextAttemptAt), nanosPtr(r.TerminalAt), r.Seq, r.OperationID)
@@ -420,7 +420,7 @@ func updateTracking(tx *writeTx, r contract.TrackedOperation) error {
 }
 
 func getTracking(tx *writeTx, id string) (contract.TrackedOperation, error) {
-	row, err := scanTracking(tx.QueryRowContext(tx.ctx, `SELECT `+trackingColumns+` FROM tracking WHERE operation_id = ?`, id))
+	row, err := scanTracking(tx.queryRow(`SELECT `+trackingColumns+` FROM tracking WHERE operation_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return contract.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
 	}

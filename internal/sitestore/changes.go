@@ -1,0 +1,196 @@
+package sitestore
+
+import (
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+)
+
+// statement is one SQL statement a write ran, with its arguments: a
+// replicating store records them in order (writeTx.record), and its
+// standby runs them again in the same order on its copy. Every statement
+// the store runs is deterministic given the file's state and its
+// arguments (times and ids are computed in Go and passed in), so the same
+// statements on the same copy leave the same rows.
+type statement struct {
+	SQL  string
+	Args []any
+}
+
+// Argument tags in an encoded change.
+const (
+	argNil byte = iota
+	argInt
+	argFloat
+	argText
+	argBlob
+	argNamed
+)
+
+// encodeStatements writes stmts as: count, then per statement its SQL and
+// its arguments, each tagged with its kind. Strings and blobs stay apart:
+// SQLite compares them differently.
+func encodeStatements(dst []byte, stmts []statement) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(len(stmts)))
+	for _, st := range stmts {
+		dst = appendBytes(dst, []byte(st.SQL))
+		dst = binary.AppendUvarint(dst, uint64(len(st.Args)))
+		for _, a := range st.Args {
+			var err error
+			if dst, err = appendArg(dst, a); err != nil {
+				return nil, fmt.Errorf("statement %.60q: %w", st.SQL, err)
+			}
+		}
+	}
+	return dst, nil
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+func appendArg(dst []byte, a any) ([]byte, error) {
+	switch v := a.(type) {
+	case nil:
+		return append(dst, argNil), nil
+	case int64:
+		return binary.AppendVarint(append(dst, argInt), v), nil
+	case int:
+		return binary.AppendVarint(append(dst, argInt), int64(v)), nil
+	case float64:
+		return binary.BigEndian.AppendUint64(append(dst, argFloat), math.Float64bits(v)), nil
+	case string:
+		return appendBytes(append(dst, argText), []byte(v)), nil
+	case []byte:
+		if v == nil {
+			return append(dst, argNil), nil
+		}
+		return appendBytes(append(dst, argBlob), v), nil
+	case bool:
+		n := int64(0)
+		if v {
+			n = 1
+		}
+		return binary.AppendVarint(append(dst, argInt), n), nil
+	case sql.NamedArg:
+		dst = appendBytes(append(dst, argNamed), []byte(v.Name))
+		return appendArg(dst, v.Value)
+	}
+	// Named types of the kinds above (contract.Status is a string).
+	rv := reflect.ValueOf(a)
+	switch rv.Kind() {
+	case reflect.String:
+		return appendArg(dst, rv.String())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return appendArg(dst, rv.Int())
+	}
+	return nil, fmt.Errorf("argument of type %T cannot be replicated", a)
+}
+
+var errBadChange = errors.New("malformed change")
+
+// decodeStatements reads what encodeStatements wrote.
+func decodeStatements(b []byte) ([]statement, error) {
+	d := decoder{b: b}
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(b)) {
+		d.err = errBadChange
+	}
+	stmts := make([]statement, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		st := statement{SQL: string(d.bytes())}
+		nargs := d.uvarint()
+		if nargs > uint64(len(b)) {
+			return nil, errBadChange
+		}
+		for j := uint64(0); j < nargs && d.err == nil; j++ {
+			st.Args = append(st.Args, d.arg())
+		}
+		stmts = append(stmts, st)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = errBadChange
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return stmts, nil
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errBadChange
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errBadChange
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) take(n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errBadChange
+		return nil
+	}
+	out := d.b[:n:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *decoder) bytes() []byte { return d.take(d.uvarint()) }
+
+func (d *decoder) arg() any {
+	tag := d.take(1)
+	if d.err != nil {
+		return nil
+	}
+	switch tag[0] {
+	case argNil:
+		return nil
+	case argInt:
+		return d.varint()
+	case argFloat:
+		b := d.take(8)
+		if d.err != nil {
+			return nil
+		}
+		return math.Float64frombits(binary.BigEndian.Uint64(b))
+	case argText:
+		return string(d.bytes())
+	case argBlob:
+		return append([]byte{}, d.bytes()...)
+	case argNamed:
+		name := string(d.bytes())
+		return sql.Named(name, d.arg())
+	}
+	d.err = errBadChange
+	return nil
+}
