@@ -176,7 +176,7 @@ type committer struct {
 	exclusives chan *exclusiveOp
 	// repl numbers and hands on the batches' changes when the store
 	// replicates (replication.go).
-	repl replication
+	repl     replication
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}

@@ -284,10 +284,10 @@ func (s *Store) Restore(ctx context.Context, path string) (Position, error) {
 // operation its store holds, so none it accepted is lost when the active
 // lacks it (asynchronous replication had not sent it yet).
 type Handover struct {
-	Messages   []Message                    `json:"messages"`
-	HandedOff  []string                     `json:"handedOff"` // messages whose hand-off central acknowledged
+	Messages   []Message                   `json:"messages"`
+	HandedOff  []string                    `json:"handedOff"` // messages whose hand-off central acknowledged
 	Operations []contract.TrackedOperation `json:"operations"`
-	Keys       []IdempotencyKey             `json:"keys"`
+	Keys       []IdempotencyKey            `json:"keys"`
 }
 
 // IdempotencyKey is a remembered idempotency key.
