@@ -57,10 +57,15 @@ func requestHash(key string, request any) ([]byte, error) {
 	return sum[:], nil
 }
 
-// conflictError names the key in ErrIdempotencyConflict.
+// conflictError names the key in ErrIdempotencyConflict, and turns a
+// write refused by a standby's store into an UnavailableError.
 func conflictError(err error, key string) error {
 	if errors.Is(err, sitestore.ErrIdempotencyConflict) {
 		return fmt.Errorf("key %q: %w (use a new key for a new request)", key, ErrIdempotencyConflict)
+	}
+	if errors.Is(err, sitestore.ErrStandby) {
+		// The node stepped down between admitting the request and writing it.
+		return &UnavailableError{Reason: err.Error() + "; send the operation to the active node"}
 	}
 	return err
 }

@@ -277,6 +277,7 @@ func (c *checker) validate(cfg Config) {
 		c.add("site.holder_grace", "%s must be longer than site.poller_check_interval plus a minute (%s): an idle daemon's "+
 			"poller shows activity only once a minute (Temporal's long poll), and a shorter grace takes the site from a live one", cfg.Site.HolderGrace, least)
 	}
+	c.peer(cfg.Site)
 	c.targets("site.", cfg.Site.ExternalSystems, cfg.Site.Databases)
 
 	c.centralStore(cfg.Central.Store)
@@ -313,6 +314,26 @@ func (c *checker) validate(cfg Config) {
 }
 
 // temporalTLS checks that the mutual-TLS files exist and parse.
+// peer checks the pair settings: an http(s) address, the secret's
+// variable, a mode and a failover time a heartbeat can meet.
+func (c *checker) peer(s Site) {
+	c.oneOf("site.replication", s.Replication, ReplicationAsync, ReplicationSync)
+	if s.FailoverAfter < time.Second {
+		c.add("site.failover_after", "%s is under 1s: the nodes exchange heartbeats a few times per failover_after, and a "+
+			"shorter one takes over from a live node on a busy moment", s.FailoverAfter)
+	}
+	if s.Peer.Address == "" {
+		if s.Peer.SecretEnv != "" || s.Peer.Prefer || s.Peer.CAFile != "" {
+			c.add("site.peer.address", "set the other node's address (http://host:port), or remove site.peer")
+		}
+		return
+	}
+	if u, err := url.Parse(s.Peer.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		c.add("site.peer.address", "%q must be the other node's API as a URL, http://host:port or https://host:port", s.Peer.Address)
+	}
+	c.nonEmpty("site.peer.secret_env", s.Peer.SecretEnv)
+}
+
 func (c *checker) temporalTLS(t Temporal) {
 	if (t.TLSCertFile == "") != (t.TLSKeyFile == "") {
 		c.add("temporal.tls_cert_file", "give both tls_cert_file and tls_key_file, or neither")

@@ -169,6 +169,16 @@ type Site struct {
 	// be longer than a minute (Temporal's long poll: an idle poller shows
 	// activity that often) plus PollerCheckInterval. Default 2m.
 	HolderGrace time.Duration `yaml:"holder_grace"`
+	// Peer makes this node one of an active/standby pair: the other node's
+	// API address and the secret they share. Default none: one node.
+	Peer Peer `yaml:"peer"`
+	// Replication is what an enqueue waits for in a pair: "async" (its own
+	// commit; the standby follows within milliseconds) or "sync" (the
+	// standby has applied it too, while the standby follows). Default async.
+	Replication string `yaml:"replication"`
+	// FailoverAfter is how long the active node of a pair may be silent
+	// before the standby takes over. Default 5s.
+	FailoverAfter time.Duration `yaml:"failover_after"`
 	// ExternalSystems maps a name to an HTTP system scripts call with Call.
 	// Default: none.
 	ExternalSystems map[string]ExternalSystem `yaml:"external_systems"`
@@ -176,6 +186,28 @@ type Site struct {
 	// Default: none.
 	Databases map[string]Database `yaml:"databases"`
 }
+
+// Peer is the other node of an active/standby pair.
+type Peer struct {
+	// Address is the other node's site API, as this node reaches it, e.g.
+	// http://10.0.0.12:8480 or https://plant-b.local:8480. Default none.
+	Address string `yaml:"address"`
+	// SecretEnv names the environment variable holding the secret both
+	// nodes share; every request between them carries it. Required with address.
+	SecretEnv string `yaml:"secret_env"`
+	// Prefer makes this node the active one when both nodes start (set it
+	// on one node). Default false.
+	Prefer bool `yaml:"prefer"`
+	// CAFile is the CA that signed the other node's certificate, for an
+	// https address it does not find in the system's roots. Default none.
+	CAFile string `yaml:"ca_file"`
+}
+
+// Replication modes of a pair.
+const (
+	ReplicationAsync = "async"
+	ReplicationSync  = "sync"
+)
 
 // ExternalSystem is an HTTP system a cached call goes to. Fields left out of
 // an entry take the defaults below.
@@ -512,6 +544,7 @@ func Default() Config {
 			TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
 			TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
 			PollerCheckInterval: 30 * time.Second, HolderGrace: 2 * time.Minute,
+			Replication: ReplicationAsync, FailoverAfter: 5 * time.Second,
 		},
 		Central: Central{
 			Listen: "127.0.0.1:8481", TemporalUIURL: "http://127.0.0.1:8233", StuckAge: 10 * time.Minute,

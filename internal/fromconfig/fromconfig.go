@@ -31,6 +31,8 @@ func SiteDaemon(s config.Site) sitedaemon.Options {
 		TrackingRetention: s.TrackingRetention, PurgeInterval: s.PurgeInterval,
 		TelemetryBatch: s.TelemetryBatch, TelemetryDelay: s.TelemetryDelay, ReconcileInterval: s.ReconcileInterval,
 		PollerCheckInterval: s.PollerCheckInterval, HolderGrace: s.HolderGrace,
+		Peer: sitedaemon.PeerOptions{Address: s.Peer.Address, SecretEnv: s.Peer.SecretEnv, Prefer: s.Peer.Prefer, CAFile: s.Peer.CAFile,
+			Sync: s.Replication == config.ReplicationSync, FailoverAfter: s.FailoverAfter},
 		ExternalSystems: siteconfig.ExternalSystems(s.ExternalSystems), Databases: siteconfig.Databases(s.Databases),
 	}
 }

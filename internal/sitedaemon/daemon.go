@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -39,7 +40,20 @@ type Daemon struct {
 	listener  net.Listener
 	server    *http.Server
 	log       *zap.Logger
-	hold      *siteHold
+	// role decides whether this daemon acts for its site: hold (one
+	// daemon per site id) or pair (a node of an active/standby pair).
+	role siteRole
+	hold *siteHold
+	pair *pair
+}
+
+// siteRole is how a daemon knows whether it acts for its site.
+type siteRole interface {
+	// admit refuses a new operation when this daemon does not act for the site.
+	admit() error
+	// describe is the role as /readyz says it.
+	describe() (active bool, text string)
+	collectors() []prometheus.Collector
 }
 
 // StartDaemon opens the store and binds the API address; Run serves.
@@ -52,7 +66,14 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, log *zap.L
 	if err != nil {
 		return nil, err
 	}
-	hold, err := holdSite(ctx, opts, store, tc, log.Named("holder"))
+	d := &Daemon{store: store, opts: opts, temporal: tc, log: log}
+	if opts.Peer.Address != "" {
+		d.pair, err = startPair(ctx, opts, store, log.Named("pair"))
+		d.role = d.pair
+	} else {
+		d.hold, err = holdSite(ctx, opts, store, tc, log.Named("holder"))
+		d.role = d.hold
+	}
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -63,7 +84,7 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, log *zap.L
 		PollInterval: opts.PollInterval, RedactFields: opts.RedactFields, HideSubject: opts.HideSubject,
 	}, log.Named("forwarder"))
 	c := site.New(store, reg, site.Options{
-		SiteID: opts.ID, Node: opts.Node, Temporal: tc, MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake, Admit: hold.admit,
+		SiteID: opts.ID, Node: opts.Node, Temporal: tc, MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake, Admit: d.role.admit,
 	})
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
@@ -71,17 +92,30 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, log *zap.L
 		return nil, fmt.Errorf("site api: listen on %s (site.listen): %w", opts.Listen, err)
 	}
 	api := APIOptions{Hosts: opts.APIHosts, Tokens: tokens, RedactFields: opts.RedactFields}
-	server, err := apiServer(opts, daemonHandler(c, store, tc, fwd, hold, api, opts.MetricsNeedToken, log))
-	if err != nil {
+	handler := daemonHandler(c, store, tc, fwd, d.role, api, opts.MetricsNeedToken, log)
+	if d.pair != nil {
+		handler = withPairEndpoints(handler, d.pair, api.Tokens, log.Named("pair"))
+	}
+	if d.server, err = apiServer(opts, handler); err != nil {
 		ln.Close()
 		c.Close()
 		return nil, err
 	}
-	return &Daemon{
-		Client: c, Forwarder: fwd, store: store, targets: reg, opts: opts, temporal: tc, listener: ln, log: log, hold: hold,
-		Telemetry: NewTelemetry(store, tc, TelemetryOptions{SiteID: opts.ID, Batch: opts.TelemetryBatch, Delay: opts.TelemetryDelay}, log.Named("telemetry")),
-		server:    server,
-	}, nil
+	d.Client, d.Forwarder, d.targets, d.listener = c, fwd, reg, ln
+	d.Telemetry = NewTelemetry(store, tc, TelemetryOptions{SiteID: opts.ID, Batch: opts.TelemetryBatch, Delay: opts.TelemetryDelay}, log.Named("telemetry"))
+	return d, nil
+}
+
+// withPairEndpoints adds the peer endpoints (the pair's secret) and GET
+// /v1/pair (an API token) to h.
+func withPairEndpoints(h http.Handler, p *pair, tokens map[string]string, log *zap.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.Handle("/v1/peer/", peerHandler(p, p.peer.secret, log))
+	mux.Handle("GET /v1/pair", requireToken(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, p.status(r.Context()))
+	}), tokens))
+	return mux
 }
 
 // holdSite looks at the site's task queue and takes this daemon's first
@@ -114,18 +148,18 @@ func apiServer(opts Options, h http.Handler) (*http.Server, error) {
 
 // daemonHandler serves the API, /metrics, /healthz and /readyz.
 // /metrics asks for a token when metricsNeedToken is set; the probes never do.
-func daemonHandler(c *site.Client, store *sitestore.Store, tc client.Client, fwd *Forwarder, hold *siteHold, api APIOptions, metricsNeedToken bool, log *zap.Logger) http.Handler {
+func daemonHandler(c *site.Client, store *sitestore.Store, tc client.Client, fwd *Forwarder, role siteRole, api APIOptions, metricsNeedToken bool, log *zap.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", NewAPI(c, api, log.Named("api")))
 	registry := newMetricsRegistry(store, fwd.handoffs, time.Now)
-	registry.MustRegister(hold.pollers.others, hold.active)
+	registry.MustRegister(role.collectors()...)
 	var metrics http.Handler = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	if metricsNeedToken {
 		metrics = requireToken(metrics, api.Tokens)
 	}
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", healthz)
-	mux.HandleFunc("GET /readyz", readyz(store, tc, hold))
+	mux.HandleFunc("GET /readyz", readyz(store, tc, role))
 	return mux
 }
 
@@ -142,21 +176,18 @@ func (d *Daemon) serve() error {
 func (d *Daemon) Addr() string { return d.listener.Addr().String() }
 
 // Run serves the API, forwards, delivers, reports and purges until ctx
-// ends, then closes the store.
+// ends, then closes the store. A pair's node does the site's work only
+// while it is active.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.Client.Close()
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return d.Forwarder.Run(ctx) })
-	g.Go(func() error { return d.Telemetry.Run(ctx) })
-	g.Go(func() error {
-		return runPurge(ctx, d.store, d.opts.TrackingRetention, d.opts.PurgeInterval, time.Now, d.log.Named("purge"))
-	})
-	// One SiteActivities for the worker and the site's own retries: they
-	// share its per-call locks.
-	acts := &onsite.SiteActivities{Store: d.store, Targets: d.targets, Node: d.opts.Node}
-	sw := &siteWorker{tc: d.temporal, siteID: d.opts.ID, acts: acts, reconcileEvery: d.opts.ReconcileInterval, log: d.log.Named("worker")}
-	g.Go(func() error { return runWorker(ctx, sw, d.hold, d.opts.PollerCheckInterval, d.opts.ForwardInterval) })
-	g.Go(func() error { return runLocalRetries(ctx, d.store, acts, time.Second, d.log.Named("retries")) })
+	if d.pair != nil {
+		g.Go(func() error { return d.pair.run(ctx) })
+		g.Go(func() error { return d.pair.replicate(ctx) })
+		g.Go(func() error { return d.workWhileActive(ctx) })
+	} else {
+		g.Go(func() error { return d.work(ctx, d.hold) })
+	}
 	g.Go(func() error {
 		if err := d.serve(); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("site api: %w", err)
@@ -170,4 +201,52 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return d.server.Shutdown(shutdownCtx)
 	})
 	return g.Wait()
+}
+
+// work forwards, reports, purges, runs the site worker (as role says) and
+// retries on the site until ctx ends.
+func (d *Daemon) work(ctx context.Context, role workerRole) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return d.Forwarder.Run(ctx) })
+	g.Go(func() error { return d.Telemetry.Run(ctx) })
+	g.Go(func() error {
+		return runPurge(ctx, d.store, d.opts.TrackingRetention, d.opts.PurgeInterval, time.Now, d.log.Named("purge"))
+	})
+	// One SiteActivities for the worker and the site's own retries: they
+	// share its per-call locks.
+	acts := &onsite.SiteActivities{Store: d.store, Targets: d.targets, Node: d.opts.Node}
+	sw := &siteWorker{tc: d.temporal, siteID: d.opts.ID, acts: acts, reconcileEvery: d.opts.ReconcileInterval, log: d.log.Named("worker")}
+	g.Go(func() error { return runWorker(ctx, sw, role, d.opts.PollerCheckInterval, d.opts.ForwardInterval) })
+	g.Go(func() error { return runLocalRetries(ctx, d.store, acts, time.Second, d.log.Named("retries")) })
+	return g.Wait()
+}
+
+// workWhileActive does the site's work while this node of a pair is
+// active, and stops all of it at once when the node steps down.
+func (d *Daemon) workWhileActive(ctx context.Context) error {
+	for {
+		role, changed := d.pair.current()
+		if role != pairActive {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-changed:
+				continue
+			}
+		}
+		workCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- d.work(workCtx, d.pair) }()
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		}
+		stop()
+		if err := <-done; err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
 }

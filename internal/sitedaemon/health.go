@@ -18,9 +18,10 @@ type Readiness struct {
 	// Central is "reachable" or why not. A site stays ready while central
 	// is unreachable: it keeps accepting work and buffers it.
 	Central string `json:"central"`
-	// Role is "active", or "waiting: site held by …" while another daemon
-	// with this site id acts for the site: not ready, the API refuses new
-	// operations (siteHold).
+	// Role is "active"; "waiting: site held by …" while another daemon
+	// with this site id acts for the site (siteHold); or "standby: the
+	// active node is …" on a pair's standby (pair). Not ready unless
+	// active: the API refuses new operations.
 	Role string `json:"role"`
 }
 
@@ -33,12 +34,12 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 // readyz answers 200 when the site can accept work (it acts for the site and
 // its store answers) and 503 when it cannot; either way it says whether
 // central is reachable.
-func readyz(store *sitestore.Store, tc client.Client, hold *siteHold) http.HandlerFunc {
+func readyz(store *sitestore.Store, tc client.Client, role siteRole) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		active, role := hold.describe()
-		rd := Readiness{Ready: active, Store: "ok", Central: "reachable", Role: role}
+		active, described := role.describe()
+		rd := Readiness{Ready: active, Store: "ok", Central: "reachable", Role: described}
 		if err := store.Ping(ctx); err != nil {
 			rd.Ready, rd.Store = false, err.Error()
 		}

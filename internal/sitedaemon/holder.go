@@ -140,6 +140,10 @@ func (h *siteHold) currentRole() role {
 	return h.role
 }
 
+func (h *siteHold) collectors() []prometheus.Collector {
+	return []prometheus.Collector{h.pollers.others, h.active}
+}
+
 // identity is this daemon's poller identity in its current role.
 func (h *siteHold) identity() daemonIdentity {
 	return h.pollers.self.as(h.currentRole())

@@ -67,9 +67,30 @@ type Options struct {
 	// (holder_grace); longer than the server's long poll plus
 	// PollerCheckInterval.
 	HolderGrace time.Duration
+	// Peer makes this daemon one node of an active/standby pair when its
+	// Address is set (peer, replication, failover_after; see pair.go).
+	Peer PeerOptions
 	// ExternalSystems and Databases are what cached calls and writes reach.
 	ExternalSystems map[string]targets.ExternalSystem
 	Databases       map[string]targets.Database
+}
+
+// PeerOptions configure a pair of nodes (site.peer, site.replication,
+// site.failover_after).
+type PeerOptions struct {
+	// Address is the other node's API URL.
+	Address string
+	// SecretEnv names the variable holding the secret the nodes share.
+	SecretEnv string
+	// Prefer makes this node active when both start.
+	Prefer bool
+	// CAFile verifies an https peer whose CA is not in the system's roots.
+	CAFile string
+	// Sync makes each write wait until the standby applied it.
+	Sync bool
+	// FailoverAfter is how long the active may be silent before the
+	// standby takes over.
+	FailoverAfter time.Duration
 }
 
 // tokenValues reads the API tokens from their environment variables: holder

@@ -29,12 +29,19 @@ type siteWorker struct {
 	scheduled      bool // the reconcile schedule is in line with the config
 }
 
+// workerRole says under which identity the site worker polls, if at all
+// (pollAs), and looks again at who holds the site (check).
+type workerRole interface {
+	pollAs(ctx context.Context) (daemonIdentity, bool)
+	check(ctx context.Context)
+}
+
 // runWorker keeps the worker in line with the daemon's role: every check
 // interval it checks who holds the site (siteHold.check), then runs the
 // worker under the identity of its role, or stops it. Central may be down
 // when the site starts: a worker that cannot start is tried again every
 // retry interval, and the site works meanwhile.
-func runWorker(ctx context.Context, sw *siteWorker, hold *siteHold, every, retry time.Duration) error {
+func runWorker(ctx context.Context, sw *siteWorker, hold workerRole, every, retry time.Duration) error {
 	defer sw.stop()
 	for {
 		wait := every
@@ -53,7 +60,7 @@ func runWorker(ctx context.Context, sw *siteWorker, hold *siteHold, every, retry
 
 // align starts, restarts under a new identity or stops the worker as the
 // daemon's role asks, and makes sure central reconciles this site.
-func (s *siteWorker) align(ctx context.Context, hold *siteHold) error {
+func (s *siteWorker) align(ctx context.Context, hold workerRole) error {
 	identity, poll := hold.pollAs(ctx)
 	if !poll {
 		if s.w != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"time"
 )
 
 // statement is one SQL statement a write ran, with its arguments: a
@@ -193,4 +194,34 @@ func (d *decoder) arg() any {
 	}
 	d.err = errBadChange
 	return nil
+}
+
+// MarshalChanges is the wire form of changes between the nodes of a pair:
+// each change's number, checksums, commit time and data, one after another.
+func MarshalChanges(changes []Change) []byte {
+	var out []byte
+	for _, c := range changes {
+		out = binary.AppendVarint(out, c.Number)
+		out = appendBytes(out, c.Prev)
+		out = appendBytes(out, c.Checksum)
+		out = binary.AppendVarint(out, c.At.UnixNano())
+		out = appendBytes(out, c.Data)
+	}
+	return out
+}
+
+// UnmarshalChanges reads what MarshalChanges wrote.
+func UnmarshalChanges(b []byte) ([]Change, error) {
+	d := decoder{b: b}
+	var out []Change
+	for len(d.b) > 0 && d.err == nil {
+		c := Change{Number: d.varint(), Prev: d.bytes(), Checksum: d.bytes()}
+		c.At = time.Unix(0, d.varint())
+		c.Data = d.bytes()
+		out = append(out, c)
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("changes from the active node: %w", d.err)
+	}
+	return out, nil
 }
