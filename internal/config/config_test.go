@@ -297,3 +297,24 @@ func TestHolderGraceOutlastsALongPoll(t *testing.T) {
 	_, err = Parse(strings.NewReader("site:\n  poller_check_interval: 10s\n  holder_grace: 75s\n"), Default())
 	require.NoError(t, err)
 }
+
+// A pair's settings are checked: the peer's address is a URL, the shared
+// secret's variable is named, the mode is known and failover_after leaves
+// room for heartbeats.
+func TestPairSettingsAreChecked(t *testing.T) {
+	t.Parallel()
+	for yml, want := range map[string]string{
+		"site:\n  peer:\n    address: 10.0.0.2:8480\n    secret_env: S\n": "site.peer.address (line 3): \"10.0.0.2:8480\" must be the other node's API as a URL",
+		"site:\n  peer:\n    address: http://10.0.0.2:8480\n":               "site.peer.secret_env",
+		"site:\n  peer:\n    prefer: true\n":                               "site.peer.address: set the other node's address",
+		"site:\n  replication: eventually\n":                               "site.replication (line 2)",
+		"site:\n  failover_after: 200ms\n":                                 "site.failover_after (line 2): 200ms is under 1s",
+	} {
+		_, err := Parse(strings.NewReader(yml), Default())
+		require.ErrorContains(t, err, want, yml)
+	}
+	cfg, err := Parse(strings.NewReader("site:\n  peer:\n    address: http://10.0.0.2:8480\n    secret_env: S\n  replication: sync\n"), Default())
+	require.NoError(t, err)
+	require.Equal(t, ReplicationSync, cfg.Site.Replication)
+	require.Equal(t, 5*time.Second, cfg.Site.FailoverAfter)
+}
