@@ -305,10 +305,10 @@ func TestPairSettingsAreChecked(t *testing.T) {
 	t.Parallel()
 	for yml, want := range map[string]string{
 		"site:\n  peer:\n    address: 10.0.0.2:8480\n    secret_env: S\n": "site.peer.address (line 3): \"10.0.0.2:8480\" must be the other node's API as a URL",
-		"site:\n  peer:\n    address: http://10.0.0.2:8480\n":               "site.peer.secret_env",
-		"site:\n  peer:\n    prefer: true\n":                               "site.peer.address: set the other node's address",
-		"site:\n  replication: eventually\n":                               "site.replication (line 2)",
-		"site:\n  failover_after: 200ms\n":                                 "site.failover_after (line 2): 200ms is under 1s",
+		"site:\n  peer:\n    address: http://10.0.0.2:8480\n":             "site.peer.secret_env",
+		"site:\n  peer:\n    prefer: true\n":                              "site.peer.address: set the other node's address",
+		"site:\n  replication: eventually\n":                              "site.replication (line 2)",
+		"site:\n  failover_after: 200ms\n":                                "site.failover_after (line 2): 200ms is under 1s",
 	} {
 		_, err := Parse(strings.NewReader(yml), Default())
 		require.ErrorContains(t, err, want, yml)

@@ -458,7 +458,7 @@ func (p *pair) status(ctx context.Context) PairStatus {
 
 // pairMetrics are the pair's metrics on /metrics.
 type pairMetrics struct {
-	active, epoch                             prometheus.Gauge
+	active, epoch                            prometheus.Gauge
 	failovers, resyncs, handedOver, unsynced prometheus.Counter
 	lagChanges, lagSeconds                   prometheus.GaugeFunc
 }
