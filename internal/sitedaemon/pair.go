@@ -55,6 +55,7 @@ type pair struct {
 	lastFailover time.Time     // when this node last took over
 	changed      chan struct{} // closed on every role change
 	caughtUpAt   time.Time     // standby: when its copy was last at the active's position
+	following    bool          // standby: its copy follows the active's stream (last pull applied)
 }
 
 type pairRole string
@@ -323,7 +324,9 @@ func (p *pair) replicate(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := p.follow(ctx); err != nil && ctx.Err() == nil {
+		err := p.follow(ctx)
+		p.setFollowing(false)
+		if err != nil && ctx.Err() == nil {
 			if errors.Is(err, sitestore.ErrResync) {
 				p.resync(ctx)
 				continue
@@ -367,8 +370,15 @@ func (p *pair) follow(ctx context.Context) error {
 				return err
 			}
 		}
+		p.setFollowing(true)
 	}
 	return nil
+}
+
+func (p *pair) setFollowing(following bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.following = following
 }
 
 // resync hands over every operation this node holds, then replaces its
@@ -437,13 +447,16 @@ func (p *pair) collectors() []prometheus.Collector { return p.metrics.collectors
 
 // PairStatus is GET /v1/pair: both nodes as this one sees them.
 type PairStatus struct {
-	Self         heartbeat `json:"self"`
-	Peer         heartbeat `json:"peer"`
-	PeerAddress  string    `json:"peerAddress"`
-	PeerSeen     time.Time `json:"peerSeen"`
-	Sync         bool      `json:"sync"`
-	LagChanges   int64     `json:"lagChanges"`
-	LagSeconds   float64   `json:"lagSeconds"`
+	Self        heartbeat `json:"self"`
+	Peer        heartbeat `json:"peer"`
+	PeerAddress string    `json:"peerAddress"`
+	PeerSeen    time.Time `json:"peerSeen"`
+	Sync        bool      `json:"sync"`
+	LagChanges  int64     `json:"lagChanges"`
+	LagSeconds  float64   `json:"lagSeconds"`
+	// Following is true on a standby whose copy follows the active node's
+	// stream: it applied the last changes it asked for, with no resync due.
+	Following    bool      `json:"following"`
 	LastFailover time.Time `json:"lastFailover,omitzero"`
 }
 
@@ -453,7 +466,7 @@ func (p *pair) status(ctx context.Context) PairStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return PairStatus{Self: self, Peer: p.peerState, PeerAddress: p.opts.Address, PeerSeen: p.lastContact, Sync: p.opts.Sync,
-		LagChanges: changes, LagSeconds: age.Seconds(), LastFailover: p.lastFailover}
+		LagChanges: changes, LagSeconds: age.Seconds(), Following: p.role == pairStandby && p.following, LastFailover: p.lastFailover}
 }
 
 // pairMetrics are the pair's metrics on /metrics.

@@ -280,10 +280,12 @@ func (s *Store) Restore(ctx context.Context, path string) (Position, error) {
 	return pos, err
 }
 
-// Handover is what a node that steps down gives the active node: every
-// operation its store holds, so none it accepted is lost when the active
-// lacks it (asynchronous replication had not sent it yet).
+// Handover is what a node whose copy is about to be replaced gives the
+// active node: every operation its store holds, with every node's job-log
+// entries, so the active adopts what it never received (asynchronous
+// replication had not sent it yet) and nothing accepted is lost.
 type Handover struct {
+	Entries    []Entry                     `json:"entries"` // every node's job log, in chain order
 	Messages   []Message                   `json:"messages"`
 	HandedOff  []string                    `json:"handedOff"` // messages whose hand-off central acknowledged
 	Operations []contract.TrackedOperation `json:"operations"`
@@ -297,9 +299,21 @@ type IdempotencyKey struct {
 	CreatedAt   time.Time `json:"createdAt"`
 }
 
-// HandoverSet reads every buffer row, tracking row and idempotency key.
+// HandoverSet reads every job-log entry, buffer row, tracking row and
+// idempotency key.
 func (s *Store) HandoverSet(ctx context.Context) (Handover, error) {
 	var h Handover
+	nodes, err := s.Nodes(ctx)
+	if err != nil {
+		return h, fmt.Errorf("read the job log to hand over: %w", err)
+	}
+	for _, node := range nodes {
+		entries, err := s.jobLogEntries(ctx, node)
+		if err != nil {
+			return h, fmt.Errorf("read the job log to hand over: %w", err)
+		}
+		h.Entries = append(h.Entries, entries...)
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT `+messageColumns+`, handed_off FROM buffer ORDER BY hlc`)
 	if err != nil {
 		return h, fmt.Errorf("read the buffer to hand over: %w", err)
@@ -348,48 +362,100 @@ type scanWithExtra struct {
 
 func (s scanWithExtra) Scan(dest ...any) error { return s.rows.Scan(append(dest, s.extra)...) }
 
-// Adopt adds what h holds and this store lacks, and returns how many
-// operations (buffer rows) it added. What it has already — handed off and
-// deleted here, or never lost — it keeps as it is; a message this store
-// delivered and deleted is handed off again, which central answers as a
-// duplicate (one workflow per operation id).
+// Adopt adds the operations of h this store never received, and returns
+// how many. Each operation was accepted by one node and stamped on that
+// node's chain, and replication applies changes in order, so this store
+// received exactly the entries of each node's chain up to its own copy of
+// that chain's head: an entry after the head is new here. Only those are
+// adopted, with their buffer row, tracking row and idempotency key, and
+// the entries extend the chain when they link on from its head. An
+// operation received and since delivered and deleted here is not adopted
+// again, however old the copy handing it over.
 func (s *Store) Adopt(ctx context.Context, h Handover) (int, error) {
-	added := 0
 	handedOff := make(map[string]bool, len(h.HandedOff))
 	for _, id := range h.HandedOff {
 		handedOff[id] = true
 	}
-	err := s.inTx(ctx, "adopt handed-over operations", func(tx *writeTx) error {
-		added = 0
+	var fresh map[string]bool
+	err := s.inTx(ctx, "adopt handed-over operations", func(tx *writeTx) (err error) {
+		if fresh, err = adoptEntries(tx, h.Entries); err != nil {
+			return err
+		}
 		for _, k := range h.Keys {
+			if !fresh[k.OperationID] {
+				continue
+			}
 			if _, err := tx.exec(`INSERT INTO idempotency_keys (operation_id, request_hash, created_at) VALUES (?, ?, ?)
 				ON CONFLICT DO NOTHING`, k.OperationID, k.RequestHash, k.CreatedAt.UnixNano()); err != nil {
 				return fmt.Errorf("adopt idempotency key %s: %w", k.OperationID, err)
 			}
 		}
 		for _, op := range h.Operations {
-			if err := adoptOperation(tx, op); err != nil {
-				return err
+			if fresh[op.OperationID] {
+				if err := adoptOperation(tx, op); err != nil {
+					return err
+				}
 			}
 		}
 		for _, m := range h.Messages {
-			n, err := tx.execCount(`INSERT INTO buffer (`+messageColumns+`, handed_off)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-				m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload, string(m.Status), m.RetryCount,
-				m.LastError, m.CreatedAt.UnixNano(), nanosPtr(m.LastAttemptAt), m.NextAttemptAt.UnixNano(),
-				m.Provenance.SiteID, m.Provenance.Node, m.Provenance.Instance, m.Provenance.Script, m.HLC.String(),
-				m.PayloadHash, orEmpty(m.PrevLink), m.Link, handedOff[m.ID])
-			if err != nil {
-				return fmt.Errorf("adopt %s %s: %w", m.Category, m.ID, err)
+			if fresh[m.ID] {
+				if err := adoptMessage(tx, m, handedOff[m.ID]); err != nil {
+					return err
+				}
 			}
-			added += int(n)
 		}
 		return nil
 	})
-	if err == nil {
-		s.signalChanged()
+	if err != nil {
+		return 0, err
 	}
-	return added, err
+	s.signalChanged()
+	return len(fresh), nil
+}
+
+// adoptEntries finds the entries past this store's head of their node's
+// chain, appends those that link on from it, and returns their job ids.
+func adoptEntries(tx *writeTx, entries []Entry) (map[string]bool, error) {
+	fresh := map[string]bool{}
+	for _, e := range entries {
+		head, err := loadHead(tx, e.Node)
+		if err != nil {
+			return nil, err
+		}
+		if !head.last.Before(e.HLC) {
+			continue // received here already
+		}
+		fresh[e.JobID] = true
+		if !bytes.Equal(orEmpty(e.PrevLink), head.link) {
+			continue // a gap (pruned before it was sent): the operation is adopted, the chain cannot take it
+		}
+		m := Message{NewMessage: NewMessage{ID: e.JobID, Category: e.Kind, Payload: e.Payload, Provenance: Provenance{Node: e.Node}},
+			CreatedAt: e.EnqueuedAt, HLC: e.HLC, PayloadHash: e.PayloadHash, PrevLink: head.link, Link: e.Link}
+		if err := insertJobLogEntry(tx, m); err != nil {
+			return nil, err
+		}
+		if e.Acked {
+			if _, err := tx.exec(ackOnlineSQL, sql.Named("id", e.JobID), sql.Named("now", e.EnqueuedAt.UnixNano())); err != nil {
+				return nil, fmt.Errorf("adopt job %s: %w", e.JobID, err)
+			}
+		}
+		tx.heads[e.Node] = chainHead{last: e.HLC, link: e.Link}
+	}
+	return fresh, nil
+}
+
+// adoptMessage adds m's buffer row when this store lacks it.
+func adoptMessage(tx *writeTx, m Message, handedOff bool) error {
+	_, err := tx.exec(`INSERT INTO buffer (`+messageColumns+`, handed_off)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload, string(m.Status), m.RetryCount,
+		m.LastError, m.CreatedAt.UnixNano(), nanosPtr(m.LastAttemptAt), m.NextAttemptAt.UnixNano(),
+		m.Provenance.SiteID, m.Provenance.Node, m.Provenance.Instance, m.Provenance.Script, m.HLC.String(),
+		m.PayloadHash, orEmpty(m.PrevLink), m.Link, handedOff)
+	if err != nil {
+		return fmt.Errorf("adopt %s %s: %w", m.Category, m.ID, err)
+	}
+	return nil
 }
 
 // orEmpty is b, or an empty blob for nil: a chain's first entry has an

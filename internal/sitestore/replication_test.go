@@ -208,9 +208,10 @@ func TestResyncCopiesEveryTable(t *testing.T) {
 	require.NoError(t, rows.Err())
 }
 
-// A node handing over gives the active every operation it lacks: the
-// buffer rows, tracking rows and idempotency keys; what the active has it
-// keeps.
+// A node handing over gives the active every operation it never
+// received: the buffer rows, tracking rows, idempotency keys and job-log
+// entries past the active's head of their chain. What the active received
+// it keeps as it is, even when it has since handed it off.
 func TestAdoptAddsOnlyWhatTheActiveLacks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -228,10 +229,18 @@ func TestAdoptAddsOnlyWhatTheActiveLacks(t *testing.T) {
 
 	h, err := active.HandoverSet(ctx)
 	require.NoError(t, err)
-	standby.SetStandby(false) // it took over
+	standby.SetStandby(false) // it took over, and handed off a notification it had received
+	require.NoError(t, standby.Delete(ctx, msg(2).ID))
 	added, err := standby.Adopt(ctx, h)
 	require.NoError(t, err)
-	require.Equal(t, 3, added, "two notifications and the late call's buffer row")
+	require.Equal(t, 3, added, "two notifications and the late call")
+	_, err = standby.Get(ctx, msg(2).ID)
+	require.ErrorIs(t, err, ErrNotFound, "what it received and handed off is not adopted again")
+	chain, err := standby.ReadJobLog(ctx, "node-a", nil)
+	require.NoError(t, err)
+	requireLogChain(t, chain)
+	ids := jobIDs(chain)
+	require.Equal(t, []string{"m-050", "m-051", "op-late"}, ids[len(ids)-3:], "the adopted entries extend the chain")
 	row, err := standby.GetOperation(ctx, "op-late")
 	require.NoError(t, err)
 	require.Equal(t, contract.StatusPending, row.Status)
