@@ -444,7 +444,9 @@ func (f *fleet) timeTelemetry(ctx context.Context, workers *centralWorkers, batc
 	}
 	err = waitFor(ctx, drainTimeout(batches*f.batch), nil, func(context.Context) (bool, error) {
 		return sent() >= batches, nil
-	}, func() string { return fmt.Sprintf("%s of %s telemetry batches persisted", thousands(int64(sent())), thousands(int64(batches))) })
+	}, func() string {
+		return fmt.Sprintf("%s of %s telemetry batches persisted", thousands(int64(sent())), thousands(int64(batches)))
+	})
 	if err != nil {
 		return 0, usage{}, fmt.Errorf("fleet telemetry: %w", err)
 	}

@@ -76,10 +76,10 @@ time on the same file system, and checks the targets (PASS/MISS):
            idle RSS); then --fleet-calls cached calls a site and every
            site's telemetry sender at once: changes ingested into site_calls
            per second against a bulk upsert of the same rows on the same
-           store. Target: >= 0.5x. About 3 minutes at the defaults.
+           store. Target: >= 0.5x. 3 to 5 minutes at the defaults.
 
 The Temporal sections start the pinned dev server (the first run builds it:
-about three minutes); run from the checkout. A full run takes about 21
+about three minutes); run from the checkout. A full run takes about 24
 minutes on 2 cores and 23 GB of disk in --dir (tables alone: 10 to 13.5
 minutes and 20 GB); the temporary directory is
 removed unless --keep, and kept with its logs when the run fails. Progress
