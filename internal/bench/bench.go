@@ -45,10 +45,12 @@ const (
 	SectionTelemetry = "telemetry"
 	// SectionAirgap is exporting and verifying an air-gap bundle.
 	SectionAirgap = "airgap"
+	// SectionFleet is many sites against one and two central workers.
+	SectionFleet = "fleet"
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap, SectionFleet}
 
 // Options says what to run and how big. Defaults are the full sizes.
 type Options struct {
@@ -114,6 +116,15 @@ type Options struct {
 	// AirgapEntries is how many entries the airgap section's bundle holds.
 	// Default 100000.
 	AirgapEntries int `json:"airgapEntries"`
+	// FleetSites is how many simulated sites the fleet section runs.
+	// Default 200.
+	FleetSites int `json:"fleetSites"`
+	// FleetNotifications is how many notifications each fleet site sends
+	// in each of the fleet's two delivery runs. Default 3.
+	FleetNotifications int `json:"fleetNotifications"`
+	// FleetCalls is how many cached calls each fleet site makes (two
+	// tracking changes each) for the fleet's telemetry run. Default 200.
+	FleetCalls int `json:"fleetCalls"`
 	// Progress receives a line per step; nil: none.
 	Progress io.Writer `json:"-"`
 }
@@ -125,6 +136,7 @@ func Defaults() Options {
 		Rate: 5000, LatencyDuration: 10 * time.Second, Handoff: 5000, Parallelism: 8,
 		EndToEnd: 1000, Drain: 50000, Rows: 1000000, StatusRequests: 10000, BrowseRows: 1000000, BrowseRequests: 500,
 		TableRows: 10000000, TableRequests: 200, PurgeRows: 1000000, TelemetryRows: 100000, AirgapEntries: 100000,
+		FleetSites: 200, FleetNotifications: 3, FleetCalls: 200,
 	}
 }
 
@@ -163,6 +175,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("telemetry rows must be at least %d (one per round), got %d", telemetryRounds, o.TelemetryRows)
 	case o.AirgapEntries < 2:
 		return fmt.Errorf("airgap entries must be at least 2 (the bundle holds two nodes' logs), got %d", o.AirgapEntries)
+	case o.FleetSites < 1 || o.FleetNotifications < 1 || o.FleetCalls < 1:
+		return fmt.Errorf("fleet sites, notifications and calls must be at least 1, got %d, %d and %d", o.FleetSites, o.FleetNotifications, o.FleetCalls)
 	}
 	return nil
 }
@@ -192,6 +206,7 @@ var sections = map[string]func(*run, context.Context) ([]Row, error){
 	SectionTables:    (*run).tables,
 	SectionTelemetry: (*run).telemetry,
 	SectionAirgap:    (*run).airgap,
+	SectionFleet:     (*run).fleet,
 }
 
 // Run runs the selected sections in order. The report holds the rows of

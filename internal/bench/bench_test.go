@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -22,9 +23,10 @@ import (
 
 // TestMain lets this test binary stand in for `outpost`: the drain and
 // status sections run the site daemon as its own process by re-executing
-// their own binary as `outpost site --config FILE`.
+// their own binary as `outpost site --config FILE`, the fleet section its
+// central workers as `outpost central --config FILE`.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "site" {
+	if len(os.Args) > 1 && (os.Args[1] == "site" || os.Args[1] == "central") {
 		os.Exit(runOutpost(os.Args[1:]))
 	}
 	os.Exit(m.Run())
@@ -53,6 +55,7 @@ func quick(t *testing.T) bench.Options {
 	opts.BrowseRows, opts.BrowseRequests = 3000, 20
 	opts.TableRows, opts.TableRequests, opts.PurgeRows = 20000, 10, 2000
 	opts.TelemetryRows, opts.AirgapEntries = 2000, 2000
+	opts.FleetSites, opts.FleetNotifications, opts.FleetCalls = 4, 3, 5
 	return opts
 }
 
@@ -104,6 +107,71 @@ func TestTargetsAt64Callers(t *testing.T) {
 	// The second target is 0.8 of the ceiling the raw baselines measured.
 	raw, perTx := report.Rows[0].Baseline.Value, report.Rows[1].Baseline.Value
 	require.Equal(t, fmt.Sprintf("≥ %s×", strconv.FormatFloat(math.Round(0.8*raw/perTx*10)/10, 'f', -1, 64)), report.Rows[1].Target.Text)
+}
+
+// TestFleet runs the fleet section at a tiny size: four sites, real central
+// worker processes (this binary as `outpost central`), and checks every row
+// is there with figures that can be true.
+func TestFleet(t *testing.T) {
+	testutil.SkipIfShort(t)
+	opts := quick(t)
+	opts.Only = []string{bench.SectionFleet}
+	report, err := bench.Run(context.Background(), opts)
+	require.NoError(t, err)
+
+	byMeasure := map[string]bench.Row{}
+	for _, row := range report.Rows {
+		require.Equal(t, bench.SectionFleet, row.Section)
+		require.Positive(t, row.Value, "%s", row.Measure)
+		require.NotNil(t, row.Baseline, "%s has no baseline", row.Measure)
+		require.Positive(t, row.Baseline.Value, "%s: %s", row.Measure, row.Baseline.Name)
+		require.InDelta(t, row.Value/row.Baseline.Value, row.Ratio, 1e-9, "%s", row.Measure)
+		require.NotEmpty(t, row.Detail, "%s", row.Measure)
+		byMeasure[row.Measure] = row
+	}
+	require.Len(t, byMeasure, 8, "delivery ratio, 3 worker CPU rows, 3 worker RSS rows, telemetry ingest")
+
+	rate := byMeasure["fleet delivered, 2 central workers, 4 sites"]
+	require.Equal(t, "/s", rate.Unit)
+	require.Equal(t, "1 central worker, same sites", rate.Baseline.Name)
+	require.NotNil(t, rate.Target)
+	require.Equal(t, "≥ 1.5×", rate.Target.Text)
+	if rate.Target.Unjudged != "" {
+		require.False(t, rate.Target.Pass, "an unjudged target passes nothing")
+		require.Contains(t, rate.Target.Unjudged, "dev server")
+	} else {
+		require.Equal(t, rate.Ratio >= 1.5, rate.Target.Pass)
+	}
+	require.Contains(t, rate.Detail, "12 notifications (3 from each site at once)")
+	require.Contains(t, rate.Detail, "no email sent twice")
+
+	for _, m := range []string{"fleet central worker CPU, 1 worker", "fleet central worker 1 of 2 CPU", "fleet central worker 2 of 2 CPU"} {
+		row, ok := byMeasure[m]
+		require.True(t, ok, "no row %q", m)
+		require.Equal(t, "cores", row.Unit)
+		require.Equal(t, "dev server CPU, same run", row.Baseline.Name)
+		// Cores busy cannot exceed the machine's (a tick of slack each).
+		require.LessOrEqual(t, row.Value, float64(runtime.NumCPU())+0.1, m)
+		require.LessOrEqual(t, row.Baseline.Value, float64(runtime.NumCPU())+0.1, m)
+	}
+	for _, m := range []string{"fleet central worker peak RSS, 1 worker", "fleet central worker 1 of 2 peak RSS", "fleet central worker 2 of 2 peak RSS"} {
+		row, ok := byMeasure[m]
+		require.True(t, ok, "no row %q", m)
+		require.Equal(t, "MiB", row.Unit)
+		require.GreaterOrEqual(t, row.Value, row.Baseline.Value, "%s: a peak is at least the RSS of any moment", m)
+		require.Less(t, row.Value, 4096.0, "%s: a central worker of 4 sites in GiB", m)
+	}
+
+	ingest := byMeasure["fleet telemetry ingest, 4 sites"]
+	require.Equal(t, "bulk upsert of the same rows, 1 writer", ingest.Baseline.Name)
+	require.Equal(t, "≥ 0.5×", ingest.Target.Text)
+	require.Equal(t, ingest.Ratio >= 0.5, ingest.Target.Pass)
+	require.Contains(t, ingest.Detail, "40 changes (5 cached calls a site, two changes each) in 4 batches")
+
+	var table bytes.Buffer
+	require.NoError(t, report.WriteTable(&table))
+	require.Contains(t, table.String(), "fleet delivered, 2 central workers, 4 sites")
+	require.Contains(t, table.String(), " cores ")
 }
 
 func TestOptionsRejectUnknownSection(t *testing.T) {

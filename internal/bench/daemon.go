@@ -17,11 +17,14 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// siteProcess is a site daemon in its own process (`outpost site`), so the
-// RSS read from /proc is the site's alone, not the benchmark's.
-type siteProcess struct {
-	cmd *exec.Cmd
-	url string
+// childProcess is this binary re-executed as a site daemon (`outpost site`)
+// or a central worker (`outpost central`), each in its own process, so the
+// RSS and CPU read from /proc are its alone, not the benchmark's.
+type childProcess struct {
+	// what names it in errors: "site daemon", "central worker".
+	what string
+	cmd  *exec.Cmd
+	url  string
 	// done is closed when the process has exited.
 	done chan struct{}
 	log  string
@@ -37,7 +40,7 @@ var httpClient = &http.Client{Timeout: 10 * time.Second}
 // answers. The config is the site's defaults (JSON logs at info, as in
 // production) but for the id, the store, a free API port, the address and
 // the run's parallelism.
-func (r *run) startSiteProcess(ctx context.Context, name, siteID, store, temporalAddr string) (*siteProcess, error) {
+func (r *run) startSiteProcess(ctx context.Context, name, siteID, store, temporalAddr string) (*childProcess, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -46,12 +49,19 @@ func (r *run) startSiteProcess(ctx context.Context, name, siteID, store, tempora
 	if err != nil {
 		return nil, err
 	}
+	return startChild(ctx, "site daemon", listen, r.path(name+"-site.log"), "site", "--config", cfg)
+}
+
+// startChild re-executes this binary (the outpost CLI, or a test binary
+// standing in for it) with args, its output in log, and returns once
+// /healthz answers on listen.
+func startChild(ctx context.Context, what, listen, log string, args ...string) (*childProcess, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("find this program to run `outpost site`: %w", err)
+		return nil, fmt.Errorf("find this program to run `outpost %s`: %w", args[0], err)
 	}
-	p := &siteProcess{url: "http://" + listen, done: make(chan struct{}), log: r.path(name + "-site.log")}
-	if err := p.start(exe, cfg); err != nil {
+	p := &childProcess{what: what, url: "http://" + listen, done: make(chan struct{}), log: log}
+	if err := p.start(exe, args...); err != nil {
 		return nil, err
 	}
 	if err := p.waitHealthy(ctx); err != nil {
@@ -79,16 +89,16 @@ func (r *run) writeSiteConfig(name, siteID, store, listen, temporalAddr string) 
 	return path, nil
 }
 
-func (p *siteProcess) start(exe, cfg string) error {
+func (p *childProcess) start(exe string, args ...string) error {
 	out, err := os.Create(p.log)
 	if err != nil {
-		return fmt.Errorf("site daemon log: %w", err)
+		return fmt.Errorf("%s log: %w", p.what, err)
 	}
-	p.cmd = exec.Command(exe, "site", "--config", cfg)
+	p.cmd = exec.Command(exe, args...)
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {
 		out.Close()
-		return fmt.Errorf("start %s site: %w", exe, err)
+		return fmt.Errorf("start %s %s: %w", exe, strings.Join(args, " "), err)
 	}
 	go func() {
 		_ = p.cmd.Wait() // its log says why; stop and waitFor see done
@@ -98,15 +108,15 @@ func (p *siteProcess) start(exe, cfg string) error {
 	return nil
 }
 
-func (p *siteProcess) waitHealthy(ctx context.Context) error {
+func (p *childProcess) waitHealthy(ctx context.Context) error {
 	return waitFor(ctx, time.Minute, p.done, func(ctx context.Context) (bool, error) {
 		_, err := p.get(ctx, "/healthz")
 		return err == nil, nil
-	}, func() string { return "waiting for the site daemon's /healthz (log: " + p.log + ")" })
+	}, func() string { return "waiting for the " + p.what + "'s /healthz (log: " + p.log + ")" })
 }
 
 // get requests path and returns the whole answer; anything but 200 is an error.
-func (p *siteProcess) get(ctx context.Context, path string) ([]byte, error) {
+func (p *childProcess) get(ctx context.Context, path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path, nil)
 	if err != nil {
 		return nil, err
@@ -126,12 +136,12 @@ func (p *siteProcess) get(ctx context.Context, path string) ([]byte, error) {
 	return body, nil
 }
 
-// stopGrace is how long the daemon may take to stop on SIGTERM.
+// stopGrace is how long a child process may take to stop on SIGTERM.
 const stopGrace = 10 * time.Second
 
-// stop sends SIGTERM and waits; a daemon still running after stopGrace is
+// stop sends SIGTERM and waits; a process still running after stopGrace is
 // killed and reported.
-func (p *siteProcess) stop() error {
+func (p *childProcess) stop() error {
 	select {
 	case <-p.done:
 		return nil
@@ -144,12 +154,12 @@ func (p *siteProcess) stop() error {
 	case <-time.After(stopGrace):
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return fmt.Errorf("the site daemon did not stop within %s of SIGTERM; killed (log: %s)", stopGrace, p.log)
+		return fmt.Errorf("the %s did not stop within %s of SIGTERM; killed (log: %s)", p.what, stopGrace, p.log)
 	}
 }
 
-// cpu is the CPU time the stopped daemon used (user and system).
-func (p *siteProcess) cpu() time.Duration {
+// cpu is the CPU time the stopped process used (user and system).
+func (p *childProcess) cpu() time.Duration {
 	<-p.done
 	return p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
 }
@@ -160,10 +170,10 @@ type memory struct {
 }
 
 // memory reads VmRSS and VmHWM from /proc/<pid>/status (Linux only).
-func (p *siteProcess) memory() (memory, error) {
+func (p *childProcess) memory() (memory, error) {
 	f, err := os.Open("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/status")
 	if err != nil {
-		return memory{}, fmt.Errorf("read the site daemon's RSS (needs Linux's /proc): %w", err)
+		return memory{}, fmt.Errorf("read the %s's RSS (needs Linux's /proc): %w", p.what, err)
 	}
 	defer f.Close()
 	var m memory

@@ -63,6 +63,10 @@ type Figure struct {
 type Target struct {
 	Text string `json:"text"`
 	Pass bool   `json:"pass"`
+	// Unjudged, when set, says why the run cannot judge the target: what
+	// it measures was not the bottleneck (Pass is then false and means
+	// nothing).
+	Unjudged string `json:"unjudged,omitempty"`
 }
 
 // optionsJSON is Options with durations as text ("5s"), for people and jq alike.
@@ -156,6 +160,13 @@ func (row Row) atMost(max float64) Row {
 	return row
 }
 
+// unjudged withdraws the row's verdict: why says what bound the figure
+// instead of what the target is about.
+func (row Row) unjudged(why string) Row {
+	row.Target = &Target{Text: row.Target.Text, Unjudged: why}
+	return row
+}
+
 func (row Row) withDetail(format string, args ...any) Row {
 	row.Detail = fmt.Sprintf(format, args...)
 	return row
@@ -198,7 +209,10 @@ func (rep *Report) writeRows(w io.Writer) error {
 		target, result := "", ""
 		if row.Target != nil {
 			target, result = row.Target.Text, "MISS"
-			if row.Target.Pass {
+			switch {
+			case row.Target.Unjudged != "":
+				result = "n/a"
+			case row.Target.Pass:
 				result = "PASS"
 			}
 		}
@@ -214,10 +228,12 @@ func (rep *Report) writeRows(w io.Writer) error {
 }
 
 func (rep *Report) writeSummary(w io.Writer) {
-	var pass, miss []string
+	var pass, miss, unjudged []string
 	for _, row := range rep.Rows {
 		switch {
 		case row.Target == nil:
+		case row.Target.Unjudged != "":
+			unjudged = append(unjudged, row.Measure+": "+row.Target.Unjudged)
 		case row.Target.Pass:
 			pass = append(pass, row.Measure)
 		default:
@@ -225,12 +241,15 @@ func (rep *Report) writeSummary(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
-	if len(pass)+len(miss) > 0 {
+	if len(pass)+len(miss)+len(unjudged) > 0 {
 		fmt.Fprintf(w, "Targets: %d met, %d missed", len(pass), len(miss))
 		if len(miss) > 0 {
 			fmt.Fprintf(w, " (%s)", strings.Join(miss, "; "))
 		}
 		fmt.Fprint(w, ". ")
+	}
+	if len(unjudged) > 0 {
+		fmt.Fprintf(w, "Not judged: %s. ", strings.Join(unjudged, "; "))
 	}
 	if rep.Took != "" {
 		fmt.Fprintf(w, "The run took %s.", rep.Took)
@@ -253,14 +272,16 @@ func (rep *Report) writeDetails(w io.Writer) {
 }
 
 // formatValue renders v in unit: rates with thousands separators,
-// milliseconds with two decimals under 10 ms, actions whole, sizes and
-// seconds with one decimal.
+// milliseconds with two decimals under 10 ms, actions whole, cores (CPU
+// seconds a second) with two decimals, sizes and seconds with one.
 func formatValue(v float64, unit string) string {
 	switch unit {
 	case "/s":
 		return thousands(int64(v+0.5)) + "/s"
 	case "actions":
 		return strconv.FormatFloat(v, 'f', 0, 64) + " actions"
+	case "cores":
+		return strconv.FormatFloat(v, 'f', 2, 64) + " cores"
 	case "ms":
 		if v < 10 {
 			return strconv.FormatFloat(v, 'f', 2, 64) + " ms"

@@ -80,7 +80,7 @@ type statusLatencies struct {
 // times n Status requests for random calls among the first calls, each
 // followed by a /healthz. The ids come from a fixed seed: every run asks
 // for the same ones.
-func timeStatus(ctx context.Context, p *siteProcess, calls, n int) (statusLatencies, error) {
+func timeStatus(ctx context.Context, p *childProcess, calls, n int) (statusLatencies, error) {
 	if err := checkStatus(ctx, p, callID(calls-1)); err != nil {
 		return statusLatencies{}, err
 	}
@@ -102,14 +102,14 @@ func timeStatus(ctx context.Context, p *siteProcess, calls, n int) (statusLatenc
 	return lat, nil
 }
 
-func timeGet(ctx context.Context, p *siteProcess, path string) (time.Duration, error) {
+func timeGet(ctx context.Context, p *childProcess, path string) (time.Duration, error) {
 	start := time.Now()
 	_, err := p.get(ctx, path)
 	return time.Since(start), err
 }
 
 // checkStatus makes sure Status answers with the prefilled tracking row.
-func checkStatus(ctx context.Context, p *siteProcess, id string) error {
+func checkStatus(ctx context.Context, p *childProcess, id string) error {
 	body, err := p.get(ctx, "/v1/operations/"+id)
 	if err != nil {
 		return fmt.Errorf("status of prefilled call %s: %w", id, err)

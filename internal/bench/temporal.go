@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"go.temporal.io/sdk/client"
@@ -55,4 +56,14 @@ func (t *temporalServer) client() client.Client { return t.srv.Client() }
 func (t *temporalServer) stop() error {
 	t.srv.Client().Close()
 	return errors.Join(t.srv.Stop(), t.log.Close())
+}
+
+// pid is the dev server's process id: testsuite starts it as a child of
+// this process with --port and the frontend's port.
+func (t *temporalServer) pid() (int, error) {
+	_, port, err := net.SplitHostPort(t.addr)
+	if err != nil {
+		return 0, err
+	}
+	return childOf("start-dev", "--port", port)
 }

@@ -56,7 +56,7 @@ func waitFor(ctx context.Context, timeout time.Duration, exited <-chan struct{},
 		case <-ctx.Done():
 			return fmt.Errorf("%s after %s: %w", what(), timeout, ctx.Err())
 		case <-exited:
-			return fmt.Errorf("the site daemon exited early, %s (see its log)", what())
+			return fmt.Errorf("the process behind exited early, %s (see its log)", what())
 		case <-tick.C:
 		}
 	}

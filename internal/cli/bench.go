@@ -63,9 +63,23 @@ time on the same file system, and checks the targets (PASS/MISS):
   airgap   exporting and importing with verification an air-gap bundle of
            --airgap-entries entries (in memory), each against SHA-256 alone
            over the same bundle file. Target: verify >= 0.3x.
+  fleet    --fleet-sites simulated sites in this process (each its own site
+           store, SDK client, forwarder and telemetry sender) against one
+           dev server and central workers run as their own processes
+           (outpost central, sharing one central store). Notifications
+           delivered per second, --fleet-notifications from every site at
+           once, with two workers against one (target >= 1.5x, judged only
+           when the dev server is not the bottleneck: under 0.8 of a core
+           and the machine's cores under 90% busy in the two-worker run;
+           else n/a, with the dev server's CPU beside the workers'); each
+           worker's CPU (beside the dev server's) and peak RSS (beside its
+           idle RSS); then --fleet-calls cached calls a site and every
+           site's telemetry sender at once: changes ingested into site_calls
+           per second against a bulk upsert of the same rows on the same
+           store. Target: >= 0.5x. 3 to 5 minutes at the defaults.
 
 The Temporal sections start the pinned dev server (the first run builds it:
-about three minutes); run from the checkout. A full run takes about 21
+about three minutes); run from the checkout. A full run takes about 24
 minutes on 2 cores and 23 GB of disk in --dir (tables alone: 10 to 13.5
 minutes and 20 GB); the temporary directory is
 removed unless --keep, and kept with its logs when the run fails. Progress
@@ -76,7 +90,8 @@ Example:
   go run ./cmd/outpost bench
   go run ./cmd/outpost bench --only enqueue,latency --callers 64
   go run ./cmd/outpost bench --only status --rows 100000 --json | jq '.rows[]'
-  go run ./cmd/outpost bench --only tables --table-rows 1000000 --purge-rows 300000`,
+  go run ./cmd/outpost bench --only tables --table-rows 1000000 --purge-rows 300000
+  go run ./cmd/outpost bench --only fleet --fleet-sites 50`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		opts := bench.Defaults()
 		only := fs.String("only", "", "run only these comma-separated `SECTIONS` ("+strings.Join(bench.Sections, ", ")+")")
@@ -101,6 +116,9 @@ Example:
 		fs.IntVar(&opts.PurgeRows, "purge-rows", opts.PurgeRows, "terminal rows the tables section purges (at most --table-rows)")
 		fs.IntVar(&opts.TelemetryRows, "telemetry-rows", opts.TelemetryRows, "tracking changes the telemetry section ingests")
 		fs.IntVar(&opts.AirgapEntries, "airgap-entries", opts.AirgapEntries, "entries in the airgap section's bundle")
+		fs.IntVar(&opts.FleetSites, "fleet-sites", opts.FleetSites, "simulated sites the fleet section runs in this process")
+		fs.IntVar(&opts.FleetNotifications, "fleet-notifications", opts.FleetNotifications, "notifications each fleet site sends in each delivery run (one and two central workers)")
+		fs.IntVar(&opts.FleetCalls, "fleet-calls", opts.FleetCalls, "cached calls each fleet site makes (two tracking changes each) for the telemetry ingest")
 		if err := parse(fs, args); err != nil {
 			return err
 		}

@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTick is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// processCPU is the CPU time (user and system) a running process has used
+// so far, from /proc/<pid>/stat (Linux only).
+func processCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read process %d's CPU time (needs Linux's /proc): %w", pid, err)
+	}
+	// The command name (field 2) may hold spaces; the fields after it
+	// start at state (field 3), so utime and stime (14, 15) are 11 and 12.
+	end := bytes.LastIndexByte(data, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	fields := strings.Fields(string(data[end+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, nil
+}
+
+// machineCPU is the machine's CPU time so far, from /proc/stat's first
+// line: busy is everything but idle and I/O wait, total everything.
+type machineCPU struct {
+	busy, total time.Duration
+}
+
+func readMachineCPU() (machineCPU, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}, fmt.Errorf("read the machine's CPU time (needs Linux's /proc): %w", err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 5 || fields[0] != "cpu" {
+		return machineCPU{}, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var m machineCPU
+	// user nice system idle iowait irq softirq steal (guest time is
+	// already counted in user and nice).
+	for i, f := range fields[1:min(len(fields), 9)] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return machineCPU{}, fmt.Errorf("/proc/stat: %w", err)
+		}
+		d := time.Duration(n) * clockTick
+		m.total += d
+		if i != 3 && i != 4 {
+			m.busy += d
+		}
+	}
+	return m, nil
+}
+
+// childOf finds this process's child whose command line holds every one of
+// args: the dev server, which testsuite starts and does not expose.
+func childOf(args ...string) (int, error) {
+	self := strconv.Itoa(os.Getpid())
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return 0, err
+	}
+	for _, stat := range stats {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			continue // gone since the glob
+		}
+		end := bytes.LastIndexByte(data, ')')
+		fields := strings.Fields(string(data[end+1:]))
+		if end < 0 || len(fields) < 2 || fields[1] != self {
+			continue
+		}
+		dir := filepath.Dir(stat)
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil || !holdsAll(strings.Split(string(cmdline), "\x00"), args) {
+			continue
+		}
+		return strconv.Atoi(filepath.Base(dir))
+	}
+	return 0, fmt.Errorf("no child process of %s with arguments %q (needs Linux's /proc)", self, args)
+}
+
+func holdsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
