@@ -47,10 +47,12 @@ const (
 	SectionAirgap = "airgap"
 	// SectionFleet is many sites against one and two central workers.
 	SectionFleet = "fleet"
+	// SectionReplication is enqueue on a site pair's active node.
+	SectionReplication = "replication"
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap, SectionFleet}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap, SectionFleet, SectionReplication}
 
 // Options says what to run and how big. Defaults are the full sizes.
 type Options struct {
@@ -196,17 +198,18 @@ type run struct {
 
 // sections maps each section to what runs it.
 var sections = map[string]func(*run, context.Context) ([]Row, error){
-	SectionEnqueue:   (*run).enqueue,
-	SectionLatency:   (*run).latency,
-	SectionHandoff:   (*run).handoff,
-	SectionEndToEnd:  (*run).endToEnd,
-	SectionDrain:     (*run).drain,
-	SectionStatus:    (*run).status,
-	SectionBrowse:    (*run).browse,
-	SectionTables:    (*run).tables,
-	SectionTelemetry: (*run).telemetry,
-	SectionAirgap:    (*run).airgap,
-	SectionFleet:     (*run).fleet,
+	SectionEnqueue:     (*run).enqueue,
+	SectionLatency:     (*run).latency,
+	SectionHandoff:     (*run).handoff,
+	SectionEndToEnd:    (*run).endToEnd,
+	SectionDrain:       (*run).drain,
+	SectionStatus:      (*run).status,
+	SectionBrowse:      (*run).browse,
+	SectionTables:      (*run).tables,
+	SectionTelemetry:   (*run).telemetry,
+	SectionAirgap:      (*run).airgap,
+	SectionFleet:       (*run).fleet,
+	SectionReplication: (*run).replication,
 }
 
 // Run runs the selected sections in order. The report holds the rows of

@@ -35,7 +35,7 @@ type command struct {
 }
 
 var commands = []command{
-	devCommand, centralCommand, hashPasswordCommand, siteCommand, configCheckCommand,
+	devCommand, centralCommand, hashPasswordCommand, siteCommand, siteStatusCommand, configCheckCommand,
 	parkedListCommand, parkedRetryCommand, parkedDiscardCommand, statusCommand,
 	notificationsListCommand, notificationsShowCommand,
 	listsLsCommand, listsShowCommand, listsSetCommand, listsAddTargetCommand, listsRemoveTargetCommand, listsRmCommand, listsApplyCommand,

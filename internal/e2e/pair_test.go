@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -79,11 +80,17 @@ func testPairKills(t *testing.T, mode string) {
 		active = next
 	}
 	acked := burst.stop()
+	out, err := exec.Command(nodes[active].bin, "site", "status", "--url", nodes[active].url).CombinedOutput()
+	require.NoError(t, err, "outpost site status:\n%s", out)
+	t.Logf("outpost site status:\n%s", out)
+	require.Regexp(t, nodes[active].node+`\s+active\s+6\s`, string(out), "the active node, at epoch 6 after five takeovers")
+	require.Regexp(t, nodes[1-active].node+`\s+standby\s+6\s`, string(out))
+	require.Contains(t, string(out), "last failover to this node: 20")
 	t.Logf("%s: %d notifications acknowledged over %d kills; %d handed over by restarted nodes", mode, len(acked), pairKills, int(handedOver))
 	require.Greater(t, len(acked), 200, "too few acknowledged to prove a burst was under way at the kills")
 
 	deliveryStarted := time.Now()
-	waitFor(t, 3*time.Minute, func() bool {
+	waitFor(t, 6*time.Minute, func() bool {
 		got := s.received()
 		for _, id := range acked {
 			if got[id] == 0 {
@@ -111,6 +118,7 @@ func testPairKills(t *testing.T, mode string) {
 // pairNode is one `outpost site` process of a pair.
 type pairNode struct {
 	t     *testing.T
+	bin   string // the outpost binary
 	node  string
 	url   string
 	start func() *siteProcess
@@ -139,7 +147,7 @@ log: {level: warn}
 `, s.cfg.Temporal.Address, s.cfg.Site.ID, node, filepath.Join(s.dir, "pair-"+node+".db"), listens[i],
 			listens[1-i], i == 0, mode, pairFailoverAfter), 0o644))
 		url := "http://" + listens[i]
-		nodes[i] = &pairNode{t: s.t, node: node, url: url, start: func() *siteProcess {
+		nodes[i] = &pairNode{t: s.t, bin: bin, node: node, url: url, start: func() *siteProcess {
 			return startProcessUntil(s.t, bin, "site", cfgFile, url, &http.Client{Timeout: 5 * time.Second}, servesAsPairNode)
 		}}
 	}

@@ -250,3 +250,23 @@ func (d *Daemon) workWhileActive(ctx context.Context) error {
 		}
 	}
 }
+
+// PairStatus is this node's view of its pair (GET /v1/pair); false when
+// the daemon runs alone.
+func (d *Daemon) PairStatus(ctx context.Context) (PairStatus, bool) {
+	if d.pair == nil {
+		return PairStatus{}, false
+	}
+	return d.pair.status(ctx), true
+}
+
+// ApplyLags are, on a standby, the times from commit on the active node to
+// applied here of the latest changes (up to 65,536), oldest first.
+func (d *Daemon) ApplyLags() []time.Duration {
+	if d.pair == nil {
+		return nil
+	}
+	d.pair.mu.Lock()
+	defer d.pair.mu.Unlock()
+	return append([]time.Duration(nil), d.pair.applyLags...)
+}

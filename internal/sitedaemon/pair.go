@@ -56,7 +56,13 @@ type pair struct {
 	changed      chan struct{} // closed on every role change
 	caughtUpAt   time.Time     // standby: when its copy was last at the active's position
 	following    bool          // standby: its copy follows the active's stream (last pull applied)
+	// applyLags are the latest changes' times from commit on the active
+	// node to applied here (ApplyLags), at most maxApplyLags of them.
+	applyLags []time.Duration
 }
+
+// maxApplyLags bounds the apply lags a standby keeps.
+const maxApplyLags = 1 << 16
 
 type pairRole string
 
@@ -369,10 +375,25 @@ func (p *pair) follow(ctx context.Context) error {
 			if err := p.store.ApplyChanges(ctx, changes); err != nil {
 				return err
 			}
+			p.noteApplied(changes, time.Now())
 		}
 		p.setFollowing(true)
 	}
 	return nil
+}
+
+// noteApplied keeps each change's lag from its commit on the active node.
+// The nodes' clocks must agree for it to mean anything; the bench runs
+// both in one process.
+func (p *pair) noteApplied(changes []sitestore.Change, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range changes {
+		p.applyLags = append(p.applyLags, at.Sub(c.At))
+	}
+	if over := len(p.applyLags) - maxApplyLags; over > 0 {
+		p.applyLags = append(p.applyLags[:0], p.applyLags[over:]...)
+	}
 }
 
 func (p *pair) setFollowing(following bool) {
