@@ -30,6 +30,13 @@ outpost_site_active is 0, and it still hands off and retries what its own
 store holds. Two started at once: the later start yields. It takes the site
 over once the holder's poller has been idle for site.holder_grace (2m).
 
+With site.peer set, the daemon is one node of an active/standby pair: the
+active node does the site's work and streams every store change to the
+standby (site.replication: async, or sync to answer each enqueue once the
+standby has it); the standby takes over when the active node is silent for
+site.failover_after (5s), and a returning node hands over what it accepted
+before it follows again. outpost site status shows both nodes.
+
 The API takes JSON from scripts and tools only (web pages are refused). With
 site.api_tokens set it asks for "Authorization: Bearer <token>"; a
 site.listen beyond loopback requires one. site.tls_cert_file and

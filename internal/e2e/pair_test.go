@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
@@ -59,7 +60,7 @@ func testPairKills(t *testing.T, mode string) {
 	active := waitActive(t, httpc, nodes, 10*time.Second)
 	require.Equal(t, 0, active, "the preferred node becomes active")
 
-	burst := startPairBurst(t, httpc, nodes, mode)
+	burst := startPairBurst(t, httpc, nodes, mode, false)
 	var handedOver float64
 	for kill := 1; kill <= pairKills; kill++ {
 		time.Sleep(1500 * time.Millisecond)
@@ -74,7 +75,9 @@ func testPairKills(t *testing.T, mode string) {
 		t.Logf("kill %d: %s took over %s after %s was killed", kill, nodes[next].node, time.Since(killed).Round(time.Millisecond), nodes[active].node)
 		procs[active] = nodes[active].start()
 		waitFor(t, 30*time.Second, func() bool { return nodes[active].caughtUp(httpc) },
-			func() string { return fmt.Sprintf("kill %d: the restarted %s does not follow", kill, nodes[active].node) })
+			func() string {
+				return fmt.Sprintf("kill %d: the restarted %s does not follow", kill, nodes[active].node)
+			})
 		n := testutil.MetricValue(testutil.ScrapeMetrics(t, nodes[active].url+"/metrics"), "outpost_site_handed_over_operations_total", nil)
 		handedOver += n
 		active = next
@@ -90,6 +93,13 @@ func testPairKills(t *testing.T, mode string) {
 	require.Greater(t, len(acked), 200, "too few acknowledged to prove a burst was under way at the kills")
 
 	deliveryStarted := time.Now()
+	requireDeliveredOnce(t, s, mode, acked, deliveryStarted)
+}
+
+// requireDeliveredOnce waits until every acknowledged notification was
+// delivered, then checks none was delivered twice.
+func requireDeliveredOnce(t *testing.T, s *stack, mode string, acked []string, since time.Time) {
+	t.Helper()
 	waitFor(t, 6*time.Minute, func() bool {
 		got := s.received()
 		for _, id := range acked {
@@ -107,7 +117,7 @@ func testPairKills(t *testing.T, mode string) {
 		}
 		return fmt.Sprintf("%d of %d acknowledged notifications not delivered", missing, len(acked))
 	})
-	t.Logf("%s: the last acknowledged notification was delivered %s after the burst", mode, time.Since(deliveryStarted).Round(time.Second))
+	t.Logf("%s: the last acknowledged notification was delivered %s after the burst", mode, time.Since(since).Round(time.Second))
 	time.Sleep(2 * time.Second) // a duplicate would arrive about now
 	got := s.received()
 	for _, id := range acked {
@@ -115,21 +125,69 @@ func testPairKills(t *testing.T, mode string) {
 	}
 }
 
+// The link between the two nodes is cut for 30 s while both stay up and
+// 64 clients post to both: the standby takes over, so both are active and
+// both accept. Healed, exactly one stays active, the other hands over what
+// it accepted and the active lacks, and every acknowledged notification
+// is delivered once.
+func TestPairPartitionHealsToOneActive(t *testing.T) {
+	s := newStack(t, nil, withoutSite())
+	t.Setenv("OUTPOST_E2E_PAIR_SECRET", "e2e-pair-secret")
+	nodes := s.pairProcesses(config.ReplicationAsync)
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burstClients}, Timeout: 15 * time.Second}
+	t.Cleanup(httpc.CloseIdleConnections)
+	nodes[0].start()
+	nodes[1].start()
+	require.Equal(t, 0, waitActive(t, httpc, nodes, 10*time.Second))
+	waitFor(t, 30*time.Second, func() bool { return nodes[1].caughtUp(httpc) }, func() string { return "node-b does not follow" })
+
+	nodes[0].link.Cut()
+	nodes[1].link.Cut()
+	waitFor(t, pairFailoverAfter+2*time.Second, func() bool { return nodes[1].role(httpc) == "active" },
+		func() string { return "node-b did not take over in the partition" })
+	require.Equal(t, "active", nodes[0].role(httpc), "node-a, cut off, still takes work")
+	burst := startPairBurst(t, httpc, nodes, "partition", true) // half the clients on each active node
+	time.Sleep(30 * time.Second)
+	nodes[0].link.Heal()
+	nodes[1].link.Heal()
+	var roles [2]string
+	waitFor(t, 10*time.Second, func() bool {
+		roles = [2]string{nodes[0].role(httpc), nodes[1].role(httpc)}
+		return roles == [2]string{"active", "standby"} || roles == [2]string{"standby", "active"}
+	}, func() string { return fmt.Sprintf("after healing the roles are %v, want exactly one active", roles) })
+	standby := 0
+	if roles[1] == "standby" {
+		standby = 1
+	}
+	waitFor(t, time.Minute, func() bool { return nodes[standby].caughtUp(httpc) },
+		func() string { return nodes[standby].node + " does not follow after healing" })
+	acked := burst.stop()
+	handedOver := testutil.MetricValue(testutil.ScrapeMetrics(t, nodes[standby].url+"/metrics"), "outpost_site_handed_over_operations_total", nil)
+	t.Logf("partition: %d notifications acknowledged; %s stepped down and handed over %d", len(acked), nodes[standby].node, int(handedOver))
+	require.Greater(t, len(acked), 200, "too few acknowledged to prove both nodes took work")
+	require.Positive(t, handedOver, "the node that stepped down accepted work its peer lacked")
+	requireDeliveredOnce(t, s, "partition", acked, time.Now())
+}
+
 // pairNode is one `outpost site` process of a pair.
 type pairNode struct {
-	t     *testing.T
-	bin   string // the outpost binary
+	t   *testing.T
+	bin string // the outpost binary
+	// link is how the other node reaches this one: cut it for a partition.
+	link  *testutil.Proxy
 	node  string
 	url   string
 	start func() *siteProcess
 }
 
 // pairProcesses configures the stack's site as a pair of child processes,
-// node-a preferred, in replication mode.
+// node-a preferred, in replication mode, each reaching the other through
+// a proxy (pairNode.link).
 func (s *stack) pairProcesses(mode string) [2]*pairNode {
 	s.t.Helper()
 	bin := buildOutpost(s.t)
 	listens := [2]string{freeAddr(s.t), freeAddr(s.t)}
+	links := [2]*testutil.Proxy{testutil.NewProxy(s.t), testutil.NewProxy(s.t)}
 	var nodes [2]*pairNode
 	for i, node := range []string{"node-a", "node-b"} {
 		cfgFile := filepath.Join(s.dir, "pair-"+node+".yaml")
@@ -145,9 +203,10 @@ site:
   failover_after: %s
 log: {level: warn}
 `, s.cfg.Temporal.Address, s.cfg.Site.ID, node, filepath.Join(s.dir, "pair-"+node+".db"), listens[i],
-			listens[1-i], i == 0, mode, pairFailoverAfter), 0o644))
+			links[1-i].Addr(), i == 0, mode, pairFailoverAfter), 0o644))
+		links[i].SetTarget(listens[i])
 		url := "http://" + listens[i]
-		nodes[i] = &pairNode{t: s.t, bin: bin, node: node, url: url, start: func() *siteProcess {
+		nodes[i] = &pairNode{t: s.t, bin: bin, link: links[i], node: node, url: url, start: func() *siteProcess {
 			return startProcessUntil(s.t, bin, "site", cfgFile, url, &http.Client{Timeout: 5 * time.Second}, servesAsPairNode)
 		}}
 	}
@@ -208,7 +267,7 @@ func waitActive(t *testing.T, httpc *http.Client, nodes [2]*pairNode, within tim
 }
 
 // pairBurst is 64 clients posting notifications to whichever node takes
-// them: a refusal (503 from the standby) or a cut connection sends a
+// them: a refusal (503 from the standby) or a cut connection sends the
 // client to the other node.
 type pairBurst struct {
 	hot    atomic.Bool // post without pause
@@ -218,11 +277,15 @@ type pairBurst struct {
 	acked  []string
 }
 
-func startPairBurst(t *testing.T, httpc *http.Client, nodes [2]*pairNode, mode string) *pairBurst {
+// With split, half the clients start on each node.
+func startPairBurst(t *testing.T, httpc *http.Client, nodes [2]*pairNode, mode string, split bool) *pairBurst {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &pairBurst{cancel: cancel}
-	var target atomic.Int32
 	for c := range burstClients {
+		var target atomic.Int32
+		if split {
+			target.Store(int32(c % 2))
+		}
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()

@@ -110,10 +110,40 @@ func (tx *writeTx) record(query string, args []any) {
 // sizeable share of the writer's CPU.
 type writerStatements struct {
 	insertBuffer, insertJobLog, readHead, saveHead *sql.Stmt
+	// db prepares applied, the statements of changes a standby applies,
+	// each on first use: the active node sends the same few statements
+	// over and over, and parsing each again was most of applying them.
+	db      *sql.DB
+	applied map[string]*sql.Stmt
+}
+
+// maxAppliedStatements bounds the applied statements kept prepared; the
+// store runs a few dozen different ones.
+const maxAppliedStatements = 256
+
+// execApplied runs a statement of a change received from the active node,
+// prepared once per text. It is not recorded: the change carries its number.
+func (tx *writeTx) execApplied(query string, args ...any) error {
+	ws := tx.stmts
+	stmt, ok := ws.applied[query]
+	if !ok && len(ws.applied) < maxAppliedStatements {
+		prepared, err := ws.db.PrepareContext(tx.ctx, query)
+		if err != nil {
+			return err
+		}
+		ws.applied[query], stmt, ok = prepared, prepared, true
+	}
+	var err error
+	if ok {
+		_, err = tx.stmt(stmt).ExecContext(tx.ctx, args...)
+	} else {
+		_, err = tx.tx.ExecContext(tx.ctx, query, args...)
+	}
+	return err
 }
 
 func prepareWriterStatements(ctx context.Context, db *sql.DB) (*writerStatements, error) {
-	var ws writerStatements
+	ws := writerStatements{db: db, applied: map[string]*sql.Stmt{}}
 	for _, p := range []struct {
 		stmt  **sql.Stmt
 		query string
@@ -136,6 +166,9 @@ func (ws *writerStatements) close() {
 		if stmt != nil {
 			stmt.Close()
 		}
+	}
+	for _, stmt := range ws.applied {
+		stmt.Close()
 	}
 }
 

@@ -198,7 +198,7 @@ func (s *Store) ApplyChanges(ctx context.Context, changes []Change) error {
 				return fmt.Errorf("change %d: %w", c.Number, err)
 			}
 			for _, st := range stmts {
-				if _, err := tx.tx.ExecContext(tx.ctx, st.SQL, st.Args...); err != nil {
+				if err := tx.execApplied(st.SQL, st.Args...); err != nil {
 					return fmt.Errorf("change %d: %.80q: %w", c.Number, st.SQL, err)
 				}
 			}
