@@ -20,7 +20,7 @@ const replicationSecretEnv = "OUTPOST_BENCH_PAIR_SECRET"
 // replication offers Rate enqueues per second for LatencyDuration, open
 // loop as in the latency section, through the SDK client of a site
 // daemon's active node: alone (no replication), then in a pair with async
-// replication, then with sync. Central is unreachable throughout, so the
+// replication, then with sync, then alone again. Central is unreachable throughout, so the
 // three runs do the same work but the standby's. The async pair's
 // replication lag is each change's time from commit on the active node to
 // applied on the standby (both in this process: one clock).
@@ -28,16 +28,21 @@ func (r *run) replication(ctx context.Context) ([]Row, error) {
 	if err := os.Setenv(replicationSecretEnv, "bench"); err != nil {
 		return nil, err
 	}
-	var res [3]openLoopResult
+	var res [4]openLoopResult
 	var lags []time.Duration
-	for i, mode := range []string{"none", config.ReplicationAsync, config.ReplicationSync} {
+	for i, mode := range []string{"none", config.ReplicationAsync, config.ReplicationSync, "none"} {
 		r.step("replication: SDK Notify on the active node, %s replication, %s/s offered for %s", mode, thousands(int64(r.opts.Rate)), r.opts.LatencyDuration)
 		var err error
 		if res[i], lags, err = r.replicatedLoad(ctx, mode, lags); err != nil {
 			return nil, fmt.Errorf("replication %s: %w", mode, err)
 		}
 	}
-	return replicationRows(r.opts.Rate, res, lags), nil
+	// The baseline runs first and last; the better of the two counts, so
+	// the machine's noise never flatters the pair.
+	if percentile(res[3].latencies, 0.99) < percentile(res[0].latencies, 0.99) {
+		res[0] = res[3]
+	}
+	return replicationRows(r.opts.Rate, [3]openLoopResult(res[:3]), lags), nil
 }
 
 func replicationRows(rate int, res [3]openLoopResult, lags []time.Duration) []Row {

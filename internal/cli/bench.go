@@ -77,6 +77,14 @@ time on the same file system, and checks the targets (PASS/MISS):
            site's telemetry sender at once: changes ingested into site_calls
            per second against a bulk upsert of the same rows on the same
            store. Target: >= 0.5x. 3 to 5 minutes at the defaults.
+  replication
+           --rate enqueues/s for --latency-duration through the SDK client
+           of a site pair's active node (both nodes in this process,
+           central unreachable), with async and with sync replication,
+           against one daemon alone (run first and last, the better
+           counts). Targets: async throughput >= 0.9x; sync p99 <= 3x;
+           replication lag p99 (commit on the active to commit on the
+           standby) <= 100 ms. About 45 s.
 
 The Temporal sections start the pinned dev server (the first run builds it:
 about three minutes); run from the checkout. A full run takes about 24
@@ -101,8 +109,8 @@ Example:
 		fs.BoolVar(&opts.Keep, "keep", false, "keep the temporary directory (stores, logs)")
 		fs.IntVar(&opts.PayloadBytes, "payload", opts.PayloadBytes, "notification body `BYTES`")
 		fs.DurationVar(&opts.EnqueueDuration, "enqueue-duration", opts.EnqueueDuration, "length of each enqueue throughput run")
-		fs.IntVar(&opts.Rate, "rate", opts.Rate, "offered load of the latency section, enqueues `PER_SECOND`")
-		fs.DurationVar(&opts.LatencyDuration, "latency-duration", opts.LatencyDuration, "how long the latency section offers its load")
+		fs.IntVar(&opts.Rate, "rate", opts.Rate, "offered load of the latency and replication sections, enqueues `PER_SECOND`")
+		fs.DurationVar(&opts.LatencyDuration, "latency-duration", opts.LatencyDuration, "how long the latency and replication sections offer their load (each run of it)")
 		fs.IntVar(&opts.Handoff, "handoff", opts.Handoff, "notifications the handoff section forwards (and the bare loop starts)")
 		fs.IntVar(&opts.Parallelism, "parallelism", opts.Parallelism, "hand-offs (and bare starts) in flight at once")
 		fs.IntVar(&opts.EndToEnd, "e2e", opts.EndToEnd, "notifications the e2e section delivers (and bare workflows it runs)")
