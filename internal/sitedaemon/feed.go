@@ -13,6 +13,12 @@ import (
 // standby. A standby further behind than that takes a full copy instead.
 const feedMaxBytes = 256 << 20
 
+// feedKeepApplied is how many changes the standby has applied the feed
+// still keeps: a standby that restarts a moment after applying them asks
+// for what follows without a full copy, and the memory of a feed whose
+// standby follows stays small.
+const feedKeepApplied = 1024
+
 // changeFeed is the active node's stream of store changes for its
 // standby: the latest changes in memory, in order, and what the standby
 // has acknowledged (it asks for the changes after its own position, which
@@ -75,16 +81,19 @@ func (f *changeFeed) reset(head sitestore.Position) {
 }
 
 // after returns the changes that follow pos, waiting up to wait for one
-// when there is none yet. It acknowledges pos. ErrResync when pos is not
-// on this node's stream: older than the feed holds, ahead of it, or with
-// another checksum (the standby's copy took other changes).
+// when there is none yet. A position on the stream acknowledges that the
+// standby applied it. ErrResync when pos is not on this node's stream:
+// older than the feed holds, ahead of it, or with another checksum (the
+// standby's copy took other changes).
 func (f *changeFeed) after(ctx context.Context, pos sitestore.Position, wait time.Duration, max int) ([]sitestore.Change, error) {
-	f.acknowledge(pos.Number)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	for {
+	for acked := false; ; acked = true {
 		f.mu.Lock()
 		out, err := f.followingLocked(pos, max)
+		if err == nil && !acked {
+			f.acknowledgeLocked(pos.Number)
+		}
 		grew := f.grew
 		f.mu.Unlock()
 		if err != nil || len(out) > 0 {
@@ -118,14 +127,19 @@ func (f *changeFeed) followingLocked(pos sitestore.Position, max int) ([]sitesto
 	return append([]sitestore.Change(nil), f.changes[i:end]...), nil
 }
 
-func (f *changeFeed) acknowledge(n int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// acknowledgeLocked notes that the standby applied change n, and drops
+// what it no longer needs.
+func (f *changeFeed) acknowledgeLocked(n int64) {
 	f.ackedAt = time.Now()
 	if n != f.acked {
 		f.acked = n
 		close(f.ackWake)
 		f.ackWake = make(chan struct{})
+	}
+	for len(f.changes) > 0 && f.changes[0].Number <= n-feedKeepApplied {
+		f.bytes -= len(f.changes[0].Data)
+		f.changes[0] = sitestore.Change{}
+		f.changes = f.changes[1:]
 	}
 }
 
