@@ -19,10 +19,13 @@ func TestSiteDaemonCarriesEveryField(t *testing.T) {
 	var s config.Site
 	testutil.FillDistinct(&s)
 	s.WorkflowSummary = config.SummaryListOnly
+	s.Replication = config.ReplicationSync
 	opts := SiteDaemon(s)
-	testutil.RequireCarried(t, s, opts, config.SummaryListOnly) // list-only becomes HideSubject
+	testutil.RequireCarried(t, s, opts, config.SummaryListOnly, config.ReplicationSync) // list-only becomes HideSubject, sync Peer.Sync
 	require.True(t, opts.HideSubject)
+	require.True(t, opts.Peer.Sync)
 	require.False(t, SiteDaemon(config.Default().Site).HideSubject)
+	require.False(t, SiteDaemon(config.Default().Site).Peer.Sync)
 }
 
 // Every field of the central section, and temporal's namespace and keys,
