@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -39,6 +40,9 @@ func (r *run) replication(ctx context.Context) ([]Row, error) {
 	}
 	// The baseline runs first and last; the better of the two counts, so
 	// the machine's noise never flatters the pair.
+	if len(lags) == 0 {
+		return nil, fmt.Errorf("replication: the standby applied no change during the async run")
+	}
 	if percentile(res[3].latencies, 0.99) < percentile(res[0].latencies, 0.99) {
 		res[0] = res[3]
 	}
@@ -58,16 +62,8 @@ func replicationRows(rate int, res [3]openLoopResult, lags []time.Duration) []Ro
 	lag := compare(SectionReplication, "replication lag p99, async, "+at, ms(percentile(lags, 0.99)), "ms",
 		Figure{Name: "enqueue p99, no replication", Value: ms(percentile(res[0].latencies, 0.99)), Unit: "ms"}).atMost(100)
 	lag = lag.withDetail("%s changes (commits) applied; p50 %.2f ms, max %.1f ms", thousands(int64(len(lags))),
-		ms(percentile(lags, 0.5)), ms(maxDuration(lags)))
+		ms(percentile(lags, 0.5)), ms(slices.Max(lags)))
 	return []Row{async, syncP99, lag}
-}
-
-func maxDuration(ds []time.Duration) time.Duration {
-	var m time.Duration
-	for _, d := range ds {
-		m = max(m, d)
-	}
-	return m
 }
 
 // replicatedLoad runs the open loop on a fresh site of the given mode

@@ -261,7 +261,7 @@ func (d *Daemon) PairStatus(ctx context.Context) (PairStatus, bool) {
 }
 
 // ApplyLags are, on a standby, the times from commit on the active node to
-// applied here of the latest changes (up to 65,536), oldest first.
+// applied here of the latest changes (at least the last 65,536), oldest first.
 func (d *Daemon) ApplyLags() []time.Duration {
 	if d.pair == nil {
 		return nil

@@ -391,8 +391,10 @@ func (p *pair) noteApplied(changes []sitestore.Change, at time.Time) {
 	for _, c := range changes {
 		p.applyLags = append(p.applyLags, at.Sub(c.At))
 	}
-	if over := len(p.applyLags) - maxApplyLags; over > 0 {
-		p.applyLags = append(p.applyLags[:0], p.applyLags[over:]...)
+	// Trimmed only at twice the bound, so the copy happens once per
+	// maxApplyLags changes, not on every apply.
+	if len(p.applyLags) > 2*maxApplyLags {
+		p.applyLags = append(p.applyLags[:0], p.applyLags[len(p.applyLags)-maxApplyLags:]...)
 	}
 }
 

@@ -116,9 +116,6 @@ func setPosition(ctx context.Context, db execer, p Position) error {
 	return nil
 }
 
-// Replicating reports whether the file records its changes for a standby.
-func (s *Store) Replicating() bool { return s.writer.repl.enabled.Load() }
-
 // EnableReplication makes the store record every change from now on, and
 // hands each, in order, to feed. With await set (sync replication) a
 // write's caller is answered once await(number) returned. The file
