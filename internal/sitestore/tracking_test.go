@@ -560,3 +560,38 @@ func TestTrackingTimesAreMicrosecondPrecise(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, recorded, read)
 }
+
+// The local retry loop polls DueOnSite every second, whatever the backlog:
+// it must start from the tracking rows due and probe the buffer by
+// operation, never read the buffered notifications.
+func TestDueOnSiteSkipsHandedOffCallsAndReadsNoBacklog(t *testing.T) {
+	t.Parallel()
+	s, clock, _ := openTracking(t)
+	ctx := context.Background()
+	at, next := clock.t, clock.t.Add(time.Minute)
+	for _, id := range []string{"a", "b"} {
+		begin(t, s, id, 0)
+		record(t, s, Attempt{OperationID: id, Status: contract.StatusRetrying, RetryCount: 1, LastError: "HTTP 502", At: &at, NextAttemptAt: &next})
+	}
+	_, err := s.Enqueue(ctx, NewMessage{Category: contract.KindNotification, Target: "ops", Payload: []byte(`{}`)})
+	require.NoError(t, err)
+	require.NoError(t, s.MarkHandedOff(ctx, "a"))
+	due, err := s.DueOnSite(ctx, clock.t.Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b"}, ids(due), "a handed-off call is central's to retry")
+
+	rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT `+trackingColumns+` FROM tracking `+dueOnSiteClause, 0, 10)
+	require.NoError(t, err)
+	defer rows.Close()
+	var plan strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+		plan.WriteString(detail + "\n")
+	}
+	require.NoError(t, rows.Err())
+	require.Contains(t, plan.String(), "SEARCH tracking USING INDEX tracking_due", plan.String())
+	require.Contains(t, plan.String(), "USING INDEX buffer_operation (tracked_operation_id=?)", plan.String())
+	require.NotContains(t, plan.String(), "buffer_due", "reads the buffer's unhanded rows: %s", plan.String())
+}
