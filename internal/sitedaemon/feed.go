@@ -21,8 +21,7 @@ const feedKeepApplied = 1024
 
 // changeFeed is the active node's stream of store changes for its
 // standby: the latest changes in memory, in order, and what the standby
-// has acknowledged (it asks for the changes after its own position, which
-// acknowledges that position). The store hands it every change as it
+// has acknowledged applying. The store hands it every change as it
 // commits (sitestore.EnableReplication); nothing the active does waits for
 // the standby, but in sync mode a write's caller is answered once the
 // standby applied it (await).
@@ -50,10 +49,10 @@ func newChangeFeed(head sitestore.Position, connected, syncTimeout time.Duration
 		connected: connected, syncTimeout: syncTimeout, unsynced: unsynced}
 }
 
-// add appends a committed change. A change that does not follow the head
-// (another process wrote the file) starts the feed over from it: a standby
-// behind it takes a full copy.
-func (f *changeFeed) add(c sitestore.Change) {
+// Add appends a change as it commits. A change that does not follow the
+// head (another process wrote the file) starts the feed over from it: a
+// standby behind it takes a full copy.
+func (f *changeFeed) Add(c sitestore.Change) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c.Number != f.head.Number+1 {
@@ -71,6 +70,21 @@ func (f *changeFeed) add(c sitestore.Change) {
 	f.grew = make(chan struct{})
 }
 
+// Withdraw takes back change c, whose commit failed: the feed's head and
+// the standby's acknowledgement go back before it. A standby that took it
+// asks for what follows it, is off the stream and resyncs; a sync write
+// never counts its acknowledgement for the change numbered in its place.
+func (f *changeFeed) Withdraw(c sitestore.Change) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.changes) > 0 && f.changes[len(f.changes)-1].Number >= c.Number {
+		f.bytes -= len(f.changes[len(f.changes)-1].Data)
+		f.changes = f.changes[:len(f.changes)-1]
+	}
+	f.head = sitestore.Position{Number: c.Number - 1, Checksum: c.Prev}
+	f.acked = min(f.acked, c.Number-1)
+}
+
 // reset starts the feed over at the store's position: the node has just
 // become active.
 func (f *changeFeed) reset(head sitestore.Position) {
@@ -81,19 +95,15 @@ func (f *changeFeed) reset(head sitestore.Position) {
 }
 
 // after returns the changes that follow pos, waiting up to wait for one
-// when there is none yet. A position on the stream acknowledges that the
-// standby applied it. ErrResync when pos is not on this node's stream:
+// when there is none yet. ErrResync when pos is not on this node's stream:
 // older than the feed holds, ahead of it, or with another checksum (the
 // standby's copy took other changes).
 func (f *changeFeed) after(ctx context.Context, pos sitestore.Position, wait time.Duration, max int) ([]sitestore.Change, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	for acked := false; ; acked = true {
+	for {
 		f.mu.Lock()
 		out, err := f.followingLocked(pos, max)
-		if err == nil && !acked {
-			f.acknowledgeLocked(pos.Number)
-		}
 		grew := f.grew
 		f.mu.Unlock()
 		if err != nil || len(out) > 0 {
@@ -107,6 +117,23 @@ func (f *changeFeed) after(ctx context.Context, pos sitestore.Position, wait tim
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// acknowledge notes that the standby applied the changes up to pos, which
+// must be on this node's stream (ErrResync otherwise). An acknowledgement
+// behind one already taken changes nothing: the standby's pulls and its
+// acknowledgements travel on separate requests.
+func (f *changeFeed) acknowledge(pos sitestore.Position) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if pos.Number > f.acked {
+		if _, err := f.followingLocked(pos, 0); err != nil {
+			return err
+		}
+		f.acknowledgeLocked(pos.Number)
+	}
+	f.ackedAt = time.Now()
+	return nil
 }
 
 func (f *changeFeed) followingLocked(pos sitestore.Position, max int) ([]sitestore.Change, error) {
@@ -127,15 +154,12 @@ func (f *changeFeed) followingLocked(pos sitestore.Position, max int) ([]sitesto
 	return append([]sitestore.Change(nil), f.changes[i:end]...), nil
 }
 
-// acknowledgeLocked notes that the standby applied change n, and drops
-// what it no longer needs.
+// acknowledgeLocked notes that the standby applied change n, past the last
+// it acknowledged, and drops what it no longer needs.
 func (f *changeFeed) acknowledgeLocked(n int64) {
-	f.ackedAt = time.Now()
-	if n != f.acked {
-		f.acked = n
-		close(f.ackWake)
-		f.ackWake = make(chan struct{})
-	}
+	f.acked = n
+	close(f.ackWake)
+	f.ackWake = make(chan struct{})
 	for len(f.changes) > 0 && f.changes[0].Number <= n-feedKeepApplied {
 		f.bytes -= len(f.changes[0].Data)
 		f.changes[0] = sitestore.Change{}
@@ -169,6 +193,13 @@ func (f *changeFeed) await(number int64) {
 			return
 		}
 	}
+}
+
+// headNumber is the number of the feed's latest change.
+func (f *changeFeed) headNumber() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.head.Number
 }
 
 // lag is how far the standby is behind: in changes, and the age of the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/site"
@@ -118,7 +119,7 @@ func startPair(ctx context.Context, opts Options, store *sitestore.Store, log *z
 		await = p.feed.await
 	}
 	store.SetStandby(true)
-	if err := store.EnableReplication(ctx, p.feed.add, await); err != nil {
+	if err := store.EnableReplication(ctx, p.feed, await); err != nil {
 		return nil, err
 	}
 	p.metrics.setRole(pairStandby, epoch)
@@ -350,36 +351,96 @@ func (p *pair) peerIsActive() bool {
 	return p.peerState.Role == pairActive && time.Since(p.lastContact) < p.opts.FailoverAfter
 }
 
-// follow asks for the changes after the copy's position and applies them,
-// until an error or this node stops being standby.
+// follow keeps the copy following the active node's stream until an
+// error or this node stops being standby. Pulling and applying overlap:
+// while one answer is applied the next is already asked for, so a change
+// committed during an apply does not wait for it to end before it travels.
+// Each pull acknowledges what was applied by then; in sync mode, where the
+// active node's callers wait for it, each apply is acknowledged at once.
 func (p *pair) follow(ctx context.Context) error {
+	pos, err := p.store.Position(ctx)
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	answers := make(chan pulled, 2)
+	var applied atomicPosition
+	applied.store(pos)
+	g.Go(func() error {
+		defer close(answers)
+		return p.pull(ctx, pos, &applied, answers)
+	})
+	g.Go(func() error { return p.applyAnswers(ctx, answers, &applied) })
+	return g.Wait()
+}
+
+// pull asks for the changes after those received, acknowledging those
+// applied, and queues each answer that has changes for applyAnswers.
+func (p *pair) pull(ctx context.Context, received sitestore.Position, applied *atomicPosition, answers chan<- pulled) error {
 	for ctx.Err() == nil {
 		if role, _ := p.current(); role != pairStandby {
 			return nil
 		}
-		pos, err := p.store.Position(ctx)
-		if err != nil {
-			return err
-		}
-		changes, behind, err := p.peer.changes(ctx, pos, p.heartbeat)
+		answer, err := p.peer.changes(ctx, received, applied.load(), p.heartbeat)
 		if err != nil {
 			return err
 		}
 		p.mu.Lock()
 		p.lastContact = time.Now()
-		if behind == 0 && len(changes) == 0 {
+		if answer.behind == 0 && len(answer.changes) == 0 {
 			p.caughtUpAt = time.Now()
 		}
 		p.mu.Unlock()
-		if len(changes) > 0 {
-			if err := p.store.ApplyChanges(ctx, changes); err != nil {
+		if len(answer.changes) == 0 {
+			p.setFollowing(true)
+			continue
+		}
+		last := answer.changes[len(answer.changes)-1]
+		received = sitestore.Position{Number: last.Number, Checksum: last.Checksum}
+		select {
+		case answers <- answer:
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err()
+}
+
+// applyAnswers applies the pulled changes in order.
+func (p *pair) applyAnswers(ctx context.Context, answers <-chan pulled, applied *atomicPosition) error {
+	for answer := range answers {
+		if err := p.store.ApplyChanges(ctx, answer.changes); err != nil {
+			return err
+		}
+		p.noteApplied(answer.changes, time.Now())
+		last := answer.changes[len(answer.changes)-1]
+		pos := sitestore.Position{Number: last.Number, Checksum: last.Checksum}
+		applied.store(pos)
+		if answer.awaited {
+			if err := p.peer.applied(ctx, pos); err != nil {
 				return err
 			}
-			p.noteApplied(changes, time.Now())
 		}
 		p.setFollowing(true)
 	}
 	return nil
+}
+
+// atomicPosition is a position one goroutine moves and another reads.
+type atomicPosition struct {
+	mu  sync.Mutex
+	pos sitestore.Position
+}
+
+func (a *atomicPosition) store(pos sitestore.Position) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pos = pos
+}
+
+func (a *atomicPosition) load() sitestore.Position {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pos
 }
 
 // noteApplied keeps each change's lag from its commit on the active node.

@@ -27,9 +27,12 @@ import (
 // secret they share in peerSecretHeader on every request:
 //
 //	POST /v1/peer/heartbeat   heartbeat in, heartbeat out
-//	GET  /v1/peer/changes     ?after=N&checksum=hex: changes after the
-//	                          standby's position (409: resync), which
-//	                          acknowledges that position
+//	GET  /v1/peer/changes     ?after=N&checksum=hex: the changes after
+//	                          what the standby received (409: resync);
+//	                          &applied=M&applied_checksum=hex
+//	                          acknowledges what it applied
+//	POST /v1/peer/applied     ?number=M&checksum=hex: acknowledges what
+//	                          the standby applied, at once (sync mode)
 //	GET  /v1/peer/snapshot    a full copy of the active node's store
 //	POST /v1/peer/handover    a stepping-down node's operations to adopt
 const peerSecretHeader = "X-Outpost-Peer-Secret"
@@ -58,6 +61,7 @@ func peerHandler(p *pair, secret string, log *zap.Logger) http.Handler {
 		writeJSON(w, http.StatusOK, ours)
 	})
 	mux.HandleFunc("GET /v1/peer/changes", func(w http.ResponseWriter, r *http.Request) { serveChanges(p, w, r) })
+	mux.HandleFunc("POST /v1/peer/applied", func(w http.ResponseWriter, r *http.Request) { serveApplied(p, w, r) })
 	mux.HandleFunc("GET /v1/peer/snapshot", func(w http.ResponseWriter, r *http.Request) { serveSnapshot(p, w, r) })
 	mux.HandleFunc("POST /v1/peer/handover", func(w http.ResponseWriter, r *http.Request) {
 		if !requireActive(p, w) {
@@ -103,17 +107,28 @@ func serveChanges(p *pair, w http.ResponseWriter, r *http.Request) {
 	if !requireActive(p, w) {
 		return
 	}
-	after, err := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
-	sum, sumErr := hex.DecodeString(r.URL.Query().Get("checksum"))
-	if err != nil || sumErr != nil || after < 0 {
-		writeError(w, http.StatusBadRequest, "changes: want after=<change number>&checksum=<hex>")
+	q := r.URL.Query()
+	after, err := queryPosition(q.Get("after"), q.Get("checksum"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "changes: want after=<change number>&checksum=<hex>: "+err.Error())
 		return
 	}
-	wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
+	applied := after
+	if q.Has("applied") {
+		if applied, err = queryPosition(q.Get("applied"), q.Get("applied_checksum")); err != nil || applied.Number > after.Number {
+			writeError(w, http.StatusBadRequest, "changes: want applied=<change number, at most after>&applied_checksum=<hex>")
+			return
+		}
+	}
+	wait, err := time.ParseDuration(q.Get("wait"))
 	if err != nil || wait < 0 || wait > 10*time.Second {
 		wait = time.Second
 	}
-	changes, err := p.feed.after(r.Context(), sitestore.Position{Number: after, Checksum: sum}, wait, maxChangesPerAnswer)
+	if err := p.feed.acknowledge(applied); errors.Is(err, sitestore.ErrResync) {
+		writeError(w, http.StatusConflict, "resync: "+err.Error())
+		return
+	}
+	changes, err := p.feed.after(r.Context(), after, wait, maxChangesPerAnswer)
 	if errors.Is(err, sitestore.ErrResync) {
 		writeError(w, http.StatusConflict, "resync: "+err.Error())
 		return
@@ -122,10 +137,50 @@ func serveChanges(p *pair, w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	head, _ := p.feed.lag(time.Now())
+	last := after.Number
+	if len(changes) > 0 {
+		last = changes[len(changes)-1].Number
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("X-Outpost-Behind", strconv.FormatInt(head-int64(len(changes)), 10))
+	w.Header().Set("X-Outpost-Behind", strconv.FormatInt(max(p.feed.headNumber()-last, 0), 10))
+	if p.opts.Sync {
+		w.Header().Set(peerAwaitsHeader, "1")
+	}
 	_, _ = w.Write(sitestore.MarshalChanges(changes))
+}
+
+// peerAwaitsHeader on an answer with changes says the active node's writes
+// wait for the standby (sync mode): the standby acknowledges each apply at
+// once rather than with its next pull.
+const peerAwaitsHeader = "X-Outpost-Awaits-Ack"
+
+func serveApplied(p *pair, w http.ResponseWriter, r *http.Request) {
+	if !requireActive(p, w) {
+		return
+	}
+	pos, err := queryPosition(r.URL.Query().Get("number"), r.URL.Query().Get("checksum"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "applied: want number=<change number>&checksum=<hex>: "+err.Error())
+		return
+	}
+	if err := p.feed.acknowledge(pos); err != nil {
+		writeError(w, http.StatusConflict, "resync: "+err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// queryPosition reads a change number and its checksum from a query.
+func queryPosition(number, checksum string) (sitestore.Position, error) {
+	n, err := strconv.ParseInt(number, 10, 64)
+	if err != nil || n < 0 {
+		return sitestore.Position{}, fmt.Errorf("change number %q", number)
+	}
+	sum, err := hex.DecodeString(checksum)
+	if err != nil {
+		return sitestore.Position{}, fmt.Errorf("checksum %q: %w", checksum, err)
+	}
+	return sitestore.Position{Number: n, Checksum: sum}, nil
 }
 
 func serveSnapshot(p *pair, w http.ResponseWriter, r *http.Request) {
@@ -218,32 +273,60 @@ func (c *peerClient) heartbeat(ctx context.Context, ours heartbeat) (heartbeat, 
 	return theirs, nil
 }
 
-// changes asks for the changes after pos, waiting up to wait for one; it
-// returns them and how many more the active node has. sitestore.ErrResync
-// when pos is not on the active node's stream.
-func (c *peerClient) changes(ctx context.Context, pos sitestore.Position, wait time.Duration) ([]sitestore.Change, int64, error) {
+// pulled is one answer to a standby's pull.
+type pulled struct {
+	changes []sitestore.Change
+	// behind is how many more changes the active node has.
+	behind int64
+	// awaited: the active node's writes wait for the standby's acknowledgement.
+	awaited bool
+}
+
+// changes asks for the changes after received, waiting up to wait for
+// one, and acknowledges applied. sitestore.ErrResync when either is not on
+// the active node's stream.
+func (c *peerClient) changes(ctx context.Context, received, applied sitestore.Position, wait time.Duration) (pulled, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+5*time.Second)
 	defer cancel()
-	path := fmt.Sprintf("/v1/peer/changes?after=%d&checksum=%s&wait=%s", pos.Number, hex.EncodeToString(pos.Checksum), wait)
+	path := fmt.Sprintf("/v1/peer/changes?after=%d&checksum=%s&applied=%d&applied_checksum=%s&wait=%s", received.Number,
+		hex.EncodeToString(received.Checksum), applied.Number, hex.EncodeToString(applied.Checksum), wait)
 	resp, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
-		return nil, 0, err
+		return pulled{}, err
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusConflict:
-		return nil, 0, sitestore.ErrResync
+		return pulled{}, sitestore.ErrResync
 	default:
-		return nil, 0, answerError(resp, "changes")
+		return pulled{}, answerError(resp, "changes")
 	}
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, 0, fmt.Errorf("changes: %w", err)
+		return pulled{}, fmt.Errorf("changes: %w", err)
 	}
 	changes, err := sitestore.UnmarshalChanges(data)
 	behind, _ := strconv.ParseInt(resp.Header.Get("X-Outpost-Behind"), 10, 64)
-	return changes, behind, err
+	return pulled{changes: changes, behind: behind, awaited: resp.Header.Get(peerAwaitsHeader) != ""}, err
+}
+
+// applied acknowledges the changes the standby applied, up to pos.
+func (c *peerClient) applied(ctx context.Context, pos sitestore.Position) error {
+	path := fmt.Sprintf("/v1/peer/applied?number=%d&checksum=%s", pos.Number, hex.EncodeToString(pos.Checksum))
+	resp, err := c.do(ctx, http.MethodPost, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+		return nil
+	case http.StatusConflict:
+		return sitestore.ErrResync
+	default:
+		return answerError(resp, "applied")
+	}
 }
 
 // handover gives the active node h and returns how many operations it adopted.

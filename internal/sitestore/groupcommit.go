@@ -341,8 +341,8 @@ drain:
 }
 
 // commit runs the batch's writes in one transaction and answers each
-// caller. A replicated change is handed to the standby's feed first; in
-// sync mode the callers are answered once the standby applied it (or the
+// caller. A replicated change went to the standby's feed as it committed;
+// in sync mode the callers are answered once the standby applied it (or the
 // wait gave up), off the writer's goroutine so the next batch goes on.
 func (c *committer) commit(batch []*write) {
 	results, change := c.runBatch(batch)
@@ -355,7 +355,6 @@ func (c *committer) commit(batch []*write) {
 		answer()
 		return
 	}
-	c.repl.committed(*change)
 	if await := c.repl.awaitFunc(); await != nil {
 		go func() {
 			await(change.Number)
@@ -433,7 +432,13 @@ func (c *committer) tryBatch(batch []*write, run []int) (int, *Change, error) {
 	if err != nil {
 		return -1, nil, err
 	}
+	if change != nil {
+		c.repl.committing(*change)
+	}
 	if err := tx.Commit(); err != nil {
+		if change != nil {
+			c.repl.withdraw(*change)
+		}
 		return -1, nil, fmt.Errorf("commit: %w", err)
 	}
 	return -1, change, nil

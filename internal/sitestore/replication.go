@@ -47,7 +47,8 @@ type Change struct {
 	Prev, Checksum []byte
 	// Data are the batch's statements, encoded (encodeStatements).
 	Data []byte
-	// At is when the batch committed on the active node.
+	// At is when the batch committed on the active node (just before its
+	// commit reached the disk).
 	At time.Time
 }
 
@@ -65,17 +66,38 @@ type replication struct {
 	standby atomic.Bool
 
 	mu    sync.Mutex
-	feed  func(Change)
+	feed  Feed
 	await func(number int64)
 }
 
-func (r *replication) committed(c Change) {
-	r.mu.Lock()
-	feed := r.feed
-	r.mu.Unlock()
-	if feed != nil {
-		feed(c)
+// Feed takes a replicating store's changes, in order. Add gets each change
+// as its transaction commits, before the commit is on disk: the standby's
+// write of a change overlaps the active node's own, which in sync mode is
+// most of what a caller waits for. Withdraw gets a change whose commit then
+// failed; a standby that took it has left the stream and resyncs.
+type Feed interface {
+	Add(Change)
+	Withdraw(Change)
+}
+
+// committing hands c to the feed before its commit; withdraw after a
+// failed one.
+func (r *replication) committing(c Change) {
+	if feed := r.currentFeed(); feed != nil {
+		feed.Add(c)
 	}
+}
+
+func (r *replication) withdraw(c Change) {
+	if feed := r.currentFeed(); feed != nil {
+		feed.Withdraw(c)
+	}
+}
+
+func (r *replication) currentFeed() Feed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.feed
 }
 
 func (r *replication) awaitFunc() func(int64) {
@@ -117,11 +139,11 @@ func setPosition(ctx context.Context, db execer, p Position) error {
 }
 
 // EnableReplication makes the store record every change from now on, and
-// hands each, in order, to feed. With await set (sync replication) a
+// hands each, in order, to feed (nil: none). With await set (sync replication) a
 // write's caller is answered once await(number) returned. The file
 // remembers that it replicates, so another process writing it (the CLI)
 // records its changes too.
-func (s *Store) EnableReplication(ctx context.Context, feed func(Change), await func(number int64)) error {
+func (s *Store) EnableReplication(ctx context.Context, feed Feed, await func(number int64)) error {
 	err := s.writer.doOnStandby(ctx, func(tx *writeTx) error {
 		_, err := tx.tx.ExecContext(tx.ctx, `UPDATE replication SET enabled = 1`)
 		return err

@@ -23,10 +23,16 @@ type changeLog struct {
 	changes []Change
 }
 
-func (l *changeLog) add(c Change) {
+func (l *changeLog) Add(c Change) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.changes = append(l.changes, c)
+}
+
+func (l *changeLog) Withdraw(c Change) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.changes = slices.DeleteFunc(l.changes, func(x Change) bool { return x.Number >= c.Number })
 }
 
 func (l *changeLog) all() []Change {
@@ -42,7 +48,7 @@ func openPair(t *testing.T) (active, standby *Store, log *changeLog) {
 	active = openTest(t, filepath.Join(dir, "a.db"), nil)
 	standby = openTest(t, filepath.Join(dir, "b.db"), nil)
 	log = &changeLog{}
-	require.NoError(t, active.EnableReplication(ctx, log.add, nil))
+	require.NoError(t, active.EnableReplication(ctx, log, nil))
 	require.NoError(t, standby.EnableReplication(ctx, nil, nil))
 	standby.SetStandby(true)
 	return active, standby, log
