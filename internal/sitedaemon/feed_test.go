@@ -28,7 +28,9 @@ func TestChangeFeedFollowsAndTrims(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := feedOf(2000)
-	at := func(n int) sitestore.Position { return sitestore.Position{Number: int64(n), Checksum: []byte{byte(n % 256)}} }
+	at := func(n int) sitestore.Position {
+		return sitestore.Position{Number: int64(n), Checksum: []byte{byte(n % 256)}}
+	}
 	got, err := f.after(ctx, at(10), 0, 5)
 	require.NoError(t, err)
 	require.Len(t, got, 5)
