@@ -151,7 +151,8 @@ type Site struct {
 	// entries and idempotency keys to purge. Default 1h.
 	PurgeInterval time.Duration `yaml:"purge_interval"`
 	// TelemetryBatch is the most tracking changes sent to central in one
-	// batch; a full batch is sent at once. Default 200.
+	// batch (and at most 1 MiB of them); a full batch is sent at once.
+	// Default 1000.
 	TelemetryBatch int `yaml:"telemetry_batch"`
 	// TelemetryDelay is the longest a tracking change waits for its batch to
 	// fill before it is sent anyway. Default 2s.
@@ -542,7 +543,7 @@ func Default() Config {
 			PollInterval: 250 * time.Millisecond, MaxBodyBytes: 64 << 10,
 			CommitBatch: 256, CommitDelay: 2 * time.Millisecond,
 			TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,
-			TelemetryBatch: 200, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
+			TelemetryBatch: 1000, TelemetryDelay: 2 * time.Second, ReconcileInterval: 5 * time.Minute,
 			PollerCheckInterval: 30 * time.Second, HolderGrace: 2 * time.Minute,
 			Replication: ReplicationAsync, FailoverAfter: 5 * time.Second,
 		},

@@ -2,6 +2,7 @@ package sitedaemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,10 @@ func (t *Telemetry) step(ctx context.Context) time.Duration {
 	if wait := t.untilDue(now, waiting); wait > 0 {
 		return wait
 	}
-	err = t.sendBatch(ctx)
+	cut, err := t.sendBatch(ctx)
+	for cut && err == nil { // what a batch cut short by its bytes left was due too
+		cut, err = t.sendBatch(ctx)
+	}
 	t.noteOutcome(err)
 	if err != nil {
 		t.retryAt = time.Now().Add(t.opts.Delay)
@@ -127,23 +131,49 @@ func (t *Telemetry) untilDue(now time.Time, waiting int) time.Duration {
 	}
 }
 
-// sendBatch sends the oldest unsent changes, up to Batch, and moves the
-// cursor past them once central persisted them.
-func (t *Telemetry) sendBatch(ctx context.Context) error {
+// sendBatch sends the oldest unsent changes, up to Batch and
+// telemetryMaxBytes, and moves the cursor past them once central
+// persisted them. cut: the bytes bound left some of them for the next.
+func (t *Telemetry) sendBatch(ctx context.Context) (cut bool, err error) {
 	cursor, err := t.store.TelemetryCursor(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	rows, err := t.store.TelemetryChanges(ctx, cursor, t.opts.Batch)
-	if err != nil || len(rows) == 0 {
-		return err
+	read, err := t.store.TelemetryChanges(ctx, cursor, t.opts.Batch)
+	if err != nil || len(read) == 0 {
+		return false, err
 	}
+	rows := fitBytes(read, telemetryMaxBytes)
 	t.attempts.Add(1)
 	if err := t.send(ctx, contract.TelemetryBatch{SiteID: t.opts.SiteID, Rows: rows}); err != nil {
-		return err
+		return false, err
 	}
 	t.batches.Add(1)
-	return t.store.AdvanceTelemetryCursor(ctx, rows[len(rows)-1].Seq)
+	return len(rows) < len(read), t.store.AdvanceTelemetryCursor(ctx, rows[len(rows)-1].Seq)
+}
+
+// telemetryMaxBytes bounds a batch's JSON. Temporal refuses a workflow
+// input over 2 MB (its default blob size limit), and a change can carry a
+// last error of 2,000 characters, up to six bytes each in JSON: without a
+// bound, a batch of long errors would be refused on every send, and the
+// outbox behind it would never move.
+const telemetryMaxBytes = 1 << 20
+
+// fitBytes is the longest prefix of rows, one row at least, whose JSON
+// stays within max bytes.
+func fitBytes(rows []contract.TrackedOperation, max int) []contract.TrackedOperation {
+	size := 64 // the batch's site id and brackets
+	for i, row := range rows {
+		encoded, err := json.Marshal(row)
+		if err != nil { // not for these fields; let the send report it
+			return rows
+		}
+		size += len(encoded) + 1
+		if size > max && i > 0 {
+			return rows[:i]
+		}
+	}
+	return rows
 }
 
 // IngestTelemetry runs the batch's ingest workflow and waits until central

@@ -2,9 +2,11 @@ package sitedaemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +23,7 @@ import (
 type sentBatch struct {
 	at     time.Time
 	seqs   []int64
+	bytes  int // the batch's JSON
 	failed bool
 }
 
@@ -34,7 +37,11 @@ type centralRecorder struct {
 }
 
 func (c *centralRecorder) send(ctx context.Context, batch contract.TelemetryBatch) error {
-	b := sentBatch{at: time.Now(), failed: c.failing.Load()}
+	encoded, err := json.Marshal(batch)
+	if err != nil {
+		return err
+	}
+	b := sentBatch{at: time.Now(), bytes: len(encoded), failed: c.failing.Load()}
 	for _, row := range batch.Rows {
 		b.seqs = append(b.seqs, row.Seq)
 	}
@@ -191,4 +198,34 @@ func TestTelemetrySendsABurstInFullBatches(t *testing.T) {
 	require.LessOrEqual(t, len(sent), (k+batch-1)/batch+1)
 	require.Equal(t, int64(len(sent)), tel.Attempts())
 	require.Equal(t, int64(len(sent)), tel.Batches())
+}
+
+// Changes with long last errors go in batches Temporal accepts: the JSON
+// of each stays within telemetryMaxBytes, however many rows the batch
+// setting allows, and what a cut batch leaves goes at once, not after
+// Delay: every change arrives, in order.
+func TestTelemetryKeepsEachBatchWithinTheBlobLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const calls = 150
+	central := &centralRecorder{}
+	tel, store := runTelemetry(t, 2*calls, time.Hour, central)
+	longError := strings.Repeat("<", 2000) // six bytes each in JSON
+	for i := range calls {
+		id := fmt.Sprintf("op-%d", i)
+		_, err := store.BeginOperation(ctx, sitestore.NewOperation{OperationID: id, Kind: contract.KindExternalCall,
+			Target: "erp.getOrder", Payload: []byte(`{}`), Provenance: sitestore.Provenance{SiteID: "plant-1"}})
+		require.NoError(t, err)
+		at := time.Now()
+		_, err = store.RecordAttempt(ctx, sitestore.Attempt{OperationID: id, Status: contract.StatusParked, RetryCount: 3, LastError: longError, At: &at})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return len(central.persistedSeqs()) >= 2*calls }, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, seqRange(1, 2*calls), central.persistedSeqs())
+	sent := central.batches()
+	for i, b := range sent {
+		require.LessOrEqual(t, b.bytes, telemetryMaxBytes, "send %d of %d rows", i, len(b.seqs))
+	}
+	require.Greater(t, len(sent), 1, "%d changes of about 12 KB each do not fit one batch", 2*calls)
+	require.Equal(t, tel.Batches(), int64(len(sent)))
 }
