@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/internal/airgapstats"
-	"github.com/outpost-dev/outpost/internal/dbtx"
 )
 
 // AirgapImport is one row of airgap_imports: a bundle central imported,
@@ -67,7 +66,7 @@ const airgapImportColumns = `bundle_id, site_id, nodes, entries, imported, dupli
 // transaction: a bundle already recorded fails it all, and keeps its first
 // record.
 func (s *Store) RecordAirgapImport(ctx context.Context, run AirgapImportRun, imported ...AirgapImport) error {
-	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		for _, imp := range imported {
 			if err := s.insertAirgapImport(ctx, tx, imp); err != nil {
 				return err

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/dbtx"
 )
 
 // AuditEventType is what happened to an operation.
@@ -68,7 +67,7 @@ const (
 // An event repeated in events is stored once.
 func (s *Store) InsertAuditEvents(ctx context.Context, events []AuditEvent) (int, error) {
 	var total int
-	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) (err error) {
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
 		total, err = s.insertAuditEvents(ctx, tx, events)
 		return err
 	})

@@ -133,6 +133,11 @@ func (s *Store) KPIs(ctx context.Context, q KPIQuery) (KPIReport, error) {
 	if q.Since.IsZero() {
 		since = now.Add(time.Hour) // counts nothing
 	}
+	read, done, err := s.snapshot(ctx)
+	if err != nil {
+		return KPIReport{}, fmt.Errorf("kpis: %w", err)
+	}
+	defer done()
 	cells := map[[2]string]*KPIs{} // (site, kind) → KPIs
 	cell := func(site, kind string) *KPIs {
 		k := [2]string{site, kind}
@@ -143,7 +148,7 @@ func (s *Store) KPIs(ctx context.Context, q KPIQuery) (KPIReport, error) {
 	}
 
 	for _, query := range kpiQueuedQueries {
-		err := s.eachRow(ctx, query, []any{stuckBefore}, func(rows *sql.Rows) error {
+		err := s.eachRow(ctx, read, query, []any{stuckBefore}, func(rows *sql.Rows) error {
 			var site, kind, status string
 			var count, stuck int
 			var oldest dbTime
@@ -160,7 +165,7 @@ func (s *Store) KPIs(ctx context.Context, q KPIQuery) (KPIReport, error) {
 
 	for _, query := range kpiDeliveredQueries {
 		args := []any{deliveredSince, since, minTime(deliveredSince, since)}
-		err := s.eachRow(ctx, query, args, func(rows *sql.Rows) error {
+		err := s.eachRow(ctx, read, query, args, func(rows *sql.Rows) error {
 			var site, kind string
 			var inWindow, sinceSample int
 			if err := rows.Scan(&site, &kind, &inWindow, &sinceSample); err != nil {
@@ -281,8 +286,31 @@ func pointers(gs []KPIGroup) []*KPIGroup {
 }
 
 // eachRow runs query (with "?" placeholders) and calls fn for every row.
-func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(*sql.Rows) error) error {
-	rows, err := s.db.QueryContext(ctx, s.bind(query), args...)
+// querier runs queries: the pool, or one transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// snapshot is a querier on one view of the store, and what ends it. On
+// SQLite it is one read transaction: its queries agree with each other,
+// and its connection empties its page cache at most once. SQLite empties
+// a connection's cache whenever another connection committed since its
+// last read, as the purge does every batch, so four queries on their own
+// paid for that up to four times. SQL Server's driver has no read-only
+// transactions: its queries go to the pool.
+func (s *Store) snapshot(ctx context.Context) (querier, func(), error) {
+	if !s.dialect.readOnlyTx {
+		return s.db, func() {}, nil
+	}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("begin a read transaction: %w", err)
+	}
+	return tx, func() { _ = tx.Rollback() }, nil
+}
+
+func (s *Store) eachRow(ctx context.Context, q querier, query string, args []any, fn func(*sql.Rows) error) error {
+	rows, err := q.QueryContext(ctx, s.bind(query), args...)
 	if err != nil {
 		return err
 	}
@@ -391,7 +419,7 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 	if f.Kind == "" || f.Kind == contract.KindNotification {
 		where, args := itemWhere(f, stateSQL, stateArgs, "list_name", "subject")
 		q := notificationItemsSQL(where) + s.limitClause()
-		err := s.eachRow(ctx, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
+		err := s.eachRow(ctx, s.db, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
 			it := OperatorItem{Kind: contract.KindNotification}
 			if err := scanItem(rows, &it, &it.Subject); err != nil {
 				return err
@@ -410,7 +438,7 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 			args = append(args, f.Kind)
 		}
 		q := callItemsSQL(where) + s.limitClause()
-		err := s.eachRow(ctx, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
+		err := s.eachRow(ctx, s.db, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
 			var it OperatorItem
 			if err := scanItem(rows, &it, &it.Kind); err != nil {
 				return err

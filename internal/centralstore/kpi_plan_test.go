@@ -52,3 +52,24 @@ type planCase struct {
 	args  []any
 	index string
 }
+
+// The KPIs read one snapshot, in a read-only transaction: they do not wait
+// for SQLite's write lock, which an ingest or a purge batch may hold (an
+// IMMEDIATE transaction, as writes begin, would wait up to the busy
+// timeout of 10 s).
+func TestKPIsReadWhileAWriterHoldsTheLock(t *testing.T) {
+	ctx := context.Background()
+	store, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "central.db"))
+	require.NoError(t, err)
+	defer store.Close()
+	writer, err := store.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
+	require.NoError(t, err)
+	defer writer.Rollback()
+	_, err = writer.ExecContext(ctx, `UPDATE site_cursors SET reconciled_seq = 0`)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = store.KPIs(ctx, KPIQuery{Now: time.Now(), StuckAge: time.Hour, Window: time.Hour})
+	require.NoError(t, err, "the KPIs waited for the write lock")
+}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/outpost-dev/outpost/internal/dbtx"
 )
 
 // List is one row of notification_lists: who a notification to Name
@@ -198,7 +196,7 @@ func (s *Store) DeleteChannel(ctx context.Context, name, by string) error {
 // upsert runs update, or insert when update changed no row, and stores
 // event, in one transaction. Both drivers run the same statements.
 func (s *Store) upsert(ctx context.Context, event AuditEvent, update, insert string, updateArgs, insertArgs []any) error {
-	return dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.bind(update), updateArgs...)
 		if err != nil {
 			return err
@@ -217,7 +215,7 @@ func (s *Store) upsert(ctx context.Context, event AuditEvent, update, insert str
 
 // deleteDefinition deletes the row of table named name and stores event.
 func (s *Store) deleteDefinition(ctx context.Context, table, name string, event AuditEvent) error {
-	return dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.bind(`DELETE FROM `+table+` WHERE name = ?`), name)
 		if err != nil {
 			return err

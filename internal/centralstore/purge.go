@@ -93,7 +93,9 @@ func (s *Store) Purge(ctx context.Context, req PurgeRequest) (PurgeResult, error
 			if req.MaxRows > 0 {
 				limit = min(limit, req.MaxRows-res.total())
 			}
+			done := s.writing()
 			r, err := s.db.ExecContext(ctx, stmt, cutoff.UTC(), limit)
+			done()
 			if err != nil {
 				return res, fmt.Errorf("purge %s before %s: %w", t.table, cutoff.UTC().Format(time.RFC3339), err)
 			}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/dbtx"
 )
 
 // trackedColumns hold the fields of a workflows.TrackedOperation, in the
@@ -36,7 +35,7 @@ func (s *Store) UpsertSiteCalls(ctx context.Context, rows []contract.TrackedOper
 		return 0, nil
 	}
 	var n int
-	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) (err error) {
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
 		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
 			return err
 		}
@@ -55,7 +54,7 @@ func (s *Store) UpsertSiteCalls(ctx context.Context, rows []contract.TrackedOper
 // events are stored in the same transaction.
 func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []contract.TrackedOperation, cursor int64, events ...AuditEvent) (int, error) {
 	var n int
-	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) (err error) {
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
 		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
 			return err
 		}
@@ -77,6 +76,7 @@ func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []cont
 // ResetReconcileCursor moves siteID's cursor back to 0: the site's store was
 // replaced and numbers its changes from 1 again.
 func (s *Store) ResetReconcileCursor(ctx context.Context, siteID string) error {
+	defer s.writing()()
 	_, err := s.db.ExecContext(ctx, s.bind(`UPDATE site_cursors SET reconciled_seq = 0, updated_at = ? WHERE site_id = ?`),
 		time.Now().UTC(), siteID)
 	if err != nil {

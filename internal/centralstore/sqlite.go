@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 )
 
 var sqliteDialect = dialect{
-	name: "sqlite",
+	name:       "sqlite",
+	readOnlyTx: true,
 	schema: []string{`CREATE TABLE IF NOT EXISTS notifications (
 		notification_id    TEXT PRIMARY KEY,
 		type               TEXT NOT NULL,
@@ -212,7 +214,7 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("central store: %w", err)
 	}
-	s := &Store{db: db, dialect: sqliteDialect, guard: guard}
+	s := &Store{db: db, dialect: sqliteDialect, guard: guard, writeMu: &sync.Mutex{}}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

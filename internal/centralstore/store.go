@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -54,6 +55,28 @@ type Store struct {
 	// guard notices a SQLite file removed or replaced while open; nil for
 	// SQL Server.
 	guard *sqlitedb.Guard
+	// writeMu queues this process's writes to a SQLite file. SQLite takes
+	// one writer at a time, and a writer that finds the file locked sleeps
+	// in its busy handler (1 to 100 ms a turn) instead of waiting in line,
+	// so concurrent telemetry batches left the lock idle between them.
+	// nil on SQL Server, which locks rows.
+	writeMu *sync.Mutex
+}
+
+// writing takes this process's turn to write a SQLite file (writeMu) and
+// returns what gives it back.
+func (s *Store) writing() (done func()) {
+	if s.writeMu == nil {
+		return func() {}
+	}
+	s.writeMu.Lock()
+	return s.writeMu.Unlock
+}
+
+// inTx runs fn in one write transaction, in this process's turn.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	defer s.writing()()
+	return dbtx.Run(ctx, s.db, fn)
 }
 
 // Ping reports whether the store answers and, on SQLite, is still the file
@@ -70,6 +93,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // dialect is what differs between SQLite and SQL Server.
 type dialect struct {
 	name string
+	// readOnlyTx: the driver takes read-only transactions (snapshot).
+	readOnlyTx bool
 	// schema creates the tables if they do not exist.
 	schema []string
 	// insertIfMissing inserts a notification unless its id exists.
@@ -139,7 +164,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // addColumn adds c unless its table has it, in one transaction so two
 // processes upgrading one database at once do not both add it.
 func (s *Store) addColumn(ctx context.Context, c addedColumn) error {
-	return dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, s.bind(s.dialect.hasColumn), c.table, c.name).Scan(&n); err != nil {
 			return err
@@ -186,7 +211,7 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification, events .
 	if err != nil {
 		return Notification{}, fmt.Errorf("encode resolved targets: %w", err)
 	}
-	err = dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, s.bind(s.dialect.insertIfMissing),
 			n.NotificationID, n.Type, n.ListName, n.Subject, n.Body, n.TypeData, string(n.Status),
 			n.RetryCount, n.LastError, string(targets), n.SourceSiteID, n.SourceInstanceID, n.SourceScript,
@@ -254,7 +279,7 @@ func (s *Store) MarkNotificationDelivered(ctx context.Context, id string, at tim
 // one transaction; an update that changed no row (the row is terminal)
 // stores nothing.
 func (s *Store) changeNotification(ctx context.Context, id string, events []AuditEvent, update string, args ...any) error {
-	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.bind(update), args...)
 		if err != nil {
 			return err
