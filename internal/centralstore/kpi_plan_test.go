@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,12 +37,12 @@ func TestKPIsAndParkedListsSeekIndexes(t *testing.T) {
 		plans[name+" calls"] = planCase{callItemsSQL(where) + store.limitClause(), append(args, 201), "INDEX site_calls_"}
 	}
 	for name, p := range plans {
-		plan := queryPlan(t, store, p.query, p.args...)
+		plan := testutil.QueryPlan(t, store.db, p.query, p.args...)
 		require.Contains(t, plan, "USING "+p.index, "%s: %s", name, plan)
 		require.NotContains(t, plan, "SCAN ", "%s: %s", name, plan)
 	}
 	for _, query := range kpiQueuedQueries {
-		plan := queryPlan(t, store, query, now)
+		plan := testutil.QueryPlan(t, store.db, query, now)
 		require.NotContains(t, plan, "TEMP B-TREE", "grouped in the index's order, not sorted: %s", plan)
 	}
 }

@@ -3,13 +3,13 @@ package centralstore
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // Every page of the notification list is a seek on an index, never a walk
@@ -30,7 +30,7 @@ func TestNotificationPagesSeekAnIndex(t *testing.T) {
 	} {
 		where, args, err := notificationWhere(f)
 		require.NoError(t, err)
-		plan := queryPlan(t, store, listNotificationsSQL(where)+" LIMIT 51", args...)
+		plan := testutil.QueryPlan(t, store.db, listNotificationsSQL(where)+" LIMIT 51", args...)
 		require.Contains(t, plan, "USING INDEX notifications_", "%s: %s", name, plan)
 		require.NotContains(t, plan, "SCAN notifications\n", "%s: %s", name, plan)
 		require.NotContains(t, plan, "TEMP B-TREE", "%s: sorted in memory: %s", name, plan)
@@ -38,21 +38,4 @@ func TestNotificationPagesSeekAnIndex(t *testing.T) {
 			require.Contains(t, plan, "created_at<", "%s: the cursor is a range on the index: %s", name, plan)
 		}
 	}
-}
-
-// queryPlan is SQLite's EXPLAIN QUERY PLAN of query, one step a line.
-func queryPlan(t *testing.T, store *Store, query string, args ...any) string {
-	t.Helper()
-	rows, err := store.db.Query("EXPLAIN QUERY PLAN "+query, args...)
-	require.NoError(t, err)
-	defer rows.Close()
-	var plan strings.Builder
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
-		plan.WriteString(detail + "\n")
-	}
-	require.NoError(t, rows.Err())
-	return plan.String()
 }

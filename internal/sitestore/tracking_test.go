@@ -14,6 +14,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/hlc"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 var trackingT0 = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
@@ -580,18 +581,8 @@ func TestDueOnSiteSkipsHandedOffCallsAndReadsNoBacklog(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"b"}, ids(due), "a handed-off call is central's to retry")
 
-	rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT `+trackingColumns+` FROM tracking `+dueOnSiteClause, 0, 10)
-	require.NoError(t, err)
-	defer rows.Close()
-	var plan strings.Builder
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
-		plan.WriteString(detail + "\n")
-	}
-	require.NoError(t, rows.Err())
-	require.Contains(t, plan.String(), "SEARCH tracking USING INDEX tracking_due", plan.String())
-	require.Contains(t, plan.String(), "USING INDEX buffer_operation (tracked_operation_id=?)", plan.String())
-	require.NotContains(t, plan.String(), "buffer_due", "reads the buffer's unhanded rows: %s", plan.String())
+	plan := testutil.QueryPlan(t, s.db, `SELECT `+trackingColumns+` FROM tracking `+dueOnSiteClause, 0, 10)
+	require.Contains(t, plan, "SEARCH tracking USING INDEX tracking_due", plan)
+	require.Contains(t, plan, "USING INDEX buffer_operation (tracked_operation_id=?)", plan)
+	require.NotContains(t, plan, "buffer_due", "reads the buffer's unhanded rows: %s", plan)
 }
