@@ -2,6 +2,7 @@ package centralstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -93,9 +94,7 @@ func (s *Store) Purge(ctx context.Context, req PurgeRequest) (PurgeResult, error
 			if req.MaxRows > 0 {
 				limit = min(limit, req.MaxRows-res.total())
 			}
-			done := s.writing()
-			r, err := s.db.ExecContext(ctx, stmt, cutoff.UTC(), limit)
-			done()
+			r, err := s.deleteBatch(ctx, stmt, cutoff, limit)
 			if err != nil {
 				return res, fmt.Errorf("purge %s before %s: %w", t.table, cutoff.UTC().Format(time.RFC3339), err)
 			}
@@ -114,4 +113,14 @@ func (s *Store) Purge(ctx context.Context, req PurgeRequest) (PurgeResult, error
 		}
 	}
 	return res, nil
+}
+
+// deleteBatch runs one purge statement in this process's write turn.
+func (s *Store) deleteBatch(ctx context.Context, stmt string, cutoff time.Time, limit int) (sql.Result, error) {
+	done, err := s.writing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return s.db.ExecContext(ctx, stmt, cutoff.UTC(), limit)
 }

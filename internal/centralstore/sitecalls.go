@@ -76,8 +76,12 @@ func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []cont
 // ResetReconcileCursor moves siteID's cursor back to 0: the site's store was
 // replaced and numbers its changes from 1 again.
 func (s *Store) ResetReconcileCursor(ctx context.Context, siteID string) error {
-	defer s.writing()()
-	_, err := s.db.ExecContext(ctx, s.bind(`UPDATE site_cursors SET reconciled_seq = 0, updated_at = ? WHERE site_id = ?`),
+	done, err := s.writing(ctx)
+	if err != nil {
+		return fmt.Errorf("reset cursor of site %s: %w", siteID, err)
+	}
+	defer done()
+	_, err = s.db.ExecContext(ctx, s.bind(`UPDATE site_cursors SET reconciled_seq = 0, updated_at = ? WHERE site_id = ?`),
 		time.Now().UTC(), siteID)
 	if err != nil {
 		return fmt.Errorf("reset cursor of site %s: %w", siteID, err)

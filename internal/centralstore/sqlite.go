@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 )
@@ -214,7 +213,7 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("central store: %w", err)
 	}
-	s := &Store{db: db, dialect: sqliteDialect, guard: guard, writeMu: &sync.Mutex{}}
+	s := &Store{db: db, dialect: sqliteDialect, guard: guard, turn: make(chan struct{}, 1)}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -55,27 +54,37 @@ type Store struct {
 	// guard notices a SQLite file removed or replaced while open; nil for
 	// SQL Server.
 	guard *sqlitedb.Guard
-	// writeMu queues this process's writes to a SQLite file. SQLite takes
-	// one writer at a time, and a writer that finds the file locked sleeps
-	// in its busy handler (1 to 100 ms a turn) instead of waiting in line,
-	// so concurrent telemetry batches left the lock idle between them.
-	// nil on SQL Server, which locks rows.
-	writeMu *sync.Mutex
+	// turn queues this process's writes to a SQLite file (one token).
+	// SQLite takes one writer at a time, and a writer that finds the file
+	// locked sleeps in its busy handler (1 to 100 ms a turn) instead of
+	// waiting in line, so concurrent telemetry batches left the lock idle
+	// between them. nil on SQL Server, which locks rows.
+	turn chan struct{}
 }
 
-// writing takes this process's turn to write a SQLite file (writeMu) and
-// returns what gives it back.
-func (s *Store) writing() (done func()) {
-	if s.writeMu == nil {
-		return func() {}
+// writing waits for this process's turn to write a SQLite file and
+// returns what gives it back. A caller whose ctx ends first gets its
+// error and writes nothing: an ingest whose local activity timed out in
+// the queue would otherwise still do its work, and then again on retry.
+func (s *Store) writing(ctx context.Context) (done func(), err error) {
+	if s.turn == nil {
+		return func() {}, nil
 	}
-	s.writeMu.Lock()
-	return s.writeMu.Unlock
+	select {
+	case s.turn <- struct{}{}:
+		return func() { <-s.turn }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the store's write turn: %w", ctx.Err())
+	}
 }
 
 // inTx runs fn in one write transaction, in this process's turn.
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	defer s.writing()()
+	done, err := s.writing(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	return dbtx.Run(ctx, s.db, fn)
 }
 
