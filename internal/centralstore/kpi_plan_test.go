@@ -2,7 +2,6 @@ package centralstore
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,10 +15,7 @@ import (
 // and no full scan; the queued counts and the notification deliveries read
 // the index alone, the queued counts in its order.
 func TestKPIsAndParkedListsSeekIndexes(t *testing.T) {
-	ctx := context.Background()
-	store, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "central.db"))
-	require.NoError(t, err)
-	defer store.Close()
+	store := openSQLiteForTest(t)
 	now := time.Now().UTC()
 	plans := map[string]planCase{
 		"queued notifications":    {kpiQueuedQueries[0], []any{now}, "COVERING INDEX notifications_status_site_created"},
@@ -60,9 +56,7 @@ type planCase struct {
 // timeout of 10 s).
 func TestKPIsReadWhileAWriterHoldsTheLock(t *testing.T) {
 	ctx := context.Background()
-	store, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "central.db"))
-	require.NoError(t, err)
-	defer store.Close()
+	store := openSQLiteForTest(t)
 	writer, err := store.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
 	require.NoError(t, err)
 	defer writer.Rollback()

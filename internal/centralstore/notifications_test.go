@@ -1,8 +1,6 @@
 package centralstore
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,10 +15,7 @@ import (
 // filtered page names an index and no full-table scan, and needs no sort.
 // (outpost bench --only browse times the same pages on 1,000,000 rows.)
 func TestNotificationPagesSeekAnIndex(t *testing.T) {
-	ctx := context.Background()
-	store, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "central.db"))
-	require.NoError(t, err)
-	defer store.Close()
+	store := openSQLiteForTest(t)
 	after := &Cursor{CreatedAt: time.Now().UTC(), ID: "343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11"}
 	for name, f := range map[string]NotificationFilter{
 		"first":           {},

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outpost-dev/outpost/contract"
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // A write waits for this process's turn on the SQLite file, and one whose
@@ -16,9 +17,7 @@ import (
 // retry does). Once the turn is free, the same write goes through.
 func TestSQLiteWriteGivenUpInTheQueueWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	store, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "central.db"))
-	require.NoError(t, err)
-	defer store.Close()
+	store := openSQLiteForTest(t)
 	row := contract.TrackedOperation{OperationID: "call-1", Kind: contract.KindExternalCall, Target: "erp.createOrder",
 		Status: contract.StatusDelivered, SourceSiteID: "plant-1", CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC(), Seq: 1}
 
@@ -36,4 +35,13 @@ func TestSQLiteWriteGivenUpInTheQueueWritesNothing(t *testing.T) {
 	n, err := store.UpsertSiteCalls(ctx, []contract.TrackedOperation{row})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+}
+
+// openSQLiteForTest opens a fresh central store file, closed when the test ends.
+func openSQLiteForTest(t *testing.T) *Store {
+	t.Helper()
+	store, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "central.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	return store
 }
