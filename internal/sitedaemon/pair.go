@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -364,8 +365,8 @@ func (p *pair) follow(ctx context.Context) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	answers := make(chan pulled, 2)
-	var applied atomicPosition
-	applied.store(pos)
+	var applied atomic.Pointer[sitestore.Position] // moved by applyAnswers, read by pull
+	applied.Store(&pos)
 	g.Go(func() error {
 		defer close(answers)
 		return p.pull(ctx, pos, &applied, answers)
@@ -376,12 +377,12 @@ func (p *pair) follow(ctx context.Context) error {
 
 // pull asks for the changes after those received, acknowledging those
 // applied, and queues each answer that has changes for applyAnswers.
-func (p *pair) pull(ctx context.Context, received sitestore.Position, applied *atomicPosition, answers chan<- pulled) error {
+func (p *pair) pull(ctx context.Context, received sitestore.Position, applied *atomic.Pointer[sitestore.Position], answers chan<- pulled) error {
 	for ctx.Err() == nil {
 		if role, _ := p.current(); role != pairStandby {
 			return nil
 		}
-		answer, err := p.peer.changes(ctx, received, applied.load(), p.heartbeat)
+		answer, err := p.peer.changes(ctx, received, *applied.Load(), p.heartbeat)
 		if err != nil {
 			return err
 		}
@@ -406,7 +407,7 @@ func (p *pair) pull(ctx context.Context, received sitestore.Position, applied *a
 }
 
 // applyAnswers applies the pulled changes in order.
-func (p *pair) applyAnswers(ctx context.Context, answers <-chan pulled, applied *atomicPosition) error {
+func (p *pair) applyAnswers(ctx context.Context, answers <-chan pulled, applied *atomic.Pointer[sitestore.Position]) error {
 	for answer := range answers {
 		if err := p.store.ApplyChanges(ctx, answer.changes); err != nil {
 			return err
@@ -414,7 +415,7 @@ func (p *pair) applyAnswers(ctx context.Context, answers <-chan pulled, applied 
 		p.noteApplied(answer.changes, time.Now())
 		last := answer.changes[len(answer.changes)-1]
 		pos := sitestore.Position{Number: last.Number, Checksum: last.Checksum}
-		applied.store(pos)
+		applied.Store(&pos)
 		if answer.awaited {
 			if err := p.peer.applied(ctx, pos); err != nil {
 				return err
@@ -423,24 +424,6 @@ func (p *pair) applyAnswers(ctx context.Context, answers <-chan pulled, applied 
 		p.setFollowing(true)
 	}
 	return nil
-}
-
-// atomicPosition is a position one goroutine moves and another reads.
-type atomicPosition struct {
-	mu  sync.Mutex
-	pos sitestore.Position
-}
-
-func (a *atomicPosition) store(pos sitestore.Position) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.pos = pos
-}
-
-func (a *atomicPosition) load() sitestore.Position {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.pos
 }
 
 // noteApplied keeps each change's lag from its commit on the active node.
