@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/devserver"
@@ -31,12 +33,14 @@ import (
 
 // Timing of the two-daemon tests: the dev server answers an idle poll
 // after a second, so an idle live poller shows activity every second;
-// a holder whose poller stood still for holderGrace is gone.
+// a holder whose poller stood still for holderGrace is gone. A takeover
+// may wait out one look that fails on a loaded machine (its blind time,
+// up to checkTimeout, is not counted as standing still).
 const (
 	testLongPoll     = time.Second
 	testCheckEvery   = 200 * time.Millisecond
 	testHolderGrace  = 3 * time.Second
-	takeoverDeadline = testHolderGrace + 2*testCheckEvery + 2*time.Second
+	takeoverDeadline = testHolderGrace + checkTimeout + 2*testCheckEvery + 2*time.Second
 )
 
 // An identity reads back as written; one Outpost did not write (an older
@@ -68,6 +72,30 @@ func TestDaemonIdentity(t *testing.T) {
 	tie.store = "00000000000000bb"
 	require.True(t, a.precedes(tie))
 	require.False(t, tie.precedes(a))
+}
+
+// A holder's poller that stood still for grace is gone; one look that
+// fails neither hides that stillness (the old rule counted every poller
+// as first seen after a failed look, delaying a takeover by a whole grace)
+// nor counts the blind time as stillness (the server may have let nobody
+// poll then).
+func TestPollerWatchExcusesOnlyTheTimeItCouldNotLook(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC)
+	holder := daemonIdentity{site: "plant-1", node: "node-a", store: "00000000000000aa", started: t0, role: roleActive}
+	self := daemonIdentity{site: "plant-1", node: "node-b", store: "00000000000000bb", started: t0, role: roleWaiting}
+	p := newPollerWatch(nil, self, 3*time.Second, zaptest.NewLogger(t))
+	lastPoll := []*taskqueuepb.PollerInfo{{Identity: holder.String(), LastAccessTime: timestamppb.New(t0)}}
+	liveAt := func(after time.Duration) bool {
+		return len(p.observe(lastPoll, t0.Add(after))) == 1
+	}
+
+	require.True(t, liveAt(0), "first seen: live")
+	require.True(t, liveAt(time.Second), "seen still for 1s")
+	p.blind = true // a look failed: from 1s, the last good one, to 3s nothing is known
+	require.True(t, liveAt(3*time.Second), "seen still for 1s, then blind for 2s")
+	require.True(t, liveAt(4900*time.Millisecond), "seen still for 2.9s")
+	require.False(t, liveAt(5100*time.Millisecond), "seen still for 3.1s: gone")
 }
 
 // twoDaemonSite is a Temporal dev server with a central worker running

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -92,9 +93,12 @@ func (p peer) holds() bool { return p.id.role == roleActive }
 // with the time of its last poll; an idle live poller polls again every
 // long poll (a minute). A poller is live while its last access time moved
 // within grace, measured on this daemon's own clock: a site clock that
-// disagrees with the server's changes nothing. One first seen, or seen
-// again after a look that failed, counts as live until it has stood still
-// for grace.
+// disagrees with the server's changes nothing. One first seen counts as
+// live until it has stood still for grace. Time this daemon could not look
+// (a listing failed: central unreachable, or slower than checkTimeout) is
+// not counted as standing still, since nobody may have been able to poll
+// then; the stillness seen before it still counts, so one slow answer
+// delays a takeover by its own length, not by a whole grace.
 type pollerWatch struct {
 	tc     client.Client
 	self   daemonIdentity
@@ -105,6 +109,10 @@ type pollerWatch struct {
 	log    *zap.Logger
 	// reported is the last set of live others logged.
 	reported []string
+	// lastLook is when the last listing succeeded; blind is set when one
+	// failed since.
+	lastLook time.Time
+	blind    bool
 }
 
 // pollerActivity is a poller's last access time and when this daemon saw
@@ -124,15 +132,23 @@ func (p *pollerWatch) liveOthers(ctx context.Context) ([]peer, error) {
 	queue := contract.SiteTaskQueue(p.self.site)
 	resp, err := p.tc.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_ACTIVITY)
 	if err != nil {
-		// A server this daemon cannot reach may have let nobody poll:
-		// after it answers again, every poller counts as first seen.
-		clear(p.seen)
+		p.blind = true
 		return nil, fmt.Errorf("describe task queue %s: %w", queue, err)
 	}
-	now := p.now()
+	live := p.observe(resp.GetPollers(), p.now())
+	p.report(queue, live)
+	return live, nil
+}
+
+// observe records a listing made at now and returns the live others.
+func (p *pollerWatch) observe(pollers []*taskqueuepb.PollerInfo, now time.Time) []peer {
+	if p.blind {
+		p.excuse(now.Sub(p.lastLook))
+	}
+	p.lastLook, p.blind = now, false
 	listed := map[string]pollerActivity{}
 	var live []peer
-	for _, poller := range resp.GetPollers() {
+	for _, poller := range pollers {
 		raw := poller.GetIdentity()
 		activity := p.activity(raw, poller.GetLastAccessTime().AsTime(), now)
 		listed[raw] = activity
@@ -143,8 +159,16 @@ func (p *pollerWatch) liveOthers(ctx context.Context) ([]peer, error) {
 	}
 	p.seen = listed
 	slices.SortFunc(live, func(a, b peer) int { return strings.Compare(a.raw, b.raw) })
-	p.report(queue, live)
-	return live, nil
+	return live
+}
+
+// excuse moves every known poller's last move blind later: time in which
+// the server may have let nobody poll proves nothing about a poller.
+func (p *pollerWatch) excuse(blind time.Duration) {
+	for raw, activity := range p.seen {
+		activity.movedAt = activity.movedAt.Add(blind)
+		p.seen[raw] = activity
+	}
 }
 
 // activity is the poller's record after a listing at now.
