@@ -60,6 +60,8 @@ type Store struct {
 	// waiting in line, so concurrent telemetry batches left the lock idle
 	// between them. nil on SQL Server, which locks rows.
 	turn chan struct{}
+	// chunks are the full chunks' statements, prepared once (execChunk).
+	chunks chunkStatements
 }
 
 // writing waits for this process's turn to write a SQLite file and
@@ -140,7 +142,7 @@ type dialect struct {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return errors.Join(s.chunks.close(), s.db.Close()) }
 
 // addedColumn is a column added to an existing table.
 type addedColumn struct{ table, name, definition string }
