@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // The KPIs and the parked lists read an index range, never a table: at a
