@@ -114,7 +114,7 @@ func (s *Store) GetAirgapImport(ctx context.Context, bundleID string) (AirgapImp
 	var imp AirgapImport
 	var nodes, heads string
 	var size sql.NullInt64
-	err := s.db.QueryRowContext(ctx, s.bind(`SELECT `+airgapImportColumns+` FROM airgap_imports WHERE bundle_id = ?`), bundleID).
+	err := s.reads.QueryRowContext(ctx, s.bind(`SELECT `+airgapImportColumns+` FROM airgap_imports WHERE bundle_id = ?`), bundleID).
 		Scan(&imp.BundleID, &imp.SiteID, &nodes, &imp.Entries, &imp.Imported, &imp.Duplicates, &imp.Skipped, &heads, &imp.ImportedBy, &imp.ImportedAt, &size)
 	if errors.Is(err, sql.ErrNoRows) {
 		return AirgapImport{}, fmt.Errorf("bundle %s: %w", bundleID, ErrNotFound)
@@ -168,7 +168,7 @@ func (s *Store) AirgapImportStats(ctx context.Context) (AirgapImportStats, error
 func (s *Store) airgapBundleStats(ctx context.Context) (int64, airgapstats.Histogram, error) {
 	sizes := airgapstats.NewHistogramScan(airgapstats.SizeBuckets)
 	var bundles int64
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), `+sizes.Columns("bytes")+` FROM airgap_imports`).
+	err := s.reads.QueryRowContext(ctx, `SELECT COUNT(*), `+sizes.Columns("bytes")+` FROM airgap_imports`).
 		Scan(append([]any{&bundles}, sizes.Dest()...)...)
 	if err != nil {
 		return 0, airgapstats.Histogram{}, fmt.Errorf("bundles: %w", err)
@@ -180,7 +180,7 @@ func (s *Store) airgapRunStats(ctx context.Context, st *AirgapImportStats) error
 	took := airgapstats.NewHistogramScan(airgapstats.DurationBuckets)
 	entries := airgapstats.NewHistogramScan(airgapstats.EntryBuckets)
 	dest := append([]any{&st.Imported, &st.Duplicates}, took.Dest()...)
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(imported), 0), COALESCE(SUM(duplicates), 0), `+
+	err := s.reads.QueryRowContext(ctx, `SELECT COALESCE(SUM(imported), 0), COALESCE(SUM(duplicates), 0), `+
 		took.Columns("duration_seconds")+`, `+entries.Columns("entries")+` FROM airgap_import_runs`).
 		Scan(append(dest, entries.Dest()...)...)
 	if err != nil {
@@ -191,7 +191,7 @@ func (s *Store) airgapRunStats(ctx context.Context, st *AirgapImportStats) error
 }
 
 func (s *Store) airgapConflictStats(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT conflict_type, SUM(conflicts) FROM airgap_import_conflicts GROUP BY conflict_type`)
+	rows, err := s.reads.QueryContext(ctx, `SELECT conflict_type, SUM(conflicts) FROM airgap_import_conflicts GROUP BY conflict_type`)
 	if err != nil {
 		return nil, fmt.Errorf("conflicts: %w", err)
 	}

@@ -104,7 +104,7 @@ func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []Audi
 // ListAuditEvents returns the events of one operation (a notification id or a
 // tracked operation id), oldest first.
 func (s *Store) ListAuditEvents(ctx context.Context, operationID string) ([]AuditEvent, error) {
-	rows, err := s.db.QueryContext(ctx, s.bind(`SELECT `+strings.Join(auditColumns, ", ")+`
+	rows, err := s.reads.QueryContext(ctx, s.bind(`SELECT `+strings.Join(auditColumns, ", ")+`
 		FROM audit_log WHERE operation_id = ? ORDER BY at, event_id`), operationID)
 	if err != nil {
 		return nil, fmt.Errorf("list audit events of %s: %w", operationID, err)

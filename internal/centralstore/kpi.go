@@ -300,9 +300,9 @@ type querier interface {
 // transactions: its queries go to the pool.
 func (s *Store) snapshot(ctx context.Context) (querier, func(), error) {
 	if !s.dialect.readOnlyTx {
-		return s.db, func() {}, nil
+		return s.reads, func() {}, nil
 	}
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.reads.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("begin a read transaction: %w", err)
 	}
@@ -419,7 +419,7 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 	if f.Kind == "" || f.Kind == contract.KindNotification {
 		where, args := itemWhere(f, stateSQL, stateArgs, "list_name", "subject")
 		q := notificationItemsSQL(where) + s.limitClause()
-		err := s.eachRow(ctx, s.db, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
+		err := s.eachRow(ctx, s.reads, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
 			it := OperatorItem{Kind: contract.KindNotification}
 			if err := scanItem(rows, &it, &it.Subject); err != nil {
 				return err
@@ -438,7 +438,7 @@ func (s *Store) ListOperatorItems(ctx context.Context, f ItemFilter) (OperatorIt
 			args = append(args, f.Kind)
 		}
 		q := callItemsSQL(where) + s.limitClause()
-		err := s.eachRow(ctx, s.db, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
+		err := s.eachRow(ctx, s.reads, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
 			var it OperatorItem
 			if err := scanItem(rows, &it, &it.Kind); err != nil {
 				return err

@@ -75,7 +75,7 @@ const listColumns = `name, type, targets, channel, type_data, description, updat
 
 // GetList reads one list; ErrNotFound if there is none.
 func (s *Store) GetList(ctx context.Context, name string) (List, error) {
-	row := s.db.QueryRowContext(ctx, s.bind(`SELECT `+listColumns+` FROM notification_lists WHERE name = ?`), name)
+	row := s.reads.QueryRowContext(ctx, s.bind(`SELECT `+listColumns+` FROM notification_lists WHERE name = ?`), name)
 	l, err := scanList(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return List{}, fmt.Errorf("notification list %q: %w", name, ErrNotFound)
@@ -88,7 +88,7 @@ func (s *Store) GetList(ctx context.Context, name string) (List, error) {
 
 // Lists reads every list, by name.
 func (s *Store) Lists(ctx context.Context) ([]List, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+listColumns+` FROM notification_lists ORDER BY name`)
+	rows, err := s.reads.QueryContext(ctx, `SELECT `+listColumns+` FROM notification_lists ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read notification lists: %w", err)
 	}
@@ -139,7 +139,7 @@ const channelColumns = `name, type, settings, description, updated_by, updated_a
 
 // GetChannel reads one delivery channel; ErrNotFound if there is none.
 func (s *Store) GetChannel(ctx context.Context, name string) (Channel, error) {
-	row := s.db.QueryRowContext(ctx, s.bind(`SELECT `+channelColumns+` FROM delivery_channels WHERE name = ?`), name)
+	row := s.reads.QueryRowContext(ctx, s.bind(`SELECT `+channelColumns+` FROM delivery_channels WHERE name = ?`), name)
 	c, err := scanChannel(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Channel{}, fmt.Errorf("delivery channel %q: %w", name, ErrNotFound)
@@ -152,7 +152,7 @@ func (s *Store) GetChannel(ctx context.Context, name string) (Channel, error) {
 
 // Channels reads every delivery channel, by name.
 func (s *Store) Channels(ctx context.Context) ([]Channel, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+channelColumns+` FROM delivery_channels ORDER BY name`)
+	rows, err := s.reads.QueryContext(ctx, `SELECT `+channelColumns+` FROM delivery_channels ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read delivery channels: %w", err)
 	}

@@ -82,7 +82,7 @@ func (s *Store) ListNotifications(ctx context.Context, f NotificationFilter) (No
 	}
 	q := listNotificationsSQL(where) + s.limitClause()
 	var page NotificationPage
-	err = s.eachRow(ctx, s.db, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
+	err = s.eachRow(ctx, s.reads, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
 		n, err := scanNotification(rows)
 		if err != nil {
 			return err

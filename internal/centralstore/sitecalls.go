@@ -92,7 +92,7 @@ func (s *Store) ResetReconcileCursor(ctx context.Context, siteID string) error {
 // ReconcileCursor is siteID's cursor; 0 when the site was never reconciled.
 func (s *Store) ReconcileCursor(ctx context.Context, siteID string) (int64, error) {
 	var cursor int64
-	err := s.db.QueryRowContext(ctx, s.bind(`SELECT reconciled_seq FROM site_cursors WHERE site_id = ?`), siteID).Scan(&cursor)
+	err := s.reads.QueryRowContext(ctx, s.bind(`SELECT reconciled_seq FROM site_cursors WHERE site_id = ?`), siteID).Scan(&cursor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -104,7 +104,7 @@ func (s *Store) ReconcileCursor(ctx context.Context, siteID string) (int64, erro
 
 // GetSiteCall reads one mirrored row; ErrNotFound when absent.
 func (s *Store) GetSiteCall(ctx context.Context, id string) (contract.TrackedOperation, error) {
-	row := s.db.QueryRowContext(ctx, s.bind(`SELECT `+strings.Join(trackedColumns, ", ")+`
+	row := s.reads.QueryRowContext(ctx, s.bind(`SELECT `+strings.Join(trackedColumns, ", ")+`
 		FROM site_calls WHERE operation_id = ?`), id)
 	op, err := scanSiteCall(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -118,7 +118,7 @@ func (s *Store) GetSiteCall(ctx context.Context, id string) (contract.TrackedOpe
 
 // ListSiteCalls returns every mirrored row of siteID ordered by operation id.
 func (s *Store) ListSiteCalls(ctx context.Context, siteID string) ([]contract.TrackedOperation, error) {
-	rows, err := s.db.QueryContext(ctx, s.bind(`SELECT `+strings.Join(trackedColumns, ", ")+`
+	rows, err := s.reads.QueryContext(ctx, s.bind(`SELECT `+strings.Join(trackedColumns, ", ")+`
 		FROM site_calls WHERE source_site_id = ? ORDER BY operation_id`), siteID)
 	if err != nil {
 		return nil, fmt.Errorf("list site calls of %s: %w", siteID, err)

@@ -2,6 +2,7 @@ package centralstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -218,5 +219,26 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if s.reads, err = openSQLiteReads(ctx, path); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// openSQLiteReads opens the readers' pool of the central store at path:
+// query-only connections with SQLite's default page cache (about 2 MiB).
+// In WAL mode a reader empties its page cache whenever another connection
+// committed since its last read, and the purge commits every 1,000 rows.
+// Emptying a 64 MiB cache frees its pages one by one, each free a system
+// call in the allocator, under a lock every connection of the process
+// shares: a goroutine dump caught a KPI read and the purge both stalled
+// for 250 to 530 ms on one reset (outpost bench --only tables). A reader
+// gains little from a big cache anyway: the next commit empties it.
+func openSQLiteReads(ctx context.Context, path string) (*sql.DB, error) {
+	reads, err := sqlitedb.Open(ctx, path, memoryMap, "query_only(1)")
+	if err != nil {
+		return nil, fmt.Errorf("central store: readers: %w", err)
+	}
+	return reads, nil
 }

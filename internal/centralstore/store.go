@@ -49,7 +49,13 @@ type Notification struct {
 
 // Store is central's storage.
 type Store struct {
-	db      *sql.DB
+	// db takes the writes, and the reads inside them.
+	db *sql.DB
+	// reads takes the reads outside a write: the KPIs, the lists, lookups.
+	// On SQLite it is a pool of its own whose connections keep SQLite's
+	// small default page cache (openSQLiteReads says why); on SQL Server
+	// it is db.
+	reads   *sql.DB
 	dialect dialect
 	// guard notices a SQLite file removed or replaced while open; nil for
 	// SQL Server.
@@ -142,7 +148,13 @@ type dialect struct {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return errors.Join(s.chunks.close(), s.db.Close()) }
+func (s *Store) Close() error {
+	err := s.chunks.close()
+	if s.reads != s.db {
+		err = errors.Join(err, s.reads.Close())
+	}
+	return errors.Join(err, s.db.Close())
+}
 
 // addedColumn is a column added to an existing table.
 type addedColumn struct{ table, name, definition string }
@@ -242,7 +254,7 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification, events .
 
 // GetNotification reads one row; ErrNotFound if there is none.
 func (s *Store) GetNotification(ctx context.Context, id string) (Notification, error) {
-	row := s.db.QueryRowContext(ctx, s.bind(`SELECT `+notificationReadColumns+` FROM notifications WHERE notification_id = ?`), id)
+	row := s.reads.QueryRowContext(ctx, s.bind(`SELECT `+notificationReadColumns+` FROM notifications WHERE notification_id = ?`), id)
 	n, err := scanNotification(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Notification{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
