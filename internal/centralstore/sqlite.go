@@ -214,13 +214,18 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("central store: %w", err)
 	}
-	s := &Store{db: db, dialect: sqliteDialect, guard: guard, turn: make(chan struct{}, 1)}
-	if err := s.migrate(ctx); err != nil {
+	turn, err := sqlitedb.OpenWriteTurn(path)
+	if err != nil {
 		db.Close()
+		return nil, fmt.Errorf("central store: %w", err)
+	}
+	s := &Store{db: db, dialect: sqliteDialect, guard: guard, turn: turn}
+	if err := s.migrate(ctx); err != nil {
+		s.closeWriters()
 		return nil, err
 	}
 	if s.reads, err = openSQLiteReads(ctx, path); err != nil {
-		db.Close()
+		s.closeWriters()
 		return nil, err
 	}
 	return s, nil
