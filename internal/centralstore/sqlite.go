@@ -214,18 +214,13 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("central store: %w", err)
 	}
-	turn, err := sqlitedb.OpenWriteTurn(path)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("central store: %w", err)
-	}
-	s := &Store{db: db, dialect: sqliteDialect, guard: guard, turn: turn}
+	s := &Store{db: db, dialect: sqliteDialect, guard: guard, turn: make(chan struct{}, 1)}
 	if err := s.migrate(ctx); err != nil {
-		s.closeWriters()
+		db.Close()
 		return nil, err
 	}
 	if s.reads, err = openSQLiteReads(ctx, path); err != nil {
-		s.closeWriters()
+		db.Close()
 		return nil, err
 	}
 	return s, nil

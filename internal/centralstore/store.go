@@ -60,24 +60,30 @@ type Store struct {
 	// guard notices a SQLite file removed or replaced while open; nil for
 	// SQL Server.
 	guard *sqlitedb.Guard
-	// turn queues the writes to a SQLite file, this process's and other
-	// processes' (sqlitedb.WriteTurn says why). nil on SQL Server, which
-	// locks rows.
-	turn *sqlitedb.WriteTurn
+	// turn queues this process's writes to a SQLite file (one token).
+	// SQLite takes one writer at a time, and a writer that finds the file
+	// locked sleeps in its busy handler (1 to 100 ms a turn) instead of
+	// waiting in line, so concurrent telemetry batches left the lock idle
+	// between them. nil on SQL Server, which locks rows.
+	turn chan struct{}
 	// chunks are the full chunks' statements, prepared once (execChunk).
 	chunks chunkStatements
 }
 
-// writing waits for the turn to write a SQLite file (among every process
-// writing it) and returns what gives it back. A caller whose ctx ends
-// first gets its error and writes nothing: an ingest whose local activity
-// timed out in the queue would otherwise still do its work, and then again
-// on retry.
+// writing waits for this process's turn to write a SQLite file and
+// returns what gives it back. A caller whose ctx ends first gets its
+// error and writes nothing: an ingest whose local activity timed out in
+// the queue would otherwise still do its work, and then again on retry.
 func (s *Store) writing(ctx context.Context) (done func(), err error) {
 	if s.turn == nil {
 		return func() {}, nil
 	}
-	return s.turn.Take(ctx)
+	select {
+	case s.turn <- struct{}{}:
+		return func() { <-s.turn }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the store's write turn: %w", ctx.Err())
+	}
 }
 
 // inTx runs fn in one write transaction, in this process's turn.
@@ -147,16 +153,7 @@ func (s *Store) Close() error {
 	if s.reads != s.db {
 		err = errors.Join(err, s.reads.Close())
 	}
-	return errors.Join(err, s.closeWriters())
-}
-
-// closeWriters closes the writers' pool and the write turn.
-func (s *Store) closeWriters() error {
-	err := s.db.Close()
-	if s.turn != nil {
-		err = errors.Join(err, s.turn.Close())
-	}
-	return err
+	return errors.Join(err, s.db.Close())
 }
 
 // addedColumn is a column added to an existing table.
