@@ -22,9 +22,7 @@ func TestReadsHaveTheirOwnQueryOnlyPoolWithASmallCache(t *testing.T) {
 	store := openSQLiteForTest(t)
 	require.NotSame(t, store.db, store.reads)
 
-	cacheSize := func(db interface {
-		QueryRowContext(context.Context, string, ...any) *sql.Row
-	}) int {
+	cacheSize := func(db *sql.DB) int {
 		var pages int
 		require.NoError(t, db.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&pages))
 		return pages
