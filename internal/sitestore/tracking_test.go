@@ -586,3 +586,18 @@ func TestDueOnSiteSkipsHandedOffCallsAndReadsNoBacklog(t *testing.T) {
 	require.Contains(t, plan, "USING INDEX buffer_operation (tracked_operation_id=?)", plan)
 	require.NotContains(t, plan, "buffer_due", "reads the buffer's unhanded rows: %s", plan)
 }
+
+// A cached call's buffer row is found through buffer_operation, a partial
+// index, and SQLite uses it only when the statement repeats the index's
+// condition. Each of these runs per Status request or per attempt outcome
+// (in the writer): a scan costs time in proportion to the whole buffer,
+// notifications included.
+func TestCallBufferStatementsSeekTheOperationIndex(t *testing.T) {
+	t.Parallel()
+	s, _, _ := openTracking(t)
+	for _, query := range []string{deleteCallBufferSQL, rescheduleCallSQL, recordCallAttemptSQL, callPayloadSQL, callHandedOffSQL} {
+		args := make([]any, strings.Count(query, "?"))
+		plan := testutil.QueryPlan(t, s.db, query, args...)
+		require.Contains(t, plan, "SEARCH buffer USING INDEX buffer_operation (tracked_operation_id=?)", "%s\n%s", query, plan)
+	}
+}
