@@ -176,9 +176,10 @@ func applyAttempt(row contract.TrackedOperation, a Attempt, now time.Time, seq i
 // last in each statement, is the operation id. buffer_operation is a
 // partial index (notifications, which have no operation id, stay out of
 // it), and SQLite uses a partial index only for a query that states the
-// index's condition: without its "not empty" test every lookup scanned the whole buffer,
-// in the writer's transaction too (outpost bench --only status: a Status
-// request on 1,000,000 buffered rows took tens of milliseconds).
+// index's condition: without its "not empty" test every lookup scanned
+// the whole buffer, in the writer's transaction too (outpost bench --only
+// status: a Status request on 1,000,000 buffered rows took tens of
+// milliseconds).
 const bufferOfOperation = `tracked_operation_id = ? AND tracked_operation_id != ''`
 
 // The statements that read or change a cached call's buffer row.
