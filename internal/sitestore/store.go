@@ -70,6 +70,8 @@ type Store struct {
 	guard *sqlitedb.Guard
 	// writer commits every change to the file, batching concurrent ones.
 	writer *committer
+	// reads are the statements of the reads a Status request makes.
+	reads *readStatements
 	// changed is signalled after every committed tracking change.
 	changed chan struct{}
 }
@@ -276,7 +278,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("site store %s: %w", path, err)
 	}
 	writer.repl.enabled.Store(replicates)
-	return &Store{db: db, now: opts.Now, guard: guard, writer: writer, changed: make(chan struct{}, 1)}, nil
+	reads, err := prepareReadStatements(ctx, db)
+	if err != nil {
+		writer.close()
+		db.Close()
+		return nil, fmt.Errorf("site store %s: %w", path, err)
+	}
+	return &Store{db: db, now: opts.Now, guard: guard, writer: writer, reads: reads, changed: make(chan struct{}, 1)}, nil
 }
 
 // migrate applies the migrations the file has not run yet, each in its own
@@ -307,6 +315,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // Close stops the writer and closes the file.
 func (s *Store) Close() error {
 	s.writer.close()
+	s.reads.close()
 	return s.db.Close()
 }
 

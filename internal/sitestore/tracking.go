@@ -210,7 +210,7 @@ func updateBufferFor(tx *writeTx, row contract.TrackedOperation, now time.Time) 
 
 // GetOperation reads one tracking row; ErrNotFound when there is none.
 func (s *Store) GetOperation(ctx context.Context, id string) (contract.TrackedOperation, error) {
-	row, err := scanTracking(s.db.QueryRowContext(ctx, `SELECT `+trackingColumns+` FROM tracking WHERE operation_id = ?`, id))
+	row, err := scanTracking(s.reads.operation.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return contract.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
 	}
@@ -223,7 +223,7 @@ func (s *Store) GetOperation(ctx context.Context, id string) (contract.TrackedOp
 // OperationPayload is the buffered payload of a cached call still to deliver.
 func (s *Store) OperationPayload(ctx context.Context, id string) ([]byte, error) {
 	var payload []byte
-	err := s.db.QueryRowContext(ctx, callPayloadSQL, id).Scan(&payload)
+	err := s.reads.callPayload.QueryRowContext(ctx, id).Scan(&payload)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("payload of operation %s: %w", id, ErrNotFound)
 	}
