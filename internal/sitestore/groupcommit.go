@@ -144,29 +144,18 @@ func (tx *writeTx) execApplied(query string, args ...any) error {
 
 func prepareWriterStatements(ctx context.Context, db *sql.DB) (*writerStatements, error) {
 	ws := writerStatements{db: db, applied: map[string]*sql.Stmt{}}
-	for _, p := range []struct {
-		stmt  **sql.Stmt
-		query string
-	}{
+	err := prepareAll(ctx, db, []preparedQuery{
 		{&ws.insertBuffer, insertBufferSQL}, {&ws.insertJobLog, insertJobLogSQL},
 		{&ws.readHead, readHeadSQL}, {&ws.saveHead, saveHeadSQL},
-	} {
-		stmt, err := db.PrepareContext(ctx, p.query)
-		if err != nil {
-			ws.close()
-			return nil, fmt.Errorf("prepare %q: %w", p.query, err)
-		}
-		*p.stmt = stmt
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &ws, nil
 }
 
 func (ws *writerStatements) close() {
-	for _, stmt := range []*sql.Stmt{ws.insertBuffer, ws.insertJobLog, ws.readHead, ws.saveHead} {
-		if stmt != nil {
-			stmt.Close()
-		}
-	}
+	closeAll(ws.insertBuffer, ws.insertJobLog, ws.readHead, ws.saveHead)
 	for _, stmt := range ws.applied {
 		stmt.Close()
 	}

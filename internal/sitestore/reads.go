@@ -21,24 +21,39 @@ type readStatements struct {
 
 func prepareReadStatements(ctx context.Context, db *sql.DB) (*readStatements, error) {
 	var r readStatements
-	for _, p := range []struct {
-		stmt  **sql.Stmt
-		query string
-	}{{&r.operation, operationSQL}, {&r.callPayload, callPayloadSQL}} {
-		stmt, err := db.PrepareContext(ctx, p.query)
-		if err != nil {
-			r.close()
-			return nil, fmt.Errorf("prepare %q: %w", p.query, err)
-		}
-		*p.stmt = stmt
+	if err := prepareAll(ctx, db, []preparedQuery{{&r.operation, operationSQL}, {&r.callPayload, callPayloadSQL}}); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }
 
-func (r *readStatements) close() {
-	for _, stmt := range []*sql.Stmt{r.operation, r.callPayload} {
-		if stmt != nil {
-			stmt.Close()
+func (r *readStatements) close() { closeAll(r.operation, r.callPayload) }
+
+// preparedQuery is a statement to prepare and where to keep it.
+type preparedQuery struct {
+	stmt  **sql.Stmt
+	query string
+}
+
+// prepareAll prepares every query into its stmt. If one fails, those
+// already prepared are closed.
+func prepareAll(ctx context.Context, db *sql.DB, queries []preparedQuery) error {
+	for i, q := range queries {
+		stmt, err := db.PrepareContext(ctx, q.query)
+		if err != nil {
+			for _, done := range queries[:i] {
+				(*done.stmt).Close()
+			}
+			return fmt.Errorf("prepare %q: %w", q.query, err)
 		}
+		*q.stmt = stmt
+	}
+	return nil
+}
+
+// closeAll closes every statement.
+func closeAll(stmts ...*sql.Stmt) {
+	for _, stmt := range stmts {
+		stmt.Close()
 	}
 }
