@@ -84,11 +84,7 @@ func (h *centralHTTP) serve() error {
 	return nil
 }
 
-func (h *centralHTTP) shutdown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return h.server.Shutdown(ctx)
-}
+func (h *centralHTTP) shutdown() error { return httpserve.Shutdown(h.server) }
 
 // centralReadyz answers 200 when the central store and Temporal both
 // answer: the worker can deliver. Otherwise 503 and what is wrong.

@@ -5,6 +5,7 @@
 package httpserve
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strings"
@@ -26,6 +27,24 @@ func Server(h http.Handler) *http.Server {
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
+}
+
+// ShutdownGrace is how long a stopping server lets requests in flight
+// finish before it closes their connections.
+const ShutdownGrace = 5 * time.Second
+
+// Shutdown stops srv: it takes no new connections, lets requests in flight
+// finish for ShutdownGrace, then closes every connection left. Shutdown
+// alone would wait as long for a connection that never sent a request (a
+// port scanner, a peer that went away mid-dial: net/http counts it busy for
+// its first five seconds), and a stop would fail on nobody's request.
+func Shutdown(srv *http.Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err == nil {
+		return nil
+	}
+	return srv.Close()
 }
 
 // LimitListener accepts at most max connections at a time from ln. One

@@ -55,3 +55,31 @@ func TestLimitListenerAnswersTheExcessAtOnce(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, 2*time.Second, 20*time.Millisecond, "slots are free again")
 }
+
+// A connection that never sent a request does not make a stop fail:
+// net/http's Shutdown counts it busy for its first five seconds, as long as
+// the grace, so Shutdown closes it once the grace is over and answers nil.
+func TestShutdownClosesAConnectionThatNeverSentARequest(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := Server(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer silent.Close()
+	// The server accepts in order: once this request is answered, the
+	// silent connection is the server's.
+	resp, err := http.Get("http://" + ln.Addr().String())
+	require.NoError(t, err)
+	resp.Body.Close()
+
+	start := time.Now()
+	require.NoError(t, Shutdown(srv))
+	require.Less(t, time.Since(start), ShutdownGrace+2*time.Second)
+	require.ErrorIs(t, <-served, http.ErrServerClosed)
+	_, err = silent.Read(make([]byte, 1))
+	require.Error(t, err, "the silent connection is closed")
+}

@@ -196,9 +196,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return d.server.Shutdown(shutdownCtx)
+		return httpserve.Shutdown(d.server)
 	})
 	return g.Wait()
 }
