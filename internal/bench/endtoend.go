@@ -81,7 +81,7 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox) ([]Ro
 	}
 	row := compare(SectionEndToEnd, "end to end, delivered (site to SMTP)", perSecond(n, site.total()), "/s",
 		Figure{Name: fmt.Sprintf("bare workflow + 1 activity, %d in flight", p), Value: perSecond(n, bare.total()), Unit: "/s"})
-	row = row.atLeastRatio(0.7).withDetail("%s notifications in %.1f s (rounds %s); bare: %.1f s (rounds %s); %s",
+	row = row.atLeastRatio(0.9).withDetail("%s notifications in %.1f s (rounds %s); bare: %.1f s (rounds %s); %s",
 		thousands(int64(n)), site.total().Seconds(), site, bare.total().Seconds(), bare, box.duplicates())
 	r.step("e2e: one bare workflow, one notification and one cached call, to count the Temporal actions of each history")
 	actions, err := r.actionRows(ctx, e, box)

@@ -30,7 +30,7 @@ time on the same file system, and checks the targets (PASS/MISS):
            workflow at the same parallelism. Target: >= 0.9x.
   e2e      notifications delivered per second, site SDK to the SMTP sink
            through the central worker, against a bare workflow with one
-           activity sending the same mail. Target: >= 0.7x. Then the
+           activity sending the same mail. Target: >= 0.9x. Then the
            Temporal actions of one delivered notification's history,
            against a bare workflow's plus the site's signal (target: <= 4),
            and of one cached call delivered on its first retry, against
