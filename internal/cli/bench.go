@@ -21,7 +21,9 @@ time on the same file system, and checks the targets (PASS/MISS):
            after commit) with --callers concurrent callers, 512-byte bodies,
            against raw SQLite inserts 100 per transaction from one writer and
            against one transaction per enqueue from the same callers.
-           Targets at 64 callers: >= 0.6x raw batched, >= 10x one tx each.
+           Targets at 64 callers: >= 0.8x raw batched; against one tx
+           each, >= 0.8 of what raw batched inserts reach against it on
+           this file system (the ceiling the row prints).
   latency  enqueue p50/p99 at --rate enqueues/s offered, open loop (each is
            due at a fixed time and timed from it), against a one-row commit
            unloaded. Target: p99 <= 10 ms.
@@ -87,8 +89,8 @@ time on the same file system, and checks the targets (PASS/MISS):
            standby) <= 100 ms. About 45 s.
 
 The Temporal sections start the pinned dev server (the first run builds it:
-about three minutes); run from the checkout. A full run takes about 24
-minutes on 2 cores and 23 GB of disk in --dir (tables alone: 10 to 13.5
+about three minutes); run from the checkout. A full run takes 24 to 36
+minutes on 2 cores and 23 GB of disk in --dir (tables alone: 10 to 15
 minutes and 20 GB); the temporary directory is
 removed unless --keep, and kept with its logs when the run fails. Progress
 goes to stderr, the table (or --json) to stdout. Ratios, not figures, are
