@@ -95,7 +95,9 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		}
 	})
 	policy := notificationPolicy(cfg)
-	w := worker.New(tc, contract.CentralTaskQueue, worker.Options{})
+	// The build id names the workflow code's generation in every task's
+	// history, on which NotificationWorkflow branches (workflows.WorkerBuildID).
+	w := worker.New(tc, contract.CentralTaskQueue, worker.Options{BuildID: workflows.WorkerBuildID})
 	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}.Run,
 		workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})

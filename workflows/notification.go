@@ -16,6 +16,8 @@ import (
 // (RecordAndDeliverNotification), one billable action less per
 // notification than the local activity that recorded it before the attempt
 // (DefaultVersion, which the workflows started before still replay).
+// Workers of generation 2 (WorkerBuildID) no longer ask: every notification
+// they start takes version 1's path.
 const changeRecordInFirstAttempt = "record-in-first-attempt"
 
 // NotificationWorkflow is the notification workflow of a central worker
@@ -34,6 +36,13 @@ type NotificationWorkflow struct {
 // Run delivers one notification: record the central row, deliver with
 // fixed-interval retry, park, then wait for retry or discard.
 func (w NotificationWorkflow) Run(ctx workflow.Context) (contract.NotificationState, error) {
+	return w.run(ctx, versionMarkersRetired)
+}
+
+// run is Run with the answer to whether the worker that starts the
+// notification checks changeRecordInFirstAttempt: the tests run it as a
+// worker before generation 2 would.
+func (w NotificationWorkflow) run(ctx workflow.Context, markersRetired func(workflow.Context) bool) (contract.NotificationState, error) {
 	var sub contract.NotificationSubmission
 	workflow.GetSignalChannel(ctx, contract.SignalSubmit).Receive(ctx, &sub)
 	ignoreDuplicateSubmits(ctx)
@@ -48,7 +57,10 @@ func (w NotificationWorkflow) Run(ctx workflow.Context) (contract.NotificationSt
 	}); err != nil {
 		return contract.NotificationState{}, fmt.Errorf("register status query: %w", err)
 	}
-	if workflow.GetVersion(ctx, changeRecordInFirstAttempt, workflow.DefaultVersion, 1) == 1 {
+	// A worker of generation 2 or later always records in the first attempt
+	// and skips the check: its marker's search-attribute upsert would cost a
+	// visibility write per notification (see WorkerBuildID).
+	if markersRetired(ctx) || workflow.GetVersion(ctx, changeRecordInFirstAttempt, workflow.DefaultVersion, 1) == 1 {
 		return n.recordInFirstAttempt(ctx, sub, w.AttemptTimeout)
 	}
 	if err := n.record(ctx, sub); err != nil {

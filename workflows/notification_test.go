@@ -74,8 +74,11 @@ var sub = contract.NotificationSubmission{
 // worker whose attempts take up to timeout, on the old path when recordFirst.
 func newNotificationEnv(ts *testsuite.WorkflowTestSuite, timeout time.Duration, recordFirst bool) *testsuite.TestWorkflowEnvironment {
 	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow{AttemptTimeout: timeout}.Run,
-		workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	run := workflows.NotificationWorkflow{AttemptTimeout: timeout}.Run
+	if recordFirst {
+		run = workflows.NotificationWorkflow{AttemptTimeout: timeout}.RunAsWorkerBeforeGeneration2
+	}
+	env.RegisterWorkflowWithOptions(run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterActivity(&activities.NotificationActivities{})
 	if recordFirst {
 		env.OnGetVersion(mock.Anything, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
@@ -116,6 +119,17 @@ func (s *notificationSuite) setup(timeout time.Duration) {
 		}
 	}).Return(nil)
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalSubmit, sub) }, 0)
+}
+
+// TearDownTest checks that each test ran the path its suite names: the
+// first attempt records the row, or (recordFirst) the path GetVersion's
+// DefaultVersion takes, where no attempt records it.
+func (s *notificationSuite) TearDownTest() {
+	if s.recordFirst {
+		s.env.AssertActivityNotCalled(s.T(), "RecordAndDeliverNotification", mock.Anything, mock.Anything)
+		return
+	}
+	s.env.AssertActivityNumberOfCalls(s.T(), "RecordAndDeliverNotification", 1)
 }
 
 // record is the store's next answer to recording the row.

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/protobuf/proto"
 
@@ -68,7 +69,24 @@ func TestNotificationsDeliveredExactlyOnce(t *testing.T) {
 	// The row is Delivered before its workflow completes: record it closed.
 	wid := contract.NotificationWorkflowID(ids[0])
 	require.NoError(t, s.client.GetWorkflow(context.Background(), wid, "").Get(context.Background(), nil))
+	requireOneStatusUpsert(t, s.history(wid))
 	s.recordHistory(wid, "notification_delivered.json")
+}
+
+// requireOneStatusUpsert checks that a delivered notification's history
+// upserts search attributes once, OutpostStatus, and records no version
+// marker: a central worker of today's generation starts it without the
+// version check whose TemporalChangeVersion upsert cost a visibility write.
+func requireOneStatusUpsert(t *testing.T, events []*historypb.HistoryEvent) {
+	t.Helper()
+	var upserted []string
+	for _, ev := range events {
+		require.NotEqual(t, "Version", ev.GetMarkerRecordedEventAttributes().GetMarkerName(), "a version marker in the history")
+		if attrs := ev.GetUpsertWorkflowSearchAttributesEventAttributes(); attrs != nil {
+			upserted = append(upserted, slices.Sorted(maps.Keys(attrs.GetSearchAttributes().GetIndexedFields()))...)
+		}
+	}
+	require.Equal(t, []string{contract.AttrStatus.GetName()}, upserted, "search attributes upserted, in order")
 }
 
 // SMTP down: Retrying at the fixed interval, Parked after max retries; retry

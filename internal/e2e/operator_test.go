@@ -295,10 +295,7 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool, what func() 
 func (s *stack) signalsReceived(workflowID, name string) int {
 	s.t.Helper()
 	n := 0
-	iter := s.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		require.NoError(s.t, err)
+	for _, ev := range s.history(workflowID) {
 		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == name {
 			n++
 		}

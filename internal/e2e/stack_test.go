@@ -404,6 +404,19 @@ func testDatabase(path string) config.Database {
 
 func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)) }
 
+// history is every event of a workflow's history, in order.
+func (s *stack) history(workflowID string) []*historypb.HistoryEvent {
+	s.t.Helper()
+	var events []*historypb.HistoryEvent
+	iter := s.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(s.t, err)
+		events = append(events, ev)
+	}
+	return events
+}
+
 // recordHistory writes a workflow's history to workflows/testdata when
 // OUTPOST_RECORD_HISTORY=1, for the replay test. Rerun it after a deliberate,
 // versioned change to NotificationWorkflow.
@@ -412,14 +425,7 @@ func (s *stack) recordHistory(workflowID, file string) {
 	if os.Getenv("OUTPOST_RECORD_HISTORY") != "1" {
 		return
 	}
-	var events []*historypb.HistoryEvent
-	iter := s.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		require.NoError(s.t, err)
-		events = append(events, ev)
-	}
-	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: s.history(workflowID)})
 	require.NoError(s.t, err)
 	require.NoError(s.t, os.WriteFile(filepath.Join("..", "..", "workflows", "testdata", file), data, 0o644))
 }
