@@ -48,7 +48,11 @@ func (r *run) endToEnd(ctx context.Context) (rows []Row, err error) {
 		return nil, err
 	}
 	defer func() { err = joinStop(err, e.stop()) }()
-	return r.timeEndToEnd(ctx, e, box)
+	serverPID, err := srv.pid()
+	if err != nil {
+		return nil, fmt.Errorf("find the dev server's process: %w", err)
+	}
+	return r.timeEndToEnd(ctx, e, box, serverPID)
 }
 
 // e2eRounds is how many timed rounds each side of the end-to-end
@@ -57,7 +61,7 @@ func (r *run) endToEnd(ctx context.Context) (rows []Row, err error) {
 // machine lands on one round of one side, where the details show it.
 const e2eRounds = 4
 
-func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox) ([]Row, error) {
+func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serverPID int) ([]Row, error) {
 	n, p := r.opts.EndToEnd, r.opts.Parallelism
 	warm := min(50, n/10+1)
 	r.step("e2e: warm-up, %d through the site and %d bare workflows, untimed", warm, warm)
@@ -69,26 +73,54 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox) ([]Ro
 	}
 	r.step("e2e: %s notifications through site SDK, forwarder, central worker and SMTP, and %s bare workflows, in %d alternating rounds each",
 		thousands(int64(n)), thousands(int64(n)), e2eRounds)
+	var siteServerCPU, bareServerCPU time.Duration
 	site, bare, err := alternate(e2eRounds, func(round int) (time.Duration, error) {
 		k := share(n, e2eRounds, round)
-		return box.time(ctx, k, e.throughSite(k))
+		return withServerCPU(serverPID, &siteServerCPU, func() (time.Duration, error) { return box.time(ctx, k, e.throughSite(k)) })
 	}, func(round int) (time.Duration, error) {
 		k := share(n, e2eRounds, round)
-		return box.time(ctx, k, e.bare(k))
+		return withServerCPU(serverPID, &bareServerCPU, func() (time.Duration, error) { return box.time(ctx, k, e.bare(k)) })
 	})
 	if err != nil {
 		return nil, err
 	}
 	row := compare(SectionEndToEnd, "end to end, delivered (site to SMTP)", perSecond(n, site.total()), "/s",
 		Figure{Name: fmt.Sprintf("bare workflow + 1 activity, %d in flight", p), Value: perSecond(n, bare.total()), Unit: "/s"})
-	row = row.atLeastRatio(0.9).withDetail("%s notifications in %.1f s (rounds %s); bare: %.1f s (rounds %s); %s",
-		thousands(int64(n)), site.total().Seconds(), site, bare.total().Seconds(), bare, box.duplicates())
+	row = row.atLeastRatio(0.9).withDetail("%s notifications in %.1f s (rounds %s); bare: %.1f s (rounds %s); "+
+		"the dev server's CPU: %.1f ms a notification, %.1f ms a bare workflow; %s",
+		thousands(int64(n)), site.total().Seconds(), site, bare.total().Seconds(), bare,
+		perItemMS(siteServerCPU, n), perItemMS(bareServerCPU, n), box.duplicates())
 	r.step("e2e: one bare workflow, one notification and one cached call, to count the Temporal actions of each history")
 	actions, err := r.actionRows(ctx, e, box)
 	if err != nil {
 		return nil, err
 	}
 	return append([]Row{row}, actions...), nil
+}
+
+// withServerCPU runs a timed round and adds the CPU the dev server (pid)
+// used meanwhile to total: the server's work per item, which varies far
+// less from run to run than the rounds' times on a shared machine.
+func withServerCPU(pid int, total *time.Duration, round func() (time.Duration, error)) (time.Duration, error) {
+	before, err := processCPU(pid)
+	if err != nil {
+		return 0, err
+	}
+	took, err := round()
+	if err != nil {
+		return 0, err
+	}
+	after, err := processCPU(pid)
+	if err != nil {
+		return 0, err
+	}
+	*total += after - before
+	return took, nil
+}
+
+// perItemMS is cpu spread over n items, in milliseconds.
+func perItemMS(cpu time.Duration, n int) float64 {
+	return float64(cpu) / float64(time.Millisecond) / float64(n)
 }
 
 // rounds are the times of one side's rounds.
