@@ -99,8 +99,10 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serve
 }
 
 // withServerCPU runs a timed round and adds the CPU the dev server (pid)
-// used meanwhile to total: the server's work per item, which varies far
-// less from run to run than the rounds' times on a shared machine.
+// used meanwhile to total: what each side costs the server, beside what it
+// took. The server writes visibility records after the fact, so some of a
+// round's work lands in the next round, of the other side; the sum of both
+// sides is exact.
 func withServerCPU(pid int, total *time.Duration, round func() (time.Duration, error)) (time.Duration, error) {
 	before, err := processCPU(pid)
 	if err != nil {
