@@ -29,8 +29,9 @@ const buildIDPrefix = "outpost-workflows-"
 // generationOf is the code generation named by buildID; 0 for a build id
 // this code did not set (a worker before generation 2).
 func generationOf(buildID string) int {
-	n, err := strconv.Atoi(strings.TrimPrefix(buildID, buildIDPrefix))
-	if !strings.HasPrefix(buildID, buildIDPrefix) || err != nil {
+	rest, ours := strings.CutPrefix(buildID, buildIDPrefix)
+	n, err := strconv.Atoi(rest)
+	if !ours || err != nil {
 		return 0
 	}
 	return n
@@ -52,6 +53,7 @@ func versionMarkersRetired(ctx workflow.Context) bool {
 	return retiresVersionMarkers(workflow.GetInfo(ctx).GetCurrentBuildID())
 }
 
+// retiresVersionMarkers is versionMarkersRetired's answer for buildID.
 func retiresVersionMarkers(buildID string) bool {
 	return buildID == "" || generationOf(buildID) >= 2
 }

@@ -80,7 +80,7 @@ func newNotificationEnv(ts *testsuite.WorkflowTestSuite, timeout time.Duration, 
 	}
 	env.RegisterWorkflowWithOptions(run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterActivity(&activities.NotificationActivities{})
-	if recordFirst {
+	if recordFirst { // after registering: the environment refuses a workflow registered after a mock
 		env.OnGetVersion(mock.Anything, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	}
 	return env
