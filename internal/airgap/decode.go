@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,11 +27,24 @@ import (
 type bundleDecoder struct {
 	s       string // the whole file: fields are substrings of it, so most cost no copy
 	pos     int
-	scratch []byte // unescape's buffer
+	scratch []byte     // unescape's buffer
+	ahead   []aheadRun // entries read ahead on other cores (readahead.go)
+	// readingAhead is set on a decoder reading ahead, whose errors are
+	// dropped: it skips placing them in the file, which counts lines.
+	readingAhead bool
 }
 
 func decodeBundleString(s string) (Bundle, error) {
-	d := &bundleDecoder{s: s}
+	var ahead []aheadRun
+	if runtime.GOMAXPROCS(0) > 1 { // on one core, reading ahead would only add work
+		ahead = readAhead(s, pieceBytes)
+	}
+	return decodeBundleWith(s, ahead)
+}
+
+// decodeBundleWith decodes s, taking the runs read ahead where they fit.
+func decodeBundleWith(s string, ahead []aheadRun) (Bundle, error) {
+	d := &bundleDecoder{s: s, ahead: ahead}
 	b, err := d.bundle()
 	if err == nil {
 		d.skipSpace()
@@ -86,7 +100,7 @@ func (d *bundleDecoder) jobLog() (JobLog, error) {
 		case "checkpoint":
 			err = d.viaJSON(&log.Checkpoint)
 		case "entries":
-			log.Entries, err = decodeArray(d, d.entry)
+			log.Entries, err = d.entries()
 		default:
 			err = d.unknownField(key)
 		}
@@ -160,35 +174,43 @@ func (d *bundleDecoder) object(member func(key string) error) error {
 	}
 }
 
-// decodeArray reads a JSON array of elements that elem reads. null is a
-// nil slice and [] an empty one, as encoding/json decodes them.
-func decodeArray[T any](d *bundleDecoder, elem func() (T, error)) ([]T, error) {
+// array reads a JSON array, calling elems at each element to read it
+// (and, if it can, the elements after it: see entries). It reports whether
+// the array was null.
+func (d *bundleDecoder) array(elems func() error) (null bool, err error) {
 	if d.literal("null") {
-		return nil, nil
+		return true, nil
 	}
 	if err := d.expect('[', "an array"); err != nil {
-		return nil, err
+		return false, err
 	}
-	list := []T{}
 	if d.consume(']') {
-		return list, nil
+		return false, nil
 	}
 	for {
-		v, err := elem()
-		if err != nil {
-			return nil, err
+		if err := elems(); err != nil {
+			return false, err
 		}
-		if len(list) == cap(list) {
-			// Double: append grows large slices by a quarter, which for
-			// a log of 100,000 entries copies them all about 40 times.
-			list = slices.Grow(list, max(len(list), 16))
-		}
-		list = append(list, v)
 		if d.consume(',') {
 			continue
 		}
-		return list, d.expect(']', "',' or ']' after an element")
+		return false, d.expect(']', "',' or ']' after an element")
 	}
+}
+
+// decodeArray reads a JSON array of elements that elem reads. null is a
+// nil slice and [] an empty one, as encoding/json decodes them.
+func decodeArray[T any](d *bundleDecoder, elem func() (T, error)) ([]T, error) {
+	list := []T{}
+	null, err := d.array(func() error {
+		v, err := elem()
+		list = append(list, v)
+		return err
+	})
+	if null || err != nil {
+		return nil, err
+	}
+	return list, nil
 }
 
 // viaJSON decodes the value at the decoder into v with encoding/json,
@@ -415,9 +437,15 @@ func (d *bundleDecoder) found() string {
 	return strconv.Quote(d.s[d.pos : d.pos+1])
 }
 
+// errReadAhead is every error of a decoder reading ahead.
+var errReadAhead = errors.New("not an entry")
+
 // errorf says what is wrong and where: the byte offset, and the line and
 // column an editor shows.
 func (d *bundleDecoder) errorf(format string, args ...any) error {
+	if d.readingAhead {
+		return errReadAhead
+	}
 	line := 1 + strings.Count(d.s[:d.pos], "\n")
 	col := d.pos - strings.LastIndexByte(d.s[:d.pos], '\n')
 	return fmt.Errorf("line %d column %d (byte %d): %s", line, col, d.pos, fmt.Sprintf(format, args...))

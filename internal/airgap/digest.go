@@ -94,7 +94,7 @@ func payloadSums(logs []JobLog) [][][sha256.Size]byte {
 	sums := make([][][sha256.Size]byte, len(logs))
 	for i, log := range logs {
 		sums[i] = make([][sha256.Size]byte, len(log.Entries))
-		inChunks(len(log.Entries), func(lo, hi int) {
+		inChunks(len(log.Entries), chunkSize, func(lo, hi int) {
 			for j := lo; j < hi; j++ {
 				sums[i][j] = sha256.Sum256([]byte(log.Entries[j].Payload))
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -99,6 +100,7 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 // encoding/json on the way.
 func readAnyBytes(t *testing.T, data []byte) {
 	trusted := []PublicKey{fuzzKey.Public()}
+	requireSameReadingAhead(t, string(data))
 	if b, err := DecodeBundle(bytes.NewReader(data)); err == nil {
 		requireSameAsEncodingJSON(t, data, b)
 		requireEncodesAsEncodingJSON(t, b)
@@ -108,6 +110,35 @@ func readAnyBytes(t *testing.T, data []byte) {
 	}
 	if r, err := DecodeReceipt(bytes.NewReader(data)); err == nil {
 		VerifyReceipt(r, VerifyOptions{TrustedKeys: trusted})
+	}
+}
+
+// requireSameReadingAhead fails unless the bundle decoder, taking entries
+// read ahead in pieces of a few bytes (so that even a small file has many,
+// and they start in every kind of place), returns exactly what it returns
+// reading in order: the same bundle, or the same error. It tries each
+// piece size twice: with every run read ahead, and with every other run
+// dropped, as when a piece's guess went nowhere, so that the decoder reads
+// entries between runs itself.
+func requireSameReadingAhead(t *testing.T, data string) {
+	t.Helper()
+	want, wantErr := decodeBundleWith(data, nil)
+	for _, piece := range []int{7, 64, 301} {
+		runs := readAhead(data, piece)
+		everyOther := slices.Clone(runs)
+		for i := range everyOther {
+			if i%2 == 0 {
+				everyOther[i].entries = nil
+			}
+		}
+		everyOther = slices.DeleteFunc(everyOther, func(r aheadRun) bool { return r.entries == nil })
+		for name, ahead := range map[string][]aheadRun{"every run": runs, "every other run": everyOther} {
+			got, err := decodeBundleWith(data, ahead)
+			if fmt.Sprint(err) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+				t.Fatalf("reading ahead in pieces of %d bytes (%s) gave\n%+v, %v\nreading in order gave\n%+v, %v\nfrom %q",
+					piece, name, got, err, want, wantErr, data)
+			}
+		}
 	}
 }
 

@@ -163,8 +163,8 @@ func checkLog(log JobLog, payloadSums [][sha256.Size]byte) []Problem {
 // chunks on every core: an entry needs only the one before it, which each
 // chunk reads from the log itself.
 func checkEntries(log JobLog, payloadSums [][sha256.Size]byte, start chainPoint) []Problem {
-	chunkProblems := make([][]Problem, chunksOf(len(log.Entries)))
-	inChunks(len(log.Entries), func(lo, hi int) {
+	chunkProblems := make([][]Problem, chunksOf(len(log.Entries), chunkSize))
+	inChunks(len(log.Entries), chunkSize, func(lo, hi int) {
 		point := start
 		if lo > 0 {
 			point = pointAfter(&log.Entries[lo-1])
@@ -319,21 +319,21 @@ func showLink(link *string) string {
 // enough that starting it costs nothing beside the hashing.
 const chunkSize = 4096
 
-func chunksOf(n int) int { return (n + chunkSize - 1) / chunkSize }
+func chunksOf(n, size int) int { return (n + size - 1) / size }
 
-// inChunks calls do for every chunk [lo, hi) of [0, n), on as many
-// goroutines as there are cores, and returns when all are done.
-func inChunks(n int, do func(lo, hi int)) {
-	next := make(chan int, chunksOf(n))
-	for lo := 0; lo < n; lo += chunkSize {
+// inChunks calls do for every chunk [lo, hi) of [0, n), size items each,
+// on as many goroutines as there are cores, and returns when all are done.
+func inChunks(n, size int, do func(lo, hi int)) {
+	next := make(chan int, chunksOf(n, size))
+	for lo := 0; lo < n; lo += size {
 		next <- lo
 	}
 	close(next)
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), chunksOf(n)) {
+	for range min(runtime.GOMAXPROCS(0), chunksOf(n, size)) {
 		wg.Go(func() {
 			for lo := range next {
-				do(lo, min(lo+chunkSize, n))
+				do(lo, min(lo+size, n))
 			}
 		})
 	}
