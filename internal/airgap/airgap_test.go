@@ -171,6 +171,17 @@ func TestVerifyRefusesTampering(t *testing.T) {
 		{"a removed entry", func(b *Bundle) {
 			b.JobLogs[0].Entries = slices.Delete(b.JobLogs[0].Entries, 2, 3)
 		}, trusted, `node "n1" entry 2 (job a-3): prevLink does not match the previous entry's link`, n1},
+		// A changed prevLink or payloadHash breaks the link too: the link
+		// is computed from the fields as stored, not from what they
+		// should have been.
+		{"a prevLink naming another entry", func(b *Bundle) {
+			e := b.JobLogs[0].Entries
+			e[2].PrevLink = &e[0].Link
+		}, trusted, `node "n1" entry 2 (job a-2): link does not match: stored `, n1},
+		{"a payload hash of another payload", func(b *Bundle) {
+			e := b.JobLogs[0].Entries
+			e[1].PayloadHash = e[0].PayloadHash
+		}, trusted, `node "n1" entry 1 (job a-1): link does not match: stored `, n1},
 		{"a changed job id", func(b *Bundle) {
 			b.JobLogs[1].Entries[0].JobID = "b-x"
 		}, trusted, `node "n2" entry 0 (job b-x): link does not match: stored `, map[string]bool{"n2": true}},

@@ -125,6 +125,11 @@ type chainPoint struct {
 	hlc    hlc.Timestamp
 	hasHLC bool
 	origin string // where link comes from, for messages: "the checkpoint", "the previous entry"
+	// linkSum is link decoded, when known (hasSum): the previous entry's
+	// link as computed, once it matched the one stored. The next entry's
+	// link is computed from it without decoding its prevLink again.
+	linkSum [sha256.Size]byte
+	hasSum  bool
 }
 
 // checkLog checks log's entries and head; payloadSums are the SHA-256 of
@@ -172,10 +177,11 @@ func checkEntries(log JobLog, payloadSums [][sha256.Size]byte, start chainPoint)
 		var problems []Problem
 		for i := lo; i < hi; i++ {
 			e := &log.Entries[i]
-			for _, what := range checkEntry(log.NodeID, e, payloadSums[i], point) {
+			var whats []string
+			whats, point = checkEntry(log.NodeID, e, payloadSums[i], point)
+			for _, what := range whats {
 				problems = append(problems, Problem{NodeID: log.NodeID, JobID: e.JobID, Index: i, What: what})
 			}
-			point = pointAfter(e)
 		}
 		chunkProblems[lo/chunkSize] = problems
 	})
@@ -189,11 +195,12 @@ func pointAfter(e *Entry) chainPoint {
 }
 
 // checkEntry checks one entry of node's log, whose payload has SHA-256
-// payloadSum, against itself and against the chain point before it. Each
-// relation is checked on its own (payload against payloadHash, the stored fields
+// payloadSum, against itself and against the chain point before it, and
+// returns its problems and the chain point after it. Each relation is
+// checked on its own (payload against payloadHash, the stored fields
 // against link, prevLink against the link before), so a report names
 // exactly what was changed.
-func checkEntry(node string, e *Entry, payloadSum [sha256.Size]byte, before chainPoint) (problems []string) {
+func checkEntry(node string, e *Entry, payloadSum [sha256.Size]byte, before chainPoint) (problems []string, after chainPoint) {
 	if e.NodeID != node {
 		problems = append(problems, fmt.Sprintf("nodeId %q does not match the log's node", e.NodeID))
 	}
@@ -206,23 +213,38 @@ func checkEntry(node string, e *Entry, payloadSum [sha256.Size]byte, before chai
 	if !slices.Contains(knownKinds, e.Kind) {
 		problems = append(problems, fmt.Sprintf("unknown kind %q", e.Kind))
 	}
+	payloadHashMatches := true
 	if computed := encodeSum(payloadSum); string(computed[:]) != e.PayloadHash {
+		payloadHashMatches = false
 		problems = append(problems, fmt.Sprintf("payload hash does not match: stored %s, computed %s", e.PayloadHash, string(computed[:])))
 	}
 	if what := checkPrevLink(e.PrevLink, before); what != "" {
 		problems = append(problems, what)
 	}
+	after = chainPoint{link: &e.Link, origin: "the previous entry"}
 	ts, err := parseHLC(e.THLC)
 	if err != nil {
-		return append(problems, "tHlc: "+err.Error())
+		return append(problems, "tHlc: "+err.Error()), after
 	}
+	after.hlc, after.hasHLC = ts, true
 	if before.hasHLC && !before.hlc.Before(ts) {
 		problems = append(problems, fmt.Sprintf("tHlc %s is not after %s's %s (entries out of order)", e.THLC, before.origin, before.hlc))
 	}
-	if what := checkLink(e, ts); what != "" {
-		problems = append(problems, what)
+	// A stored hash equal to the one computed decodes to it; a stored
+	// prevLink equal to the link before decodes to that link's sum.
+	var known linkInputs
+	if payloadHashMatches {
+		known.payloadHash = &payloadSum
 	}
-	return problems
+	if before.hasSum && e.PrevLink != nil && *e.PrevLink == *before.link {
+		known.prevLink = &before.linkSum
+	}
+	sum, what := checkLink(e, known)
+	if what != "" {
+		return append(problems, what), after
+	}
+	after.linkSum, after.hasSum = sum, true
+	return problems, after
 }
 
 // encodeSum is sum in standard base64, as the file stores hashes and
@@ -244,26 +266,37 @@ func checkPrevLink(prev *string, before chainPoint) string {
 	return ""
 }
 
-// checkLink recomputes e's link from its stored prevLink, jobId, tHlc and
-// payloadHash.
-func checkLink(e *Entry, ts hlc.Timestamp) string {
+// linkInputs are the decoded prevLink and payloadHash of an entry, where
+// the verifier knows them already; the others are decoded from the entry.
+type linkInputs struct {
+	prevLink, payloadHash *[sha256.Size]byte
+}
+
+// checkLink recomputes e's link from its stored prevLink, jobId, tHlc
+// (which parsed as canonical) and payloadHash, and returns it when it
+// matches the one stored, or what is wrong.
+func checkLink(e *Entry, known linkInputs) (sum [sha256.Size]byte, problem string) {
 	var prevBuf, payloadHashBuf hashBuf
-	var prev []byte
-	if e.PrevLink != nil {
-		var err error
+	var prev, payloadHash []byte
+	var err error
+	switch {
+	case known.prevLink != nil:
+		prev = known.prevLink[:]
+	case e.PrevLink != nil:
 		if prev, err = prevBuf.decode(*e.PrevLink); err != nil {
-			return fmt.Sprintf("prevLink is not base64: %v", err)
+			return sum, fmt.Sprintf("prevLink is not base64: %v", err)
 		}
 	}
-	payloadHash, err := payloadHashBuf.decode(e.PayloadHash)
-	if err != nil {
-		return fmt.Sprintf("payloadHash is not base64: %v", err)
+	if known.payloadHash != nil {
+		payloadHash = known.payloadHash[:]
+	} else if payloadHash, err = payloadHashBuf.decode(e.PayloadHash); err != nil {
+		return sum, fmt.Sprintf("payloadHash is not base64: %v", err)
 	}
-	computed := encodeSum([sha256.Size]byte(hlc.Link(prev, e.JobID, ts, payloadHash)))
-	if string(computed[:]) != e.Link {
-		return fmt.Sprintf("link does not match: stored %s, computed %s", e.Link, string(computed[:]))
+	sum = hlc.LinkOfText(prev, e.JobID, e.THLC, payloadHash)
+	if computed := encodeSum(sum); string(computed[:]) != e.Link {
+		return sum, fmt.Sprintf("link does not match: stored %s, computed %s", e.Link, string(computed[:]))
 	}
-	return ""
+	return sum, ""
 }
 
 // hashBuf holds a decoded hash without allocating. It has room for a
