@@ -557,3 +557,31 @@ func TestEncodeBundleMatchesEncodingJSON(t *testing.T) {
 		t.Run(name, func(t *testing.T) { requireEncodesAsEncodingJSON(t, b) })
 	}
 }
+
+func TestParseHLCAcceptsOnlyWhatStringWrites(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want hlc.Timestamp
+		err  string // empty: parses to want
+	}{
+		{"001700000000123-0000000007", hlc.Timestamp{Physical: 1700000000123, Logical: 7}, ""},
+		{"999999999999999-4294967295", hlc.Timestamp{Physical: 999999999999999, Logical: 4294967295}, ""},
+		{"1700000000123-7", hlc.Timestamp{}, `hlc timestamp "1700000000123-7" is not written canonically, want "001700000000123-0000000007"`},
+		{"+01700000000123-0000000007", hlc.Timestamp{}, "is not written canonically"},
+		{"001700000000123-4294967296", hlc.Timestamp{}, "parse hlc timestamp"}, // the right shape, but past a uint32
+		{"001700000000123-000000000x", hlc.Timestamp{}, "parse hlc timestamp"},
+		{"001700000000123_0000000007", hlc.Timestamp{}, "parse hlc timestamp"},
+		{"", hlc.Timestamp{}, "parse hlc timestamp"},
+	} {
+		got, err := parseHLC(tt.text)
+		switch {
+		case tt.err == "" && (err != nil || got != tt.want):
+			t.Errorf("parseHLC(%q) = %v, %v; want %v", tt.text, got, err, tt.want)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("parseHLC(%q) = %v, %v; want an error containing %q", tt.text, got, err, tt.err)
+		}
+		if err == nil && got.String() != tt.text {
+			t.Errorf("parseHLC(%q) accepted a text String writes as %q", tt.text, got.String())
+		}
+	}
+}

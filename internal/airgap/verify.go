@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -178,7 +179,7 @@ func checkEntries(log JobLog, payloadSums [][sha256.Size]byte, start chainPoint)
 		for i := lo; i < hi; i++ {
 			e := &log.Entries[i]
 			var whats []string
-			whats, point = checkEntry(log.NodeID, e, payloadSums[i], point)
+			whats, point = checkEntry(log.NodeID, e, &payloadSums[i], point)
 			for _, what := range whats {
 				problems = append(problems, Problem{NodeID: log.NodeID, JobID: e.JobID, Index: i, What: what})
 			}
@@ -200,7 +201,7 @@ func pointAfter(e *Entry) chainPoint {
 // checked on its own (payload against payloadHash, the stored fields
 // against link, prevLink against the link before), so a report names
 // exactly what was changed.
-func checkEntry(node string, e *Entry, payloadSum [sha256.Size]byte, before chainPoint) (problems []string, after chainPoint) {
+func checkEntry(node string, e *Entry, payloadSum *[sha256.Size]byte, before chainPoint) (problems []string, after chainPoint) {
 	if e.NodeID != node {
 		problems = append(problems, fmt.Sprintf("nodeId %q does not match the log's node", e.NodeID))
 	}
@@ -214,7 +215,7 @@ func checkEntry(node string, e *Entry, payloadSum [sha256.Size]byte, before chai
 		problems = append(problems, fmt.Sprintf("unknown kind %q", e.Kind))
 	}
 	payloadHashMatches := true
-	if computed := encodeSum(payloadSum); string(computed[:]) != e.PayloadHash {
+	if computed := encodeSum(*payloadSum); string(computed[:]) != e.PayloadHash {
 		payloadHashMatches = false
 		problems = append(problems, fmt.Sprintf("payload hash does not match: stored %s, computed %s", e.PayloadHash, string(computed[:])))
 	}
@@ -234,7 +235,7 @@ func checkEntry(node string, e *Entry, payloadSum [sha256.Size]byte, before chai
 	// prevLink equal to the link before decodes to that link's sum.
 	var known linkInputs
 	if payloadHashMatches {
-		known.payloadHash = &payloadSum
+		known.payloadHash = payloadSum
 	}
 	if before.hasSum && e.PrevLink != nil && *e.PrevLink == *before.link {
 		known.prevLink = &before.linkSum
@@ -315,30 +316,39 @@ func (b *hashBuf) decode(b64 string) ([]byte, error) {
 // parseHLC parses an HLC as String writes it, refusing other spellings of
 // the same reading: the link hashes the text, so it must be canonical.
 func parseHLC(s string) (hlc.Timestamp, error) {
+	if physical, logical, ok := readCanonicalHLC(s); ok && logical <= math.MaxUint32 {
+		return hlc.Timestamp{Physical: physical, Logical: uint32(logical)}, nil
+	}
 	ts, err := hlc.Parse(s)
 	if err != nil {
 		return hlc.Timestamp{}, err
 	}
-	if !canonicalHLC(s) {
-		return hlc.Timestamp{}, fmt.Errorf("hlc timestamp %q is not written canonically, want %q", s, ts.String())
-	}
-	return ts, nil
+	return hlc.Timestamp{}, fmt.Errorf("hlc timestamp %q is not written canonically, want %q", s, ts.String())
 }
 
-// canonicalHLC reports whether s has the shape hlc.Timestamp.String
-// writes, 15 digits, "-", 10 digits, which for a parsed s means it is
-// exactly what String writes. (Comparing with String itself would format
-// every entry's timestamp once more, a sizeable share of verification.)
-func canonicalHLC(s string) bool {
+// readCanonicalHLC reads s when it has the shape hlc.Timestamp.String
+// writes, 15 digits, "-", 10 digits, in one pass over its digits: the
+// common case, read without hlc.Parse and a second look at the shape
+// (every entry's timestamp is read, a sizeable share of verification).
+func readCanonicalHLC(s string) (physical int64, logical uint64, ok bool) {
 	if len(s) != 26 || s[15] != '-' {
-		return false
+		return 0, 0, false
 	}
-	for i := range len(s) {
-		if i != 15 && (s[i] < '0' || s[i] > '9') {
-			return false
+	for i := range 15 {
+		digit := s[i] - '0' // wraps past 9 for any byte below '0'
+		if digit > 9 {
+			return 0, 0, false
 		}
+		physical = physical*10 + int64(digit)
 	}
-	return true
+	for i := 16; i < 26; i++ {
+		digit := s[i] - '0'
+		if digit > 9 {
+			return 0, 0, false
+		}
+		logical = logical*10 + uint64(digit)
+	}
+	return physical, logical, true
 }
 
 func showLink(link *string) string {
