@@ -182,3 +182,27 @@ func requireEncodesAsEncodingJSON(t *testing.T, b Bundle) {
 		t.Fatalf("the bundle encoder wrote\n%s\nencoding/json writes\n%s", got.Bytes(), want)
 	}
 }
+
+// TestDecodeBundleReadsAheadOnABigFile decodes a bundle of several pieces
+// as an import does, with the pieces' runs read on every core, and
+// requires what reading in order returns.
+func TestDecodeBundleReadsAheadOnABigFile(t *testing.T) {
+	file := encodeBytes(t, signedBundle(t, fuzzKey, syntheticLogs(6000, t0)))
+	if runs := readAhead(string(file), pieceBytes); len(file) < 3*pieceBytes || len(runs) < 2 {
+		t.Fatalf("a %d-byte file read ahead in %d runs: too small to test reading ahead", len(file), len(runs))
+	}
+	got, err := DecodeBundle(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := decodeBundleWith(string(file), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("reading ahead decoded the bundle differently from reading in order")
+	}
+	if err := Verify(got, VerifyOptions{TrustedKeys: []PublicKey{fuzzKey.Public()}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
