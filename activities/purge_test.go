@@ -59,9 +59,9 @@ func TestPurgeCentralStoreAYearLater(t *testing.T) {
 	_, err := store.UpsertSiteCalls(ctx, calls)
 	require.NoError(t, err)
 	_, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{
-		{EventID: "a", OperationID: pending, Kind: contract.KindNotification, Event: centralstore.AuditEnqueued, At: old},
-		{EventID: "b", OperationID: pending, Kind: contract.KindNotification, Event: centralstore.AuditAttempt, At: old.Add(time.Hour)},
-		{EventID: "c", OperationID: pending, Kind: contract.KindNotification, Event: centralstore.AuditAttempt, At: old.Add(200 * day)},
+		{EventID: contract.NotificationWorkflowID(pending) + "/a", OperationID: pending, Kind: contract.KindNotification, Event: centralstore.AuditEnqueued, At: old},
+		{EventID: contract.NotificationWorkflowID(pending) + "/b", OperationID: pending, Kind: contract.KindNotification, Event: centralstore.AuditAttempt, At: old.Add(time.Hour)},
+		{EventID: contract.NotificationWorkflowID(pending) + "/c", OperationID: pending, Kind: contract.KindNotification, Event: centralstore.AuditAttempt, At: old.Add(200 * day)},
 	})
 	require.NoError(t, err)
 
@@ -98,7 +98,7 @@ func TestPurgeCentralStoreAYearLater(t *testing.T) {
 	events, err := store.ListAuditEvents(ctx, pending)
 	require.NoError(t, err)
 	require.Len(t, events, 1)
-	require.Equal(t, "c", events[0].EventID)
+	require.Equal(t, contract.NotificationWorkflowID(pending)+"/c", events[0].EventID)
 
 	// No retention configured purges nothing.
 	none := &activities.PurgeActivities{Store: store, Now: func() time.Time { return old.Add(100 * 365 * day) }}

@@ -82,6 +82,11 @@ func (s *Store) InsertAuditEvents(ctx context.Context, events []AuditEvent) (int
 // exactly when the change it describes is.
 func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []AuditEvent) (int, error) {
 	events = firstByEventID(events)
+	for _, e := range events {
+		if err := checkTrailID(e); err != nil {
+			return 0, fmt.Errorf("insert audit events: %w", err)
+		}
+	}
 	var total int64
 	for chunk := range slices.Chunk(events, s.dialect.auditChunk) {
 		args := make([]any, 0, len(chunk)*len(auditColumns))
@@ -101,11 +106,11 @@ func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []Audi
 	return int(total), nil
 }
 
-// ListAuditEvents returns the events of one operation (a notification id or a
-// tracked operation id), oldest first.
+// ListAuditEvents returns the events of one operation (a notification id,
+// a tracked operation id, or a list's or channel's operation id), oldest
+// first.
 func (s *Store) ListAuditEvents(ctx context.Context, operationID string) ([]AuditEvent, error) {
-	rows, err := s.reads.QueryContext(ctx, s.bind(`SELECT `+strings.Join(auditColumns, ", ")+`
-		FROM audit_log WHERE operation_id = ? ORDER BY at, event_id`), operationID)
+	rows, err := s.reads.QueryContext(ctx, s.bind(listAuditEventsSQL), auditEventsArgs(operationID)...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit events of %s: %w", operationID, err)
 	}
@@ -122,6 +127,53 @@ func (s *Store) ListAuditEvents(ctx context.Context, operationID string) ([]Audi
 		return nil, fmt.Errorf("list audit events of %s: %w", operationID, err)
 	}
 	return out, nil
+}
+
+// definitionKinds are the events of lists and channels, whose ids are
+// random: the index audit_log_definitions holds only these.
+const definitionKinds = `kind IN ('` + AuditKindList + `', '` + AuditKindChannel + `')`
+
+// listAuditEventsSQL reads an operation's events where the primary key
+// keeps them together: the id of every event of a notification or a
+// cached call begins with its workflow id and a slash (package audit), so
+// they are one range of event ids. The events of a list or channel come
+// from their own index.
+var listAuditEventsSQL = func() string {
+	columns := `SELECT ` + strings.Join(auditColumns, ", ") + ` FROM audit_log WHERE `
+	byID := columns + `event_id >= ? AND event_id < ? AND operation_id = ?`
+	return byID + ` UNION ALL ` + byID + ` UNION ALL ` + columns + definitionKinds + ` AND operation_id = ?
+		ORDER BY at, event_id`
+}()
+
+// auditEventsArgs are listAuditEventsSQL's arguments: the range of each
+// trail prefix of operationID, then operationID for the definitions.
+func auditEventsArgs(operationID string) []any {
+	var args []any
+	for _, prefix := range trailPrefixes(operationID) {
+		args = append(args, prefix, prefix[:len(prefix)-1]+"0", operationID) // '0' follows '/'
+	}
+	return append(args, operationID)
+}
+
+// trailPrefixes are what the ids of operationID's events may begin with:
+// its workflow id as a notification and as a cached call, and a slash.
+func trailPrefixes(operationID string) []string {
+	return []string{contract.NotificationWorkflowID(operationID) + "/", contract.CachedCallWorkflowID(operationID) + "/"}
+}
+
+// checkTrailID refuses an event its operation's trail would never show:
+// one of a notification or cached call whose id does not begin with one of
+// its trail prefixes (package audit makes every id that way).
+func checkTrailID(e AuditEvent) error {
+	if e.Kind == AuditKindList || e.Kind == AuditKindChannel {
+		return nil
+	}
+	prefixes := trailPrefixes(e.OperationID)
+	if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(e.EventID, p) }) {
+		return nil
+	}
+	return fmt.Errorf("audit event %q of operation %q: its id must begin with %q or %q, or its operation's trail would not show it",
+		e.EventID, e.OperationID, prefixes[0], prefixes[1])
 }
 
 // firstByEventID keeps the first event of each id, in order: SQL Server's

@@ -2,6 +2,7 @@ package centralstore
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +69,16 @@ func TestKPIsReadWhileAWriterHoldsTheLock(t *testing.T) {
 	defer cancel()
 	_, err = store.KPIs(ctx, KPIQuery{Now: time.Now(), StuckAge: time.Hour, Window: time.Hour})
 	require.NoError(t, err, "the KPIs waited for the write lock")
+}
+
+// An operation's audit trail (the outbox's item page) seeks the primary key
+// for a notification's and a cached call's events and the definitions'
+// index for a list's or channel's: at a year of events a scan takes
+// seconds, and no index by operation id is kept for the others.
+func TestAuditTrailSeeksIndexes(t *testing.T) {
+	store := openSQLiteForTest(t)
+	plan := testutil.QueryPlan(t, store.db, listAuditEventsSQL, auditEventsArgs("9b1c6a0e-5f0d-4a43-9d43-8f1f0c2b7e11")...)
+	require.Equal(t, 2, strings.Count(plan, "USING INDEX sqlite_autoindex_audit_log_1 (event_id>? AND event_id<?)"), plan)
+	require.Contains(t, plan, "USING INDEX audit_log_definitions (operation_id=?)", plan)
+	require.NotContains(t, plan, "SCAN ", plan)
 }

@@ -91,6 +91,55 @@ func TestSQLiteUpgradesOlderSchema(t *testing.T) {
 	}
 }
 
+// A central file from before the audit trails were read by event id loses
+// its index by operation id on open (every event wrote it) and gains the
+// definitions' own; the events stored before still make their trails.
+func TestSQLiteUpgradeDropsTheAuditOperationIndex(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "central.db")
+	db, err := sqlitedb.Open(ctx, path)
+	require.NoError(t, err)
+	for _, stmt := range []string{
+		`CREATE TABLE audit_log (event_id TEXT PRIMARY KEY, operation_id TEXT NOT NULL, kind TEXT NOT NULL,
+			site_id TEXT NOT NULL DEFAULT '', event TEXT NOT NULL, status TEXT NOT NULL DEFAULT '',
+			detail TEXT NOT NULL DEFAULT '', operator TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '',
+			at DATETIME NOT NULL)`,
+		`CREATE INDEX audit_log_operation ON audit_log (operation_id, at)`,
+		`INSERT INTO audit_log (event_id, operation_id, kind, event, at) VALUES
+			('call/op-1/enqueued', 'op-1', 'ExternalCall', 'Enqueued', '2025-01-01 00:00:00+00:00'),
+			('5d0c2a34-0f6e-4f7e-9d7e-2b1f1c9a7e11', 'list/ops', 'List', 'Changed', '2025-01-01 00:00:00+00:00')`,
+	} {
+		_, err = db.Exec(stmt)
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Close())
+
+	store, err := centralstore.OpenSQLite(ctx, path)
+	require.NoError(t, err)
+	for op, id := range map[string]string{"op-1": "call/op-1/enqueued", "list/ops": "5d0c2a34-0f6e-4f7e-9d7e-2b1f1c9a7e11"} {
+		events, err := store.ListAuditEvents(ctx, op)
+		require.NoError(t, err)
+		require.Len(t, events, 1, op)
+		require.Equal(t, id, events[0].EventID)
+	}
+	require.NoError(t, store.Close())
+
+	db, err = sqlitedb.Open(ctx, path)
+	require.NoError(t, err)
+	defer db.Close()
+	var indexes []string
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_log' AND sql IS NOT NULL ORDER BY name`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		indexes = append(indexes, name)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"audit_log_at", "audit_log_definitions", "audit_log_node_at"}, indexes)
+}
+
 // A bundle imported before airgap_imports had its bytes column reads back
 // with size 0 and counts as a bundle, but not as a size: its size is unknown.
 func TestSQLiteAddsBundleSizesToOlderAirgapImports(t *testing.T) {

@@ -317,7 +317,7 @@ func TestItemPageShowsPayloadAndAuditTrail(t *testing.T) {
 	require.NoError(t, f.store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{
 		NotificationID: f.note, Status: contract.StatusParked, RetryCount: 2, LastError: "retries exhausted (2): connection refused",
 	}, centralstore.AuditEvent{
-		EventID: uuid.NewString(), OperationID: f.note, Kind: contract.KindNotification, SiteID: "plant-1",
+		EventID: contract.NotificationWorkflowID(f.note) + "/attempt/3", OperationID: f.note, Kind: contract.KindNotification, SiteID: "plant-1",
 		Event: centralstore.AuditAttempt, Status: contract.StatusParked, Detail: "dial <smtp>: connection refused", At: f.now,
 	}))
 	h := f.handler(&noWorker{})

@@ -119,3 +119,33 @@ func auditListByOperation(t *testing.T, store *centralstore.Store) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
+
+// An operation's events are found by their ids: those of a notification
+// and of a cached call, and none of an operation whose id begins with
+// this one's.
+func auditListByEventIDs(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	op, t0 := uuid.NewString(), time.Now()
+	call := newAuditEvent(op, 1, t0)
+	longer := newAuditEvent(op+"x", 1, t0) // call/<op>x/attempt/1 sorts beside this operation's ids
+	notification := newAuditEvent(op, 2, t0.Add(time.Second))
+	notification.EventID, notification.Kind = contract.NotificationWorkflowID(op)+"/attempt/2", contract.KindNotification
+	_, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{longer, notification, call})
+	require.NoError(t, err)
+
+	got, err := store.ListAuditEvents(ctx, op)
+	require.NoError(t, err)
+	requireSameEvents(t, []centralstore.AuditEvent{call, notification}, got)
+	got, err = store.ListAuditEvents(ctx, op+"x")
+	require.NoError(t, err)
+	requireSameEvents(t, []centralstore.AuditEvent{longer}, got)
+
+	// An event its trail would not show is refused, with the batch it came in.
+	stray, fine := newAuditEvent(op, 3, t0), newAuditEvent(op, 4, t0)
+	stray.EventID = "attempt/3"
+	_, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{fine, stray})
+	require.ErrorContains(t, err, `audit event "attempt/3" of operation "`+op+`": its id must begin with "notification/`+op+`/" or "call/`+op+`/"`)
+	got, err = store.ListAuditEvents(ctx, op)
+	require.NoError(t, err)
+	requireSameEvents(t, []centralstore.AuditEvent{call, notification}, got)
+}

@@ -33,6 +33,7 @@ func Exercise(t *testing.T, store *centralstore.Store) {
 	t.Run("AuditInsertIfNotExists", func(t *testing.T) { auditInsertIfNotExists(t, store) })
 	t.Run("AuditLargeBatch", func(t *testing.T) { auditLargeBatch(t, store) })
 	t.Run("AuditListByOperation", func(t *testing.T) { auditListByOperation(t, store) })
+	t.Run("AuditListByEventIDs", func(t *testing.T) { auditListByEventIDs(t, store) })
 	t.Run("PurgeDeletesOnlyTerminalRowsPastRetention", func(t *testing.T) { purgeDeletesOnlyDueRows(t, store) })
 	t.Run("PurgeStopsAtMaxRows", func(t *testing.T) { purgeStopsAtMaxRows(t, store) })
 	t.Run("KPIsAndOperatorItems", func(t *testing.T) { kpiSuite(t, store) })
