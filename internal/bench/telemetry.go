@@ -93,21 +93,25 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 
 // telemetryBatches is n tracking changes of new cached calls, named after
 // side, in batches of size, each batch from one site, sites in turn, each
-// site's changes numbered upwards as a site's are.
+// site's changes numbered upwards as a site's are. The sites work at once,
+// as a fleet does: a batch's calls were made over the same milliseconds as
+// every other batch's, so their ids (version 7 UUIDs, in time order) lie
+// among the others' in the key, not in one run of it.
 func telemetryBatches(side string, n, size int) []contract.TelemetryBatch {
 	var batches []contract.TelemetryBatch
 	seq := make([]int64, telemetrySites)
-	now := time.Now().UTC()
+	start := time.Now().UTC()
 	for done := 0; done < n; done += size {
 		site := len(batches) % telemetrySites
 		siteID := fmt.Sprintf("site-%03d", site)
 		rows := make([]contract.TrackedOperation, min(size, n-done))
 		for i := range rows {
 			seq[site]++
+			at := start.Add(time.Duration(i) * time.Millisecond)
 			rows[i] = contract.TrackedOperation{
-				OperationID: fmt.Sprintf("%s-%s-%d", side, siteID, seq[site]), Kind: contract.KindExternalCall,
+				OperationID: side + "-" + idAt(at), Kind: contract.KindExternalCall,
 				Target: benchSystem + "." + benchMethod, Status: contract.StatusDelivered, SourceSiteID: siteID,
-				SourceNode: benchNode, SourceScript: benchScript, CreatedAt: now, UpdatedAt: now, Seq: seq[site],
+				SourceNode: benchNode, SourceScript: benchScript, CreatedAt: at, UpdatedAt: at, Seq: seq[site],
 			}
 		}
 		batches = append(batches, contract.TelemetryBatch{SiteID: siteID, Rows: rows})
