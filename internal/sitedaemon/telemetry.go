@@ -37,7 +37,8 @@ type Telemetry struct {
 	// send delivers one batch and returns once central persisted it; tests
 	// replace it, the daemon uses ingest.
 	send func(context.Context, contract.TelemetryBatch) error
-	// batches counts batches central persisted: its round trips.
+	// batches counts round trips done: batches central persisted and the
+	// cursor moved past.
 	batches atomic.Int64
 	// attempts counts every send, failed ones included.
 	attempts atomic.Int64
@@ -58,7 +59,9 @@ func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOption
 	return t
 }
 
-// Batches is how many batches central has persisted since start.
+// Batches is how many batches central has persisted since start, each
+// counted once the cursor moved past it: whoever sees the count also sees
+// the cursor.
 func (t *Telemetry) Batches() int64 { return t.batches.Load() }
 
 // Attempts is how many batches were sent since start, failed sends included.
@@ -148,8 +151,11 @@ func (t *Telemetry) sendBatch(ctx context.Context) (cut bool, err error) {
 	if err := t.send(ctx, contract.TelemetryBatch{SiteID: t.opts.SiteID, Rows: rows}); err != nil {
 		return false, err
 	}
+	if err := t.store.AdvanceTelemetryCursor(ctx, rows[len(rows)-1].Seq); err != nil {
+		return false, err
+	}
 	t.batches.Add(1)
-	return len(rows) < len(read), t.store.AdvanceTelemetryCursor(ctx, rows[len(rows)-1].Seq)
+	return len(rows) < len(read), nil
 }
 
 // telemetryMaxBytes bounds a batch's JSON. Temporal refuses a workflow

@@ -2,6 +2,7 @@ package sitedaemon
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
 )
 
 // sentBatch is one send the telemetry sender made.
@@ -124,8 +126,49 @@ func TestTelemetrySendsAFullBatchAtOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return tel.Batches() == 1 }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, []int64{1, 2, 3, 4, 5}, central.persistedSeqs())
 	require.Equal(t, int64(1), tel.Attempts())
-	require.Eventually(t, func() bool { return cursorOf(t, store) == 5 }, 5*time.Second, 10*time.Millisecond,
-		"the cursor moves past the persisted batch")
+	require.Equal(t, int64(5), cursorOf(t, store), "a counted batch is one the cursor moved past")
+}
+
+// A batch counts once the cursor moved past it, so whoever waits for the
+// count (the fleet bench) finds every cursor where it should be. The site
+// store's write lock is taken as central answers, so the cursor's move
+// waits for it, and the count must wait too.
+func TestTelemetryCountsABatchOnceTheCursorMoved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "site.db")
+	store, err := sitestore.Open(ctx, path, sitestore.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	locker, err := sqlitedb.Open(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { locker.Close() })
+
+	var lock *sql.Tx
+	locked := make(chan struct{})
+	tel := NewTelemetry(store, nil, TelemetryOptions{SiteID: "plant-1", Batch: 5, Delay: time.Hour}, zaptest.NewLogger(t))
+	tel.send = func(ctx context.Context, batch contract.TelemetryBatch) error {
+		if lock == nil { // the first send only
+			tx, err := locker.BeginTx(ctx, nil) // IMMEDIATE: the write lock
+			require.NoError(t, err)
+			lock = tx
+			close(locked)
+		}
+		return nil
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- tel.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	trackChanges(t, store, 5)
+	<-locked
+	time.Sleep(200 * time.Millisecond)
+	require.Zero(t, tel.Batches(), "not counted while the cursor's move waits for the lock")
+	require.Zero(t, cursorOf(t, store))
+	require.NoError(t, lock.Rollback())
+	require.Eventually(t, func() bool { return tel.Batches() == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, int64(5), cursorOf(t, store))
 }
 
 // Fewer changes than a batch wait Delay from when the sender saw them, then
@@ -197,7 +240,9 @@ func TestTelemetrySendsABurstInFullBatches(t *testing.T) {
 	t.Logf("%d changes in %d round trips", k, len(sent))
 	require.LessOrEqual(t, len(sent), (k+batch-1)/batch+1)
 	require.Equal(t, int64(len(sent)), tel.Attempts())
-	require.Equal(t, int64(len(sent)), tel.Batches())
+	// Counted after the cursor's move, which follows the last send.
+	require.Eventually(t, func() bool { return tel.Batches() == int64(len(sent)) }, 5*time.Second, 10*time.Millisecond,
+		"every send's round trip is counted")
 }
 
 // Changes with long last errors go in batches Temporal accepts: the JSON
@@ -227,5 +272,6 @@ func TestTelemetryKeepsEachBatchWithinTheBlobLimit(t *testing.T) {
 		require.LessOrEqual(t, b.bytes, telemetryMaxBytes, "send %d of %d rows", i, len(b.seqs))
 	}
 	require.Greater(t, len(sent), 1, "%d changes of about 12 KB each do not fit one batch", 2*calls)
-	require.Equal(t, tel.Batches(), int64(len(sent)))
+	require.Eventually(t, func() bool { return tel.Batches() == int64(len(sent)) }, 5*time.Second, 10*time.Millisecond,
+		"every send's round trip is counted")
 }
