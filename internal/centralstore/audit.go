@@ -163,15 +163,21 @@ func trailPrefixes(operationID string) []string {
 
 // checkTrailID refuses an event its operation's trail would never show:
 // one of a notification or cached call whose id does not begin with one of
-// its trail prefixes (package audit makes every id that way).
+// its trail prefixes (package audit makes every id that way). It runs for
+// every event stored, so it reads the id in place rather than building the
+// prefixes.
 func checkTrailID(e AuditEvent) error {
 	if e.Kind == AuditKindList || e.Kind == AuditKindChannel {
 		return nil
 	}
-	prefixes := trailPrefixes(e.OperationID)
-	if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(e.EventID, p) }) {
-		return nil
+	for _, fromWorkflowID := range []func(string) (string, bool){contract.NotificationIDFromWorkflowID, contract.CachedCallIDFromWorkflowID} {
+		if rest, ok := fromWorkflowID(e.EventID); ok {
+			if after, ok := strings.CutPrefix(rest, e.OperationID); ok && strings.HasPrefix(after, "/") {
+				return nil
+			}
+		}
 	}
+	prefixes := trailPrefixes(e.OperationID)
 	return fmt.Errorf("audit event %q of operation %q: its id must begin with %q or %q, or its operation's trail would not show it",
 		e.EventID, e.OperationID, prefixes[0], prefixes[1])
 }

@@ -145,6 +145,12 @@ func auditListByEventIDs(t *testing.T, store *centralstore.Store) {
 	stray.EventID = "attempt/3"
 	_, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{fine, stray})
 	require.ErrorContains(t, err, `audit event "attempt/3" of operation "`+op+`": its id must begin with "notification/`+op+`/" or "call/`+op+`/"`)
+	// So is one whose id names a longer operation id: its range is not
+	// this operation's.
+	other := newAuditEvent(op, 5, t0)
+	other.EventID = contract.CachedCallWorkflowID(op+"x") + "/attempt/5"
+	_, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{other})
+	require.ErrorContains(t, err, `its id must begin with`)
 	got, err = store.ListAuditEvents(ctx, op)
 	require.NoError(t, err)
 	requireSameEvents(t, []centralstore.AuditEvent{call, notification}, got)
