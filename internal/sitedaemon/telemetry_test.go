@@ -150,7 +150,10 @@ func TestTelemetryCountsABatchOnceTheCursorMoved(t *testing.T) {
 	tel.send = func(ctx context.Context, batch contract.TelemetryBatch) error {
 		if lock == nil { // the first send only
 			tx, err := locker.BeginTx(ctx, nil) // IMMEDIATE: the write lock
-			require.NoError(t, err)
+			if err != nil {
+				t.Errorf("take the site store's write lock: %v", err)
+				return err
+			}
 			lock = tx
 			close(locked)
 		}
@@ -162,7 +165,11 @@ func TestTelemetryCountsABatchOnceTheCursorMoved(t *testing.T) {
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 
 	trackChanges(t, store, 5)
-	<-locked
+	select {
+	case <-locked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the batch was never sent")
+	}
 	time.Sleep(200 * time.Millisecond)
 	require.Zero(t, tel.Batches(), "not counted while the cursor's move waits for the lock")
 	require.Zero(t, cursorOf(t, store))
