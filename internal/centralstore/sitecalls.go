@@ -29,21 +29,37 @@ var siteCallColumns = slices.Concat(trackedColumns, []string{"mirrored_at"})
 // so replays and out-of-order batches never move a row back to an older
 // state. Returns how many rows were inserted or changed; a row skipped for
 // its Seq does not count, on either dialect. events (what the rows show) are
-// stored in the same transaction.
+// stored in the same transaction. On SQLite, batches that wait for the
+// write turn at the same time share one transaction (upsertQueue).
 func (s *Store) UpsertSiteCalls(ctx context.Context, rows []contract.TrackedOperation, events ...AuditEvent) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
 	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
-		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
+	var err error
+	if s.turn != nil {
+		n, err = s.upsertQueued(ctx, rows, events)
+	} else {
+		err = s.inTx(ctx, func(tx *sql.Tx) (err error) {
+			n, err = s.upsertWithEvents(ctx, tx, rows, events)
 			return err
-		}
-		_, err = s.insertAuditEvents(ctx, tx, events)
-		return err
-	})
+		})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("upsert site calls: %w", err)
+	}
+	return n, nil
+}
+
+// upsertWithEvents upserts rows and stores events in tx; it returns how
+// many rows it inserted or changed.
+func (s *Store) upsertWithEvents(ctx context.Context, tx *sql.Tx, rows []contract.TrackedOperation, events []AuditEvent) (int, error) {
+	n, err := s.upsertSiteCalls(ctx, tx, rows)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.insertAuditEvents(ctx, tx, events); err != nil {
+		return 0, err
 	}
 	return n, nil
 }
@@ -55,10 +71,7 @@ func (s *Store) UpsertSiteCalls(ctx context.Context, rows []contract.TrackedOper
 func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []contract.TrackedOperation, cursor int64, events ...AuditEvent) (int, error) {
 	var n int
 	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
-		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
-			return err
-		}
-		if _, err = s.insertAuditEvents(ctx, tx, events); err != nil {
+		if n, err = s.upsertWithEvents(ctx, tx, rows, events); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, s.bind(s.dialect.advanceCursor), siteID, cursor, time.Now().UTC())

@@ -66,6 +66,9 @@ type Store struct {
 	// waiting in line, so concurrent telemetry batches left the lock idle
 	// between them. nil on SQL Server, which locks rows.
 	turn chan struct{}
+	// upserts are the telemetry batches waiting for the turn, written
+	// together (upsertQueue).
+	upserts upsertQueue
 	// chunks are the full chunks' statements, prepared once (execChunk).
 	chunks chunkStatements
 }
