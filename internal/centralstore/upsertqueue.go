@@ -120,14 +120,18 @@ func (s *Store) writeQueuedUntil(ctx context.Context, u *queuedUpsert) {
 func (s *Store) writeMerged(ctx context.Context, group []*queuedUpsert) {
 	counts := make([]int, len(group))
 	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+		var events []AuditEvent
 		for i, u := range group {
-			n, err := s.upsertWithEvents(ctx, tx, u.rows, u.events)
+			n, err := s.upsertSiteCalls(ctx, tx, u.rows)
 			if err != nil {
 				return err
 			}
 			counts[i] = n
+			events = append(events, u.events...)
 		}
-		return nil
+		// All at once, so they go in key order together (insertAuditEvents).
+		_, err := s.insertAuditEvents(ctx, tx, events)
+		return err
 	})
 	if err != nil && len(group) > 1 {
 		for _, u := range group {
