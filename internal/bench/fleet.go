@@ -49,8 +49,8 @@ const (
 //     bottleneck (devServerBound, machineBound).
 //   - FleetCalls cached calls per site, delivered on their immediate
 //     attempt (two tracking changes each), then every site's telemetry
-//     sender started at once on that backlog, with the two workers, until
-//     central persisted every batch; against the central store's bulk
+//     sender started at once on that backlog, with the two workers, from
+//     the first batch sent until central persisted every batch; against the central store's bulk
 //     upsert of the same changes (renamed, so they are new rows) in the same
 //     batches from one writer, half before and half after.
 //
@@ -324,7 +324,9 @@ func (f *fleet) notify(sites []*fleetSite, per int) func(context.Context) error 
 // ingest is the timed telemetry run and its baseline.
 type ingest struct {
 	changes, batches int
-	took             time.Duration
+	// first is how long the senders took to send their first batch; took
+	// is from then until central persisted the last.
+	first, took time.Duration
 	// raw are the bulk upserts' two halves, before and after.
 	raw rounds
 	use usage
@@ -332,8 +334,9 @@ type ingest struct {
 
 // telemetry makes FleetCalls cached calls on every site with the senders
 // stopped, reads every site's outbox (the baseline upserts the same
-// changes), then starts every sender at once and times them until central
-// persisted every batch, between the two halves of the baseline.
+// changes), then starts every sender at once and times them from the first
+// batch sent until central persisted every batch, between the two halves of
+// the baseline.
 func (f *fleet) telemetry(ctx context.Context, workers *centralWorkers) (in ingest, err error) {
 	per := f.r.opts.FleetCalls
 	f.r.step("fleet: %d cached calls from each of %d sites (%s), delivered on their immediate attempt; telemetry senders not yet running",
@@ -364,7 +367,7 @@ func (f *fleet) telemetry(ctx context.Context, workers *centralWorkers) (in inge
 	}
 	f.r.step("fleet: every site's telemetry sender at once, %s changes in %s batches of up to %d, to %s",
 		thousands(int64(in.changes)), thousands(int64(in.batches)), f.batch, plural(len(workers.procs), "central worker"))
-	if in.took, in.use, err = f.timeTelemetry(ctx, workers, in.batches); err != nil {
+	if in.first, in.took, in.use, err = f.timeTelemetry(ctx, workers, in.batches); err != nil {
 		return in, err
 	}
 	f.r.step("fleet: bulk upsert, second half")
@@ -426,35 +429,46 @@ func (f *fleet) outboxes(ctx context.Context, in *ingest) ([]contract.TelemetryB
 }
 
 // timeTelemetry starts every site's telemetry sender and waits until they
-// have had batches persisted by central.
-func (f *fleet) timeTelemetry(ctx context.Context, workers *centralWorkers, batches int) (time.Duration, usage, error) {
-	before, err := f.mark(workers)
-	if err != nil {
-		return 0, usage{}, err
-	}
+// have had batches persisted by central. first is how long the first send
+// took to come; took and use run from it to the last batch persisted.
+func (f *fleet) timeTelemetry(ctx context.Context, workers *centralWorkers, batches int) (first, took time.Duration, use usage, err error) {
+	started := time.Now()
 	for _, s := range f.sites {
 		f.bg.run(ctx, s.telemetry.Run, nil)
 	}
-	sent := func() int {
+	count := func(of func(*sitedaemon.Telemetry) int64) int {
 		n := 0
 		for _, s := range f.sites {
-			n += int(s.telemetry.Batches())
+			n += int(of(s.telemetry))
 		}
 		return n
 	}
+	// A backlog under a full batch waits site.telemetry_delay before it
+	// goes: the senders' own wait, not central's work, so the clock starts
+	// at the first send.
 	err = waitFor(ctx, drainTimeout(batches*f.batch), nil, func(context.Context) (bool, error) {
-		return sent() >= batches, nil
+		return count((*sitedaemon.Telemetry).Attempts) > 0, nil
+	}, func() string { return "no telemetry batch sent yet" })
+	if err != nil {
+		return 0, 0, usage{}, fmt.Errorf("fleet telemetry: %w", err)
+	}
+	before, err := f.mark(workers)
+	if err != nil {
+		return 0, 0, usage{}, err
+	}
+	err = waitFor(ctx, drainTimeout(batches*f.batch), nil, func(context.Context) (bool, error) {
+		return count((*sitedaemon.Telemetry).Batches) >= batches, nil
 	}, func() string {
-		return fmt.Sprintf("%s of %s telemetry batches persisted", thousands(int64(sent())), thousands(int64(batches)))
+		return fmt.Sprintf("%s of %s telemetry batches persisted", thousands(int64(count((*sitedaemon.Telemetry).Batches))), thousands(int64(batches)))
 	})
 	if err != nil {
-		return 0, usage{}, fmt.Errorf("fleet telemetry: %w", err)
+		return 0, 0, usage{}, fmt.Errorf("fleet telemetry: %w", err)
 	}
 	after, err := f.mark(workers)
 	if err != nil {
-		return 0, usage{}, err
+		return 0, 0, usage{}, err
 	}
-	return after.at.Sub(before.at), before.until(after), nil
+	return before.at.Sub(started), after.at.Sub(before.at), before.until(after), nil
 }
 
 // requireIngested checks that every site's cursor passed its last change
@@ -590,8 +604,11 @@ func (f *fleet) rows(one, two delivery, in ingest, peaks []memory) []Row {
 	ingest := compare(SectionFleet, "fleet telemetry ingest, "+sites, perSecond(in.changes, in.took), "/s",
 		Figure{Name: "bulk upsert of the same rows, 1 writer", Value: perSecond(in.changes, in.raw.total()), Unit: "/s"})
 	return append(rows, ingest.atLeastRatio(0.5).withDetail(
-		"%s changes (%d cached calls a site, two changes each) in %s batches of up to %d, every site's sender at once, to 2 central workers: %.1f s, %s; bulk upserts %.1f s (halves %s)",
-		thousands(int64(in.changes)), f.r.opts.FleetCalls, thousands(int64(in.batches)), f.batch, in.took.Seconds(), in.use, in.raw.total().Seconds(), in.raw))
+		"%s changes (%d cached calls a site, two changes each) in %s batches of up to %d, every site's sender at once, to 2 central workers: "+
+			"the first batch left %.1f s after the senders started (a backlog under a full batch waits site.telemetry_delay), "+
+			"then %.1f s until central persisted the last, %s; bulk upserts %.1f s (halves %s)",
+		thousands(int64(in.changes)), f.r.opts.FleetCalls, thousands(int64(in.batches)), f.batch,
+		in.first.Seconds(), in.took.Seconds(), in.use, in.raw.total().Seconds(), in.raw))
 }
 
 // workerCPU is a worker's CPU beside the dev server's in the same run.
