@@ -84,8 +84,9 @@ func (q *upsertQueue) take() []*queuedUpsert {
 // upsertQueued upserts rows and events on a SQLite file, in one
 // transaction with the other upserts waiting for the turn at the same
 // time. A caller whose ctx ends while its batch waits gets its error and
-// writes nothing; once a writer took the batch, the caller waits for that
-// transaction.
+// writes nothing. One whose batch a writer already took gets its error
+// too, and the batch may still be stored: storing it again on retry
+// changes nothing (a row needs a higher seq, an event a new id).
 func (s *Store) upsertQueued(ctx context.Context, rows []contract.TrackedOperation, events []AuditEvent) (int, error) {
 	u := &queuedUpsert{rows: rows, events: events, done: make(chan struct{})}
 	s.upserts.add(u)
@@ -97,7 +98,7 @@ func (s *Store) upsertQueued(ctx context.Context, rows []contract.TrackedOperati
 		if s.upserts.remove(u) {
 			return 0, fmt.Errorf("wait for the store's write turn: %w", ctx.Err())
 		}
-		<-u.done
+		return 0, fmt.Errorf("wait for the transaction that took the batch: %w", ctx.Err())
 	}
 	return u.n, u.err
 }
