@@ -177,3 +177,15 @@ func BenchmarkGetOperation(b *testing.B) {
 		}
 	}
 }
+
+// The forwarder's sweep of an idle site: no row is due, and the read runs
+// every poll interval.
+func BenchmarkDueAfterIdle(b *testing.B) {
+	s, ctx := openBench(b), context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.DueAfter(ctx, time.Now(), DueCursor{}, 100); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

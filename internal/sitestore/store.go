@@ -70,7 +70,7 @@ type Store struct {
 	guard *sqlitedb.Guard
 	// writer commits every change to the file, batching concurrent ones.
 	writer *committer
-	// reads are the statements of the reads a Status request makes.
+	// reads are the statements of the most frequent reads, prepared once.
 	reads *readStatements
 	// changed is signalled after every committed tracking change.
 	changed chan struct{}
@@ -486,10 +486,7 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]Message, e
 // time, never holding more than one page, and never rereads a row it
 // already has in hand.
 func (s *Store) DueAfter(ctx context.Context, now time.Time, after DueCursor, limit int) ([]Message, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+messageColumns+` FROM buffer
-		WHERE handed_off = 0 AND next_attempt_at <= ? AND (next_attempt_at, hlc, message_id) > (?, ?, ?)
-		ORDER BY next_attempt_at, hlc, message_id LIMIT ?`,
-		now.UnixNano(), after.NextAttemptAt, after.HLC, after.MessageID, limit)
+	rows, err := s.reads.due.QueryContext(ctx, now.UnixNano(), after.NextAttemptAt, after.HLC, after.MessageID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read due messages: %w", err)
 	}
