@@ -50,9 +50,10 @@ const (
 //   - FleetCalls cached calls per site, delivered on their immediate
 //     attempt (two tracking changes each), then every site's telemetry
 //     sender started at once on that backlog, with the two workers, from
-//     the first batch sent until central persisted every batch; against the central store's bulk
-//     upsert of the same changes (renamed, so they are new rows) in the same
-//     batches from one writer, half before and half after.
+//     the first batch sent until central persisted every batch; against
+//     the central store's bulk upsert of the same changes (renamed, so
+//     they are new rows) in the same batches from one writer, half before
+//     and half after.
 //
 // The CPU of every worker, the dev server, this process (the sites) and the
 // machine is read from /proc over each timed run, and each worker's RSS.
