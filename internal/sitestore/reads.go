@@ -9,8 +9,8 @@ import (
 // operationSQL reads one tracking row by its operation id.
 const operationSQL = `SELECT ` + trackingColumns + ` FROM tracking WHERE operation_id = ?`
 
-// dueSQL reads a page of the rows due for hand-off from a cursor on
-// (next_attempt_at, hlc, message_id) on (DueAfter).
+// dueSQL reads a page of the rows due for hand-off, after a cursor on
+// (next_attempt_at, hlc, message_id): DueAfter's read.
 const dueSQL = `SELECT ` + messageColumns + ` FROM buffer
 	WHERE handed_off = 0 AND next_attempt_at <= ? AND (next_attempt_at, hlc, message_id) > (?, ?, ?)
 	ORDER BY next_attempt_at, hlc, message_id LIMIT ?`
