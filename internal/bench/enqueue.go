@@ -41,28 +41,33 @@ func (r *run) enqueue(ctx context.Context) ([]Row, error) {
 		return nil, fmt.Errorf("raw batched inserts: %w", err)
 	}
 	var runs []enqueueRun
+	// rows are the caller counts measured so far, against the raw inserts
+	// so far: a failed run still reports the ones before it.
+	rows := func() []Row {
+		var rows []Row
+		for _, m := range runs {
+			rows = append(rows, m.rows(raw)...)
+		}
+		return rows
+	}
 	for _, callers := range r.opts.Callers {
 		r.step("enqueue: SDK Notify, %s, %s", plural(callers, "caller"), r.opts.EnqueueDuration)
 		sdk, err := r.sdkRate(ctx, callers)
 		if err != nil {
-			return nil, fmt.Errorf("SDK Notify, %d callers: %w", callers, err)
+			return rows(), fmt.Errorf("SDK Notify, %d callers: %w", callers, err)
 		}
 		r.step("enqueue: one transaction per enqueue, %s, %s", plural(callers, "caller"), r.opts.EnqueueDuration)
 		perTx, err := r.txPerEnqueueRate(ctx, callers)
 		if err != nil {
-			return nil, fmt.Errorf("one transaction per enqueue, %d callers: %w", callers, err)
+			return rows(), fmt.Errorf("one transaction per enqueue, %d callers: %w", callers, err)
 		}
 		runs = append(runs, enqueueRun{callers, sdk, perTx})
 	}
 	r.step("enqueue: raw inserts, %d per transaction, one writer, %s (second half)", rawBatch, half)
 	if err := raw.insertFor(ctx, half); err != nil {
-		return nil, fmt.Errorf("raw batched inserts: %w", err)
+		return rows(), fmt.Errorf("raw batched inserts: %w", err)
 	}
-	var rows []Row
-	for _, m := range runs {
-		rows = append(rows, m.rows(raw)...)
-	}
-	return rows, nil
+	return rows(), nil
 }
 
 // enqueueRun is what one caller count measured: Notify calls and single
