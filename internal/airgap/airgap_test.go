@@ -9,6 +9,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -272,6 +274,10 @@ func TestDecodeBundleIsStrict(t *testing.T) {
 		{"a control character", strings.Replace(string(file), "alarm", "al\nrm", 1), "control character 0xa in a string"},
 		{"a truncated file", string(file[:len(file)/2]), "line "},
 		{"a null time", strings.Replace(string(file), `"createdAt": "`, `"createdAt": null, "x": "`, 1), `want a string, found "n"`},
+		{"a repeated entry field", strings.Replace(string(file), `"enqueuedAt"`, `"link": "x", "enqueuedAt"`, 1), `field "link" appears twice`},
+		{"an entry field after the last", strings.Replace(string(file), `Z"
+        }`, `Z", "kind": "Notification"
+        }`, 1), `field "kind" appears twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -280,6 +286,64 @@ func TestDecodeBundleIsStrict(t *testing.T) {
 				t.Errorf("DecodeBundle: %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestEntriesReadTheSameInAnyLayout checks that entries laid out as the
+// encoder writes them, which the decoder reads by comparing the text
+// between values whole, decode exactly as in any other layout.
+func TestEntriesReadTheSameInAnyLayout(t *testing.T) {
+	key, _ := testKey(t, "site")
+	file := encodeBytes(t, signedBundle(t, key, testLogs()))
+	want, err := DecodeBundle(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact, tabs, reordered bytes.Buffer
+	if err := json.Compact(&compact, file); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Indent(&tabs, file, "", "\t"); err != nil {
+		t.Fatal(err)
+	}
+	// the link before the tHlc: every line as the encoder writes it, in another order
+	reordered.WriteString(regexp.MustCompile(`(?s)("tHlc": "[^"]*",\n)(.*?)(\s*"link": "[^"]*",)`).
+		ReplaceAllString(string(file), `${3}${1}${2}`))
+	for name, layout := range map[string][]byte{"compact": compact.Bytes(), "tabs": tabs.Bytes(), "reordered": reordered.Bytes()} {
+		if bytes.Equal(layout, file) {
+			t.Fatalf("%s: the layout did not change", name)
+		}
+		got, err := DecodeBundle(bytes.NewReader(layout))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: decoded differently from the encoder's layout", name)
+		}
+	}
+}
+
+// TestEscapedPayloadsOfEverySize checks the strings the decoder unescapes,
+// which share allocations: payloads from one byte to past the size of one
+// allocation (256 KiB), all escaped, each read back as it was written.
+func TestEscapedPayloadsOfEverySize(t *testing.T) {
+	c := newChain("n1")
+	var payloads []string
+	for _, size := range []int{1, 100, 4 << 10, 100 << 10, 300 << 10, 10, 200 << 10, 200 << 10} {
+		payload := strings.Repeat(`ab"é\`, size/6+1)[:size] // text, then escapes (a quote, a backslash), an accent in UTF-8
+		payload = strings.ToValidUTF8(payload, "?")
+		payloads = append(payloads, payload)
+		c.add(fmt.Sprintf("job-%d", len(payloads)), payload)
+	}
+	key, _ := testKey(t, "site")
+	b, err := DecodeBundle(bytes.NewReader(encodeBytes(t, signedBundle(t, key, []JobLog{c.log}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range b.JobLogs[0].Entries {
+		if e.Payload != payloads[i] {
+			t.Errorf("entry %d: payload of %d bytes read back as %d bytes, not as written", i, len(payloads[i]), len(e.Payload))
+		}
 	}
 }
 

@@ -25,10 +25,11 @@ import (
 // valid escapes, and nothing may follow the document. Whatever it accepts,
 // encoding/json decodes to the same Bundle (FuzzDecodeAndVerify checks).
 type bundleDecoder struct {
-	s       string // the whole file: fields are substrings of it, so most cost no copy
-	pos     int
-	scratch []byte     // unescape's buffer
-	ahead   []aheadRun // entries read ahead on other cores (readahead.go)
+	s         string // the whole file: fields are substrings of it, so most cost no copy
+	pos       int
+	unescaped *strings.Builder // the strings unescape made (see unescapedBuilder)
+	layout    *entryLayout     // the layout of the last entry read by entryAsEncoded
+	ahead     []aheadRun       // entries read ahead on other cores (readahead.go)
 	// readingAhead is set on a decoder reading ahead, whose errors are
 	// dropped: it skips placing them in the file, which counts lines.
 	readingAhead bool
@@ -110,33 +111,121 @@ func (d *bundleDecoder) jobLog() (JobLog, error) {
 }
 
 func (d *bundleDecoder) entry() (Entry, error) {
+	if e, ok := d.entryAsEncoded(); ok {
+		return e, nil
+	}
 	var e Entry
-	err := d.object(func(key string) (err error) {
-		switch key {
-		case "nodeId":
-			e.NodeID, err = d.str()
-		case "tHlc":
-			e.THLC, err = d.str()
-		case "jobId":
-			e.JobID, err = d.str()
-		case "kind":
-			e.Kind, err = d.str()
-		case "payload":
-			e.Payload, err = d.str()
-		case "payloadHash":
-			e.PayloadHash, err = d.str()
-		case "prevLink":
-			e.PrevLink, err = d.nullOrStr()
-		case "link":
-			e.Link, err = d.str()
-		case "enqueuedAt":
-			e.EnqueuedAt, err = d.time()
-		default:
-			err = d.unknownField(key)
-		}
-		return err
-	})
+	err := d.object(func(key string) error { return d.entryField(&e, key) })
 	return e, err
+}
+
+// entryField reads the value of e's field key.
+func (d *bundleDecoder) entryField(e *Entry, key string) (err error) {
+	switch key {
+	case "nodeId":
+		e.NodeID, err = d.str()
+	case "tHlc":
+		e.THLC, err = d.str()
+	case "jobId":
+		e.JobID, err = d.str()
+	case "kind":
+		e.Kind, err = d.str()
+	case "payload":
+		e.Payload, err = d.str()
+	case "payloadHash":
+		e.PayloadHash, err = d.str()
+	case "prevLink":
+		e.PrevLink, err = d.nullOrStr()
+	case "link":
+		e.Link, err = d.str()
+	case "enqueuedAt":
+		e.EnqueuedAt, err = d.time()
+	default:
+		err = d.unknownField(key)
+	}
+	return err
+}
+
+// entryFields are an entry's fields in the order the bundle encoder
+// writes them.
+var entryFields = [...]string{"nodeId", "tHlc", "jobId", "kind", "payload", "payloadHash", "prevLink", "link", "enqueuedAt"}
+
+// entryLayout is the text between an entry's values as the bundle encoder
+// writes it at one depth: before each value, the line break, indentation
+// and key (and the comma after the value before); after the last value,
+// the closing brace on its own line.
+type entryLayout struct {
+	before [len(entryFields)]string
+	close  string
+}
+
+// newEntryLayout is the layout of an entry whose fields are indented by
+// indent, two spaces deeper than its braces.
+func newEntryLayout(indent string) *entryLayout {
+	l := &entryLayout{close: "\n" + indent[2:] + "}"}
+	for i, key := range entryFields {
+		sep := ",\n"
+		if i == 0 {
+			sep = "{\n"
+		}
+		l.before[i] = sep + indent + `"` + key + `": `
+	}
+	return l
+}
+
+// entryAsEncoded reads the entry at the decoder when it is laid out
+// exactly as the bundle encoder writes one, comparing the text between the
+// values whole instead of reading it a byte at a time (indentation and
+// keys are over a third of a bundle). It accepts nothing the general path
+// would not, and reads it the same. For anything else, including a value
+// that does not parse, it reports false with the decoder where it started,
+// and the general path reads the entry and reports what is wrong.
+func (d *bundleDecoder) entryAsEncoded() (Entry, bool) {
+	d.skipSpace()
+	start := d.pos
+	l := d.layoutAt(start)
+	if l == nil {
+		return Entry{}, false
+	}
+	var e Entry
+	for i, before := range l.before {
+		if !strings.HasPrefix(d.s[d.pos:], before) {
+			d.pos = start
+			return Entry{}, false
+		}
+		d.pos += len(before)
+		if d.entryField(&e, entryFields[i]) != nil {
+			d.pos = start
+			return Entry{}, false
+		}
+	}
+	if !strings.HasPrefix(d.s[d.pos:], l.close) {
+		d.pos = start
+		return Entry{}, false
+	}
+	d.pos += len(l.close)
+	return e, true
+}
+
+// layoutAt is the layout of the entry starting at pos, judged from its
+// first line: the last entry's when that fits, else one made from the
+// indentation after the opening brace. It is nil when the brace is not
+// followed by a line break and an indentation of at least two spaces.
+func (d *bundleDecoder) layoutAt(pos int) *entryLayout {
+	rest := d.s[pos:]
+	if d.layout != nil && strings.HasPrefix(rest, d.layout.before[0]) {
+		return d.layout
+	}
+	if !strings.HasPrefix(rest, "{\n") {
+		return nil
+	}
+	lines := rest[2:]
+	indent := lines[:len(lines)-len(strings.TrimLeft(lines, " "))]
+	if len(indent) < 2 {
+		return nil
+	}
+	d.layout = newEntryLayout(indent)
+	return d.layout
 }
 
 // object reads a JSON object, calling member for each member with the
@@ -242,7 +331,7 @@ func (d *bundleDecoder) str() (string, error) {
 		d.pos = i
 		return "", d.errorf("unterminated string")
 	case d.s[i] == '\\':
-		return d.unescape(start, i)
+		return d.unescape(start, i, seen)
 	case d.s[i] != '"':
 		d.pos = i
 		return "", d.errorf("control character %#x in a string", d.s[i])
@@ -265,22 +354,33 @@ var stringSpecial = func() (special [256]bool) {
 }()
 
 // unescape reads the rest of a string whose content starts at start and
-// has its first backslash at i, in one pass, into the decoder's scratch
-// buffer (reused: most strings with escapes are payloads, one per entry).
-func (d *bundleDecoder) unescape(start, i int) (string, error) {
-	b := append(d.scratch[:0], d.s[start:i]...)
+// has its first backslash at i (seen: the bytes before it ORed), in one
+// pass, into the decoder's unescaped strings. Most strings with escapes are payloads, one per entry: they go
+// many to one allocation, and a payload all ASCII skips the UTF-8 check.
+func (d *bundleDecoder) unescape(start, i int, seen byte) (string, error) {
+	w := d.unescapedBuilder()
+	mark := w.Len()
+	w.WriteString(d.s[start:i])
 	for i < len(d.s) {
 		switch c := d.s[i]; {
 		case c == '"':
-			d.pos, d.scratch = i+1, b
-			return d.checkUTF8(start, string(b))
+			d.pos = i + 1
+			s := w.String()[mark:]
+			if seen < utf8.RuneSelf {
+				return s, nil
+			}
+			return d.checkUTF8(start, s)
+		case c == '\\' && i+1 < len(d.s) && selfEscaped(d.s[i+1]):
+			w.WriteByte(d.s[i+1]) // most escapes, quotes inside a payload's JSON: no call
+			i += 2
 		case c == '\\':
 			r, n := escapeAt(d.s[i:])
 			if n == 0 {
 				d.pos = i
 				return "", d.errorf("invalid escape %q in a string", d.s[i:min(i+6, len(d.s))])
 			}
-			b = utf8.AppendRune(b, r)
+			w.WriteRune(r)
+			seen |= utf8.RuneSelf
 			i += n
 		case c < 0x20:
 			d.pos = i
@@ -288,14 +388,29 @@ func (d *bundleDecoder) unescape(start, i int) (string, error) {
 		default:
 			j := i + 1
 			for j < len(d.s) && !stringSpecial[d.s[j]] {
+				seen |= d.s[j]
 				j++
 			}
-			b = append(b, d.s[i:j]...)
+			w.WriteString(d.s[i:j])
+			seen |= c
 			i = j
 		}
 	}
 	d.pos = len(d.s)
 	return "", d.errorf("unterminated string")
+}
+
+// unescapedBuilder is where unescape writes: a strings.Builder only ever
+// appends, so every string taken from it stays as it was, and strings
+// share its allocations. A builder with little room left is replaced, not
+// grown, so a full one is never copied.
+func (d *bundleDecoder) unescapedBuilder() *strings.Builder {
+	const chunk, room = 256 << 10, 4 << 10
+	if d.unescaped == nil || d.unescaped.Cap()-d.unescaped.Len() < room {
+		d.unescaped = new(strings.Builder)
+		d.unescaped.Grow(chunk)
+	}
+	return d.unescaped
 }
 
 // escapeAt decodes the escape at the start of s and returns the rune and
@@ -305,9 +420,10 @@ func escapeAt(s string) (rune, int) {
 	if len(s) < 2 {
 		return 0, 0
 	}
-	switch s[1] {
-	case '"', '\\', '/':
+	if selfEscaped(s[1]) {
 		return rune(s[1]), 2
+	}
+	switch s[1] {
 	case 'b':
 		return '\b', 2
 	case 'f':
@@ -336,6 +452,9 @@ func escapeAt(s string) (rune, int) {
 	}
 	return 0, 0
 }
+
+// selfEscaped reports whether the escape \c stands for c itself.
+func selfEscaped(c byte) bool { return c == '"' || c == '\\' || c == '/' }
 
 func hex4(s string) (rune, bool) {
 	if len(s) < 4 {

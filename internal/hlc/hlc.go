@@ -96,7 +96,7 @@ func PayloadHash(payload []byte) []byte {
 // node's first entry.
 func Link(prevLink []byte, id string, ts Timestamp, payloadHash []byte) []byte {
 	var text [26]byte
-	sum := linkSum(prevLink, id, ts.AppendText(text[:0]), payloadHash)
+	sum := linkSum(prevLink, id, string(ts.AppendText(text[:0])), payloadHash) // 26 bytes: converted on the stack
 	return sum[:]
 }
 
@@ -107,7 +107,10 @@ func LinkOfText(prevLink []byte, id, tsText string, payloadHash []byte) [sha256.
 	return linkSum(prevLink, id, tsText, payloadHash)
 }
 
-func linkSum[Text string | []byte](prevLink []byte, id string, tsText Text, payloadHash []byte) [sha256.Size]byte {
+// linkSum is not generic over the timestamp's text: a generic function
+// called from another package passes for leaking its arguments to the
+// heap, which cost the verifier two allocations an entry.
+func linkSum(prevLink []byte, id, tsText string, payloadHash []byte) [sha256.Size]byte {
 	// One buffer and one Sum256 rather than a hash.Hash and four writes:
 	// every enqueue and every entry a bundle verifies computes a link.
 	var buf [192]byte
