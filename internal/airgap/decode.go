@@ -355,8 +355,9 @@ var stringSpecial = func() (special [256]bool) {
 
 // unescape reads the rest of a string whose content starts at start and
 // has its first backslash at i (seen: the bytes before it ORed), in one
-// pass, into the decoder's unescaped strings. Most strings with escapes are payloads, one per entry: they go
-// many to one allocation, and a payload all ASCII skips the UTF-8 check.
+// pass, into the decoder's unescaped strings. Most strings with escapes
+// are payloads, one per entry: they go many to one allocation, and one
+// whose bytes are all ASCII skips the UTF-8 check.
 func (d *bundleDecoder) unescape(start, i int, seen byte) (string, error) {
 	w := d.unescapedBuilder()
 	mark := w.Len()
