@@ -45,6 +45,41 @@ func TestKPIsAndParkedListsSeekIndexes(t *testing.T) {
 	}
 }
 
+// The daily purge deletes each table's due rows through an index, batch by
+// batch: at a year of rows a scan per batch would take seconds, a thousand
+// times a run.
+func TestPurgeSeeksIndexes(t *testing.T) {
+	store := openSQLiteForTest(t)
+	indexes := map[string]string{
+		"notifications": "notifications_status_terminal",
+		"site_calls":    "site_calls_status_terminal",
+		"audit_log":     "audit_log_at_node",
+	}
+	require.Len(t, purgeTargets, len(indexes))
+	for _, target := range purgeTargets {
+		stmt := store.dialect.deleteBatch(target.table, target.key, target.where)
+		plan := testutil.QueryPlan(t, store.db, stmt, time.Now().UTC(), 1000)
+		require.Contains(t, plan, " INDEX "+indexes[target.table]+" (", "%s: %s", target.table, plan)
+		require.NotContains(t, plan, "SCAN ", "%s: %s", target.table, plan)
+	}
+}
+
+// nodeEventsSQL is how an operator reads one site node's events over a
+// window of time (the README's audit section shows it).
+const nodeEventsSQL = `SELECT event_id, event, status, at FROM audit_log
+	WHERE at >= ? AND at < ? AND site_id = ? AND source_node = ? ORDER BY at`
+
+// One node's events over a window of time come from the time index in its
+// order, the node tested in the index, not in the rows.
+func TestNodeEventsSeekTheTimeIndex(t *testing.T) {
+	store := openSQLiteForTest(t)
+	now := time.Now().UTC()
+	plan := testutil.QueryPlan(t, store.db, nodeEventsSQL, now.Add(-time.Hour), now, "plant-1", "node-b")
+	require.Contains(t, plan, "USING INDEX audit_log_at_node (at>? AND at<?)", plan)
+	require.NotContains(t, plan, "SCAN ", plan)
+	require.NotContains(t, plan, "TEMP B-TREE", "read in the index's order, not sorted: %s", plan)
+}
+
 // planCase is a query, its arguments and the index its plan must use.
 type planCase struct {
 	query string

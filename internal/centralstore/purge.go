@@ -49,7 +49,7 @@ type purgeTarget struct {
 
 // purgeTargets never name Pending, Retrying or Parked: those rows stay
 // whatever their age. The where clauses match the (status, terminal_at)
-// and (at) indexes.
+// indexes and audit_log's (at, source_node) (TestPurgeSeeksIndexes).
 var purgeTargets = []purgeTarget{
 	{
 		table: "notifications", key: "notification_id",

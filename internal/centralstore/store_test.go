@@ -93,7 +93,8 @@ func TestSQLiteUpgradesOlderSchema(t *testing.T) {
 
 // A central file from before the audit trails were read by event id loses
 // its index by operation id on open (every event wrote it) and gains the
-// definitions' own; the events stored before still make their trails.
+// definitions' own; the events stored before still make their trails. Its
+// index by time alone gives way to the one by time and node.
 func TestSQLiteUpgradeDropsTheAuditOperationIndex(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "central.db")
@@ -105,6 +106,7 @@ func TestSQLiteUpgradeDropsTheAuditOperationIndex(t *testing.T) {
 			detail TEXT NOT NULL DEFAULT '', operator TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '',
 			at DATETIME NOT NULL)`,
 		`CREATE INDEX audit_log_operation ON audit_log (operation_id, at)`,
+		`CREATE INDEX audit_log_at ON audit_log (at)`,
 		`INSERT INTO audit_log (event_id, operation_id, kind, event, at) VALUES
 			('call/op-1/enqueued', 'op-1', 'ExternalCall', 'Enqueued', '2025-01-01 00:00:00+00:00'),
 			('5d0c2a34-0f6e-4f7e-9d7e-2b1f1c9a7e11', 'list/ops', 'List', 'Changed', '2025-01-01 00:00:00+00:00')`,
@@ -137,7 +139,7 @@ func TestSQLiteUpgradeDropsTheAuditOperationIndex(t *testing.T) {
 		indexes = append(indexes, name)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"audit_log_at", "audit_log_definitions", "audit_log_node_at"}, indexes)
+	require.Equal(t, []string{"audit_log_at_node", "audit_log_definitions"}, indexes)
 }
 
 // A bundle imported before airgap_imports had its bytes column reads back
