@@ -69,8 +69,8 @@ func TestPurgeSeeksIndexes(t *testing.T) {
 const nodeEventsSQL = `SELECT event_id, event, status, at FROM audit_log
 	WHERE at >= ? AND at < ? AND site_id = ? AND source_node = ? ORDER BY at`
 
-// One node's events over a window of time come from the time index in its
-// order, the node tested in the index, not in the rows.
+// One node's events over a window of time come from a range of the time
+// index, in its order: no scan of the table and no sort.
 func TestNodeEventsSeekTheTimeIndex(t *testing.T) {
 	store := openSQLiteForTest(t)
 	now := time.Now().UTC()
