@@ -235,7 +235,7 @@ func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
 }
 
 func (e *endToEnd) startBare(cfg config.Central) error {
-	w := worker.New(e.tc, bareTaskQueue, worker.Options{})
+	w := worker.New(e.tc, bareTaskQueue, workers.PollerOptions())
 	w.RegisterWorkflow(BareWorkflow)
 	mail, err := fromconfig.Mailer(cfg.SMTP)
 	if err != nil {
