@@ -49,7 +49,11 @@ func utcNow(clock func() time.Time) time.Time {
 // RecordNotification inserts the central row unless it exists, and returns
 // the stored row with the retry policy in force.
 func (a *NotificationActivities) RecordNotification(ctx context.Context, sub contract.NotificationSubmission) (contract.RecordNotificationResult, error) {
-	row, err := a.record(ctx, sub)
+	list, err := a.findList(ctx, sub.ListName)
+	if err != nil {
+		return contract.RecordNotificationResult{}, err
+	}
+	row, err := a.record(ctx, sub, list)
 	if err != nil {
 		return contract.RecordNotificationResult{}, err
 	}
@@ -63,12 +67,10 @@ func (a *NotificationActivities) recorded(row centralstore.Notification) contrac
 }
 
 // record inserts the central row of sub unless it exists, with its Enqueued
-// event, and returns the stored row.
-func (a *NotificationActivities) record(ctx context.Context, sub contract.NotificationSubmission) (centralstore.Notification, error) {
-	typ, typeData, err := a.listType(ctx, sub.ListName)
-	if err != nil {
-		return centralstore.Notification{}, err
-	}
+// event, and returns the stored row. The row takes the type of list, its
+// notification list (nil: not there, yet; see listType).
+func (a *NotificationActivities) record(ctx context.Context, sub contract.NotificationSubmission, list *centralstore.List) (centralstore.Notification, error) {
+	typ, typeData := listType(list)
 	n := centralstore.Notification{
 		NotificationID:   sub.NotificationID,
 		Type:             typ,
@@ -96,15 +98,24 @@ func (a *NotificationActivities) record(ctx context.Context, sub contract.Notifi
 // listType is the type and type data of list, recorded with a new
 // notification; an Email with none when the list does not exist (yet: the
 // delivery attempt will say so).
-func (a *NotificationActivities) listType(ctx context.Context, list string) (string, string, error) {
-	l, err := a.Store.GetList(ctx, list)
+func listType(list *centralstore.List) (string, string) {
+	if list == nil {
+		return contract.NotificationTypeEmail, "{}"
+	}
+	return list.Type, list.TypeData
+}
+
+// findList reads the notification list named name as it is now; nil when
+// there is none.
+func (a *NotificationActivities) findList(ctx context.Context, name string) (*centralstore.List, error) {
+	list, err := a.Store.GetList(ctx, name)
 	if errors.Is(err, centralstore.ErrNotFound) {
-		return contract.NotificationTypeEmail, "{}", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
-	return l.Type, l.TypeData, nil
+	return &list, nil
 }
 
 // RecordAndDeliverNotification is a notification's first delivery attempt:
@@ -117,7 +128,12 @@ func (a *NotificationActivities) listType(ctx context.Context, list string) (str
 // nothing attempted; a failed attempt carries the recorded row in its
 // details.
 func (a *NotificationActivities) RecordAndDeliverNotification(ctx context.Context, in contract.RecordAndDeliverInput) (contract.RecordAndDeliverResult, error) {
-	row, err := a.record(ctx, in.Submission)
+	// One read of the list serves the row's type and the attempt.
+	list, err := a.findList(ctx, in.Submission.ListName)
+	var row centralstore.Notification
+	if err == nil {
+		row, err = a.record(ctx, in.Submission, list)
+	}
 	if err != nil {
 		return contract.RecordAndDeliverResult{}, temporal.NewApplicationErrorWithCause(
 			"record notification "+in.Submission.NotificationID, contract.ErrTypeRowUnrecorded, err)
@@ -126,7 +142,7 @@ func (a *NotificationActivities) RecordAndDeliverNotification(ctx context.Contex
 	if row.Status != contract.StatusPending {
 		return res, nil
 	}
-	delivery, err := a.deliver(ctx, row, contract.DeliverNotificationInput{
+	delivery, err := a.deliver(ctx, row, list, contract.DeliverNotificationInput{
 		NotificationID: row.NotificationID, RetryCount: row.RetryCount, Attempt: in.Attempt,
 	})
 	if err != nil {
@@ -147,12 +163,18 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in con
 		// events) but its completion was lost: never send twice.
 		return contract.DeliverNotificationResult{DeliveredAt: *row.DeliveredAt, ResolvedTargets: row.ResolvedTargets}, nil
 	}
-	return a.deliver(ctx, row, in)
+	list, err := a.findList(ctx, row.ListName)
+	if err != nil {
+		return contract.DeliverNotificationResult{}, err
+	}
+	return a.deliver(ctx, row, list, in)
 }
 
-// deliver makes attempt in of row and marks the row Delivered on success.
-func (a *NotificationActivities) deliver(ctx context.Context, row centralstore.Notification, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-	d, err := a.resolve(ctx, row)
+// deliver makes attempt in of row to list, its notification list as read
+// for this attempt (nil: there is none), and marks the row Delivered on
+// success.
+func (a *NotificationActivities) deliver(ctx context.Context, row centralstore.Notification, list *centralstore.List, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+	d, err := a.resolve(ctx, row, list)
 	if err != nil {
 		return contract.DeliverNotificationResult{}, err
 	}
@@ -228,24 +250,22 @@ func (a *NotificationActivities) writeUpdate(ctx context.Context, upd contract.N
 	return a.Store.UpdateNotificationStatus(ctx, upd, events...)
 }
 
-// resolve reads the notification's list, its targets and its channel as
-// they are now: a change to the list takes effect on the next attempt.
-// What only an operator can fix fails non-retryable.
-func (a *NotificationActivities) resolve(ctx context.Context, n centralstore.Notification) (delivery.Delivery, error) {
-	list, err := a.Store.GetList(ctx, n.ListName)
-	if errors.Is(err, centralstore.ErrNotFound) {
+// resolve takes the notification's list (nil: there is none), its targets
+// and its channel as they are at this attempt: a change to the list takes
+// effect on the next attempt. What only an operator can fix fails
+// non-retryable.
+func (a *NotificationActivities) resolve(ctx context.Context, n centralstore.Notification, list *centralstore.List) (delivery.Delivery, error) {
+	if list == nil {
 		return delivery.Delivery{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notification list %q does not exist at central: create it (outpost lists set), then retry", n.ListName),
 			contract.ErrTypeUnknownList, nil)
-	}
-	if err != nil {
-		return delivery.Delivery{}, err
 	}
 	if len(list.Targets) == 0 {
 		return delivery.Delivery{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notification list %q has no targets", list.Name), contract.ErrTypeNoRecipients, nil)
 	}
-	d := delivery.Delivery{Notification: n, List: list}
+	d := delivery.Delivery{Notification: n, List: *list}
+	var err error
 	if d.Targets, err = delivery.ResolveTargets(list.Targets); err != nil {
 		return delivery.Delivery{}, misconfigured(list.Name, err)
 	}
