@@ -98,7 +98,7 @@ func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []Audi
 		for _, e := range chunk {
 			args = auditArgs(args, e)
 		}
-		res, err := s.execChunk(ctx, tx, s.bind(s.dialect.insertAuditEvents(len(chunk))), len(chunk) == s.dialect.auditChunk, args...)
+		res, err := s.execChunk(ctx, tx, s.bind(s.dialect.insertAuditEvents(len(chunk))), len(chunk), s.dialect.auditChunk, args...)
 		if err != nil {
 			return 0, fmt.Errorf("insert audit events: write %d events: %w", len(chunk), err)
 		}

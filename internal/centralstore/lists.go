@@ -75,7 +75,10 @@ const listColumns = `name, type, targets, channel, type_data, description, updat
 
 // GetList reads one list; ErrNotFound if there is none.
 func (s *Store) GetList(ctx context.Context, name string) (List, error) {
-	row := s.reads.QueryRowContext(ctx, s.bind(`SELECT `+listColumns+` FROM notification_lists WHERE name = ?`), name)
+	row, err := s.queryRowKept(ctx, s.bind(`SELECT `+listColumns+` FROM notification_lists WHERE name = ?`), name)
+	if err != nil {
+		return List{}, fmt.Errorf("read notification list %q: %w", name, err)
+	}
 	l, err := scanList(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return List{}, fmt.Errorf("notification list %q: %w", name, ErrNotFound)

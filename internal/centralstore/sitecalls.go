@@ -162,7 +162,7 @@ func (s *Store) upsertSiteCalls(ctx context.Context, tx *sql.Tx, rows []contract
 		for _, r := range chunk {
 			args = siteCallArgs(args, r, mirroredAt)
 		}
-		res, err := s.execChunk(ctx, tx, s.bind(s.dialect.upsertSiteCalls(len(chunk))), len(chunk) == s.dialect.siteCallChunk, args...)
+		res, err := s.execChunk(ctx, tx, s.bind(s.dialect.upsertSiteCalls(len(chunk))), len(chunk), s.dialect.siteCallChunk, args...)
 		if err != nil {
 			return 0, fmt.Errorf("write %d rows: %w", len(chunk), err)
 		}

@@ -69,8 +69,9 @@ type Store struct {
 	// upserts are the telemetry batches waiting for the turn, written
 	// together (upsertQueue).
 	upserts upsertQueue
-	// chunks are the full chunks' statements, prepared once (execChunk).
-	chunks chunkStatements
+	// writeStmts and readStmts are the statements kept prepared on db and
+	// on reads (execKept, queryRowKept, execChunk).
+	writeStmts, readStmts keptStatements
 }
 
 // writing waits for this process's turn to write a SQLite file and
@@ -152,7 +153,7 @@ type dialect struct {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	err := s.chunks.close()
+	err := errors.Join(s.writeStmts.close(), s.readStmts.close())
 	if s.reads != s.db {
 		err = errors.Join(err, s.reads.Close())
 	}
@@ -238,7 +239,7 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification, events .
 		return Notification{}, fmt.Errorf("encode resolved targets: %w", err)
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, s.bind(s.dialect.insertIfMissing),
+		_, err := s.execKept(ctx, tx, s.bind(s.dialect.insertIfMissing),
 			n.NotificationID, n.Type, n.ListName, n.Subject, n.Body, n.TypeData, string(n.Status),
 			n.RetryCount, n.LastError, string(targets), n.SourceSiteID, n.SourceInstanceID, n.SourceScript,
 			n.SourceNode, utc(n.SiteEnqueuedAt), utc(n.CreatedAt), utcPtr(n.LastAttemptAt), utcPtr(n.NextAttemptAt),
@@ -257,7 +258,10 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification, events .
 
 // GetNotification reads one row; ErrNotFound if there is none.
 func (s *Store) GetNotification(ctx context.Context, id string) (Notification, error) {
-	row := s.reads.QueryRowContext(ctx, s.bind(`SELECT `+notificationReadColumns+` FROM notifications WHERE notification_id = ?`), id)
+	row, err := s.queryRowKept(ctx, s.bind(`SELECT `+notificationReadColumns+` FROM notifications WHERE notification_id = ?`), id)
+	if err != nil {
+		return Notification{}, fmt.Errorf("read notification %s: %w", id, err)
+	}
 	n, err := scanNotification(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Notification{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
@@ -306,7 +310,7 @@ func (s *Store) MarkNotificationDelivered(ctx context.Context, id string, at tim
 // stores nothing.
 func (s *Store) changeNotification(ctx context.Context, id string, events []AuditEvent, update string, args ...any) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.bind(update), args...)
+		res, err := s.execKept(ctx, tx, s.bind(update), args...)
 		if err != nil {
 			return err
 		}
