@@ -79,7 +79,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	require.Equal(t, 2*len(opts.Callers), sections[bench.SectionEnqueue], "each caller count against both baselines")
 	e2e := report.Rows[slices.IndexFunc(report.Rows, func(r bench.Row) bool { return r.Section == bench.SectionEndToEnd })]
-	require.Regexp(t, `the dev server's CPU: \d+\.\d ms a notification, \d+\.\d ms a bare workflow`, e2e.Detail)
+	require.Regexp(t, `the dev server's CPU: \d+\.\d ms a notification, \d+\.\d ms a bare workflow; this process's: \d+\.\d ms and \d+\.\d ms`, e2e.Detail)
 	require.NotContains(t, e2e.Detail, "CPU: 0.0 ms", "the server did work for each side")
 
 	var table bytes.Buffer

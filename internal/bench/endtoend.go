@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -73,13 +74,17 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serve
 	}
 	r.step("e2e: %s notifications through site SDK, forwarder, central worker and SMTP, and %s bare workflows, in %d alternating rounds each",
 		thousands(int64(n)), thousands(int64(n)), e2eRounds)
-	var siteServerCPU, bareServerCPU time.Duration
+	// The CPU each side costs the dev server and this process (site,
+	// central worker, bare worker, SMTP sink): where a gap between the
+	// sides comes from.
+	siteCPU := []*cpuOf{{pid: serverPID}, {pid: os.Getpid()}}
+	bareCPU := []*cpuOf{{pid: serverPID}, {pid: os.Getpid()}}
 	site, bare, err := alternate(e2eRounds, func(round int) (time.Duration, error) {
 		k := share(n, e2eRounds, round)
-		return withServerCPU(serverPID, &siteServerCPU, func() (time.Duration, error) { return box.time(ctx, k, e.throughSite(k)) })
+		return withCPU(siteCPU, func() (time.Duration, error) { return box.time(ctx, k, e.throughSite(k)) })
 	}, func(round int) (time.Duration, error) {
 		k := share(n, e2eRounds, round)
-		return withServerCPU(serverPID, &bareServerCPU, func() (time.Duration, error) { return box.time(ctx, k, e.bare(k)) })
+		return withCPU(bareCPU, func() (time.Duration, error) { return box.time(ctx, k, e.bare(k)) })
 	})
 	if err != nil {
 		return nil, err
@@ -87,9 +92,10 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serve
 	row := compare(SectionEndToEnd, "end to end, delivered (site to SMTP)", perSecond(n, site.total()), "/s",
 		Figure{Name: fmt.Sprintf("bare workflow + 1 activity, %d in flight", p), Value: perSecond(n, bare.total()), Unit: "/s"})
 	row = row.atLeastRatio(0.9).withDetail("%s notifications in %.1f s (rounds %s); bare: %.1f s (rounds %s); "+
-		"the dev server's CPU: %.1f ms a notification, %.1f ms a bare workflow; %s",
+		"the dev server's CPU: %.1f ms a notification, %.1f ms a bare workflow; this process's: %.1f ms and %.1f ms; %s",
 		thousands(int64(n)), site.total().Seconds(), site, bare.total().Seconds(), bare,
-		perItemMS(siteServerCPU, n), perItemMS(bareServerCPU, n), box.duplicates())
+		perItemMS(siteCPU[0].total, n), perItemMS(bareCPU[0].total, n),
+		perItemMS(siteCPU[1].total, n), perItemMS(bareCPU[1].total, n), box.duplicates())
 	r.step("e2e: one bare workflow, one notification and one cached call, to count the Temporal actions of each history")
 	actions, err := r.actionRows(ctx, e, box)
 	if err != nil {
@@ -98,25 +104,37 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serve
 	return append([]Row{row}, actions...), nil
 }
 
-// withServerCPU runs a timed round and adds the CPU the dev server (pid)
-// used meanwhile to total: what each side costs the server, beside what it
-// took. The server writes visibility records after the fact, so some of a
-// round's work lands in the next round, of the other side; the sum of both
-// sides is exact.
-func withServerCPU(pid int, total *time.Duration, round func() (time.Duration, error)) (time.Duration, error) {
-	before, err := processCPU(pid)
-	if err != nil {
-		return 0, err
+// cpuOf is the CPU one process (pid) used during the rounds measured.
+type cpuOf struct {
+	pid   int
+	total time.Duration
+}
+
+// withCPU runs a timed round and adds to each meter the CPU its process
+// used meanwhile: what each side costs, beside what it took. The dev
+// server writes visibility records after the fact, so some of a round's
+// work lands in the next round, of the other side; the sum of both sides
+// is exact.
+func withCPU(meters []*cpuOf, round func() (time.Duration, error)) (time.Duration, error) {
+	before := make([]time.Duration, len(meters))
+	for i, m := range meters {
+		cpu, err := processCPU(m.pid)
+		if err != nil {
+			return 0, err
+		}
+		before[i] = cpu
 	}
 	took, err := round()
 	if err != nil {
 		return 0, err
 	}
-	after, err := processCPU(pid)
-	if err != nil {
-		return 0, err
+	for i, m := range meters {
+		after, err := processCPU(m.pid)
+		if err != nil {
+			return 0, err
+		}
+		m.total += after - before[i]
 	}
-	*total += after - before
 	return took, nil
 }
 
