@@ -33,6 +33,18 @@ func SiteTaskQueue(siteID string) string { return siteTaskQueuePrefix + siteID }
 // its name, and the site and the tools start or look them up by name, so
 // the site SDK links no workflow code.
 const (
+	// WorkflowNotificationStarted is a notification whose site started its
+	// workflow with the submission as the input: one billed action (the
+	// signal) less than WorkflowNotification. A site uses it only while
+	// every central worker knows it (GenerationStartsNotifications); a
+	// worker from before does not know the type, so its workflow task
+	// fails (visible in the Web UI) until a current worker takes it,
+	// instead of waiting for a submit that never comes.
+	WorkflowNotificationStarted = "NotificationWorkflowV2"
+	// WorkflowNotification is a notification handed off by SignalWithStart
+	// with signal SignalSubmit: how sites hand off while a central worker
+	// of an earlier generation polls, and how sites of earlier versions
+	// and air-gap imports always do.
 	WorkflowNotification       = "NotificationWorkflow"
 	WorkflowCachedCall         = "CachedCallWorkflow"
 	WorkflowIngestTelemetry    = "IngestTelemetryWorkflow"
@@ -40,6 +52,28 @@ const (
 	WorkflowPurge              = "PurgeWorkflow"
 	WorkflowLookupNotification = "LookupNotificationWorkflow"
 )
+
+// CentralBuildIDPrefix starts the build id of every central worker; the
+// generation of its workflow code follows ("outpost-workflows-3"). Temporal
+// records it on each workflow task, and lists it for each poller of a task
+// queue, so workflows and sites can tell what the workers know.
+const CentralBuildIDPrefix = "outpost-workflows-"
+
+// GenerationStartsNotifications is the first generation of central workers
+// that run WorkflowNotificationStarted.
+const GenerationStartsNotifications = 3
+
+// CentralGeneration is the generation named by a central worker's build id;
+// 0 for a build id Outpost did not set (a worker before generation 2
+// recorded the SDK's default, a checksum of its binary).
+func CentralGeneration(buildID string) int {
+	rest, ours := strings.CutPrefix(buildID, CentralBuildIDPrefix)
+	n, err := strconv.Atoi(rest)
+	if !ours || err != nil {
+		return 0
+	}
+	return n
+}
 
 // Workflow-id prefixes.
 const (
@@ -120,7 +154,9 @@ func jsonLen(s string) int {
 
 // Signal and query names.
 const (
-	// SignalSubmit carries the operation from the site (SignalWithStart).
+	// SignalSubmit carries the operation from the site (SignalWithStart),
+	// except a notification started with its submission as its input
+	// (WorkflowNotificationStarted).
 	SignalSubmit = "submit"
 	// SignalRetry sends a parked operation back to delivery; payload OperatorAction.
 	SignalRetry = "retry"

@@ -57,3 +57,21 @@ func TestIsOperationID(t *testing.T) {
 		require.False(t, contract.IsOperationID(id), id)
 	}
 }
+
+// Only Outpost's build ids name a generation; anything else is 0, as a
+// worker before generation 2 (the SDK's binary checksum) is.
+func TestCentralGeneration(t *testing.T) {
+	for id, want := range map[string]int{
+		"outpost-workflows-3":              3,
+		"outpost-workflows-12":             12,
+		"":                                 0,
+		"aa47428fb6ac0ff8a7ae231f5b24c072": 0,
+		"outpost-workflows-":               0,
+		"outpost-workflows-3x":             0,
+		"my-outpost-workflows-3":           0,
+	} {
+		if got := contract.CentralGeneration(id); got != want {
+			t.Errorf("CentralGeneration(%q) = %d, want %d", id, got, want)
+		}
+	}
+}

@@ -113,12 +113,14 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	})
 	policy := notificationPolicy(cfg)
 	// The build id names the workflow code's generation in every task's
-	// history, on which NotificationWorkflow branches (workflows.WorkerBuildID).
+	// history, on which NotificationWorkflow branches, and in the task
+	// queue's poller list, where sites look for it (workflows.WorkerBuildID).
 	opts := PollerOptions()
 	opts.BuildID = workflows.WorkerBuildID
 	w := worker.New(tc, contract.CentralTaskQueue, opts)
-	w.RegisterWorkflowWithOptions(workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}.Run,
-		workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	notification := workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}
+	w.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	w.RegisterWorkflowWithOptions(notification.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: contract.WorkflowIngestTelemetry})
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})

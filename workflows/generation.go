@@ -1,10 +1,9 @@
 package workflows
 
 import (
-	"strconv"
-	"strings"
-
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // WorkerBuildID is the build id central workers run under
@@ -17,25 +16,12 @@ import (
 // Generation 2 drops the version check at a notification's start
 // (changeRecordInFirstAttempt): its GetVersion call recorded a marker and
 // upserted TemporalChangeVersion, one more visibility write for every
-// notification, for a path every worker since has taken. Raise the number
-// when a change must tell workers of this code from workers before it.
-const WorkerBuildID = buildIDPrefix + "2"
-
-// buildIDPrefix starts every WorkerBuildID; the generation follows it. A
-// worker without one (before generation 2) recorded the SDK's default, a
-// checksum of its binary.
-const buildIDPrefix = "outpost-workflows-"
-
-// generationOf is the code generation named by buildID; 0 for a build id
-// this code did not set (a worker before generation 2).
-func generationOf(buildID string) int {
-	rest, ours := strings.CutPrefix(buildID, buildIDPrefix)
-	n, err := strconv.Atoi(rest)
-	if !ours || err != nil {
-		return 0
-	}
-	return n
-}
+// notification, for a path every worker since has taken. Generation 3 runs
+// contract.WorkflowNotificationStarted, and sites look for it in the build
+// ids of the workers polling contract.CentralTaskQueue before they start
+// notifications that way. Raise the number when a change must tell workers
+// of this code from workers before it.
+const WorkerBuildID = contract.CentralBuildIDPrefix + "3"
 
 // versionMarkersRetired reports whether the current workflow task was (or,
 // replaying, is recorded as) completed by a worker that takes, without
@@ -55,5 +41,5 @@ func versionMarkersRetired(ctx workflow.Context) bool {
 
 // retiresVersionMarkers is versionMarkersRetired's answer for buildID.
 func retiresVersionMarkers(buildID string) bool {
-	return buildID == "" || generationOf(buildID) >= 2
+	return buildID == "" || contract.CentralGeneration(buildID) >= 2
 }

@@ -7,7 +7,7 @@ import "testing"
 func TestRetiresVersionMarkers(t *testing.T) {
 	for id, want := range map[string]bool{
 		WorkerBuildID:                      true,
-		"outpost-workflows-3":              true,
+		"outpost-workflows-2":              true,
 		"":                                 true,
 		"aa47428fb6ac0ff8a7ae231f5b24c072": false, // the SDK's default: an older worker
 		"outpost-workflows-1":              false,

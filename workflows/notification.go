@@ -33,10 +33,20 @@ type NotificationWorkflow struct {
 	AttemptTimeout time.Duration
 }
 
-// Run delivers one notification: record the central row, deliver with
-// fixed-interval retry, park, then wait for retry or discard.
+// Run delivers one notification handed off by SignalWithStart
+// (contract.WorkflowNotification): it waits for the submit signal, then
+// goes on as RunStarted.
 func (w NotificationWorkflow) Run(ctx workflow.Context) (contract.NotificationState, error) {
 	return w.run(ctx, versionMarkersRetired)
+}
+
+// RunStarted delivers one notification started with its submission as the
+// input (contract.WorkflowNotificationStarted): record the central row,
+// deliver with fixed-interval retry, park, then wait for retry or discard.
+func (w NotificationWorkflow) RunStarted(ctx workflow.Context, sub contract.NotificationSubmission) (contract.NotificationState, error) {
+	// A site of an earlier version may still signal a submit to it.
+	ignoreDuplicateSubmits(ctx)
+	return w.deliverSubmission(ctx, sub, versionMarkersRetired)
 }
 
 // run is Run with the answer to whether the worker that starts the
@@ -46,7 +56,12 @@ func (w NotificationWorkflow) run(ctx workflow.Context, markersRetired func(work
 	var sub contract.NotificationSubmission
 	workflow.GetSignalChannel(ctx, contract.SignalSubmit).Receive(ctx, &sub)
 	ignoreDuplicateSubmits(ctx)
+	return w.deliverSubmission(ctx, sub, markersRetired)
+}
 
+// deliverSubmission is a notification's life from its submission on.
+func (w NotificationWorkflow) deliverSubmission(ctx workflow.Context, sub contract.NotificationSubmission,
+	markersRetired func(workflow.Context) bool) (contract.NotificationState, error) {
 	// Pending from the first moment: the status query must not answer a
 	// zero state while the central row is being written.
 	n := &notification{siteID: sub.SourceSiteID, state: contract.NotificationState{
@@ -409,7 +424,8 @@ func storeWrite(ctx workflow.Context, activity any, in, out any) error {
 	return workflow.ExecuteActivity(actCtx, activity, in).Get(ctx, out)
 }
 
-// ignoreDuplicateSubmits consumes later submits: the first one wins.
+// ignoreDuplicateSubmits consumes later submits: the first one (or the
+// start's input) wins.
 func ignoreDuplicateSubmits(ctx workflow.Context) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		ch := workflow.GetSignalChannel(ctx, contract.SignalSubmit)

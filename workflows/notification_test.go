@@ -25,7 +25,10 @@ type notificationSuite struct {
 	// recordFirst runs the workflows started before the first attempt
 	// recorded the central row: a local activity records it first.
 	recordFirst bool
-	env         *testsuite.TestWorkflowEnvironment
+	// started runs the notification a site started with its submission as
+	// the input (WorkflowNotificationStarted) instead of signalling it.
+	started bool
+	env     *testsuite.TestWorkflowEnvironment
 	updates     []contract.NotificationUpdate
 	// statusAttrs is every OutpostStatus value the workflow upserted, in order.
 	statusAttrs []string
@@ -63,6 +66,12 @@ func TestNotificationWorkflowRecordingFirst(t *testing.T) {
 	suite.Run(t, &notificationSuite{recordFirst: true})
 }
 
+// TestNotificationWorkflowStarted runs it as a site of generation 3's
+// central starts it: the submission is the input, no signal carries it.
+func TestNotificationWorkflowStarted(t *testing.T) {
+	suite.Run(t, &notificationSuite{started: true})
+}
+
 var policy = contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute}
 
 var sub = contract.NotificationSubmission{
@@ -70,15 +79,18 @@ var sub = contract.NotificationSubmission{
 	Body: "Pressure low", SourceSiteID: "plant-1", SiteEnqueuedAt: time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC),
 }
 
-// newNotificationEnv is a test environment with NotificationWorkflow on a
-// worker whose attempts take up to timeout, on the old path when recordFirst.
+// newNotificationEnv is a test environment with both notification
+// workflows on a worker whose attempts take up to timeout, the signalled
+// one on the old path when recordFirst.
 func newNotificationEnv(ts *testsuite.WorkflowTestSuite, timeout time.Duration, recordFirst bool) *testsuite.TestWorkflowEnvironment {
 	env := ts.NewTestWorkflowEnvironment()
-	run := workflows.NotificationWorkflow{AttemptTimeout: timeout}.Run
+	w := workflows.NotificationWorkflow{AttemptTimeout: timeout}
+	run := w.Run
 	if recordFirst {
-		run = workflows.NotificationWorkflow{AttemptTimeout: timeout}.RunAsWorkerBeforeGeneration2
+		run = w.RunAsWorkerBeforeGeneration2
 	}
 	env.RegisterWorkflowWithOptions(run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	env.RegisterWorkflowWithOptions(w.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 	env.RegisterActivity(&activities.NotificationActivities{})
 	if recordFirst { // after registering: the environment refuses a workflow registered after a mock
 		env.OnGetVersion(mock.Anything, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
@@ -118,7 +130,19 @@ func (s *notificationSuite) setup(timeout time.Duration) {
 			s.statusAttrs = append(s.statusAttrs, v)
 		}
 	}).Return(nil)
-	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalSubmit, sub) }, 0)
+	if !s.started {
+		s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalSubmit, sub) }, 0)
+	}
+}
+
+// execute runs the notification the suite names: signalled its submission,
+// or started with it.
+func (s *notificationSuite) execute() {
+	if s.started {
+		s.env.ExecuteWorkflow(contract.WorkflowNotificationStarted, sub)
+		return
+	}
+	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 }
 
 // TearDownTest checks that each test ran the path its suite names: the
@@ -231,7 +255,7 @@ func queryStatusAs[T any](t require.TestingT, env *testsuite.TestWorkflowEnviron
 func (s *notificationSuite) TestDeliveredOnFirstAttempt() {
 	s.recordAs(contract.StatusPending)
 	s.deliverWith(delivered(), nil)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
 	s.Equal(0, st.RetryCount)
@@ -253,7 +277,7 @@ func (s *notificationSuite) TestTransientFailuresRetryAtFixedInterval() {
 		}
 		return delivered(), nil
 	}
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
 	s.Equal(2, st.RetryCount)
@@ -285,7 +309,7 @@ func (s *notificationSuite) TestExhaustedRetriesParkThenRetryDelivers() {
 		failing = false
 		s.env.SignalWorkflow(contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "relay fixed"})
 	}, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
 	s.Equal(0, st.RetryCount, "retry resets the retry count")
@@ -312,7 +336,7 @@ func (s *notificationSuite) TestStoreOutageDelaysButNeverStrands() {
 		}
 		return delivered(), nil
 	}
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
@@ -338,7 +362,7 @@ func (s *notificationSuite) TestStoreOutageAtArrivalDelaysButNeverStrands() {
 		attemptTimes = append(attemptTimes, s.env.Now())
 		return delivered(), nil
 	}
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal(1, s.recorded)
@@ -356,7 +380,7 @@ func (s *notificationSuite) TestUnrecordedDeliveryIsRecordedByTheWorkflow() {
 	res := delivered()
 	res.Unrecorded = true
 	s.deliverWith(res, nil)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
@@ -388,7 +412,7 @@ func (s *notificationSuite) TestAttemptTimeoutIsTransient() {
 		}
 		return delivered(), nil
 	}
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal([]contract.Status{contract.StatusRetrying}, s.statuses())
@@ -413,7 +437,7 @@ func (s *notificationSuite) TestLostCompletionAdoptsTheDeliveredRow() {
 		<-ctx.Done() // the completion never arrives
 		return contract.DeliverNotificationResult{}, ctx.Err()
 	}
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
@@ -430,7 +454,7 @@ func (s *notificationSuite) TestNoRetriesAllowedParksAfterTheFirstAttempt() {
 	s.recordWith(contract.StatusPending, contract.RetryPolicy{Interval: time.Minute, AttemptTimeout: time.Minute})
 	s.deliverWith(contract.DeliverNotificationResult{}, transient)
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{}) }, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 
 	s.Equal(contract.StatusDiscarded, s.result().Status)
 	s.Len(s.attempts, 1)
@@ -446,7 +470,7 @@ func (s *notificationSuite) TestPermanentFailureParksAtOnceThenDiscard() {
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{})
 	}, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	st := s.result()
 	s.Equal(contract.StatusDiscarded, st.Status)
 	s.Len(s.attempts, 1)
@@ -468,7 +492,7 @@ func (s *notificationSuite) TestAskedDelayIsWaited() {
 		}
 		return delivered(), nil
 	}
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Require().Len(attemptTimes, 2)
@@ -478,7 +502,7 @@ func (s *notificationSuite) TestAskedDelayIsWaited() {
 
 func (s *notificationSuite) TestTerminalRowIsNeverDeliveredAgain() {
 	s.recordAs(contract.StatusDelivered)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Empty(s.attempts)
 	s.Equal([]string{"Delivered"}, s.statusAttrs)
@@ -489,7 +513,7 @@ func (s *notificationSuite) TestTerminalRowIsNeverDeliveredAgain() {
 func (s *notificationSuite) TestEarlierRunsParkedRowIsDeliveredAfresh() {
 	s.recordAs(contract.StatusParked)
 	s.deliverWith(delivered(), nil)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal([]contract.Status{contract.StatusPending}, s.statuses())
 	s.Len(s.attempts, 1)
@@ -505,7 +529,7 @@ func (s *notificationSuite) TestDuplicateSubmitIsIgnored() {
 		return delivered(), nil
 	}
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalSubmit, sub) }, 30*time.Second)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal(1, s.recorded)
 	s.Len(s.attempts, 2)
@@ -520,7 +544,7 @@ func (s *notificationSuite) TestRetrySentBeforeParkingIsIgnored() {
 		s.Equal(contract.StatusParked, s.queryStatus().Status)
 		s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{Operator: "bo"})
 	}, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	s.Equal(contract.StatusDiscarded, s.result().Status)
 	s.Len(s.attempts, policy.MaxRetries+1)
 }
@@ -540,7 +564,7 @@ func (s *notificationSuite) TestUpdatesCarryTheAuditFields() {
 	}
 	ana := contract.OperatorAction{Operator: "ana", Reason: "relay fixed"}
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalRetry, ana) }, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	s.result()
 
 	attempts := make([]int, len(s.attempts))
@@ -596,7 +620,7 @@ func (s *notificationSuite) TestStatusIsPendingBeforeTheRowIsRecorded() {
 	s.deliverWith(delivered(), nil)
 	var early contract.NotificationState
 	s.env.RegisterDelayedCallback(func() { early = s.queryStatus() }, 500*time.Millisecond)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal(contract.StatusPending, early.Status)
@@ -622,7 +646,7 @@ func (s *notificationSuite) TestCancelIsADiscard() {
 			s.recordAs(contract.StatusPending)
 			s.deliverWith(contract.DeliverNotificationResult{}, transient)
 			s.env.RegisterDelayedCallback(s.env.CancelWorkflow, tc.cancelAt)
-			s.env.ExecuteWorkflow(contract.WorkflowNotification)
+			s.execute()
 
 			st := s.result()
 			s.Equal(contract.StatusDiscarded, st.Status)
@@ -647,7 +671,7 @@ func (s *notificationSuite) TestCancelDuringTheFirstAttemptIsADiscard() {
 		<-ctx.Done()
 		return contract.DeliverNotificationResult{}, ctx.Err()
 	}
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 
 	st := s.result()
 	s.Equal(contract.StatusDiscarded, st.Status)
@@ -675,7 +699,7 @@ func (s *notificationSuite) TestParkedDetailsSayWhy() {
 		parked = s.currentDetails()
 		s.env.SignalWorkflow(contract.SignalRetry, contract.OperatorAction{})
 	}, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowNotification)
+	s.execute()
 	after = s.currentDetails()
 
 	s.Equal(contract.StatusDelivered, s.result().Status)

@@ -23,8 +23,9 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			replayer := worker.NewWorkflowReplayer()
-			replayer.RegisterWorkflowWithOptions(workflows.NotificationWorkflow{AttemptTimeout: time.Minute}.Run,
-				workflow.RegisterOptions{Name: contract.WorkflowNotification})
+			notification := workflows.NotificationWorkflow{AttemptTimeout: time.Minute}
+			replayer.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+			replayer.RegisterWorkflowWithOptions(notification.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 			replayer.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, file))
 		})

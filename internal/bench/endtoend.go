@@ -199,6 +199,9 @@ func (r *run) startEndToEnd(ctx context.Context, tc client.Client, smtpPort int)
 	central := r.centralConfig(smtpPort)
 	err := e.startCentral(ctx, central)
 	if err == nil {
+		err = awaitCentralListed(ctx, tc)
+	}
+	if err == nil {
 		err = e.startBare(central)
 	}
 	if err == nil {
@@ -211,6 +214,16 @@ func (r *run) startEndToEnd(ctx context.Context, tc client.Client, smtpPort int)
 		return nil, errors.Join(err, e.stop())
 	}
 	return e, nil
+}
+
+// awaitCentralListed waits until Temporal lists a central worker of this
+// code among the pollers of central's task queue: only then do the sites'
+// forwarders start notifications with their input (as they would in
+// production, where central runs before a site hands off).
+func awaitCentralListed(ctx context.Context, tc client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return workers.AwaitListed(ctx, tc)
 }
 
 // centralConfig is the central worker's config: defaults, its store in the

@@ -199,6 +199,9 @@ func (f *fleet) startWorkers(ctx context.Context, n int) (*centralWorkers, error
 		}
 		w.procs = append(w.procs, p)
 	}
+	if err := awaitCentralListed(ctx, f.tc); err != nil {
+		return nil, errors.Join(err, w.stop())
+	}
 	if err := sleepUntil(ctx, time.Now().Add(idleFor)); err != nil {
 		return nil, errors.Join(err, w.stop())
 	}

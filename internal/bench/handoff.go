@@ -16,7 +16,9 @@ import (
 )
 
 // handoff measures the forwarder handing Handoff prefilled notifications to
-// a dev server with no worker (so the server only starts workflows), from
+// a dev server with no worker (so the server only starts workflows, and the
+// forwarder, seeing no central worker that knows the started type, signals
+// each submission with its start), from
 // the moment it starts until the buffer is empty, beside bare
 // SignalWithStart calls of NotificationWorkflow with the forwarder's start
 // options from the same parallelism, fresh ids, half before and half after

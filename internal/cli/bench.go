@@ -29,13 +29,15 @@ time on the same file system, and checks the targets (PASS/MISS):
            due at a fixed time and timed from it), against a one-row commit
            unloaded. Target: p99 <= 10 ms.
   handoff  the forwarder handing a prefilled buffer to a Temporal dev server
-           with no worker, against bare SignalWithStart calls of the same
-           workflow at the same parallelism. Target: >= 0.9x.
+           with no worker (so it signals each notification with its start),
+           against bare SignalWithStart calls of the same workflow at the
+           same parallelism. Target: >= 0.9x.
   e2e      notifications delivered per second, site SDK to the SMTP sink
            through the central worker, against a bare workflow with one
            activity sending the same mail. Target: >= 0.9x. Then the
-           Temporal actions of one delivered notification's history,
-           against a bare workflow's plus the site's signal (target: <= 4),
+           Temporal actions of one delivered notification's history (the
+           site starts it with its input), against a bare workflow's
+           (target: <= 4),
            and of one cached call delivered on its first retry, against
            that plus the retry interval's timer.
   drain    a site daemon (its own process) draining a --drain backlog to a

@@ -82,11 +82,11 @@ func TestEncryptedPayloadsReadOnlyThroughCodecServer(t *testing.T) {
 	rotated, err := fromconfig.PayloadCodec([]config.EncryptionKey{writeKey(t, "k2"), k1})
 	require.NoError(t, err)
 	iter := s.server.Client().GetWorkflowHistory(t.Context(), ids[0], "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var input []*commonpb.Payload // the submission, signalled with the start
+	var input []*commonpb.Payload // the submission: the start's input
 	for input == nil && iter.HasNext() {
 		event, err := iter.Next()
 		require.NoError(t, err)
-		input = event.GetWorkflowExecutionSignaledEventAttributes().GetInput().GetPayloads()
+		input = event.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
 	}
 	require.NotEmpty(t, input)
 	decoded, err := rotated.Decode(input)
@@ -101,15 +101,15 @@ func TestEncryptedPayloadsReadOnlyThroughCodecServer(t *testing.T) {
 	))
 	// The summary is encrypted too: readable only through the codec server.
 	waitPageText(t, ctx, 2*time.Minute, "Notify ops: Pump 3 "+marker)
-	// Open the signal that carried the submission: its decoded body shows.
+	// Open the start that carried the submission: its decoded body shows.
 	clicked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
 		const row = [...document.querySelectorAll('tr[data-testid="event-summary-row"]')]
-			.find(r => r.innerText.includes('Workflow Execution Signaled'));
+			.find(r => r.innerText.includes('Workflow Execution Started'));
 		if (row) row.click();
 		return !!row;
 	})()`))
 	require.NoError(t, err)
-	require.True(t, clicked, "the event history lists the submit signal")
+	require.True(t, clicked, "the event history lists the start")
 	waitPageText(t, ctx, time.Minute, "body of Pump 3 "+marker)
 	screenshot(t, ctx, chromedp.CaptureScreenshot(), "webui-codec.png")
 }

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -69,7 +70,9 @@ func TestNotificationsDeliveredExactlyOnce(t *testing.T) {
 	// The row is Delivered before its workflow completes: record it closed.
 	wid := contract.NotificationWorkflowID(ids[0])
 	require.NoError(t, s.client.GetWorkflow(context.Background(), wid, "").Get(context.Background(), nil))
-	requireOneStatusUpsert(t, s.history(wid))
+	history := s.history(wid)
+	requireOneStatusUpsert(t, history)
+	requireStartedWithInput(t, s.client, wid, history)
 	s.recordHistory(wid, "notification_delivered.json")
 }
 
@@ -87,6 +90,21 @@ func requireOneStatusUpsert(t *testing.T, events []*historypb.HistoryEvent) {
 		}
 	}
 	require.Equal(t, []string{contract.AttrStatus.GetName()}, upserted, "search attributes upserted, in order")
+}
+
+// requireStartedWithInput checks that the site started the notification's
+// workflow with its submission as the input (central's workers are all of
+// this generation): the started-notification type, and no signal in its
+// history, one billed action less.
+func requireStartedWithInput(t *testing.T, tc client.Client, wid string, events []*historypb.HistoryEvent) {
+	t.Helper()
+	desc, err := tc.DescribeWorkflowExecution(context.Background(), wid, "")
+	require.NoError(t, err)
+	require.Equal(t, contract.WorkflowNotificationStarted, desc.GetWorkflowExecutionInfo().GetType().GetName())
+	for _, ev := range events {
+		require.NotEqual(t, enums.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, ev.GetEventType(), "a signal in the history of %s", wid)
+	}
+	require.NotEmpty(t, events[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads(), "the submission is the start's input")
 }
 
 // SMTP down: Retrying at the fixed interval, Parked after max retries; retry
@@ -250,27 +268,56 @@ func TestTemporalDownNothingLost(t *testing.T) {
 	}
 }
 
-// A duplicate submit of the same id never sends a second email, whether the
-// workflow is still running or already closed.
+// A duplicate hand-off of the same id never sends a second email, whether
+// the workflow is still running or already closed, and whether the site
+// signals its submission (SignalWithStart: a site of an earlier version, or
+// while an older central worker polls) or starts the workflow with it.
 func TestDuplicateSubmitSendsOnce(t *testing.T) {
 	s := newStack(t, nil)
-	sub := contract.NotificationSubmission{
-		NotificationID: uuid.NewString(), ListName: "ops", Subject: "dup", Body: "dup",
-		SourceSiteID: "plant-1", SiteEnqueuedAt: time.Now().UTC(),
-	}
 	ctx := context.Background()
-	submit := func() error {
-		_, err := s.client.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID),
-			contract.SignalSubmit, sub, sitedaemon.NotificationStartOptions(sub, false), contract.WorkflowNotification)
-		return err
+	for _, tc := range []struct {
+		name    string
+		handOff func(contract.NotificationSubmission) error
+	}{
+		{"signalled", func(sub contract.NotificationSubmission) error {
+			_, err := s.client.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID),
+				contract.SignalSubmit, sub, sitedaemon.NotificationStartOptions(sub, false), contract.WorkflowNotification)
+			return err
+		}},
+		{"started with its input", func(sub contract.NotificationSubmission) error {
+			_, err := s.client.ExecuteWorkflow(ctx, sitedaemon.NotificationStartOptions(sub, false), contract.WorkflowNotificationStarted, sub)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub := contract.NotificationSubmission{
+				NotificationID: uuid.NewString(), ListName: "ops", Subject: "dup", Body: "dup",
+				SourceSiteID: "plant-1", SiteEnqueuedAt: time.Now().UTC(),
+			}
+			require.NoError(t, tc.handOff(sub))
+			require.NoError(t, tc.handOff(sub)) // while running: the same run answers
+			s.waitStatus(contract.StatusDelivered, 30*time.Second, sub.NotificationID)
+			// The row is Delivered before its workflow completes.
+			wid := contract.NotificationWorkflowID(sub.NotificationID)
+			require.NoError(t, s.client.GetWorkflow(ctx, wid, "").Get(ctx, nil))
+			closed, err := s.client.DescribeWorkflowExecution(ctx, wid, "")
+			require.NoError(t, err)
+			// Refused as already started: SignalWithStart says so, and
+			// ExecuteWorkflow answers with the closed run (the SDK's
+			// default), both of which the forwarder takes as its ack.
+			if err := tc.handOff(sub); err != nil {
+				var started *serviceerror.WorkflowExecutionAlreadyStarted
+				require.ErrorAs(t, err, &started)
+			}
+			desc, err := s.client.DescribeWorkflowExecution(ctx, wid, "")
+			require.NoError(t, err)
+			require.Equal(t, closed.GetWorkflowExecutionInfo().GetExecution().GetRunId(), desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "no new run")
+			require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.GetWorkflowExecutionInfo().GetStatus())
+			require.Equal(t, closed.GetWorkflowExecutionInfo().GetHistoryLength(), desc.GetWorkflowExecutionInfo().GetHistoryLength(), "the closed run is left as it was")
+			time.Sleep(time.Second)
+			require.Equal(t, 1, s.received()[sub.NotificationID])
+		})
 	}
-	require.NoError(t, submit())
-	require.NoError(t, submit()) // while running: signal to the same run, ignored
-	s.waitStatus(contract.StatusDelivered, 30*time.Second, sub.NotificationID)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	require.ErrorAs(t, submit(), &started, "a submit for a closed workflow is refused as already started")
-	time.Sleep(time.Second)
-	require.Equal(t, 1, s.received()[sub.NotificationID])
 }
 
 // waitNotificationRow waits until central's notifications row of id has

@@ -243,6 +243,10 @@ func (s *stack) startCentral() {
 	done := make(chan error, 1)
 	go func() { done <- central.Run(ctx) }()
 	s.t.Cleanup(func() { cancel(); require.NoError(s.t, <-done) })
+	// As in production, sites see central's workers before they hand off.
+	listed, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	require.NoError(s.t, workers.AwaitListed(listed, s.client))
 }
 
 // siteProc is one running site daemon.

@@ -53,6 +53,8 @@ type Forwarder struct {
 	now      func() time.Time
 	wake     chan struct{}
 	handoffs *prometheus.CounterVec
+	// starts tells how central's workers take a notification.
+	starts *startCheck
 	// rescheduledAt is when rows ahead of the clock were last looked for:
 	// once a forward interval, not at every sweep.
 	rescheduledAt time.Time
@@ -66,7 +68,7 @@ func NewForwarder(store *sitestore.Store, reg *targets.Registry, tc client.Clien
 	}
 	return &Forwarder{
 		store: store, targets: reg, temporal: tc, opts: opts, log: log, now: time.Now, wake: make(chan struct{}, 1),
-		handoffs: newHandoffCounter(),
+		handoffs: newHandoffCounter(), starts: newStartCheck(tc, log),
 	}
 }
 
@@ -357,38 +359,54 @@ func firstValue(m map[string]string) string {
 	return ""
 }
 
-// handOff submits one row: SignalWithStart of its workflow. An "already
-// started" answer means central finished it before: that counts as an ack.
+// handOff submits one row: starts its workflow. An "already started"
+// answer means central has it (running, or finished before): that counts
+// as an ack.
 func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
-	var (
-		id     string
-		signal any
-		opts   client.StartWorkflowOptions
-		wf     any
-	)
+	var start func(context.Context) error
 	switch m.Category {
 	case contract.KindNotification:
 		var sub contract.NotificationSubmission
 		if err := json.Unmarshal(m.Payload, &sub); err != nil {
 			return fmt.Errorf("decode buffered notification %s: %w: %w", m.ID, errUnreadable, err)
 		}
-		id, signal, opts, wf = contract.NotificationWorkflowID(sub.NotificationID), sub, NotificationStartOptions(sub, f.opts.HideSubject), contract.WorkflowNotification
+		start = func(ctx context.Context) error { return f.handOffNotification(ctx, sub) }
 	case contract.KindExternalCall, contract.KindDatabaseWrite:
 		sub, err := f.callSubmission(ctx, m)
 		if err != nil {
 			return err
 		}
-		id, signal, opts, wf = contract.CachedCallWorkflowID(sub.OperationID), sub, CachedCallStartOptions(sub), contract.WorkflowCachedCall
+		start = func(ctx context.Context) error {
+			opts := CachedCallStartOptions(sub)
+			_, err := f.temporal.SignalWithStartWorkflow(ctx, opts.ID, contract.SignalSubmit, sub, opts, contract.WorkflowCachedCall)
+			return err
+		}
 	default:
 		return fmt.Errorf("buffered %s %s: no forwarder for this category", m.Category, m.ID)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
 	defer cancel()
-	_, err := f.temporal.SignalWithStartWorkflow(ctx, id, contract.SignalSubmit, signal, opts, wf)
+	err := start(ctx)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return nil
 	}
+	return err
+}
+
+// handOffNotification starts the notification's workflow with the
+// submission as its input while every central worker knows that start
+// (startCheck): one billed action less than a signal. Otherwise it signals
+// the submission with the start (SignalWithStart of NotificationWorkflow),
+// as sites before did. Started while it runs, the workflow answers with
+// the running one (an ack, as a duplicate signal was).
+func (f *Forwarder) handOffNotification(ctx context.Context, sub contract.NotificationSubmission) error {
+	opts := NotificationStartOptions(sub, f.opts.HideSubject)
+	if f.starts.startsNotifications(ctx) {
+		_, err := f.temporal.ExecuteWorkflow(ctx, opts, contract.WorkflowNotificationStarted, sub)
+		return err
+	}
+	_, err := f.temporal.SignalWithStartWorkflow(ctx, opts.ID, contract.SignalSubmit, sub, opts, contract.WorkflowNotification)
 	return err
 }
 

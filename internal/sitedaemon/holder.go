@@ -34,7 +34,8 @@ const checkTimeout = 2 * time.Second
 // A waiting daemon takes no new operations (the API answers 503, its SDK
 // client refuses), but strands nothing it already holds: the forwarder
 // keeps handing off its buffer, which is safe beside the holder because
-// operation ids are unique and SignalWithStart is idempotent, and its
+// operation ids are unique and a second hand-off of one is refused as
+// already started (or, signalled, ignored), and its
 // worker polls the site's task queue, as waiting, for as long as it holds
 // cached calls that are not settled, so their retries reach it.
 type siteHold struct {

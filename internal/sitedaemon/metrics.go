@@ -26,7 +26,7 @@ const (
 func newHandoffCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outpost_site_handoffs_total",
-		Help: "Hand-offs of buffered operations to central (SignalWithStart), by category and outcome (acked, failed).",
+		Help: "Hand-offs of buffered operations to central (workflow starts), by category and outcome (acked, failed).",
 	}, []string{"category", "outcome"})
 }
 

@@ -1,0 +1,95 @@
+package sitedaemon
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/outpost-dev/outpost/contract"
+)
+
+// Only a poller list of which every worker is of generation 3 or later
+// starts notifications with their input; an empty list (central down or
+// not yet polling) or one older worker keeps the signal.
+func TestAllStartNotifications(t *testing.T) {
+	poller := func(buildID string) *taskqueuepb.PollerInfo {
+		return &taskqueuepb.PollerInfo{WorkerVersionCapabilities: &commonpb.WorkerVersionCapabilities{BuildId: buildID}}
+	}
+	for _, tc := range []struct {
+		name    string
+		pollers []*taskqueuepb.PollerInfo
+		want    bool
+	}{
+		{"no worker", nil, false},
+		{"generation 3", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3")}, true},
+		{"generations 3 and 4", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3"), poller("outpost-workflows-4")}, true},
+		{"one of generation 2", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3"), poller("outpost-workflows-2")}, false},
+		{"one before generation 2", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3"), poller("aa47428fb6ac0ff8a7ae231f5b24c072")}, false},
+		{"one without a build id", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3"), {Identity: "old"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, allStartNotifications(tc.pollers))
+		})
+	}
+}
+
+// On a real server the forwarder signals a notification while no central
+// worker polls, starts it with its input once only workers of generation 3
+// poll, and signals again when a worker of generation 2 polls beside them.
+func TestNotificationHandOffFollowsCentralGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startDevServer(t)
+	tc := srv.Client()
+	store, ids := bufferNotifications(t, 3)
+
+	handOff := func(i int) string {
+		t.Helper()
+		m, err := store.Get(ctx, ids[i])
+		require.NoError(t, err)
+		// A fresh forwarder asks afresh: startCheck's answers last a while.
+		require.NoError(t, testForwarder(store, tc, t, patientCall).handOff(ctx, m))
+		var sub contract.NotificationSubmission
+		require.NoError(t, json.Unmarshal(m.Payload, &sub))
+		desc, err := tc.DescribeWorkflowExecution(ctx, contract.NotificationWorkflowID(sub.NotificationID), "")
+		require.NoError(t, err)
+		return desc.GetWorkflowExecutionInfo().GetType().GetName()
+	}
+
+	require.Equal(t, contract.WorkflowNotification, handOff(0), "no central worker: signalled")
+	pollCentral(t, tc, contract.CentralBuildIDPrefix+"3")
+	require.Equal(t, contract.WorkflowNotificationStarted, handOff(1), "only generation 3 polls: started with its input")
+	pollCentral(t, tc, contract.CentralBuildIDPrefix+"2")
+	require.Equal(t, contract.WorkflowNotification, handOff(2), "a generation 2 worker polls too: signalled")
+}
+
+// pollCentral runs a worker of buildID on central's task queue (it runs no
+// notification: its workflow type is another) until the server lists it.
+func pollCentral(t *testing.T, tc client.Client, buildID string) {
+	t.Helper()
+	w := worker.New(tc, contract.CentralTaskQueue, worker.Options{BuildID: buildID, Identity: "central worker " + buildID})
+	w.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: "Idle"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	require.Eventually(t, func() bool {
+		resp, err := tc.DescribeTaskQueue(context.Background(), contract.CentralTaskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+		if err != nil {
+			return false
+		}
+		for _, p := range resp.GetPollers() {
+			if p.GetWorkerVersionCapabilities().GetBuildId() == buildID {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "the server lists the worker of %s", buildID)
+}
