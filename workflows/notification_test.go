@@ -29,7 +29,7 @@ type notificationSuite struct {
 	// the input (WorkflowNotificationStarted) instead of signalling it.
 	started bool
 	env     *testsuite.TestWorkflowEnvironment
-	updates     []contract.NotificationUpdate
+	updates []contract.NotificationUpdate
 	// statusAttrs is every OutpostStatus value the workflow upserted, in order.
 	statusAttrs []string
 	// storeBackAt is when UpdateNotification stops failing (zero: it never fails);
