@@ -21,6 +21,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/workers"
+	"github.com/outpost-dev/outpost/workflows"
 )
 
 // endToEnd measures notifications delivered per second through the whole
@@ -223,7 +224,7 @@ func (r *run) startEndToEnd(ctx context.Context, tc client.Client, smtpPort int)
 func awaitCentralListed(ctx context.Context, tc client.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return workers.AwaitListed(ctx, tc)
+	return workers.AwaitListed(ctx, tc, workflows.WorkerBuildID)
 }
 
 // centralConfig is the central worker's config: defaults, its store in the

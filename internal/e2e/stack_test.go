@@ -35,6 +35,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
+	"github.com/outpost-dev/outpost/workflows"
 
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
@@ -246,7 +247,7 @@ func (s *stack) startCentral() {
 	// As in production, sites see central's workers before they hand off.
 	listed, stop := context.WithTimeout(ctx, 30*time.Second)
 	defer stop()
-	require.NoError(s.t, workers.AwaitListed(listed, s.client))
+	require.NoError(s.t, workers.AwaitListed(listed, s.client, workflows.WorkerBuildID))
 }
 
 // siteProc is one running site daemon.

@@ -8,13 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/workers"
 )
 
 // Only a poller list of which every worker is of generation 3 or later
@@ -80,16 +80,7 @@ func pollCentral(t *testing.T, tc client.Client, buildID string) {
 	w.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: "Idle"})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
-	require.Eventually(t, func() bool {
-		resp, err := tc.DescribeTaskQueue(context.Background(), contract.CentralTaskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
-		if err != nil {
-			return false
-		}
-		for _, p := range resp.GetPollers() {
-			if p.GetWorkerVersionCapabilities().GetBuildId() == buildID {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 100*time.Millisecond, "the server lists the worker of %s", buildID)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, workers.AwaitListed(ctx, tc, buildID))
 }
