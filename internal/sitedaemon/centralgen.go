@@ -2,10 +2,12 @@ package sitedaemon
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -35,9 +37,10 @@ type startCheck struct {
 	log *zap.Logger
 	now func() time.Time
 
-	mu        sync.Mutex
-	answer    bool
-	validTill time.Time
+	mu         sync.Mutex
+	answer     bool
+	validTill  time.Time
+	deniedSaid bool
 }
 
 func newStartCheck(tc client.Client, log *zap.Logger) *startCheck {
@@ -68,7 +71,15 @@ func (c *startCheck) startsNotifications(ctx context.Context) bool {
 // ask lists the workers polling central's task queue for workflow tasks.
 func (c *startCheck) ask(ctx context.Context) bool {
 	resp, err := c.tc.DescribeTaskQueue(ctx, contract.CentralTaskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
-	if err != nil {
+	var denied *serviceerror.PermissionDenied
+	switch {
+	case errors.As(err, &denied) && !c.deniedSaid:
+		// Said once: the site works, at one billed action more each.
+		c.deniedSaid = true
+		c.log.Warn("this site's Temporal credentials may not list the workers of "+contract.CentralTaskQueue+
+			" (DescribeTaskQueue): notifications are handed off by signal, one Temporal action more each", zap.Error(err))
+		return false
+	case err != nil:
 		c.log.Debug("cannot list central's workers; handing notifications off by signal", zap.Error(err))
 		return false
 	}
