@@ -8,10 +8,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/workers"
@@ -83,4 +88,49 @@ func pollCentral(t *testing.T, tc client.Client, buildID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, workers.AwaitListed(ctx, tc, buildID))
+}
+
+// describeOnly answers DescribeTaskQueue as told and counts the questions;
+// nothing else of the client is used by startCheck.
+type describeOnly struct {
+	client.Client
+	resp  *workflowservice.DescribeTaskQueueResponse
+	err   error
+	asked int
+}
+
+func (d *describeOnly) DescribeTaskQueue(context.Context, string, enums.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
+	d.asked++
+	return d.resp, d.err
+}
+
+// An answer stands 10 s when no and a minute when yes; credentials that
+// may not list the workers leave the site signalling, said once as a
+// warning however often it asks again.
+func TestStartCheckAnswersStandAWhile(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	core, logs := observer.New(zap.InfoLevel)
+	tc := &describeOnly{err: serviceerror.NewPermissionDenied("describe task queue not allowed", "")}
+	c := newStartCheck(tc, zap.New(core))
+	c.now = func() time.Time { return now }
+
+	require.False(t, c.startsNotifications(ctx))
+	require.False(t, c.startsNotifications(ctx))
+	require.Equal(t, 1, tc.asked, "a no stands 10 s")
+	now = now.Add(startCheckNoFor)
+	require.False(t, c.startsNotifications(ctx))
+	require.Equal(t, 2, tc.asked)
+	require.Equal(t, 1, logs.FilterLevelExact(zap.WarnLevel).Len(), "the missing permission is said once")
+
+	tc.err = nil
+	tc.resp = &workflowservice.DescribeTaskQueueResponse{Pollers: []*taskqueuepb.PollerInfo{
+		{WorkerVersionCapabilities: &commonpb.WorkerVersionCapabilities{BuildId: contract.CentralBuildIDPrefix + "3"}},
+	}}
+	now = now.Add(startCheckNoFor)
+	require.True(t, c.startsNotifications(ctx))
+	now = now.Add(startCheckYesFor - time.Second)
+	require.True(t, c.startsNotifications(ctx))
+	require.Equal(t, 3, tc.asked, "a yes stands a minute")
+	require.Equal(t, 1, logs.FilterMessageSnippet("changed how notifications are handed off").Len())
 }
