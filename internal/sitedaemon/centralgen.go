@@ -38,6 +38,7 @@ type startCheck struct {
 	now func() time.Time
 
 	mu         sync.Mutex
+	asked      bool
 	answer     bool
 	validTill  time.Time
 	deniedSaid bool
@@ -56,11 +57,11 @@ func (c *startCheck) startsNotifications(ctx context.Context) bool {
 		return c.answer
 	}
 	answer := c.ask(ctx)
-	if answer != c.answer {
-		c.log.Info("central's workers changed how notifications are handed off",
-			zap.Bool("startWithInput", answer), zap.String("workflowType", notificationWorkflowType(answer)))
+	if !c.asked || answer != c.answer {
+		c.log.Info("notifications are now handed off as "+notificationWorkflowType(answer),
+			zap.Bool("startWithInput", answer), zap.String("why", "the generations of the workers polling "+contract.CentralTaskQueue))
 	}
-	c.answer = answer
+	c.asked, c.answer = true, answer
 	c.validTill = c.now().Add(startCheckNoFor)
 	if answer {
 		c.validTill = c.now().Add(startCheckYesFor)

@@ -132,5 +132,5 @@ func TestStartCheckAnswersStandAWhile(t *testing.T) {
 	now = now.Add(startCheckYesFor - time.Second)
 	require.True(t, c.startsNotifications(ctx))
 	require.Equal(t, 3, tc.asked, "a yes stands a minute")
-	require.Equal(t, 1, logs.FilterMessageSnippet("changed how notifications are handed off").Len())
+	require.Equal(t, 1, logs.FilterMessageSnippet("handed off as "+contract.WorkflowNotificationStarted).Len())
 }
