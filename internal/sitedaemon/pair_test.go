@@ -201,7 +201,12 @@ func TestPairPartitionHealsToOneActiveWithEverything(t *testing.T) {
 	families := testutil.ScrapeMetrics(t, "http://"+p.nodes[standby].Addr()+"/metrics")
 	require.Equal(t, 3.0, testutil.MetricValue(families, "outpost_site_handed_over_operations_total", nil),
 		"the stepped-down node handed over the three calls it took")
-	require.GreaterOrEqual(t, testutil.MetricValue(families, "outpost_site_resyncs_total", nil), 1.0)
+	// The resync is counted once its copy is in place, a moment after the
+	// copy makes the two stores' positions equal (requireCaughtUp).
+	require.Eventually(t, func() bool {
+		families := testutil.ScrapeMetrics(t, "http://"+p.nodes[standby].Addr()+"/metrics")
+		return testutil.MetricValue(families, "outpost_site_resyncs_total", nil) >= 1
+	}, 5*time.Second, 20*time.Millisecond, "the stepped-down node counts its full resync")
 
 	p.site.failWith.Store(0)
 	require.Eventually(t, func() bool {
