@@ -30,21 +30,16 @@ var siteCallColumns = slices.Concat(trackedColumns, []string{"mirrored_at"})
 // state. Returns how many rows were inserted or changed; a row skipped for
 // its Seq does not count, on either dialect. events (what the rows show) are
 // stored in the same transaction. On SQLite, batches that wait for the
-// write turn at the same time share one transaction (upsertQueue).
+// write turn at the same time share one transaction (writeQueue).
 func (s *Store) UpsertSiteCalls(ctx context.Context, rows []contract.TrackedOperation, events ...AuditEvent) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
 	var n int
-	var err error
-	if s.turn != nil {
-		n, err = s.upsertQueued(ctx, rows, events)
-	} else {
-		err = s.inTx(ctx, func(tx *sql.Tx) (err error) {
-			n, err = s.upsertWithEvents(ctx, tx, rows, events)
-			return err
-		})
-	}
+	err := s.writeQueued(ctx, len(rows), func(ctx context.Context, tx *sql.Tx) (_ []AuditEvent, err error) {
+		n, err = s.upsertSiteCalls(ctx, tx, rows)
+		return events, err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("upsert site calls: %w", err)
 	}

@@ -66,9 +66,9 @@ type Store struct {
 	// waiting in line, so concurrent telemetry batches left the lock idle
 	// between them. nil on SQL Server, which locks rows.
 	turn chan struct{}
-	// upserts are the telemetry batches waiting for the turn, written
-	// together (upsertQueue).
-	upserts upsertQueue
+	// queue holds the telemetry batches and notification changes waiting
+	// for the turn, written together (writeQueue).
+	queue writeQueue
 	// writeStmts and readStmts are the statements kept prepared on db and
 	// on reads (execKept, queryRowKept, execChunk).
 	writeStmts, readStmts keptStatements
@@ -238,17 +238,13 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification, events .
 	if err != nil {
 		return Notification{}, fmt.Errorf("encode resolved targets: %w", err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeQueued(ctx, 1, func(ctx context.Context, tx *sql.Tx) ([]AuditEvent, error) {
 		_, err := s.execKept(ctx, tx, s.bind(s.dialect.insertIfMissing),
 			n.NotificationID, n.Type, n.ListName, n.Subject, n.Body, n.TypeData, string(n.Status),
 			n.RetryCount, n.LastError, string(targets), n.SourceSiteID, n.SourceInstanceID, n.SourceScript,
 			n.SourceNode, utc(n.SiteEnqueuedAt), utc(n.CreatedAt), utcPtr(n.LastAttemptAt), utcPtr(n.NextAttemptAt),
 			utcPtr(n.DeliveredAt))
-		if err != nil {
-			return err
-		}
-		_, err = s.insertAuditEvents(ctx, tx, events)
-		return err
+		return events, err
 	})
 	if err != nil {
 		return Notification{}, fmt.Errorf("insert notification %s: %w", n.NotificationID, err)
@@ -306,19 +302,19 @@ func (s *Store) MarkNotificationDelivered(ctx context.Context, id string, at tim
 }
 
 // changeNotification runs update on notification id and stores events, in
-// one transaction; an update that changed no row (the row is terminal)
-// stores nothing.
+// one transaction (which carries the other writes queued with it:
+// writeQueued); an update that changed no row (the row is terminal) stores
+// nothing.
 func (s *Store) changeNotification(ctx context.Context, id string, events []AuditEvent, update string, args ...any) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeQueued(ctx, 1, func(ctx context.Context, tx *sql.Tx) ([]AuditEvent, error) {
 		res, err := s.execKept(ctx, tx, s.bind(update), args...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(err, errUnchanged)
+			return nil, errors.Join(err, errUnchanged)
 		}
-		_, err = s.insertAuditEvents(ctx, tx, events)
-		return err
+		return events, nil
 	})
 	if errors.Is(err, errUnchanged) {
 		return s.terminalError(ctx, id)

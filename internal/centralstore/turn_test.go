@@ -115,7 +115,7 @@ func TestSQLiteQueuedUpsertFailsAlone(t *testing.T) {
 			require.NoError(t, err, "%s, queued with the refused batch, was stored", r.OperationID)
 		}
 	}
-	require.Zero(t, store.upserts.len())
+	require.Zero(t, store.queue.len())
 }
 
 type queuedBatch struct {
@@ -135,32 +135,42 @@ func queuedCall(id string) contract.TrackedOperation {
 		Status: contract.StatusDelivered, SourceSiteID: "plant-1", CreatedAt: now, UpdatedAt: now, Seq: 1}
 }
 
-// upsertWhileTheTurnIsHeld empties store's WAL and holds its write turn
-// while every batch is sent from its own goroutine; once all of them wait
-// in the queue, it gives the turn back and returns their results in order.
+// upsertWhileTheTurnIsHeld upserts every batch, each from its own
+// goroutine, while the turn is held (whileTheTurnIsHeld), and returns
+// their results in order.
 func upsertWhileTheTurnIsHeld(t *testing.T, store *Store, batches []queuedBatch) []upsertResult {
 	t.Helper()
-	ctx := context.Background()
-	emptyWAL(t, store)
-	held, err := store.writing(ctx)
-	require.NoError(t, err)
-	results := make([]chan upsertResult, len(batches))
-	for i, b := range batches {
-		results[i] = make(chan upsertResult, 1)
-		go func() {
-			n, err := store.UpsertSiteCalls(ctx, b.rows, b.events...)
-			results[i] <- upsertResult{n, err}
-		}()
-	}
-	require.Eventually(t, func() bool { return store.upserts.len() == len(batches) }, 5*time.Second, time.Millisecond,
-		"every batch waits in the queue while the turn is held")
-	held()
 	out := make([]upsertResult, len(batches))
+	whileTheTurnIsHeld(t, store, len(batches), func(i int) error {
+		out[i].n, out[i].err = store.UpsertSiteCalls(context.Background(), batches[i].rows, batches[i].events...)
+		return nil
+	})
+	return out
+}
+
+// whileTheTurnIsHeld empties store's WAL and holds its write turn while
+// write(0) to write(n-1) run, each in its own goroutine; once all of them
+// wait in the queue, it gives the turn back and returns their errors in
+// order.
+func whileTheTurnIsHeld(t *testing.T, store *Store, n int, write func(i int) error) []error {
+	t.Helper()
+	emptyWAL(t, store)
+	held, err := store.writing(context.Background())
+	require.NoError(t, err)
+	results := make([]chan error, n)
+	for i := range n {
+		results[i] = make(chan error, 1)
+		go func() { results[i] <- write(i) }()
+	}
+	require.Eventually(t, func() bool { return store.queue.len() == n }, 5*time.Second, time.Millisecond,
+		"every write waits in the queue while the turn is held")
+	held()
+	out := make([]error, n)
 	for i := range results {
 		select {
 		case out[i] = <-results[i]:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("batch %d was not written within 10 s of the turn coming back", i)
+			t.Fatalf("write %d was not made within 10 s of the turn coming back", i)
 		}
 	}
 	return out
@@ -181,20 +191,80 @@ func walSize(t *testing.T, path string) int64 {
 	return info.Size()
 }
 
-// take hands out the oldest batches up to maxMergedRows rows, and always at
-// least one, however big: a batch over the bound is written alone.
-func TestUpsertQueueTakesTheOldestUpToTheBound(t *testing.T) {
-	batch := func(rows int) *queuedUpsert {
-		return &queuedUpsert{rows: make([]contract.TrackedOperation, rows), done: make(chan struct{})}
+// take hands out the oldest writes up to maxMergedRows rows, and always at
+// least one, however big: a write over the bound is made alone.
+func TestWriteQueueTakesTheOldestUpToTheBound(t *testing.T) {
+	batch := func(rows int) *queuedWrite {
+		return &queuedWrite{rows: rows, done: make(chan struct{})}
 	}
 	big, a, b, c := batch(maxMergedRows+1), batch(maxMergedRows/2), batch(maxMergedRows/2), batch(1)
-	var q upsertQueue
-	for _, u := range []*queuedUpsert{big, a, b, c} {
+	var q writeQueue
+	for _, u := range []*queuedWrite{big, a, b, c} {
 		q.add(u)
 	}
-	require.Equal(t, []*queuedUpsert{big}, q.take())
-	require.Equal(t, []*queuedUpsert{a, b}, q.take())
+	require.Equal(t, []*queuedWrite{big}, q.take())
+	require.Equal(t, []*queuedWrite{a, b}, q.take())
 	require.True(t, q.remove(c))
-	require.False(t, q.remove(c), "a batch is removed once")
+	require.False(t, q.remove(c), "a write is removed once")
 	require.Empty(t, q.take())
+}
+
+// A notification's row changes queue for the turn like telemetry: the
+// inserts, and then the deliveries, waiting at the same time share one
+// commit, each with its audit events. A change that finds its row already
+// terminal fails alone, storing nothing, and the changes queued with it
+// are stored.
+func TestSQLiteQueuedNotificationChangesShareOneCommit(t *testing.T) {
+	ctx := context.Background()
+	ids := []string{"n-1", "n-2", "n-3", "n-4"}
+	together, togetherPath := openSQLiteAtForTest(t)
+	errs := whileTheTurnIsHeld(t, together, len(ids), func(i int) error {
+		_, err := together.InsertNotification(ctx, queuedNotification(ids[i]), notificationEvent(ids[i], "enqueued", contract.StatusPending))
+		return err
+	})
+	for i, err := range errs {
+		require.NoError(t, err, ids[i])
+	}
+	apart, apartPath := openSQLiteAtForTest(t)
+	emptyWAL(t, apart)
+	for _, id := range ids {
+		_, err := apart.InsertNotification(ctx, queuedNotification(id), notificationEvent(id, "enqueued", contract.StatusPending))
+		require.NoError(t, err)
+	}
+	require.Less(t, walSize(t, togetherPath), walSize(t, apartPath),
+		"the queued inserts were committed together, not one after another")
+
+	now := time.Now().UTC()
+	deliver := func(id string) error {
+		return together.MarkNotificationDelivered(ctx, id, now, []string{"ops@example.com"},
+			notificationEvent(id, "attempt/1", contract.StatusDelivered), notificationEvent(id, "terminal/Delivered", contract.StatusDelivered))
+	}
+	require.NoError(t, deliver("n-3"))
+	errs = whileTheTurnIsHeld(t, together, len(ids), func(i int) error { return deliver(ids[i]) })
+	require.ErrorIs(t, errs[2], ErrTerminal, "n-3 was delivered before")
+	for _, i := range []int{0, 1, 3} {
+		require.NoError(t, errs[i], ids[i])
+	}
+	for _, id := range ids {
+		n, err := together.GetNotification(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, contract.StatusDelivered, n.Status, id)
+		events, err := together.ListAuditEvents(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, events, 3, "%s: enqueued, attempt and terminal, each stored once", id)
+	}
+	require.Zero(t, together.queue.len())
+}
+
+// queuedNotification is a Pending notification of plant-1 to list ops.
+func queuedNotification(id string) Notification {
+	now := time.Now().UTC()
+	return Notification{NotificationID: id, Type: contract.NotificationTypeEmail, ListName: "ops", Subject: "s", Body: "b",
+		Status: contract.StatusPending, SourceSiteID: "plant-1", SiteEnqueuedAt: now, CreatedAt: now}
+}
+
+// notificationEvent is notification id's audit event name, with status.
+func notificationEvent(id, name string, status contract.Status) AuditEvent {
+	return AuditEvent{EventID: "notification/" + id + "/" + name, OperationID: id, Kind: contract.KindNotification,
+		SiteID: "plant-1", Event: AuditAttempt, Status: status, At: time.Now().UTC()}
 }
