@@ -166,6 +166,7 @@ var sqliteDialect = dialect{
 	insertIfMissing: `INSERT INTO notifications (` + notificationColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (notification_id) DO NOTHING`,
+	exactTimes:      true,
 	upsertSiteCalls: sqliteUpsertSiteCalls,
 	// 500 rows are 8,500 variables, well under SQLite's 32,766.
 	siteCallChunk:     500,

@@ -120,6 +120,10 @@ type dialect struct {
 	schema []string
 	// insertIfMissing inserts a notification unless its id exists.
 	insertIfMissing string
+	// exactTimes: its time columns give back every nanosecond written
+	// (SQLite's text does; SQL Server's DATETIME2 keeps 100 ns), so a row
+	// just inserted is known without reading it back.
+	exactTimes bool
 	// upsertSiteCalls is one statement that upserts that many site_calls rows
 	// (siteCallColumns each), keeping the row with the higher seq.
 	upsertSiteCalls func(rows int) string
@@ -238,18 +242,46 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification, events .
 	if err != nil {
 		return Notification{}, fmt.Errorf("encode resolved targets: %w", err)
 	}
+	var inserted bool
 	err = s.writeQueued(ctx, 1, func(ctx context.Context, tx *sql.Tx) ([]AuditEvent, error) {
-		_, err := s.execKept(ctx, tx, s.bind(s.dialect.insertIfMissing),
+		res, err := s.execKept(ctx, tx, s.bind(s.dialect.insertIfMissing),
 			n.NotificationID, n.Type, n.ListName, n.Subject, n.Body, n.TypeData, string(n.Status),
 			n.RetryCount, n.LastError, string(targets), n.SourceSiteID, n.SourceInstanceID, n.SourceScript,
 			n.SourceNode, utc(n.SiteEnqueuedAt), utc(n.CreatedAt), utcPtr(n.LastAttemptAt), utcPtr(n.NextAttemptAt),
 			utcPtr(n.DeliveredAt))
-		return events, err
+		if err != nil {
+			return nil, err
+		}
+		count, err := res.RowsAffected()
+		inserted = err == nil && count == 1
+		return events, nil
 	})
 	if err != nil {
 		return Notification{}, fmt.Errorf("insert notification %s: %w", n.NotificationID, err)
 	}
+	if inserted && s.dialect.exactTimes {
+		// Every notification's first write: a read less per notification.
+		return insertedRow(n), nil
+	}
 	return s.GetNotification(ctx, n.NotificationID)
+}
+
+// insertedRow is n as GetNotification reads it back once inserted: its
+// times in UTC, and no terminal time (a new row leaves it NULL).
+func insertedRow(n Notification) Notification {
+	n.SiteEnqueuedAt, n.CreatedAt = n.SiteEnqueuedAt.UTC(), n.CreatedAt.UTC()
+	n.LastAttemptAt, n.NextAttemptAt, n.DeliveredAt = utcOf(n.LastAttemptAt), utcOf(n.NextAttemptAt), utcOf(n.DeliveredAt)
+	n.TerminalAt = nil
+	return n
+}
+
+// utcOf is *t in UTC, or nil.
+func utcOf(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	at := t.UTC()
+	return &at
 }
 
 // GetNotification reads one row; ErrNotFound if there is none.

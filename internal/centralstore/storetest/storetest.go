@@ -61,12 +61,30 @@ func insertIsIdempotent(t *testing.T, store *centralstore.Store) {
 	require.Equal(t, row.SourceNode, got.SourceNode)
 	require.True(t, row.SiteEnqueuedAt.Equal(got.SiteEnqueuedAt))
 
+	stored, err := store.GetNotification(ctx, row.NotificationID)
+	require.NoError(t, err)
+	require.Equal(t, stored, got, "the insert answers the row as stored")
+
 	changed := row
 	changed.Subject, changed.Status = "a resubmit must not overwrite", contract.StatusRetrying
 	again, err := store.InsertNotification(ctx, changed)
 	require.NoError(t, err)
 	require.Equal(t, row.Subject, again.Subject)
 	require.Equal(t, contract.StatusPending, again.Status)
+	require.Equal(t, stored, again, "a resubmit answers the row as stored")
+
+	// Every field set, in nanoseconds and another zone than UTC: the row
+	// answered is still the row as read back.
+	full := newRow()
+	zone := time.FixedZone("plant", 3*3600)
+	at := time.Now().In(zone)
+	full.SiteEnqueuedAt, full.CreatedAt, full.LastAttemptAt, full.NextAttemptAt = at, at.Add(time.Nanosecond), &at, &at
+	full.RetryCount, full.LastError, full.ResolvedTargets, full.TypeData = 2, "timeout", []string{"a@example.com"}, `{"k":"v"}`
+	got, err = store.InsertNotification(ctx, full)
+	require.NoError(t, err)
+	stored, err = store.GetNotification(ctx, full.NotificationID)
+	require.NoError(t, err)
+	require.Equal(t, stored, got, "the insert answers the row as stored, to the nanosecond the store keeps")
 }
 
 func statusUpdatesAndDelivery(t *testing.T, store *centralstore.Store) {
