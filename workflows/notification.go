@@ -37,31 +37,40 @@ type NotificationWorkflow struct {
 // (contract.WorkflowNotification): it waits for the submit signal, then
 // goes on as RunStarted.
 func (w NotificationWorkflow) Run(ctx workflow.Context) (contract.NotificationState, error) {
-	return w.run(ctx, versionMarkersRetired)
+	return w.run(ctx, taskGeneration)
 }
 
 // RunStarted delivers one notification started with its submission as the
 // input (contract.WorkflowNotificationStarted): record the central row,
 // deliver with fixed-interval retry, park, then wait for retry or discard.
 func (w NotificationWorkflow) RunStarted(ctx workflow.Context, sub contract.NotificationSubmission) (contract.NotificationState, error) {
-	// A site of an earlier version may still signal a submit to it.
-	ignoreDuplicateSubmits(ctx)
-	return w.deliverSubmission(ctx, sub, versionMarkersRetired)
+	return w.runStarted(ctx, sub, taskGeneration)
 }
 
-// run is Run with the answer to whether the worker that starts the
-// notification checks changeRecordInFirstAttempt: the tests run it as a
-// worker before generation 2 would.
-func (w NotificationWorkflow) run(ctx workflow.Context, markersRetired func(workflow.Context) bool) (contract.NotificationState, error) {
+// run is Run with the generation of the worker that takes a
+// notification's first task (taskGeneration): the tests run it as the
+// workers of earlier generations would.
+func (w NotificationWorkflow) run(ctx workflow.Context, generation func(workflow.Context) int) (contract.NotificationState, error) {
 	var sub contract.NotificationSubmission
 	workflow.GetSignalChannel(ctx, contract.SignalSubmit).Receive(ctx, &sub)
 	ignoreDuplicateSubmits(ctx)
-	return w.deliverSubmission(ctx, sub, markersRetired)
+	return w.deliverSubmission(ctx, sub, generation)
 }
 
-// deliverSubmission is a notification's life from its submission on.
+// runStarted is RunStarted with the generation of the worker that takes
+// its first task, as run.
+func (w NotificationWorkflow) runStarted(ctx workflow.Context, sub contract.NotificationSubmission,
+	generation func(workflow.Context) int) (contract.NotificationState, error) {
+	// A site of an earlier version may still signal a submit to it.
+	ignoreDuplicateSubmits(ctx)
+	return w.deliverSubmission(ctx, sub, generation)
+}
+
+// deliverSubmission is a notification's life from its submission on. How
+// it starts depends on the generation of the worker that completed (or
+// completes) the task it starts in (see WorkerBuildID).
 func (w NotificationWorkflow) deliverSubmission(ctx workflow.Context, sub contract.NotificationSubmission,
-	markersRetired func(workflow.Context) bool) (contract.NotificationState, error) {
+	generation func(workflow.Context) int) (contract.NotificationState, error) {
 	// Pending from the first moment: the status query must not answer a
 	// zero state while the central row is being written.
 	n := &notification{siteID: sub.SourceSiteID, state: contract.NotificationState{
@@ -75,8 +84,9 @@ func (w NotificationWorkflow) deliverSubmission(ctx workflow.Context, sub contra
 	// A worker of generation 2 or later always records in the first attempt
 	// and skips the check: its marker's search-attribute upsert would cost a
 	// visibility write per notification (see WorkerBuildID).
-	if markersRetired(ctx) || workflow.GetVersion(ctx, changeRecordInFirstAttempt, workflow.DefaultVersion, 1) == 1 {
-		return n.recordInFirstAttempt(ctx, sub, w.AttemptTimeout)
+	g := generation(ctx)
+	if versionMarkersRetired(g) || workflow.GetVersion(ctx, changeRecordInFirstAttempt, workflow.DefaultVersion, 1) == 1 {
+		return n.recordInFirstAttempt(ctx, sub, w.AttemptTimeout, firstAttemptLocal(g))
 	}
 	if err := n.record(ctx, sub); err != nil {
 		return contract.NotificationState{}, err
@@ -120,14 +130,13 @@ func (n *notification) afterRecord(ctx workflow.Context) (contract.NotificationS
 }
 
 // recordInFirstAttempt makes the first delivery attempt with the activity
-// that records the central row before it attempts, then goes on as the
-// outcome says. A first attempt that delivers costs no other command than
-// the status upsert.
-func (n *notification) recordInFirstAttempt(ctx workflow.Context, sub contract.NotificationSubmission, timeout time.Duration) (contract.NotificationState, error) {
+// that records the central row before it attempts (a local activity when
+// local), then goes on as the outcome says. A first attempt that delivers
+// costs no other command than the status upsert.
+func (n *notification) recordInFirstAttempt(ctx workflow.Context, sub contract.NotificationSubmission, timeout time.Duration,
+	local bool) (contract.NotificationState, error) {
 	var res contract.RecordAndDeliverResult
-	in := contract.RecordAndDeliverInput{Submission: sub, Attempt: 1}
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, attemptOptions(timeout)),
-		notificationActs.RecordAndDeliverNotification, in).Get(ctx, &res)
+	err := startFirstAttempt(ctx, contract.RecordAndDeliverInput{Submission: sub, Attempt: 1}, timeout, local).Get(ctx, &res)
 	switch {
 	case rowUnrecorded(err):
 		// The store did not answer: nothing recorded, nothing attempted.
@@ -173,6 +182,26 @@ func (n *notification) afterFailedFirstAttempt(ctx workflow.Context, sub contrac
 		_, err = n.parked(ctx)
 	}
 	return n.endCancelled(ctx, err)
+}
+
+// startFirstAttempt starts RecordAndDeliverNotification, as a local
+// activity when local. Run locally, the attempt takes place in the
+// workflow task that starts the notification, and a delivered notification
+// completes in that same task. What it gives up is small: while the first
+// attempt runs, the Web UI shows no pending activity and a status query
+// waits for it (a few milliseconds, at most the attempt's timeout); its
+// outcome is in the history's marker. A worker that dies during the
+// attempt is replaced when the workflow task times out (10 s), and the
+// retried attempt finds the row as the lost one left it, as an ordinary
+// activity's retry would.
+func startFirstAttempt(ctx workflow.Context, in contract.RecordAndDeliverInput, timeout time.Duration, local bool) workflow.Future {
+	if !local {
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, attemptOptions(timeout)),
+			notificationActs.RecordAndDeliverNotification, in)
+	}
+	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: timeout, StartToCloseTimeout: timeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	}), notificationActs.RecordAndDeliverNotification, in)
 }
 
 // rowUnrecorded reports a first attempt that could not record the row.

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
 	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -22,9 +24,15 @@ import (
 type notificationSuite struct {
 	suite.Suite
 	testsuite.WorkflowTestSuite
-	// recordFirst runs the workflows started before the first attempt
-	// recorded the central row: a local activity records it first.
-	recordFirst bool
+	// generation is the generation of the central worker that starts the
+	// notification (see workflows.WorkerBuildID): 4 makes the first attempt
+	// a local activity, 2 and 3 an ordinary activity, and 1 takes the path
+	// of the workflows started before the first attempt recorded the
+	// central row: a local activity records it first.
+	generation int
+	// firstAttempts are the kinds ("local" or "activity") in which
+	// RecordAndDeliverNotification started, in order.
+	firstAttempts []string
 	// started runs the notification a site started with its submission as
 	// the input (WorkflowNotificationStarted) instead of signalling it.
 	started bool
@@ -57,19 +65,28 @@ type recordAnswer struct {
 }
 
 // TestNotificationWorkflow runs the suite on today's code, whose first
-// attempt records the central row.
-func TestNotificationWorkflow(t *testing.T) { suite.Run(t, new(notificationSuite)) }
+// attempt records the central row, as a local activity.
+func TestNotificationWorkflow(t *testing.T) { suite.Run(t, &notificationSuite{generation: 4}) }
 
-// TestNotificationWorkflowRecordingFirst runs it on the path the workflows
-// started before keep: a local activity records the row, then the attempts.
-func TestNotificationWorkflowRecordingFirst(t *testing.T) {
-	suite.Run(t, &notificationSuite{recordFirst: true})
+// TestNotificationWorkflowStarted runs it as a site starts it when every
+// central worker is of generation 3 or later: the submission is the input,
+// no signal carries it.
+func TestNotificationWorkflowStarted(t *testing.T) {
+	suite.Run(t, &notificationSuite{generation: 4, started: true})
 }
 
-// TestNotificationWorkflowStarted runs it as a site of generation 3's
-// central starts it: the submission is the input, no signal carries it.
-func TestNotificationWorkflowStarted(t *testing.T) {
-	suite.Run(t, &notificationSuite{started: true})
+// TestNotificationWorkflowGeneration3 runs it on the path of the
+// notifications a worker of generation 3 started, which keep it: the
+// first attempt is an ordinary activity.
+func TestNotificationWorkflowGeneration3(t *testing.T) {
+	suite.Run(t, &notificationSuite{generation: 3, started: true})
+}
+
+// TestNotificationWorkflowRecordingFirst runs it on the path the workflows
+// started before generation 2 keep: a local activity records the row, then
+// the attempts.
+func TestNotificationWorkflowRecordingFirst(t *testing.T) {
+	suite.Run(t, &notificationSuite{generation: 1})
 }
 
 var policy = contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute}
@@ -80,19 +97,14 @@ var sub = contract.NotificationSubmission{
 }
 
 // newNotificationEnv is a test environment with both notification
-// workflows on a worker whose attempts take up to timeout, the signalled
-// one on the old path when recordFirst.
-func newNotificationEnv(ts *testsuite.WorkflowTestSuite, timeout time.Duration, recordFirst bool) *testsuite.TestWorkflowEnvironment {
+// workflows on a worker of generation whose attempts take up to timeout.
+func newNotificationEnv(ts *testsuite.WorkflowTestSuite, timeout time.Duration, generation int) *testsuite.TestWorkflowEnvironment {
 	env := ts.NewTestWorkflowEnvironment()
-	w := workflows.NotificationWorkflow{AttemptTimeout: timeout}
-	run := w.Run
-	if recordFirst {
-		run = w.RunAsWorkerBeforeGeneration2
-	}
+	run, runStarted := workflows.NotificationWorkflow{AttemptTimeout: timeout}.AsGeneration(generation)
 	env.RegisterWorkflowWithOptions(run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
-	env.RegisterWorkflowWithOptions(w.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
+	env.RegisterWorkflowWithOptions(runStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 	env.RegisterActivity(&activities.NotificationActivities{})
-	if recordFirst { // after registering: the environment refuses a workflow registered after a mock
+	if generation < 2 { // after registering: the environment refuses a workflow registered after a mock
 		env.OnGetVersion(mock.Anything, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	}
 	return env
@@ -104,7 +116,18 @@ func (s *notificationSuite) SetupTest() {
 
 // setup starts each test afresh with a worker whose attempts take up to timeout.
 func (s *notificationSuite) setup(timeout time.Duration) {
-	s.env = newNotificationEnv(&s.WorkflowTestSuite, timeout, s.recordFirst)
+	s.env = newNotificationEnv(&s.WorkflowTestSuite, timeout, s.generation)
+	s.firstAttempts = nil
+	s.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		if info.ActivityType.Name == "RecordAndDeliverNotification" {
+			s.firstAttempts = append(s.firstAttempts, "local")
+		}
+	})
+	s.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == "RecordAndDeliverNotification" {
+			s.firstAttempts = append(s.firstAttempts, "activity")
+		}
+	})
 	s.updates, s.statusAttrs, s.storeBackAt, s.storeFailures, s.rowNow = nil, nil, time.Time{}, 0, nil
 	s.records, s.recorded, s.recordBackAt, s.deliver, s.attempts = nil, 0, time.Time{}, nil, nil
 	s.env.OnActivity(notificationActs.UpdateNotification, mock.Anything, mock.Anything).Return(
@@ -145,15 +168,19 @@ func (s *notificationSuite) execute() {
 	s.env.ExecuteWorkflow(contract.WorkflowNotification)
 }
 
-// TearDownTest checks that each test ran the path its suite names: the
-// first attempt records the row, or (recordFirst) the path GetVersion's
+// TearDownTest checks that each test ran the path its suite's generation
+// names: the first attempt records the row, as a local activity from
+// generation 4, or (before generation 2) the path GetVersion's
 // DefaultVersion takes, where no attempt records it.
 func (s *notificationSuite) TearDownTest() {
-	if s.recordFirst {
-		s.env.AssertActivityNotCalled(s.T(), "RecordAndDeliverNotification", mock.Anything, mock.Anything)
-		return
+	switch {
+	case s.generation < 2:
+		s.Empty(s.firstAttempts)
+	case s.generation < 4:
+		s.Equal([]string{"activity"}, s.firstAttempts)
+	default:
+		s.Equal([]string{"local"}, s.firstAttempts)
 	}
-	s.env.AssertActivityNumberOfCalls(s.T(), "RecordAndDeliverNotification", 1)
 }
 
 // record is the store's next answer to recording the row.

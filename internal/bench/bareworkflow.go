@@ -28,6 +28,18 @@ func BareWorkflow(ctx workflow.Context, in BareInput) error {
 	return workflow.ExecuteActivity(ctx, a.SendEmail, in).Get(ctx, nil)
 }
 
+// BareLocalWorkflow is the end-to-end baseline of the same shape as a
+// notification of generation 4, whose first attempt is a local activity:
+// one local activity that sends the email, and nothing else. Against it,
+// the end-to-end figure shows what the site path's own work costs (site
+// store, forwarder, central row and audit, search attributes) beside the
+// Temporal work of one delivery.
+func BareLocalWorkflow(ctx workflow.Context, in BareInput) error {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute})
+	var a *BareActivities
+	return workflow.ExecuteLocalActivity(ctx, a.SendEmail, in).Get(ctx, nil)
+}
+
 // BareActivities sends the bare baseline's email with the central worker's
 // mailer, to the same recipients.
 type BareActivities struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
@@ -31,8 +32,10 @@ import (
 // first Notify until the sink has every email. The baseline is BareWorkflow
 // (one activity sending the same email with the same mailer to the same
 // recipients) on its own task queue of the same server, started as many
-// times from the same parallelism, until the sink has every email. Both
-// run in alternating rounds (e2eRounds).
+// times from the same parallelism, until the sink has every email; beside
+// it, BareLocalWorkflow, whose one attempt is a local activity as a
+// notification's first attempt is. All run in alternating rounds
+// (e2eRounds).
 func (r *run) endToEnd(ctx context.Context) (rows []Row, err error) {
 	srv, err := r.startTemporal(ctx, SectionEndToEnd)
 	if err != nil {
@@ -66,43 +69,58 @@ const e2eRounds = 4
 func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serverPID int) ([]Row, error) {
 	n, p := r.opts.EndToEnd, r.opts.Parallelism
 	warm := min(50, n/10+1)
-	r.step("e2e: warm-up, %d through the site and %d bare workflows, untimed", warm, warm)
+	r.step("e2e: warm-up, %d through the site, %d bare workflows and %d with a local activity, untimed", warm, warm, warm)
 	if _, err := box.time(ctx, warm, e.throughSite(warm)); err != nil {
 		return nil, fmt.Errorf("warm-up through the site: %w", err)
 	}
-	if _, err := box.time(ctx, warm, e.bare(warm)); err != nil {
+	if _, err := box.time(ctx, warm, e.bare(warm, BareWorkflow)); err != nil {
 		return nil, fmt.Errorf("warm-up of the bare workflow: %w", err)
 	}
-	r.step("e2e: %s notifications through site SDK, forwarder, central worker and SMTP, and %s bare workflows, in %d alternating rounds each",
-		thousands(int64(n)), thousands(int64(n)), e2eRounds)
+	if _, err := box.time(ctx, warm, e.bare(warm, BareLocalWorkflow)); err != nil {
+		return nil, fmt.Errorf("warm-up of the bare workflow with a local activity: %w", err)
+	}
+	r.step("e2e: %s notifications through site SDK, forwarder, central worker and SMTP, %s bare workflows and %s with a local activity, in %d alternating rounds each",
+		thousands(int64(n)), thousands(int64(n)), thousands(int64(n)), e2eRounds)
 	// The CPU each side costs the dev server and this process (site,
 	// central worker, bare worker, SMTP sink): where a gap between the
 	// sides comes from.
-	siteCPU := []*cpuOf{{pid: serverPID}, {pid: os.Getpid()}}
-	bareCPU := []*cpuOf{{pid: serverPID}, {pid: os.Getpid()}}
-	site, bare, err := alternate(e2eRounds, func(round int) (time.Duration, error) {
-		k := share(n, e2eRounds, round)
-		return withCPU(siteCPU, func() (time.Duration, error) { return box.time(ctx, k, e.throughSite(k)) })
-	}, func(round int) (time.Duration, error) {
-		k := share(n, e2eRounds, round)
-		return withCPU(bareCPU, func() (time.Duration, error) { return box.time(ctx, k, e.bare(k)) })
-	})
+	cpu := [3][]*cpuOf{}
+	for i := range cpu {
+		cpu[i] = []*cpuOf{{pid: serverPID}, {pid: os.Getpid()}}
+	}
+	side := func(i int, send func(k int) func(context.Context) error) func(round int) (time.Duration, error) {
+		return func(round int) (time.Duration, error) {
+			k := share(n, e2eRounds, round)
+			return withCPU(cpu[i], func() (time.Duration, error) { return box.time(ctx, k, send(k)) })
+		}
+	}
+	times, err := alternate(e2eRounds, side(0, e.throughSite),
+		side(1, func(k int) func(context.Context) error { return e.bare(k, BareWorkflow) }),
+		side(2, func(k int) func(context.Context) error { return e.bare(k, BareLocalWorkflow) }))
 	if err != nil {
 		return nil, err
 	}
+	site, bare, bareLocal := times[0], times[1], times[2]
 	row := compare(SectionEndToEnd, "end to end, delivered (site to SMTP)", perSecond(n, site.total()), "/s",
 		Figure{Name: fmt.Sprintf("bare workflow + 1 activity, %d in flight", p), Value: perSecond(n, bare.total()), Unit: "/s"})
 	row = row.atLeastRatio(0.9).withDetail("%s notifications in %.1f s (rounds %s); bare: %.1f s (rounds %s); "+
 		"the dev server's CPU: %.1f ms a notification, %.1f ms a bare workflow; this process's: %.1f ms and %.1f ms; %s",
 		thousands(int64(n)), site.total().Seconds(), site, bare.total().Seconds(), bare,
-		perItemMS(siteCPU[0].total, n), perItemMS(bareCPU[0].total, n),
-		perItemMS(siteCPU[1].total, n), perItemMS(bareCPU[1].total, n), box.duplicates())
+		perItemMS(cpu[0][0].total, n), perItemMS(cpu[1][0].total, n),
+		perItemMS(cpu[0][1].total, n), perItemMS(cpu[1][1].total, n), box.duplicates())
+	// No target: what the site path's own work costs beside the same
+	// Temporal work (a notification's first attempt is a local activity).
+	sameShape := compare(SectionEndToEnd, "end to end, against the same Temporal work", perSecond(n, site.total()), "/s",
+		Figure{Name: fmt.Sprintf("bare workflow + 1 local activity, %d in flight", p), Value: perSecond(n, bareLocal.total()), Unit: "/s"})
+	sameShape = sameShape.withDetail("what the site store, the forwarder, the central row with its audit events and the search attributes "+
+		"cost beside one delivery's Temporal work: bare with a local activity %.1f s (rounds %s); the dev server's CPU %.1f ms "+
+		"a workflow, this process's %.1f ms", bareLocal.total().Seconds(), bareLocal, perItemMS(cpu[2][0].total, n), perItemMS(cpu[2][1].total, n))
 	r.step("e2e: one bare workflow, one notification and one cached call, to count the Temporal actions of each history")
 	actions, err := r.actionRows(ctx, e, box)
 	if err != nil {
 		return nil, err
 	}
-	return append([]Row{row}, actions...), nil
+	return append([]Row{row, sameShape}, actions...), nil
 }
 
 // cpuOf is the CPU one process (pid) used during the rounds measured.
@@ -163,21 +181,26 @@ func (rs rounds) String() string {
 	return strings.Join(parts, ", ") + " s"
 }
 
-// alternate runs a and b n rounds each, in the order a b b a a b b a…, and
-// returns the times of each one's rounds.
-func alternate(n int, a, b func(round int) (time.Duration, error)) (ra, rb rounds, err error) {
-	for i := range 2 * n {
-		side, times := b, &rb
-		if i%4 == 0 || i%4 == 3 {
-			side, times = a, &ra
+// alternate runs each side n rounds, in cycles that go forward and back
+// (a b c, c b a, a b c…; for two sides a b b a a b b a…), and returns the
+// times of each side's rounds: a drift of the machine weighs on every side
+// alike.
+func alternate(n int, sides ...func(round int) (time.Duration, error)) ([]rounds, error) {
+	times := make([]rounds, len(sides))
+	for cycle := range n {
+		for i := range sides {
+			side := i
+			if cycle%2 == 1 {
+				side = len(sides) - 1 - i
+			}
+			d, err := sides[side](cycle)
+			if err != nil {
+				return nil, err
+			}
+			times[side] = append(times[side], d)
 		}
-		d, err := side(len(*times))
-		if err != nil {
-			return nil, nil, err
-		}
-		*times = append(*times, d)
 	}
-	return ra, rb, nil
+	return times, nil
 }
 
 // share is round's part of n split into parts rounds.
@@ -269,6 +292,7 @@ func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
 func (e *endToEnd) startBare(cfg config.Central) error {
 	w := worker.New(e.tc, bareTaskQueue, workers.PollerOptions())
 	w.RegisterWorkflow(BareWorkflow)
+	w.RegisterWorkflow(BareLocalWorkflow)
 	mail, err := fromconfig.Mailer(cfg.SMTP)
 	if err != nil {
 		return err
@@ -336,13 +360,14 @@ func (e *endToEnd) throughSite(n int) func(context.Context) error {
 	}
 }
 
-// bare starts BareWorkflow n times, Parallelism at once.
-func (e *endToEnd) bare(n int) func(context.Context) error {
+// bare starts wf (BareWorkflow or BareLocalWorkflow) n times,
+// Parallelism at once.
+func (e *endToEnd) bare(n int, wf func(workflow.Context, BareInput) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		return parallel(ctx, n, e.par, func(ctx context.Context, _ int) error {
 			id := uuid.NewString()
 			_, err := e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "bare/" + id, TaskQueue: bareTaskQueue},
-				BareWorkflow, BareInput{ID: id, Subject: benchSubject, Body: e.body})
+				wf, BareInput{ID: id, Subject: benchSubject, Body: e.body})
 			return err
 		})
 	}

@@ -72,10 +72,21 @@ func TestAlternateRunsABBA(t *testing.T) {
 	var order string
 	a := func(round int) (time.Duration, error) { order += "a"; return time.Duration(round), nil }
 	b := func(round int) (time.Duration, error) { order += "b"; return time.Duration(10 + round), nil }
-	ra, rb, err := alternate(4, a, b)
+	times, err := alternate(4, a, b)
 	require.NoError(t, err)
 	require.Equal(t, "abbaabba", order)
-	require.Equal(t, rounds{0, 1, 2, 3}, ra)
-	require.Equal(t, rounds{10, 11, 12, 13}, rb)
+	require.Equal(t, []rounds{{0, 1, 2, 3}, {10, 11, 12, 13}}, times)
 	require.Equal(t, 10, share(10, 4, 0)+share(10, 4, 1)+share(10, 4, 2)+share(10, 4, 3), "the shares add up")
+}
+
+func TestAlternateGoesForwardAndBack(t *testing.T) {
+	t.Parallel()
+	var order string
+	side := func(name string) func(int) (time.Duration, error) {
+		return func(round int) (time.Duration, error) { order += name; return time.Duration(round), nil }
+	}
+	times, err := alternate(3, side("a"), side("b"), side("c"))
+	require.NoError(t, err)
+	require.Equal(t, "abccbaabc", order)
+	require.Equal(t, []rounds{{0, 1, 2}, {0, 1, 2}, {0, 1, 2}}, times)
 }

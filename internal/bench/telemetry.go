@@ -52,7 +52,7 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 	ingested, upserted := telemetryBatches("ingested", n, size), telemetryBatches("upserted", n, size)
 	r.step("telemetry: %s tracking changes from %d sites in batches of %d, through Temporal (%d in flight) and as bulk upserts, %d rounds each",
 		thousands(int64(n)), telemetrySites, size, r.opts.Parallelism, telemetryRounds)
-	viaTemporal, raw, err := alternate(telemetryRounds,
+	times, err := alternate(telemetryRounds,
 		func(round int) (time.Duration, error) {
 			return timeBatches(ctx, roundOf(ingested, round), r.opts.Parallelism, func(ctx context.Context, b contract.TelemetryBatch) error {
 				return sitedaemon.IngestTelemetry(ctx, srv.client(), b)
@@ -67,6 +67,7 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 	if err != nil {
 		return nil, err
 	}
+	viaTemporal, raw := times[0], times[1]
 	if err := requireMirrored(ctx, store, ingested); err != nil {
 		return nil, err
 	}
