@@ -45,7 +45,17 @@ const (
 	// with signal SignalSubmit: how sites hand off while a central worker
 	// of an earlier generation polls, and how sites of earlier versions
 	// and air-gap imports always do.
-	WorkflowNotification       = "NotificationWorkflow"
+	WorkflowNotification = "NotificationWorkflow"
+	// WorkflowCachedCallStarted is a cached call whose site started its
+	// workflow with the submission as the input: one billed action (the
+	// signal) less than WorkflowCachedCall. A site uses it only while
+	// every central worker knows it (GenerationStartsCalls), as with
+	// WorkflowNotificationStarted.
+	WorkflowCachedCallStarted = "CachedCallWorkflowV2"
+	// WorkflowCachedCall is a cached call handed off by SignalWithStart
+	// with signal SignalSubmit: how sites hand off while a central worker
+	// of an earlier generation polls, and how sites of earlier versions
+	// and air-gap imports always do.
 	WorkflowCachedCall         = "CachedCallWorkflow"
 	WorkflowIngestTelemetry    = "IngestTelemetryWorkflow"
 	WorkflowReconcileSite      = "ReconcileSiteWorkflow"
@@ -62,6 +72,10 @@ const CentralBuildIDPrefix = "outpost-workflows-"
 // GenerationStartsNotifications is the first generation of central workers
 // that run WorkflowNotificationStarted.
 const GenerationStartsNotifications = 3
+
+// GenerationStartsCalls is the first generation of central workers that
+// run WorkflowCachedCallStarted.
+const GenerationStartsCalls = 4
 
 // CentralGeneration is the generation named by a central worker's build id;
 // 0 for a build id Outpost did not set (a worker before generation 2

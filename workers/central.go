@@ -122,6 +122,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	w.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	w.RegisterWorkflowWithOptions(notification.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
+	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflowStarted, workflow.RegisterOptions{Name: contract.WorkflowCachedCallStarted})
 	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: contract.WorkflowIngestTelemetry})
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})
 	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: contract.WorkflowPurge})

@@ -10,14 +10,24 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 )
 
-// CachedCallWorkflow retries a cached call on its site at the definition's
-// fixed interval until it is delivered or parks, then waits for an
-// operator's retry or discard. The site's tracking row is the record: every
-// attempt and every operator action is written there by a site activity,
-// and reaches central's site_calls through telemetry.
+// CachedCallWorkflow delivers one cached call handed off by SignalWithStart
+// (contract.WorkflowCachedCall): it waits for the submit signal, then goes
+// on as CachedCallWorkflowStarted.
 func CachedCallWorkflow(ctx workflow.Context) (contract.CachedCallState, error) {
 	var sub contract.CachedCallSubmission
 	workflow.GetSignalChannel(ctx, contract.SignalSubmit).Receive(ctx, &sub)
+	return CachedCallWorkflowStarted(ctx, sub)
+}
+
+// CachedCallWorkflowStarted delivers one cached call started with its
+// submission as the input (contract.WorkflowCachedCallStarted): it retries
+// the call on its site at the definition's fixed interval until it is
+// delivered or parks, then waits for an operator's retry or discard. The
+// site's tracking row is the record: every attempt and every operator
+// action is written there by a site activity, and reaches central's
+// site_calls through telemetry.
+func CachedCallWorkflowStarted(ctx workflow.Context, sub contract.CachedCallSubmission) (contract.CachedCallState, error) {
+	// A site of an earlier version may still signal a submit to it.
 	ignoreDuplicateSubmits(ctx)
 
 	c := &cachedCall{sub: sub, state: contract.TrackedOperation{

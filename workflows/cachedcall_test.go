@@ -20,7 +20,12 @@ import (
 type cachedCallSuite struct {
 	suite.Suite
 	testsuite.WorkflowTestSuite
-	env *testsuite.TestWorkflowEnvironment
+	// started runs the call a site started with its submission as the
+	// input (WorkflowCachedCallStarted) instead of signalling it.
+	started bool
+	// input is the submission the started call gets.
+	input contract.CachedCallSubmission
+	env   *testsuite.TestWorkflowEnvironment
 	// statusAttrs is every OutpostStatus value the workflow upserted, in order.
 	statusAttrs []string
 	// delivers records each DeliverCachedCall input and the workflow time it ran at.
@@ -31,6 +36,11 @@ type cachedCallSuite struct {
 }
 
 func TestCachedCallWorkflow(t *testing.T) { suite.Run(t, new(cachedCallSuite)) }
+
+// TestCachedCallWorkflowStarted runs the suite as a site starts the call
+// when every central worker is of generation 4 or later: the submission is
+// the input, no signal carries it.
+func TestCachedCallWorkflowStarted(t *testing.T) { suite.Run(t, &cachedCallSuite{started: true}) }
 
 // callT0 starts the mock clock of every workflow test: in the future,
 // never a fixed date. The SDK's test environment computes a local
@@ -71,6 +81,7 @@ func (s *cachedCallSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.SetStartTime(callT0)
 	s.env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
+	s.env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflowStarted, workflow.RegisterOptions{Name: contract.WorkflowCachedCallStarted})
 	site := &onsite.SiteActivities{}
 	s.env.RegisterActivity(site)
 	s.env.RegisterActivity(&activities.AuditActivities{})
@@ -89,6 +100,25 @@ func (s *cachedCallSuite) SetupTest() {
 
 func (s *cachedCallSuite) submitAt(sub contract.CachedCallSubmission, after time.Duration) {
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(contract.SignalSubmit, sub) }, after)
+}
+
+// submit hands the call off as the suite names: the start's input, or a
+// submit signal at once.
+func (s *cachedCallSuite) submit(sub contract.CachedCallSubmission) {
+	if s.started {
+		s.input = sub
+		return
+	}
+	s.submitAt(sub, 0)
+}
+
+// execute runs the call handed off by submit.
+func (s *cachedCallSuite) execute() {
+	if s.started {
+		s.env.ExecuteWorkflow(contract.WorkflowCachedCallStarted, s.input)
+		return
+	}
+	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
 }
 
 // deliverReturns makes DeliverCachedCall answer rows in turn. A call past
@@ -142,13 +172,13 @@ func (s *cachedCallSuite) retryCounts() []int {
 }
 
 func (s *cachedCallSuite) TestFailsTwiceThenDelivered() {
-	s.submitAt(callSubmission(), 0)
+	s.submit(callSubmission())
 	s.deliverReturns(
 		callRow(contract.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
 		callRow(contract.StatusRetrying, 2, "HTTP 503 Service Unavailable"),
 		callRow(contract.StatusDelivered, 3, ""),
 	)
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
@@ -173,9 +203,9 @@ func (s *cachedCallSuite) TestLateHandOffRetriesAtOnce() {
 	sub := callSubmission()
 	late := callT0.Add(-10 * time.Minute)
 	sub.LastAttemptAt = &late
-	s.submitAt(sub, 0)
+	s.submit(sub)
 	s.deliverReturns(callRow(contract.StatusDelivered, 1, ""))
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Require().Len(s.deliverAt, 1)
@@ -183,7 +213,7 @@ func (s *cachedCallSuite) TestLateHandOffRetriesAtOnce() {
 }
 
 func (s *cachedCallSuite) TestParksThenOperatorRetryDelivers() {
-	s.submitAt(callSubmission(), 0)
+	s.submit(callSubmission())
 	s.deliverReturns(
 		callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable"),
 		callRow(contract.StatusDelivered, 1, ""),
@@ -195,7 +225,7 @@ func (s *cachedCallSuite) TestParksThenOperatorRetryDelivers() {
 		s.Empty(s.resolves, "nothing happens to a parked call before the operator acts")
 		s.env.SignalWorkflow(contract.SignalRetry, contract.OperatorAction{Operator: "ana", Reason: "fixed"})
 	}, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	st := s.resultState()
 	s.Equal(contract.StatusDelivered, st.Status)
@@ -211,14 +241,14 @@ func (s *cachedCallSuite) TestParksThenOperatorRetryDelivers() {
 }
 
 func (s *cachedCallSuite) TestParksThenDiscard() {
-	s.submitAt(callSubmission(), 0)
+	s.submit(callSubmission())
 	s.deliverReturns(callRow(contract.StatusParked, 1, "permanent failure: HTTP 400 Bad Request"))
 	discarded := callRow(contract.StatusDiscarded, 1, "permanent failure: HTTP 400 Bad Request")
 	s.resolveReturns(discarded)
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{Operator: "bo"})
 	}, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	s.Equal(discarded, s.result())
 	s.Require().Len(s.resolves, 1)
@@ -231,7 +261,7 @@ func (s *cachedCallSuite) TestParksThenDiscard() {
 // A retry clicked while the call was still Retrying must not act on the
 // park that follows: the workflow waits for a new operator action.
 func (s *cachedCallSuite) TestStaleRetryIsNotAppliedToALaterPark() {
-	s.submitAt(callSubmission(), 0)
+	s.submit(callSubmission())
 	s.deliverReturns(
 		callRow(contract.StatusRetrying, 1, "HTTP 503 Service Unavailable"),
 		callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable"),
@@ -248,7 +278,7 @@ func (s *cachedCallSuite) TestStaleRetryIsNotAppliedToALaterPark() {
 		s.Empty(s.resolves, "the stale retry was applied to the park")
 		s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{Operator: "bo"})
 	}, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	s.Equal(contract.StatusDiscarded, s.result().Status)
 	s.Require().Len(s.resolves, 1)
@@ -261,7 +291,7 @@ func (s *cachedCallSuite) TestStaleRetryIsNotAppliedToALaterPark() {
 // A second submit (the site resending before it saw the acknowledgement)
 // changes nothing: not the operation, the site, nor the policy.
 func (s *cachedCallSuite) TestDuplicateSubmitIsIgnored() {
-	s.submitAt(callSubmission(), 0)
+	s.submit(callSubmission())
 	other := contract.CachedCallSubmission{
 		OperationID: "op-2", Kind: contract.KindDatabaseWrite, Target: "historian", SiteID: "plant-2",
 		Policy: contract.RetryPolicy{Interval: 10 * time.Minute, MaxRetries: 9, AttemptTimeout: time.Minute},
@@ -276,7 +306,7 @@ func (s *cachedCallSuite) TestDuplicateSubmitIsIgnored() {
 		s.Equal("op-1", st.OperationID)
 		s.Equal(callSite, st.SourceSiteID)
 	}, 45*time.Second)
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	st := s.result()
 	s.Equal("op-1", st.OperationID)
@@ -292,7 +322,7 @@ func (s *cachedCallSuite) TestDuplicateSubmitIsIgnored() {
 
 func (s *cachedCallSuite) TestStatusQueryAnswersCurrentRow() {
 	sub := callSubmission()
-	s.submitAt(sub, 0)
+	s.submit(sub)
 	parked := callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503 Service Unavailable")
 	s.deliverReturns(parked)
 	s.resolveReturns(callRow(contract.StatusDiscarded, 2, parked.LastError))
@@ -308,7 +338,7 @@ func (s *cachedCallSuite) TestStatusQueryAnswersCurrentRow() {
 		s.Equal(contract.CachedCallState{TrackedOperation: parked}, s.queryStatus())
 		s.env.SignalWorkflow(contract.SignalDiscard, contract.OperatorAction{})
 	}, time.Hour)
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	s.Equal(contract.StatusDiscarded, s.result().Status)
 	s.Len(s.resolves, 1)
@@ -318,7 +348,7 @@ func (s *cachedCallSuite) TestStatusQueryAnswersCurrentRow() {
 // site id took the task) fails it retryably; the retry reaches the daemon
 // that holds it, and the call goes on.
 func (s *cachedCallSuite) TestUnknownOperationIsRetriedUntilItsDaemonAnswers() {
-	s.submitAt(callSubmission(), 0)
+	s.submit(callSubmission())
 	calls := 0
 	s.env.OnActivity(siteActs.DeliverCachedCall, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
@@ -329,7 +359,7 @@ func (s *cachedCallSuite) TestUnknownOperationIsRetriedUntilItsDaemonAnswers() {
 			}
 			return contract.TrackedOperation{OperationID: in.OperationID, Status: contract.StatusDelivered, RetryCount: 1}, nil
 		})
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal(3, calls, "two refusals by the wrong daemon, then the delivery")
@@ -338,12 +368,12 @@ func (s *cachedCallSuite) TestUnknownOperationIsRetriedUntilItsDaemonAnswers() {
 // A Pending answer (the site's immediate attempt recorded late) is retried,
 // never taken as the end of the call.
 func (s *cachedCallSuite) TestPendingAnswerIsRetried() {
-	s.submitAt(callSubmission(), 0)
+	s.submit(callSubmission())
 	s.deliverReturns(
 		callRow(contract.StatusPending, 0, "timeout"),
 		callRow(contract.StatusDelivered, 1, ""),
 	)
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	st := s.result()
 	s.Equal(contract.StatusDelivered, st.Status)
@@ -360,12 +390,12 @@ func (s *cachedCallSuite) TestRetryAfterIsHonoured() {
 	sub := callSubmission()
 	firstDue := callT0.Add(5 * time.Minute)
 	sub.NextAttemptAt = &firstDue
-	s.submitAt(sub, 0)
+	s.submit(sub)
 	retrying := callRow(contract.StatusRetrying, 1, "HTTP 429 Too Many Requests")
 	secondDue := firstDue.Add(7 * time.Minute)
 	retrying.NextAttemptAt = &secondDue
 	s.deliverReturns(retrying, callRow(contract.StatusDelivered, 2, ""))
-	s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+	s.execute()
 
 	s.Equal(contract.StatusDelivered, s.result().Status)
 	s.Equal([]time.Time{firstDue, secondDue}, s.deliverAt)
@@ -385,11 +415,11 @@ func (s *cachedCallSuite) TestCancelIsADiscardOnTheSite() {
 	} {
 		s.Run(tc.name, func() {
 			s.SetupTest()
-			s.submitAt(callSubmission(), 0)
+			s.submit(callSubmission())
 			s.deliverReturns(tc.delivers...)
 			s.resolveReturns(callRow(contract.StatusDiscarded, 1, "HTTP 503"))
 			s.env.RegisterDelayedCallback(s.env.CancelWorkflow, tc.cancelAt)
-			s.env.ExecuteWorkflow(contract.WorkflowCachedCall)
+			s.execute()
 
 			st := s.resultState()
 			s.Equal(contract.StatusDiscarded, st.Status)

@@ -20,7 +20,9 @@ import (
 // contract.WorkflowNotificationStarted, and sites look for it in the build
 // ids of the workers polling contract.CentralTaskQueue before they start
 // notifications that way. Generation 4 makes a notification's first
-// attempt a local activity (generationFirstAttemptLocal). Raise the number
+// attempt a local activity (generationFirstAttemptLocal) and runs
+// contract.WorkflowCachedCallStarted, which sites look for the same way
+// (contract.GenerationStartsCalls). Raise the number
 // when a change must tell workers of this code from workers before it.
 const WorkerBuildID = contract.CentralBuildIDPrefix + "4"
 

@@ -27,6 +27,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 			replayer.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 			replayer.RegisterWorkflowWithOptions(notification.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 			replayer.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
+			replayer.RegisterWorkflowWithOptions(workflows.CachedCallWorkflowStarted, workflow.RegisterOptions{Name: contract.WorkflowCachedCallStarted})
 			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, file))
 		})
 	}

@@ -55,7 +55,9 @@ func TestCachedCallRecoversAfterFailures(t *testing.T) {
 	s.waitMirror(res.ID, contract.StatusRetrying)
 	row := s.waitOperation(res.ID, contract.StatusDelivered, 30*time.Second)
 	require.Equal(t, failures, row.RetryCount)
-	s.recordHistory(contract.CachedCallWorkflowID(res.ID), "cachedcall_recovers.json")
+	wid := contract.CachedCallWorkflowID(res.ID)
+	s.recordHistory(wid, "cachedcall_recovers.json")
+	requireStartedWithInput(t, s.client, wid, contract.WorkflowCachedCallStarted, s.history(wid))
 
 	attempts := s.demo.Requests()
 	require.Len(t, attempts, failures+1, "one immediate attempt and %d retries", failures)

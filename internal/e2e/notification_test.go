@@ -72,7 +72,7 @@ func TestNotificationsDeliveredExactlyOnce(t *testing.T) {
 	require.NoError(t, s.client.GetWorkflow(context.Background(), wid, "").Get(context.Background(), nil))
 	history := s.history(wid)
 	requireOneStatusUpsert(t, history)
-	requireStartedWithInput(t, s.client, wid, history)
+	requireStartedWithInput(t, s.client, wid, contract.WorkflowNotificationStarted, history)
 	s.recordHistory(wid, "notification_delivered.json")
 }
 
@@ -92,15 +92,15 @@ func requireOneStatusUpsert(t *testing.T, events []*historypb.HistoryEvent) {
 	require.Equal(t, []string{contract.AttrStatus.GetName()}, upserted, "search attributes upserted, in order")
 }
 
-// requireStartedWithInput checks that the site started the notification's
-// workflow with its submission as the input (central's workers are all of
-// this generation): the started-notification type, and no signal in its
-// history, one billed action less.
-func requireStartedWithInput(t *testing.T, tc client.Client, wid string, events []*historypb.HistoryEvent) {
+// requireStartedWithInput checks that the site started workflow wid with
+// its submission as the input (central's workers are all of this
+// generation): the started type wantType, and no signal in its history,
+// one billed action less.
+func requireStartedWithInput(t *testing.T, tc client.Client, wid, wantType string, events []*historypb.HistoryEvent) {
 	t.Helper()
 	desc, err := tc.DescribeWorkflowExecution(context.Background(), wid, "")
 	require.NoError(t, err)
-	require.Equal(t, contract.WorkflowNotificationStarted, desc.GetWorkflowExecutionInfo().GetType().GetName())
+	require.Equal(t, wantType, desc.GetWorkflowExecutionInfo().GetType().GetName())
 	for _, ev := range events {
 		require.NotEqual(t, enums.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, ev.GetEventType(), "a signal in the history of %s", wid)
 	}

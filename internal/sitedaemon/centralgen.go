@@ -3,6 +3,7 @@ package sitedaemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -15,23 +16,27 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 )
 
-// How long an answer of startCheck stands. A "no" is asked again soon:
-// central's upgrade is what turns it, and the sooner a site sees it the
-// sooner it saves the signal. A "yes" turns only if an older worker polls
-// again (a roll back), whose workflow tasks of the new type fail until a
+// How long an answer of startCheck stands. One short of the latest
+// generation this site knows is asked again soon: central's upgrade is
+// what raises it, and the sooner a site sees it the sooner it saves the
+// signals. The latest stands longer: it falls only if an older worker polls
+// again (a roll back), whose workflow tasks of the new types fail until a
 // current worker takes them: nothing is lost meanwhile.
 const (
 	startCheckNoFor  = 10 * time.Second
 	startCheckYesFor = time.Minute
 )
 
-// startCheck tells the forwarder whether to start a notification's
-// workflow with its submission as the input (contract.WorkflowNotificationStarted)
-// instead of signalling it: only when every worker polling
-// contract.CentralTaskQueue names generation
-// contract.GenerationStartsNotifications or later in its build id. A site
+// startCheck tells the forwarder how central's workers take a hand-off:
+// the lowest generation named in the build ids of the workers polling
+// contract.CentralTaskQueue. From contract.GenerationStartsNotifications a
+// notification's workflow is started with its submission as the input
+// (contract.WorkflowNotificationStarted), and from
+// contract.GenerationStartsCalls a cached call's
+// (contract.WorkflowCachedCallStarted), instead of signalling them. A site
 // upgraded before central so keeps signalling, which central's older
-// workers understand; any doubt (no poller listed, an error) answers no.
+// workers understand; any doubt (no poller listed, an error) answers
+// generation 0: signal.
 type startCheck struct {
 	tc  client.Client
 	log *zap.Logger
@@ -39,7 +44,7 @@ type startCheck struct {
 
 	mu         sync.Mutex
 	asked      bool
-	answer     bool
+	generation int
 	validTill  time.Time
 	deniedSaid bool
 }
@@ -48,29 +53,41 @@ func newStartCheck(tc client.Client, log *zap.Logger) *startCheck {
 	return &startCheck{tc: tc, log: log, now: time.Now}
 }
 
-// startsNotifications answers, asking Temporal when the last answer is
-// stale. Hand-offs running meanwhile wait for the one question.
+// startsNotifications reports whether notifications are started with their
+// input.
 func (c *startCheck) startsNotifications(ctx context.Context) bool {
+	return c.centralGeneration(ctx) >= contract.GenerationStartsNotifications
+}
+
+// startsCalls reports whether cached calls are started with their input.
+func (c *startCheck) startsCalls(ctx context.Context) bool {
+	return c.centralGeneration(ctx) >= contract.GenerationStartsCalls
+}
+
+// centralGeneration answers, asking Temporal when the last answer is
+// stale. Hand-offs running meanwhile wait for the one question.
+func (c *startCheck) centralGeneration(ctx context.Context) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.now().Before(c.validTill) {
-		return c.answer
+		return c.generation
 	}
-	answer := c.ask(ctx)
-	if !c.asked || answer != c.answer {
-		c.log.Info("notifications are now handed off as "+notificationWorkflowType(answer),
-			zap.Bool("startWithInput", answer), zap.String("why", "the generations of the workers polling "+contract.CentralTaskQueue))
+	generation := c.ask(ctx)
+	if !c.asked || generation != c.generation {
+		c.log.Info(fmt.Sprintf("notifications are now handed off as %s, cached calls as %s",
+			notificationWorkflowType(generation), callWorkflowType(generation)),
+			zap.Int("centralGeneration", generation), zap.String("why", "the generations of the workers polling "+contract.CentralTaskQueue))
 	}
-	c.asked, c.answer = true, answer
+	c.asked, c.generation = true, generation
 	c.validTill = c.now().Add(startCheckNoFor)
-	if answer {
+	if generation >= contract.GenerationStartsCalls {
 		c.validTill = c.now().Add(startCheckYesFor)
 	}
-	return answer
+	return generation
 }
 
 // ask lists the workers polling central's task queue for workflow tasks.
-func (c *startCheck) ask(ctx context.Context) bool {
+func (c *startCheck) ask(ctx context.Context) int {
 	resp, err := c.tc.DescribeTaskQueue(ctx, contract.CentralTaskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
 	var denied *serviceerror.PermissionDenied
 	switch {
@@ -78,30 +95,42 @@ func (c *startCheck) ask(ctx context.Context) bool {
 		// Said once: the site works, at one billed action more each.
 		c.deniedSaid = true
 		c.log.Warn("this site's Temporal credentials may not list the workers of "+contract.CentralTaskQueue+
-			" (DescribeTaskQueue): notifications are handed off by signal, one Temporal action more each", zap.Error(err))
-		return false
+			" (DescribeTaskQueue): notifications and cached calls are handed off by signal, one Temporal action more each", zap.Error(err))
+		return 0
 	case err != nil:
-		c.log.Debug("cannot list central's workers; handing notifications off by signal", zap.Error(err))
-		return false
+		c.log.Debug("cannot list central's workers; handing off by signal", zap.Error(err))
+		return 0
 	}
-	return allStartNotifications(resp.GetPollers())
+	return lowestGeneration(resp.GetPollers())
 }
 
-// allStartNotifications reports whether pollers is not empty and every one
-// runs a generation that knows contract.WorkflowNotificationStarted.
-func allStartNotifications(pollers []*taskqueuepb.PollerInfo) bool {
-	for _, p := range pollers {
-		if contract.CentralGeneration(p.GetWorkerVersionCapabilities().GetBuildId()) < contract.GenerationStartsNotifications {
-			return false
-		}
+// lowestGeneration is the lowest generation of this code that pollers run,
+// 0 when there are none.
+func lowestGeneration(pollers []*taskqueuepb.PollerInfo) int {
+	if len(pollers) == 0 {
+		return 0
 	}
-	return len(pollers) > 0
+	lowest := contract.CentralGeneration(pollers[0].GetWorkerVersionCapabilities().GetBuildId())
+	for _, p := range pollers[1:] {
+		lowest = min(lowest, contract.CentralGeneration(p.GetWorkerVersionCapabilities().GetBuildId()))
+	}
+	return lowest
 }
 
-// notificationWorkflowType names the workflow a hand-off starts.
-func notificationWorkflowType(startWithInput bool) string {
-	if startWithInput {
+// notificationWorkflowType names the workflow a notification's hand-off
+// starts while central's workers are of generation.
+func notificationWorkflowType(generation int) string {
+	if generation >= contract.GenerationStartsNotifications {
 		return contract.WorkflowNotificationStarted
 	}
 	return contract.WorkflowNotification
+}
+
+// callWorkflowType names the workflow a cached call's hand-off starts
+// while central's workers are of generation.
+func callWorkflowType(generation int) string {
+	if generation >= contract.GenerationStartsCalls {
+		return contract.WorkflowCachedCallStarted
+	}
+	return contract.WorkflowCachedCall
 }

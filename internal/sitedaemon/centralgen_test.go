@@ -22,27 +22,39 @@ import (
 	"github.com/outpost-dev/outpost/workers"
 )
 
-// Only a poller list of which every worker is of generation 3 or later
-// starts notifications with their input; an empty list (central down or
-// not yet polling) or one older worker keeps the signal.
-func TestAllStartNotifications(t *testing.T) {
+// The generation of central's workers is the lowest any poller names; an
+// empty list (central down or not yet polling) or a worker without this
+// code's build id gives 0. Notifications are started with their input from
+// generation 3, cached calls from 4.
+func TestLowestGeneration(t *testing.T) {
 	poller := func(buildID string) *taskqueuepb.PollerInfo {
 		return &taskqueuepb.PollerInfo{WorkerVersionCapabilities: &commonpb.WorkerVersionCapabilities{BuildId: buildID}}
 	}
 	for _, tc := range []struct {
-		name    string
-		pollers []*taskqueuepb.PollerInfo
-		want    bool
+		name          string
+		pollers       []*taskqueuepb.PollerInfo
+		want          int
+		notifications string
+		calls         string
 	}{
-		{"no worker", nil, false},
-		{"generation 3", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3")}, true},
-		{"generations 3 and 4", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3"), poller("outpost-workflows-4")}, true},
-		{"one of generation 2", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3"), poller("outpost-workflows-2")}, false},
-		{"one before generation 2", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3"), poller("aa47428fb6ac0ff8a7ae231f5b24c072")}, false},
-		{"one without a build id", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3"), {Identity: "old"}}, false},
+		{"no worker", nil, 0, contract.WorkflowNotification, contract.WorkflowCachedCall},
+		{"generation 3", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3")}, 3, contract.WorkflowNotificationStarted, contract.WorkflowCachedCall},
+		{"generations 3 and 4", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), poller("outpost-workflows-3")}, 3,
+			contract.WorkflowNotificationStarted, contract.WorkflowCachedCall},
+		{"generation 4", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), poller("outpost-workflows-4")}, 4,
+			contract.WorkflowNotificationStarted, contract.WorkflowCachedCallStarted},
+		{"one of generation 2", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), poller("outpost-workflows-2")}, 2,
+			contract.WorkflowNotification, contract.WorkflowCachedCall},
+		{"one before generation 2", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), poller("aa47428fb6ac0ff8a7ae231f5b24c072")}, 0,
+			contract.WorkflowNotification, contract.WorkflowCachedCall},
+		{"one without a build id", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), {Identity: "old"}}, 0,
+			contract.WorkflowNotification, contract.WorkflowCachedCall},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, allStartNotifications(tc.pollers))
+			got := lowestGeneration(tc.pollers)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.notifications, notificationWorkflowType(got))
+			require.Equal(t, tc.calls, callWorkflowType(got))
 		})
 	}
 }
@@ -104,9 +116,9 @@ func (d *describeOnly) DescribeTaskQueue(context.Context, string, enums.TaskQueu
 	return d.resp, d.err
 }
 
-// An answer stands 10 s when no and a minute when yes; credentials that
-// may not list the workers leave the site signalling, said once as a
-// warning however often it asks again.
+// An answer stands 10 s below generation 4 (central may be upgrading) and
+// a minute from it; credentials that may not list the workers leave the
+// site signalling, said once as a warning however often it asks again.
 func TestStartCheckAnswersStandAWhile(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
@@ -124,13 +136,25 @@ func TestStartCheckAnswersStandAWhile(t *testing.T) {
 	require.Equal(t, 1, logs.FilterLevelExact(zap.WarnLevel).Len(), "the missing permission is said once")
 
 	tc.err = nil
-	tc.resp = &workflowservice.DescribeTaskQueueResponse{Pollers: []*taskqueuepb.PollerInfo{
-		{WorkerVersionCapabilities: &commonpb.WorkerVersionCapabilities{BuildId: contract.CentralBuildIDPrefix + "3"}},
-	}}
+	answer := func(buildID string) {
+		tc.resp = &workflowservice.DescribeTaskQueueResponse{Pollers: []*taskqueuepb.PollerInfo{
+			{WorkerVersionCapabilities: &commonpb.WorkerVersionCapabilities{BuildId: buildID}},
+		}}
+	}
+	answer(contract.CentralBuildIDPrefix + "3")
 	now = now.Add(startCheckNoFor)
 	require.True(t, c.startsNotifications(ctx))
+	require.False(t, c.startsCalls(ctx))
+	require.Equal(t, 3, tc.asked, "generation 3 stands 10 s")
+	require.Equal(t, 1, logs.FilterMessageSnippet("handed off as "+contract.WorkflowNotificationStarted+", cached calls as "+
+		contract.WorkflowCachedCall).Len())
+
+	answer(contract.CentralBuildIDPrefix + "4")
+	now = now.Add(startCheckNoFor)
+	require.True(t, c.startsCalls(ctx))
 	now = now.Add(startCheckYesFor - time.Second)
 	require.True(t, c.startsNotifications(ctx))
-	require.Equal(t, 3, tc.asked, "a yes stands a minute")
-	require.Equal(t, 1, logs.FilterMessageSnippet("handed off as "+contract.WorkflowNotificationStarted).Len())
+	require.True(t, c.startsCalls(ctx))
+	require.Equal(t, 4, tc.asked, "generation 4 stands a minute")
+	require.Equal(t, 1, logs.FilterMessageSnippet("cached calls as "+contract.WorkflowCachedCallStarted).Len())
 }

@@ -376,11 +376,7 @@ func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
 		if err != nil {
 			return err
 		}
-		start = func(ctx context.Context) error {
-			opts := CachedCallStartOptions(sub)
-			_, err := f.temporal.SignalWithStartWorkflow(ctx, opts.ID, contract.SignalSubmit, sub, opts, contract.WorkflowCachedCall)
-			return err
-		}
+		start = func(ctx context.Context) error { return f.handOffCall(ctx, sub) }
 	default:
 		return fmt.Errorf("buffered %s %s: no forwarder for this category", m.Category, m.ID)
 	}
@@ -407,6 +403,19 @@ func (f *Forwarder) handOffNotification(ctx context.Context, sub contract.Notifi
 		return err
 	}
 	_, err := f.temporal.SignalWithStartWorkflow(ctx, opts.ID, contract.SignalSubmit, sub, opts, contract.WorkflowNotification)
+	return err
+}
+
+// handOffCall starts the cached call's workflow with the submission as its
+// input while every central worker knows that start (startCheck), and
+// otherwise signals the submission with the start, as handOffNotification.
+func (f *Forwarder) handOffCall(ctx context.Context, sub contract.CachedCallSubmission) error {
+	opts := CachedCallStartOptions(sub)
+	if f.starts.startsCalls(ctx) {
+		_, err := f.temporal.ExecuteWorkflow(ctx, opts, contract.WorkflowCachedCallStarted, sub)
+		return err
+	}
+	_, err := f.temporal.SignalWithStartWorkflow(ctx, opts.ID, contract.SignalSubmit, sub, opts, contract.WorkflowCachedCall)
 	return err
 }
 
