@@ -189,7 +189,7 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 	require.NoError(t, err)
 	for _, want := range []string{
 		"Operation", call.id, "ExternalCall (target erp.createOrder, site plant-1)", "Call erp.createOrder from plant-1",
-		"Delivered", "workflow call/" + call.id + " (CachedCallWorkflow), Completed on task queue outpost-central",
+		"Delivered", "workflow call/" + call.id + " (" + contract.WorkflowCachedCallStarted + "), Completed on task queue outpost-central",
 		"attempts run on outpost-site-plant-1", "Web UI", "/namespaces/default/workflows/call%2F" + call.id + "/",
 	} {
 		require.Contains(t, out, want)
