@@ -397,25 +397,28 @@ func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
 // as sites before did. Started while it runs, the workflow answers with
 // the running one (an ack, as a duplicate signal was).
 func (f *Forwarder) handOffNotification(ctx context.Context, sub contract.NotificationSubmission) error {
-	opts := NotificationStartOptions(sub, f.opts.HideSubject)
-	if f.starts.startsNotifications(ctx) {
-		_, err := f.temporal.ExecuteWorkflow(ctx, opts, contract.WorkflowNotificationStarted, sub)
-		return err
-	}
-	_, err := f.temporal.SignalWithStartWorkflow(ctx, opts.ID, contract.SignalSubmit, sub, opts, contract.WorkflowNotification)
-	return err
+	return f.startOrSignal(ctx, NotificationStartOptions(sub, f.opts.HideSubject), f.starts.startsNotifications(ctx),
+		contract.WorkflowNotificationStarted, contract.WorkflowNotification, sub)
 }
 
 // handOffCall starts the cached call's workflow with the submission as its
 // input while every central worker knows that start (startCheck), and
 // otherwise signals the submission with the start, as handOffNotification.
 func (f *Forwarder) handOffCall(ctx context.Context, sub contract.CachedCallSubmission) error {
-	opts := CachedCallStartOptions(sub)
-	if f.starts.startsCalls(ctx) {
-		_, err := f.temporal.ExecuteWorkflow(ctx, opts, contract.WorkflowCachedCallStarted, sub)
+	return f.startOrSignal(ctx, CachedCallStartOptions(sub), f.starts.startsCalls(ctx),
+		contract.WorkflowCachedCallStarted, contract.WorkflowCachedCall, sub)
+}
+
+// startOrSignal starts workflow started with sub as its input when
+// withInput, and otherwise workflow signalled with sub in its submit
+// signal (SignalWithStart).
+func (f *Forwarder) startOrSignal(ctx context.Context, opts client.StartWorkflowOptions, withInput bool,
+	started, signalled string, sub any) error {
+	if withInput {
+		_, err := f.temporal.ExecuteWorkflow(ctx, opts, started, sub)
 		return err
 	}
-	_, err := f.temporal.SignalWithStartWorkflow(ctx, opts.ID, contract.SignalSubmit, sub, opts, contract.WorkflowCachedCall)
+	_, err := f.temporal.SignalWithStartWorkflow(ctx, opts.ID, contract.SignalSubmit, sub, opts, signalled)
 	return err
 }
 
