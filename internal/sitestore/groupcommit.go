@@ -191,8 +191,11 @@ type committer struct {
 	// one batch to the next (a pooled connection would reread the pages).
 	conn  *sql.Conn
 	stmts *writerStatements
-	batch int
-	delay time.Duration
+	// checkpoints copies the WAL into the database file beside the writer
+	// (checkpoint.go).
+	checkpoints *checkpointer
+	batch       int
+	delay       time.Duration
 	// writes is unbuffered: a write is accepted only when the writer takes it.
 	writes     chan *write
 	exclusives chan *exclusiveOp
@@ -221,8 +224,14 @@ func newCommitter(ctx context.Context, db *sql.DB, batch int, delay time.Duratio
 		stmts.close()
 		return nil, fmt.Errorf("writer connection: %w", err)
 	}
+	checkpoints, err := newCheckpointer(ctx, db, conn)
+	if err != nil {
+		conn.Close()
+		stmts.close()
+		return nil, err
+	}
 	c := &committer{
-		conn: conn, stmts: stmts, batch: batch, delay: delay, expected: 1, check: check,
+		conn: conn, stmts: stmts, checkpoints: checkpoints, batch: batch, delay: delay, expected: 1, check: check,
 		writes: make(chan *write), exclusives: make(chan *exclusiveOp), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go c.run()
@@ -282,6 +291,7 @@ func (c *committer) close() {
 func (c *committer) run() {
 	defer close(c.done)
 	defer c.conn.Close()
+	defer c.checkpoints.close()
 	defer c.stmts.close()
 	for {
 		select {
@@ -294,6 +304,7 @@ func (c *committer) run() {
 		case op := <-c.exclusives:
 			op.done <- op.fn(c.conn)
 		}
+		c.checkpoints.committed()
 	}
 }
 

@@ -3,7 +3,9 @@ package sitestore
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,4 +117,28 @@ func TestClosedStoreRefusesWrites(t *testing.T) {
 // enqueueWrite is the write Enqueue hands the writer, for driving a batch by hand.
 func enqueueWrite(s *Store, m NewMessage) *write {
 	return &write{ctx: context.Background(), rows: 1, done: make(chan error, 1), fn: s.appendWrite([]NewMessage{m}, new([]Message))}
+}
+
+// Under a steady stream of commits the WAL is copied into the database
+// file and started over, so it stays a fraction of the data written. With
+// no checkpoints, or with background checkpoints that never let it start
+// over (checkpoint.go), it would hold every commit: more than the file.
+func TestCheckpointsKeepTheWALSmall(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "site.db")
+	s := openTest(t, path, nil)
+	payload := strings.Repeat("x", 1024)
+	for i := 0; i < 2000; i++ {
+		m := msg(i)
+		m.Payload = []byte(payload)
+		_, err := s.Enqueue(context.Background(), m)
+		require.NoError(t, err)
+	}
+	db, err := os.Stat(path)
+	require.NoError(t, err)
+	wal, err := os.Stat(path + "-wal")
+	require.NoError(t, err)
+	t.Logf("%d commits: database file %d bytes, WAL %d bytes at its largest", s.Commits(), db.Size(), wal.Size())
+	require.Greater(t, db.Size(), int64(2000*1024), "the checkpoints copied the rows into the database file")
+	require.Less(t, wal.Size(), db.Size()/2, "the WAL started over after its checkpoints")
 }
