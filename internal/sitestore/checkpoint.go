@@ -6,20 +6,29 @@ import (
 	"fmt"
 )
 
-// checkpointEvery is how many of the writer's commits go by between two
-// checkpoints. Sixteen commits of 64 enqueues are about 800 WAL pages, near
-// SQLite's own default of 1,000. From 8 to 32, the enqueue rates measured
-// (outpost bench --only enqueue) differed by less than this machine's noise.
-const checkpointEvery = 16
+// walPagesPerCheckpoint is how many pages the writer's commits write to the
+// WAL between two checkpoints: SQLite's own default. SQLite does not tell a
+// Go program how long its WAL is, so the writer estimates it: a commit
+// writes the last page of every table and index it touches again (about
+// walPagesPerCommit for an enqueue), and each operation adds about a page
+// (a 512-byte notification's buffer row, job-log entry and index entries).
+// At 64 callers that is a checkpoint every 14 commits; from 8 to 32 commits
+// the enqueue rates measured (outpost bench --only enqueue) differed by less
+// than this machine's noise. A site committing one operation at a time
+// checkpoints every 111 commits, as SQLite would.
+const (
+	walPagesPerCheckpoint = 1000
+	walPagesPerCommit     = 8
+)
 
 // checkpointer copies the WAL's pages into the database file off the
 // writer's path. SQLite's automatic checkpoint runs inside the commit that
 // crosses its threshold: the writer copies about a thousand pages and syncs
 // the database file while every caller of the next batch waits, which was
 // a tenth of the writer's time at 64 callers. Here the writer's connection
-// does not checkpoint on its own: every checkpointEvery commits, a passive
-// checkpoint on the checkpointer's own connection copies the pages while the
-// writer goes on committing.
+// does not checkpoint on its own: once its commits have written about
+// walPagesPerCheckpoint pages, a passive checkpoint on the checkpointer's
+// own connection copies them while the writer goes on committing.
 //
 // A passive checkpoint cannot copy the frames committed while it ran, and
 // SQLite starts the WAL from its beginning again only when every frame has
@@ -34,8 +43,9 @@ const checkpointEvery = 16
 type checkpointer struct {
 	// writer is the writer's connection, conn the checkpointer's own.
 	writer, conn *sql.Conn
-	// commits counts the writer's commits since the last checkpoint.
-	commits int
+	// pages estimates the pages written to the WAL since the last
+	// checkpoint.
+	pages int
 	// running is set while a background checkpoint copies; done receives
 	// when it has finished.
 	running bool
@@ -53,18 +63,19 @@ func newCheckpointer(ctx context.Context, db *sql.DB, writer *sql.Conn) (*checkp
 	return &checkpointer{writer: writer, conn: conn, done: make(chan struct{}, 1)}, nil
 }
 
-// committed is called by the writer after each of its commits, before it
-// gathers the next batch (whose callers are still preparing their writes).
-func (cp *checkpointer) committed() {
-	cp.commits++
+// committed is called by the writer after each of its commits, of
+// operations operations, before it gathers the next batch (whose callers
+// are still preparing their writes).
+func (cp *checkpointer) committed(operations int) {
+	cp.pages += walPagesPerCommit + operations
 	select {
 	case <-cp.done:
 		cp.running = false
 		checkpoint(cp.writer) // the frames committed while it ran
-		cp.commits = 0
+		cp.pages = 0
 	default:
 	}
-	if !cp.running && cp.commits >= checkpointEvery {
+	if !cp.running && cp.pages >= walPagesPerCheckpoint {
 		cp.running = true
 		go func() {
 			checkpoint(cp.conn)

@@ -301,11 +301,22 @@ func (c *committer) run() {
 			batch := c.gather(first)
 			c.expected = len(batch)
 			c.commit(batch)
+			c.checkpoints.committed(operations(batch))
 		case op := <-c.exclusives:
 			op.done <- op.fn(c.conn)
+			c.checkpoints.committed(0)
 		}
-		c.checkpoints.committed()
 	}
+}
+
+// operations is how many operations (buffer rows, or single writes) batch
+// carries.
+func operations(batch []*write) int {
+	n := 0
+	for _, w := range batch {
+		n += w.rows
+	}
+	return n
 }
 
 // gather adds writes to first until the batch holds its row limit, or as
