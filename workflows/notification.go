@@ -520,10 +520,22 @@ func isPermanent(err error) bool {
 	return errors.As(err, &appErr) && appErr.NonRetryable()
 }
 
-// describe is the activity's own message, without Temporal's wrapping.
+// deadlineExceededType is the type Temporal gives an activity's error when
+// the activity returned its context's context.DeadlineExceeded: the Go
+// type's name.
+const deadlineExceededType = "deadlineExceededError"
+
+// describe is the activity's own message, without Temporal's wrapping. An
+// attempt that outlived its StartToClose timeout ends either way, whichever
+// comes first (under load either does): Temporal's timer fires (a
+// TimeoutError), or the attempt returns its context's deadline error.
+// Both read "timed out".
 func describe(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
+		if appErr.Type() == deadlineExceededType {
+			return "delivery attempt timed out: " + appErr.Message()
+		}
 		return appErr.Message()
 	}
 	var timeoutErr *temporal.TimeoutError

@@ -1,0 +1,38 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+)
+
+// An attempt that outlived its timeout reads "timed out" whichever side
+// ended it first: Temporal's timer, or the attempt returning its context's
+// deadline error (which crosses Temporal as an ApplicationError). Other
+// errors keep the attempt's own message.
+func TestDescribeTimedOutAttempts(t *testing.T) {
+	overTheWire := func(err error) error {
+		fc := temporal.GetDefaultFailureConverter()
+		return fc.FailureToError(fc.ErrorToFailure(err))
+	}
+	for name, tc := range map[string]struct {
+		err  error
+		want string
+	}{
+		"the attempt returned its context's error": {
+			overTheWire(context.DeadlineExceeded), "delivery attempt timed out: context deadline exceeded"},
+		"Temporal's timer fired": {
+			temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), "delivery attempt timed out: "},
+		"a refused connection": {
+			overTheWire(fmt.Errorf("smtp send: %w", errors.New("connection refused"))), "smtp send: connection refused"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.Contains(t, describe(tc.err), tc.want)
+		})
+	}
+}
