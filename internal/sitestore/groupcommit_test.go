@@ -30,12 +30,11 @@ func requireChain(t *testing.T, s *Store, want int) {
 	}
 }
 
-// 64 concurrent callers: every enqueue is stored once, the chain is
-// unbroken, and the rows share far fewer commits than there were enqueues.
-func TestConcurrentEnqueuesShareCommits(t *testing.T) {
-	t.Parallel()
-	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
-	const callers, each = 64, 20
+// enqueueFromCallers enqueues message(0) to message(callers*each-1) from
+// callers goroutines at once, each enqueue its own call, and requires
+// every one to succeed.
+func enqueueFromCallers(t *testing.T, s *Store, callers, each int, message func(int) NewMessage) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, callers*each)
 	for c := 0; c < callers; c++ {
@@ -43,7 +42,7 @@ func TestConcurrentEnqueuesShareCommits(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				_, err := s.Enqueue(context.Background(), msg(c*each+i))
+				_, err := s.Enqueue(context.Background(), message(c*each+i))
 				errs <- err
 			}
 		}()
@@ -53,6 +52,15 @@ func TestConcurrentEnqueuesShareCommits(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
+}
+
+// 64 concurrent callers: every enqueue is stored once, the chain is
+// unbroken, and the rows share far fewer commits than there were enqueues.
+func TestConcurrentEnqueuesShareCommits(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
+	const callers, each = 64, 20
+	enqueueFromCallers(t, s, callers, each, msg)
 	requireChain(t, s, callers*each)
 	commits := s.Commits()
 	t.Logf("%d enqueues in %d commits", callers*each, commits)
@@ -129,25 +137,11 @@ func TestCheckpointsKeepTheWALSmall(t *testing.T) {
 	s := openTest(t, path, nil)
 	const callers, each = 64, 200
 	payload := []byte(strings.Repeat("x", 1024))
-	var wg sync.WaitGroup
-	errs := make(chan error, callers*each)
-	for c := 0; c < callers; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				m := msg(c*each + i)
-				m.Payload = payload
-				_, err := s.Enqueue(context.Background(), m)
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	enqueueFromCallers(t, s, callers, each, func(i int) NewMessage {
+		m := msg(i)
+		m.Payload = payload
+		return m
+	})
 	db, err := os.Stat(path)
 	require.NoError(t, err)
 	wal, err := os.Stat(path + "-wal")
