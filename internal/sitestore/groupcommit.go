@@ -298,9 +298,8 @@ func (c *committer) run() {
 		case <-c.stop:
 			return
 		case first := <-c.writes:
-			batch := c.gather(first)
+			batch := c.commit(first, c.gather)
 			c.expected = len(batch)
-			c.commit(batch)
 			c.checkpoints.committed(operations(batch))
 		case op := <-c.exclusives:
 			op.done <- op.fn(c.conn)
@@ -319,13 +318,22 @@ func operations(batch []*write) int {
 	return n
 }
 
+// gatherFunc collects a batch that starts with first, calling arrived on
+// each write, first included, as it joins.
+type gatherFunc func(first *write, arrived func(*write)) []*write
+
 // gather adds writes to first until the batch holds its row limit, or as
 // many writes as the last batch (the callers it answered are likely back),
 // or delay has passed. Writes already waiting are always taken: under load
 // a batch grows to the callers present, and one fsync serves them all.
-func (c *committer) gather(first *write) []*write {
-	batch, rows := []*write{first}, first.rows
-	add := func(w *write) { batch, rows = append(batch, w), rows+w.rows }
+func (c *committer) gather(first *write, arrived func(*write)) []*write {
+	var batch []*write
+	rows := 0
+	add := func(w *write) {
+		batch, rows = append(batch, w), rows+w.rows
+		arrived(w)
+	}
+	add(first)
 drain:
 	for rows < c.batch {
 		select {
@@ -351,12 +359,13 @@ drain:
 	return batch
 }
 
-// commit runs the batch's writes in one transaction and answers each
-// caller. A replicated change went to the standby's feed as it committed;
-// in sync mode the callers are answered once the standby applied it (or the
-// wait gave up), off the writer's goroutine so the next batch goes on.
-func (c *committer) commit(batch []*write) {
-	results, change := c.runBatch(batch)
+// commit gathers a batch from first, commits it in one transaction and
+// answers each caller; it returns the batch. A replicated change went to
+// the standby's feed as it committed; in sync mode the callers are answered
+// once the standby applied it (or the wait gave up), off the writer's
+// goroutine so the next batch goes on.
+func (c *committer) commit(first *write, gather gatherFunc) []*write {
+	batch, results, change := c.runBatch(first, gather)
 	answer := func() {
 		for i, err := range results {
 			batch[i].done <- err
@@ -364,39 +373,99 @@ func (c *committer) commit(batch []*write) {
 	}
 	if change == nil {
 		answer()
-		return
+		return batch
 	}
 	if await := c.repl.awaitFunc(); await != nil {
 		go func() {
 			await(change.Number)
 			answer()
 		}()
-		return
+		return batch
 	}
 	answer()
+	return batch
 }
 
-// runBatch commits the batch and returns each write's outcome. A write that
-// fails (a duplicate id, an operation already terminal) gets its error, and
-// the batch runs again without it in a fresh transaction: failures are rare,
-// so the common path pays for no savepoints. When begin, the chain heads or
-// the commit fail, every remaining write gets that error: none of it is on disk.
-func (c *committer) runBatch(batch []*write) ([]error, *Change) {
-	results := make([]error, len(batch))
+// runBatch gathers a batch from first and returns each write's outcome,
+// with the change it made when the store replicates. Each write runs as it
+// arrives, in a transaction begun for the first: the SQL of the writes
+// already there overlaps the time their neighbours' callers take to come
+// back, where the writer used to wait idle (about 15% of its time at 64
+// callers). The transaction's write lock is held meanwhile, at most delay
+// longer than before; readers are not blocked (WAL).
+//
+// A write that fails (a duplicate id, an operation already terminal) gets
+// its error; the writes after it are gathered but not run, and the batch
+// runs again without it in a fresh transaction (retry): failures are rare,
+// so the common path pays for no savepoints. When the chain heads or the
+// commit fail, every write that ran gets that error: none of it is on disk.
+func (c *committer) runBatch(first *write, gather gatherFunc) ([]*write, []error, *Change) {
 	if err := c.check(); err != nil {
-		for i := range results {
-			results[i] = err
-		}
-		return results, nil
+		return failAll(gather(first, func(*write) {}), err)
 	}
+	wtx, err := c.begin()
+	if err != nil {
+		return failAll(gather(first, func(*write) {}), err)
+	}
+	defer wtx.tx.Rollback() // a no-op after Commit
 	standby := c.repl.standby.Load()
-	var run []int // the writes still to commit
-	for i, w := range batch {
-		results[i] = w.ctx.Err() // the caller gave up before its turn: nothing written
-		if results[i] == nil && standby && !w.standbyOK {
-			results[i] = ErrStandby
+	var results []error
+	ran, failed := 0, false
+	batch := gather(first, func(w *write) {
+		err := refusal(w, standby)
+		if err == nil && !failed {
+			ran++
+			err = w.fn(wtx)
+			failed = err != nil
 		}
-		if results[i] == nil {
+		results = append(results, err)
+	})
+	switch {
+	case failed:
+		wtx.tx.Rollback()
+		return batch, results, c.retry(batch, results)
+	case ran == 0:
+		return batch, results, nil
+	}
+	change, err := c.finish(wtx)
+	if err != nil {
+		for i := range results {
+			if results[i] == nil {
+				results[i] = err
+			}
+		}
+	}
+	return batch, results, change
+}
+
+// refusal is why w is not run: its caller gave up before its turn, or the
+// store is a standby's copy and w is not a standby's write.
+func refusal(w *write, standby bool) error {
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	if standby && !w.standbyOK {
+		return ErrStandby
+	}
+	return nil
+}
+
+// failAll answers every write of batch with err.
+func failAll(batch []*write, err error) ([]*write, []error, *Change) {
+	results := make([]error, len(batch))
+	for i := range results {
+		results[i] = err
+	}
+	return batch, results, nil
+}
+
+// retry commits the writes of batch whose results are still nil, after one
+// of the batch failed: each attempt runs them in a fresh transaction, and
+// a write that fails again gets its error and leaves the next attempt.
+func (c *committer) retry(batch []*write, results []error) *Change {
+	var run []int
+	for i, err := range results {
+		if err == nil {
 			run = append(run, i)
 		}
 	}
@@ -406,16 +475,12 @@ func (c *committer) runBatch(batch []*write) ([]error, *Change) {
 			for _, i := range run {
 				results[i] = err
 			}
-			if err != nil {
-				return results, nil
-			}
-			c.commits.Add(1)
-			return results, change
+			return change
 		}
 		results[run[failed]] = err
 		run = append(run[:failed], run[failed+1:]...)
 	}
-	return results, nil
+	return nil
 }
 
 // tryBatch runs the writes run indexes in one transaction. It returns the
@@ -423,34 +488,50 @@ func (c *committer) runBatch(batch []*write) ([]error, *Change) {
 // committed), or -1 with the outcome of the commit and, when the store
 // replicates, the change the batch made.
 func (c *committer) tryBatch(batch []*write, run []int) (int, *Change, error) {
-	ctx := context.Background() // the batch is shared: no caller's ctx may cancel it
-	tx, err := c.conn.BeginTx(ctx, nil)
+	wtx, err := c.begin()
 	if err != nil {
-		return -1, nil, fmt.Errorf("begin: %w", err)
+		return -1, nil, err
 	}
-	defer tx.Rollback() // a no-op after Commit
-	wtx := &writeTx{tx: tx, ctx: ctx, heads: map[string]chainHead{}, stmts: c.stmts, bound: map[*sql.Stmt]*sql.Stmt{},
-		recording: c.repl.enabled.Load()}
+	defer wtx.tx.Rollback() // a no-op after Commit
 	for pos, i := range run {
 		if err := batch[i].fn(wtx); err != nil {
 			return pos, nil, err
 		}
 	}
+	change, err := c.finish(wtx)
+	return -1, change, err
+}
+
+// begin starts a batch's transaction on the writer's connection.
+func (c *committer) begin() (*writeTx, error) {
+	ctx := context.Background() // the batch is shared: no caller's ctx may cancel it
+	tx, err := c.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	return &writeTx{tx: tx, ctx: ctx, heads: map[string]chainHead{}, stmts: c.stmts, bound: map[*sql.Stmt]*sql.Stmt{},
+		recording: c.repl.enabled.Load()}, nil
+}
+
+// finish saves the batch's chain heads and commits it, returning the
+// change it made when the store replicates.
+func (c *committer) finish(wtx *writeTx) (*Change, error) {
 	if err := saveHeads(wtx); err != nil {
-		return -1, nil, err
+		return nil, err
 	}
 	change, err := numberChange(wtx)
 	if err != nil {
-		return -1, nil, err
+		return nil, err
 	}
 	if change != nil {
 		c.repl.committing(*change)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := wtx.tx.Commit(); err != nil {
 		if change != nil {
 			c.repl.withdraw(*change)
 		}
-		return -1, nil, fmt.Errorf("commit: %w", err)
+		return nil, fmt.Errorf("commit: %w", err)
 	}
-	return -1, change, nil
+	c.commits.Add(1)
+	return change, nil
 }

@@ -77,7 +77,7 @@ func TestFailedWriteLeavesTheRestOfItsBatch(t *testing.T) {
 	require.NoError(t, err)
 
 	batch := []*write{enqueueWrite(s, msg(2)), enqueueWrite(s, msg(1)), enqueueWrite(s, msg(3))}
-	s.writer.commit(batch)
+	commitGiven(s, batch)
 	require.NoError(t, <-batch[0].done)
 	require.ErrorContains(t, <-batch[1].done, "UNIQUE")
 	require.NoError(t, <-batch[2].done)
@@ -93,7 +93,7 @@ func TestCancelledWriteIsNotWritten(t *testing.T) {
 	cancel()
 	cancelled.ctx = ctx
 	batch := []*write{cancelled, enqueueWrite(s, msg(2))}
-	s.writer.commit(batch)
+	commitGiven(s, batch)
 	require.ErrorIs(t, <-batch[0].done, context.Canceled)
 	require.NoError(t, <-batch[1].done)
 	_, err := s.Get(context.Background(), msg(1).ID)
@@ -107,7 +107,7 @@ func TestFailedCommitFailsEveryCaller(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
 	require.NoError(t, s.writer.conn.Close()) // the file is gone from under the writer
 	batch := []*write{enqueueWrite(s, msg(1)), enqueueWrite(s, msg(2))}
-	s.writer.commit(batch)
+	commitGiven(s, batch)
 	for _, w := range batch {
 		require.ErrorIs(t, <-w.done, sql.ErrConnDone)
 	}
@@ -120,6 +120,44 @@ func TestClosedStoreRefusesWrites(t *testing.T) {
 	require.NoError(t, s.Close())
 	_, err := s.Enqueue(context.Background(), msg(1))
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+// The writer runs each write as it joins the batch, not once the batch is
+// gathered: its SQL overlaps the wait for the rest.
+func TestWritesRunAsTheyJoinTheBatch(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), nil)
+	var ran []int
+	counted := func(n int, m NewMessage) *write {
+		w := enqueueWrite(s, m)
+		fn := w.fn
+		w.fn = func(tx *writeTx) error { ran = append(ran, n); return fn(tx) }
+		return w
+	}
+	batch := []*write{counted(1, msg(1)), counted(2, msg(2))}
+	var ranBeforeSecond []int
+	s.writer.commit(batch[0], func(first *write, arrived func(*write)) []*write {
+		arrived(first)
+		ranBeforeSecond = append(ranBeforeSecond, ran...)
+		arrived(batch[1])
+		return batch
+	})
+	require.Equal(t, []int{1}, ranBeforeSecond, "the first write ran before the second joined")
+	for _, w := range batch {
+		require.NoError(t, <-w.done)
+	}
+	require.Equal(t, int64(1), s.Commits(), "both writes shared one commit")
+	requireChain(t, s, 2)
+}
+
+// commitGiven commits batch as one batch, its writes joining in order.
+func commitGiven(s *Store, batch []*write) {
+	s.writer.commit(batch[0], func(_ *write, arrived func(*write)) []*write {
+		for _, w := range batch {
+			arrived(w)
+		}
+		return batch
+	})
 }
 
 // enqueueWrite is the write Enqueue hands the writer, for driving a batch by hand.
