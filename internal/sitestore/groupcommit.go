@@ -209,7 +209,7 @@ type committer struct {
 	expected int
 	// commits counts committed batches.
 	commits atomic.Int64
-	// check runs before every batch; its error fails the batch unwritten
+	// check runs before every commit; its error fails the batch unwritten
 	// (the store file was removed or replaced).
 	check func() error
 }
@@ -397,12 +397,10 @@ func (c *committer) commit(first *write, gather gatherFunc) []*write {
 // A write that fails (a duplicate id, an operation already terminal) gets
 // its error; the writes after it are gathered but not run, and the batch
 // runs again without it in a fresh transaction (retry): failures are rare,
-// so the common path pays for no savepoints. When the chain heads or the
-// commit fail, every write that ran gets that error: none of it is on disk.
+// so the common path pays for no savepoints. When the file check, the
+// chain heads or the commit fail, every write that ran gets that error:
+// none of it is on disk.
 func (c *committer) runBatch(first *write, gather gatherFunc) ([]*write, []error, *Change) {
-	if err := c.check(); err != nil {
-		return failAll(gather(first, func(*write) {}), err)
-	}
 	wtx, err := c.begin()
 	if err != nil {
 		return failAll(gather(first, func(*write) {}), err)
@@ -514,8 +512,14 @@ func (c *committer) begin() (*writeTx, error) {
 }
 
 // finish saves the batch's chain heads and commits it, returning the
-// change it made when the store replicates.
+// change it made when the store replicates. It first checks that the file
+// is still the one the store opened, right before the commit: a batch
+// gathers for up to delay, and a write that joined it after the file was
+// removed or replaced would otherwise commit into the lost file.
 func (c *committer) finish(wtx *writeTx) (*Change, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
 	if err := saveHeads(wtx); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/hlc"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
 )
 
 // requireChain checks every buffered row links to the one before it, in HLC
@@ -148,6 +149,29 @@ func TestWritesRunAsTheyJoinTheBatch(t *testing.T) {
 	}
 	require.Equal(t, int64(1), s.Commits(), "both writes shared one commit")
 	requireChain(t, s, 2)
+}
+
+// The store file is replaced while a batch gathers: the batch commits
+// nothing, and every caller hears why, also the one that joined before
+// the file went. Committed, their writes would be in the lost file.
+func TestBatchFailsWhenItsFileIsReplacedWhileItGathers(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "site.db")
+	s := openTest(t, path, nil)
+	batch := []*write{enqueueWrite(s, msg(1)), enqueueWrite(s, msg(2))}
+	s.writer.commit(batch[0], func(first *write, arrived func(*write)) []*write {
+		arrived(first)
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			require.NoError(t, os.Remove(path+suffix))
+		}
+		require.NoError(t, os.WriteFile(path, nil, 0o644))
+		arrived(batch[1])
+		return batch
+	})
+	for _, w := range batch {
+		require.ErrorIs(t, <-w.done, sqlitedb.ErrReplaced)
+	}
+	require.Zero(t, s.Commits())
 }
 
 // commitGiven commits batch as one batch, its writes joining in order.
