@@ -371,16 +371,14 @@ func (c *committer) commit(first *write, gather gatherFunc) []*write {
 			batch[i].done <- err
 		}
 	}
-	if change == nil {
-		answer()
-		return batch
-	}
-	if await := c.repl.awaitFunc(); await != nil {
-		go func() {
-			await(change.Number)
-			answer()
-		}()
-		return batch
+	if change != nil {
+		if await := c.repl.awaitFunc(); await != nil {
+			go func() {
+				await(change.Number)
+				answer()
+			}()
+			return batch
+		}
 	}
 	answer()
 	return batch
