@@ -151,7 +151,7 @@ func apiServer(opts Options, h http.Handler) (*http.Server, error) {
 func daemonHandler(c *site.Client, store *sitestore.Store, tc client.Client, fwd *Forwarder, role siteRole, api APIOptions, metricsNeedToken bool, log *zap.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", NewAPI(c, api, log.Named("api")))
-	registry := newMetricsRegistry(store, fwd.handoffs, time.Now)
+	registry := newMetricsRegistry(store, fwd, time.Now)
 	registry.MustRegister(role.collectors()...)
 	var metrics http.Handler = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	if metricsNeedToken {
@@ -159,7 +159,7 @@ func daemonHandler(c *site.Client, store *sitestore.Store, tc client.Client, fwd
 	}
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", healthz)
-	mux.HandleFunc("GET /readyz", readyz(store, tc, role))
+	mux.HandleFunc("GET /readyz", readyz(store, tc, fwd, role))
 	return mux
 }
 

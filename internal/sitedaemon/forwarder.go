@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +60,17 @@ type Forwarder struct {
 	// rescheduledAt is when rows ahead of the clock were last looked for:
 	// once a forward interval, not at every sweep.
 	rescheduledAt time.Time
+	// waiting is central's latest refusal that a later state of central
+	// cures (centralNotReady); nil once a hand-off went through after it.
+	waiting atomic.Pointer[centralWait]
+}
+
+// centralWait is a pass in which central refused hand-offs it can accept
+// once it is set up.
+type centralWait struct {
+	rows   int
+	reason string
+	at     time.Time
 }
 
 // NewForwarder returns a forwarder over store; reg gives cached calls their
@@ -138,8 +151,32 @@ func (f *Forwarder) Sweep(ctx context.Context) (unreachable bool, err error) {
 	if ctx.Err() == nil {
 		f.recordFailures(ctx, s.failed)
 		f.parkRefused(ctx, s.refused)
+		f.noteCentralReadiness(s)
 	}
 	return s.unreachable != "", errors.Join(readErr, settleErr)
+}
+
+// noteCentralReadiness remembers why central refused hand-offs in this
+// sweep, or forgets it once a hand-off went through with none refused.
+func (f *Forwarder) noteCentralReadiness(s *sweep) {
+	switch {
+	case s.notReady > 0:
+		f.waiting.Store(&centralWait{rows: s.notReady, reason: s.notReadyReason, at: f.now()})
+	case s.acked:
+		f.waiting.Store(nil)
+	}
+}
+
+// WaitingForCentral says why hand-offs wait for central to be set up
+// (missing search attributes, namespace or permission), or "" when they do
+// not. A refusal older than two forward intervals is forgotten: its rows
+// have been tried again since, so nothing refused them any more.
+func (f *Forwarder) WaitingForCentral() string {
+	w := f.waiting.Load()
+	if w == nil || f.now().Sub(w.at) > 2*f.opts.Interval+f.opts.CallTimeout {
+		return ""
+	}
+	return fmt.Sprintf("%s; %d operation(s) refused in the last pass, each tried again every %s", w.reason, w.rows, f.opts.Interval)
 }
 
 // rescheduleAhead makes due the rows a wall clock that ran ahead scheduled
@@ -177,6 +214,11 @@ type sweep struct {
 	failed      map[string]string // row id → why its hand-off failed
 	refused     map[string]string // row id → why central refused it for good
 	unreachable string
+	// notReady counts the rows central refused for a reason a later state
+	// of central cures (centralNotReady); notReadyReason is one of them.
+	notReady       int
+	notReadyReason string
+	acked          bool
 }
 
 // feed reads the due rows a page at a time and gives them to the workers,
@@ -207,6 +249,9 @@ func (s *sweep) handOffRows() {
 		err := s.f.handOff(s.ctx, m)
 		s.f.countHandoff(m.Category, err)
 		if err == nil {
+			s.mu.Lock()
+			s.acked = true
+			s.mu.Unlock()
 			s.acks <- m
 			continue
 		}
@@ -229,6 +274,10 @@ func (s *sweep) noteFailure(id string, err error) {
 		s.stop()
 	case isRefused(err):
 		s.refused[id] = err.Error()
+	case centralNotReady(err):
+		s.notReady++
+		s.failed[id] = notReadyReason(err)
+		s.notReadyReason = s.failed[id]
 	default:
 		s.failed[id] = err.Error()
 	}
@@ -299,6 +348,8 @@ func (f *Forwarder) countHandoff(category string, err error) {
 	switch {
 	case isRefused(err):
 		outcome = handoffRefused
+	case centralNotReady(err):
+		outcome = handoffWaiting
 	case err != nil:
 		outcome = handoffFailed
 	}
@@ -316,12 +367,55 @@ func isUnreachable(err error) bool {
 // hand it off.
 var errUnreadable = errors.New("buffered row cannot be read")
 
-// isRefused reports a hand-off that can never succeed: central refused the
-// request itself (a payload over its size limit, an invalid argument), or
-// the row cannot be read.
+// isRefused reports a hand-off that can never succeed because of the item
+// itself: the row cannot be read, or Temporal refused it as over one of its
+// size or length limits (payload, memo, workflow id, a search attribute's
+// value). Every other refusal may be cured by central (centralNotReady).
 func isRefused(err error) bool {
 	var invalid *serviceerror.InvalidArgument
-	return errors.As(err, &invalid) || errors.Is(err, errUnreadable)
+	if errors.Is(err, errUnreadable) {
+		return true
+	}
+	if !errors.As(err, &invalid) {
+		return false
+	}
+	msg := strings.ToLower(invalid.Error())
+	return strings.Contains(msg, "exceeds") || strings.Contains(msg, "too long") || strings.Contains(msg, "too large")
+}
+
+// centralNotReady reports a refusal that a later state of central cures:
+// Outpost's search attributes not registered yet (no `outpost central` has
+// run on the namespace), the namespace missing, the site's credentials not
+// allowed yet, or any other invalid-request answer that is not about the
+// item. Such rows are retried at the forward interval, like an unreachable
+// central, never parked: parking them stranded work until someone noticed.
+func centralNotReady(err error) bool {
+	var invalid *serviceerror.InvalidArgument
+	var noNamespace *serviceerror.NamespaceNotFound
+	var denied *serviceerror.PermissionDenied
+	var precondition *serviceerror.FailedPrecondition
+	return (errors.As(err, &invalid) && !isRefused(err)) || errors.As(err, &noNamespace) ||
+		errors.As(err, &denied) || errors.As(err, &precondition)
+}
+
+// notReadyReason says why central refused a hand-off it can accept later,
+// and what cures it.
+func notReadyReason(err error) string {
+	var noNamespace *serviceerror.NamespaceNotFound
+	var denied *serviceerror.PermissionDenied
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "search attribute"):
+		return "central refused the hand-off: " + msg + " (Outpost's search attributes are not registered in the namespace: " +
+			"start `outpost central` once, which registers them; the site retries on its own)"
+	case errors.As(err, &noNamespace):
+		return "central refused the hand-off: " + msg + " (create the namespace named by temporal.namespace, " +
+			"or fix the name; the site retries on its own)"
+	case errors.As(err, &denied):
+		return "central refused the hand-off: " + msg + " (the site's Temporal credentials may not start workflows " +
+			"in this namespace: grant them; the site retries on its own)"
+	}
+	return "central refused the hand-off: " + msg + " (the site retries on its own)"
 }
 
 // parkRefused parks on the site the rows central refused for good, so they

@@ -3,6 +3,7 @@ package sitedaemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,9 +12,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/devserver"
@@ -21,6 +25,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/workers"
 )
 
 // bufferNotifications commits n notifications to a fresh site store, with
@@ -226,4 +231,82 @@ func TestSweepParksWhatCentralRefusesForGood(t *testing.T) {
 	require.Equal(t, contract.StatusParked, st.Status)
 	require.Contains(t, st.LastError, "central refused it for good")
 	require.Nil(t, st.NextAttemptAt)
+}
+
+// A site started before any central worker on a fresh namespace: Temporal
+// refuses the hand-off ("no mapping defined for search attribute"), which
+// is not the notification's fault. The row is retried at the forward
+// interval, never parked; /readyz's reason and the waiting metric say what
+// is wrong and what cures it; once central registers the attributes the
+// next pass hands it off and the reason clears.
+func TestSweepRetriesWhatCentralAcceptsOnceSetUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startDevServer(t)
+	const namespace = "fresh"
+	_, err := srv.Client().WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: namespace, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	})
+	require.NoError(t, err)
+	tc, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: namespace})
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	store, ids := bufferNotifications(t, 1)
+	fwd := testForwarder(store, tc, t, patientCall)
+	fwd.opts.Interval = 100 * time.Millisecond
+
+	// The namespace may be unknown to the frontend for a moment (also a
+	// wait for central); then the missing search attributes answer.
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		_, err := fwd.Sweep(ctx)
+		require.NoError(t, err)
+		if strings.Contains(fwd.WaitingForCentral(), "search attribute") {
+			return true
+		}
+		return false
+	}, func() string { return "a refusal for the missing search attributes; last: " + fwd.WaitingForCentral() })
+	require.Contains(t, fwd.WaitingForCentral(), "start `outpost central` once")
+	require.Zero(t, fwd.handoffCount(t, handoffRefused), "nothing is parked")
+	require.GreaterOrEqual(t, fwd.handoffCount(t, handoffWaiting), 1.0)
+	row, err := store.Get(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, contract.StatusRetrying, row.Status, "retried at the forward interval, not parked")
+	require.Contains(t, row.LastError, "no mapping defined for search attribute")
+
+	require.NoError(t, workers.EnsureSearchAttributes(ctx, tc, namespace, zaptest.NewLogger(t)))
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		time.Sleep(fwd.opts.Interval)
+		_, err := fwd.Sweep(ctx)
+		require.NoError(t, err)
+		_, err = store.Get(ctx, ids[0])
+		return errors.Is(err, sitestore.ErrNotFound)
+	}, func() string { return "the hand-off once the search attributes exist; waiting: " + fwd.WaitingForCentral() })
+	require.Empty(t, fwd.WaitingForCentral(), "a hand-off went through: nothing waits for central")
+	require.Equal(t, 1.0, fwd.handoffCount(t, handoffAcked))
+}
+
+// Only a refusal about the item itself parks it; one a later central cures
+// is retried. The messages are Temporal's own.
+func TestRefusalsAreToldApart(t *testing.T) {
+	t.Parallel()
+	item := []error{
+		serviceerror.NewInvalidArgument("Blob data size exceeds limit."),
+		serviceerror.NewInvalidArgument("WorkflowId length exceeds limit."),
+		serviceerror.NewInvalidArgument("Memo size exceeds limit."),
+		fmt.Errorf("decode: %w", errUnreadable),
+	}
+	for _, err := range item {
+		require.True(t, isRefused(err), "%v is about the item", err)
+		require.False(t, centralNotReady(err), "%v", err)
+	}
+	curable := []error{
+		serviceerror.NewInvalidArgument("no mapping defined for search attribute OutpostKind for index temporal_visibility_v1"),
+		serviceerror.NewNamespaceNotFound("fresh"),
+		serviceerror.NewPermissionDenied("Request unauthorized.", ""),
+		serviceerror.NewFailedPrecondition("Namespace is not active."),
+	}
+	for _, err := range curable {
+		require.False(t, isRefused(err), "%v is not about the item", err)
+		require.True(t, centralNotReady(err), "%v", err)
+	}
 }

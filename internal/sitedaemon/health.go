@@ -18,6 +18,10 @@ type Readiness struct {
 	// Central is "reachable" or why not. A site stays ready while central
 	// is unreachable: it keeps accepting work and buffers it.
 	Central string `json:"central"`
+	// Handoff is "ok", or why central refuses hand-offs it will accept once
+	// it is set up (search attributes, namespace, permission) and what cures
+	// it. The site stays ready: the rows are retried at the forward interval.
+	Handoff string `json:"handoff"`
 	// Role is "active"; "waiting: site held by …" while another daemon
 	// with this site id acts for the site (siteHold); or "standby: the
 	// active node is …" on a pair's standby (pair). Not ready unless
@@ -33,13 +37,16 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 
 // readyz answers 200 when the site can accept work (it acts for the site and
 // its store answers) and 503 when it cannot; either way it says whether
-// central is reachable.
-func readyz(store *sitestore.Store, tc client.Client, role siteRole) http.HandlerFunc {
+// central is reachable and whether it accepts the hand-offs.
+func readyz(store *sitestore.Store, tc client.Client, fwd *Forwarder, role siteRole) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		active, described := role.describe()
-		rd := Readiness{Ready: active, Store: "ok", Central: "reachable", Role: described}
+		rd := Readiness{Ready: active, Store: "ok", Central: "reachable", Handoff: "ok", Role: described}
+		if waiting := fwd.WaitingForCentral(); waiting != "" {
+			rd.Handoff = waiting
+		}
 		if err := store.Ping(ctx); err != nil {
 			rd.Ready, rd.Store = false, err.Error()
 		}

@@ -19,6 +19,10 @@ const (
 	// handoffRefused is a hand-off central refused for good: the row is
 	// parked on the site.
 	handoffRefused = "refused"
+	// handoffWaiting is a hand-off central refused until it is set up
+	// (search attributes, namespace, permission): retried at the forward
+	// interval.
+	handoffWaiting = "waiting_for_central"
 )
 
 // newHandoffCounter counts hand-offs to central by category and outcome:
@@ -26,17 +30,27 @@ const (
 func newHandoffCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outpost_site_handoffs_total",
-		Help: "Hand-offs of buffered operations to central (workflow starts), by category and outcome (acked, failed).",
+		Help: "Hand-offs of buffered operations to central (workflow starts), by category and outcome (acked; failed; waiting_for_central, refused until central is set up, retried; refused, parked on the site).",
 	}, []string{"category", "outcome"})
 }
 
 // newMetricsRegistry gathers the site's metrics: the store's state and its
 // air-gap transfers, read on every scrape, the hand-off counter, and the Go
 // process.
-func newMetricsRegistry(store *sitestore.Store, handoffs *prometheus.CounterVec, now func() time.Time) *prometheus.Registry {
+func newMetricsRegistry(store *sitestore.Store, fwd *Forwarder, now func() time.Time) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(handoffs, &storeCollector{store: store, now: now, ages: ageWatch{seen: map[string]firstSeen{}}}, &airgapCollector{store: store})
+	reg.MustRegister(fwd.handoffs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "outpost_site_handoff_waiting_for_central",
+		Help: "1 while central refuses hand-offs it will accept once it is set up (search attributes not registered, " +
+			"namespace missing, permission denied): the rows are retried at the forward interval; /readyz says why.",
+	}, func() float64 {
+		if fwd.WaitingForCentral() != "" {
+			return 1
+		}
+		return 0
+	}))
+	reg.MustRegister(&storeCollector{store: store, now: now, ages: ageWatch{seen: map[string]firstSeen{}}}, &airgapCollector{store: store})
 	return reg
 }
 
@@ -46,6 +60,9 @@ var (
 	bufferOldestDesc = prometheus.NewDesc("outpost_site_buffer_oldest_age_seconds",
 		"Age of the oldest buffered operation, by category: by the wall clock, and never less than this daemon "+
 			"has seen it waiting (so a clock set back does not read 0).", []string{"category"}, nil)
+	parkedOnSiteDesc = prometheus.NewDesc("outpost_site_parked_on_site",
+		"Operations parked on the site because central refused their hand-off for good (over a size limit), by category: "+
+			"'outpost parked list' shows them and 'outpost parked retry' requeues them.", []string{"category"}, nil)
 	notificationBacklogDesc = prometheus.NewDesc("outpost_site_notification_backlog",
 		"Notifications not yet acknowledged by central (the site-to-central leg).", nil, nil)
 	trackingRowsDesc = prometheus.NewDesc("outpost_site_tracking_rows",
@@ -70,7 +87,7 @@ type storeCollector struct {
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{bufferDepthDesc, bufferOldestDesc, notificationBacklogDesc,
+	for _, d := range []*prometheus.Desc{bufferDepthDesc, bufferOldestDesc, parkedOnSiteDesc, notificationBacklogDesc,
 		trackingRowsDesc, telemetryBacklogDesc, telemetryLagDesc, storeCommitsDesc, clockLeadDesc} {
 		ch <- d
 	}
@@ -112,6 +129,7 @@ func (c *storeCollector) collectBuffer(ctx context.Context, ch chan<- prometheus
 	notifications := 0
 	for _, st := range stats {
 		ch <- prometheus.MustNewConstMetric(bufferDepthDesc, prometheus.GaugeValue, float64(st.Depth), st.Category)
+		ch <- prometheus.MustNewConstMetric(parkedOnSiteDesc, prometheus.GaugeValue, float64(st.Parked), st.Category)
 		ch <- prometheus.MustNewConstMetric(bufferOldestDesc, prometheus.GaugeValue, c.ages.seconds("buffer/"+st.Category, now, st.Oldest), st.Category)
 		if st.Category == contract.KindNotification {
 			notifications = st.Depth

@@ -8,9 +8,11 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
@@ -27,7 +29,7 @@ func TestOldestAgeGrowsAfterTheClockIsSetBack(t *testing.T) {
 	_, err = store.Enqueue(ctx, sitestore.NewMessage{ID: "n-1", Category: contract.KindNotification, Target: "ops", Payload: []byte("{}")})
 	require.NoError(t, err)
 
-	reg := newMetricsRegistry(store, newHandoffCounter(), time.Now)
+	reg := newMetricsRegistry(store, NewForwarder(store, targets.New(nil, nil), nil, ForwarderOptions{}, zap.NewNop()), time.Now)
 	gather := func() map[string]*dto.MetricFamily {
 		families, err := reg.Gather()
 		require.NoError(t, err)

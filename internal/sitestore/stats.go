@@ -13,11 +13,15 @@ type BufferStat struct {
 	Depth    int
 	// Oldest is when the oldest buffered row was created.
 	Oldest time.Time
+	// Parked counts the rows parked on the site: central refused their
+	// hand-off for good (ParkUnforwardable) and they wait for an operator.
+	Parked int
 }
 
-// BufferStats counts buffered rows per category, with the oldest of each.
+// BufferStats counts buffered rows per category, with the oldest of each
+// and how many are parked on the site.
 func (s *Store) BufferStats(ctx context.Context) ([]BufferStat, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT category, count(*), min(created_at) FROM buffer GROUP BY category ORDER BY category`)
+	rows, err := s.db.QueryContext(ctx, `SELECT category, count(*), min(created_at), sum(status = 'Parked') FROM buffer GROUP BY category ORDER BY category`)
 	if err != nil {
 		return nil, fmt.Errorf("buffer stats: %w", err)
 	}
@@ -26,7 +30,7 @@ func (s *Store) BufferStats(ctx context.Context) ([]BufferStat, error) {
 	for rows.Next() {
 		var st BufferStat
 		var oldest int64
-		if err := rows.Scan(&st.Category, &st.Depth, &oldest); err != nil {
+		if err := rows.Scan(&st.Category, &st.Depth, &oldest, &st.Parked); err != nil {
 			return nil, fmt.Errorf("buffer stats: %w", err)
 		}
 		st.Oldest = time.Unix(0, oldest).UTC()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // FreePort returns a loopback TCP port for a server the test starts, and
@@ -85,5 +86,18 @@ func SkipIfShort(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a Temporal dev server: run without -short")
+	}
+}
+
+// WaitFor polls cond every 200 ms until it holds; what describes the wait
+// when it times out.
+func WaitFor(t testing.TB, timeout time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
