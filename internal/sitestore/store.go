@@ -240,6 +240,13 @@ var migrations = []string{
 		epoch         INTEGER NOT NULL DEFAULT 0
 	);
 	INSERT INTO replication (id) VALUES (1);`,
+	// 9: rows parked on the site by earlier versions are tried once more:
+	// those versions also parked hand-offs central accepts once it is set
+	// up (search attributes registered, namespace created). A row central
+	// still refuses for good is parked again by the next pass. The index
+	// finds what is parked on the site (ListParkedOnSite).
+	`UPDATE buffer SET status = 'Retrying', handed_off = 0, next_attempt_at = 0 WHERE status = 'Parked';
+	CREATE INDEX buffer_parked ON buffer (created_at) WHERE status = 'Parked';`,
 }
 
 // Open opens (creating if needed) the site store at path.
@@ -622,9 +629,49 @@ func (s *Store) ClockLead(ctx context.Context, now time.Time) (time.Duration, er
 	return max(0, time.Duration(ts.Physical-now.UnixMilli())*time.Millisecond), nil
 }
 
+// ListParkedOnSite returns the rows parked on the site (ParkUnforwardable),
+// oldest first.
+func (s *Store) ListParkedOnSite(ctx context.Context) ([]Message, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+messageColumns+` FROM buffer WHERE status = ? ORDER BY created_at`,
+		string(contract.StatusParked))
+	if err != nil {
+		return nil, fmt.Errorf("list rows parked on the site: %w", err)
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list rows parked on the site: %w", err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// RequeueParked makes a row parked on the site due for hand-off again at
+// at, with note before its last error: an operator removed the cause.
+// ErrNotFound when id is not parked on the site.
+func (s *Store) RequeueParked(ctx context.Context, id string, at time.Time, note string) error {
+	var n int64
+	err := s.inTx(ctx, "requeue "+id, func(tx *writeTx) (err error) {
+		n, err = tx.execCount(`UPDATE buffer SET status = ?, handed_off = 0, next_attempt_at = ?, last_error = ? || last_error
+			WHERE message_id = ? AND status = ?`, string(contract.StatusPending), at.UnixNano(), note+"; before: ", id,
+			string(contract.StatusParked))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%s is not parked on this site: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
 // ParkUnforwardable parks a row central refused for good: marked Parked and
 // handed off, so the forwarder skips it and it stays, counted and readable,
-// until an operator removes the cause.
+// until an operator removes the cause and requeues it (RequeueParked).
 func (s *Store) ParkUnforwardable(ctx context.Context, id string, at time.Time, reason string) error {
 	return s.inTx(ctx, "park "+id, func(tx *writeTx) error {
 		_, err := tx.exec(`UPDATE buffer SET status = ?, handed_off = 1, last_error = ?, last_attempt_at = ?

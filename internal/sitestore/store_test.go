@@ -170,3 +170,54 @@ func TestStoreIDIsTheFilesOwn(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, id, other)
 }
+
+// A row parked on the site is listed, and an operator's requeue makes it
+// due again with its history kept; a row not parked cannot be requeued.
+func TestParkedOnSiteIsListedAndRequeued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), func() time.Time { return t0 })
+	_, err := s.Enqueue(ctx, msg(0), msg(1))
+	require.NoError(t, err)
+	require.NoError(t, s.ParkUnforwardable(ctx, "m-000", t0, "central refused it for good: Blob data size exceeds limit."))
+
+	parked, err := s.ListParkedOnSite(ctx)
+	require.NoError(t, err)
+	require.Len(t, parked, 1)
+	require.Equal(t, "m-000", parked[0].ID)
+	require.Equal(t, []string{"m-001"}, dueIDs(t, s, t0), "a parked row is not handed off")
+
+	require.ErrorIs(t, s.RequeueParked(ctx, "m-001", t0, "requeued by ana"), ErrNotFound, "m-001 is not parked")
+	require.NoError(t, s.RequeueParked(ctx, "m-000", t0, "requeued by ana"))
+	m, err := s.Get(ctx, "m-000")
+	require.NoError(t, err)
+	require.Equal(t, contract.StatusPending, m.Status)
+	require.Equal(t, "requeued by ana; before: central refused it for good: Blob data size exceeds limit.", m.LastError)
+	require.ElementsMatch(t, []string{"m-000", "m-001"}, dueIDs(t, s, t0))
+	parked, err = s.ListParkedOnSite(ctx)
+	require.NoError(t, err)
+	require.Empty(t, parked)
+}
+
+// Rows an earlier version parked on the site (it also parked hand-offs
+// central accepts once set up) are due again after the upgrade.
+func TestUpgradeRequeuesRowsParkedOnTheSite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "site.db")
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	s := openTest(t, path, func() time.Time { return t0 })
+	_, err := s.Enqueue(ctx, msg(0))
+	require.NoError(t, err)
+	require.NoError(t, s.ParkUnforwardable(ctx, "m-000", t0, "central refused it for good, so it stays on the site: no mapping defined for search attribute OutpostKind"))
+	_, err = s.db.ExecContext(ctx, `DROP INDEX buffer_parked; PRAGMA user_version = 8`)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s = openTest(t, path, func() time.Time { return t0 })
+	require.Equal(t, []string{"m-000"}, dueIDs(t, s, t0))
+	m, err := s.Get(ctx, "m-000")
+	require.NoError(t, err)
+	require.Equal(t, contract.StatusRetrying, m.Status)
+}
