@@ -542,7 +542,7 @@ func TestDescribeDir(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	list, err := DescribeDir(dir, []PublicKey{pub})
+	list, err := DescribeDir(dir, VerifyOptions{TrustedKeys: []PublicKey{pub}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,6 +184,12 @@ func (im *Importer) check(ctx context.Context, b Bundle, opts ImportOptions) (Bu
 	for _, l := range b.JobLogs {
 		br.Nodes = append(br.Nodes, l.NodeID)
 	}
+	// Verified even when central has it: --verify-only is asked of this
+	// copy, which may not be the one imported.
+	report := airgap.Verify(b.Bundle, opts.Verify)
+	for _, p := range report.Problems {
+		br.Problems = append(br.Problems, p.String())
+	}
 	prior, err := im.Store.GetAirgapImport(ctx, b.BundleID)
 	switch {
 	case err == nil:
@@ -191,10 +197,6 @@ func (im *Importer) check(ctx context.Context, b Bundle, opts ImportOptions) (Bu
 		return br, nil, nil
 	case !errors.Is(err, centralstore.ErrNotFound):
 		return br, nil, err
-	}
-	report := airgap.Verify(b.Bundle, opts.Verify)
-	for _, p := range report.Problems {
-		br.Problems = append(br.Problems, p.String())
 	}
 	keep := keepVerified(b.Bundle, report)
 	if keep != nil {
