@@ -240,6 +240,14 @@ var migrations = []string{
 		epoch         INTEGER NOT NULL DEFAULT 0
 	);
 	INSERT INTO replication (id) VALUES (1);`,
+	// 9: central's record of an operation as the newest receipt carried it
+	// (central_status has its status): retry count, last attempt and
+	// delivery, and that receipt's time (Unix nanoseconds), so an older
+	// receipt acked later does not take the state back.
+	`ALTER TABLE job_log ADD COLUMN central_retry_count INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE job_log ADD COLUMN central_last_attempt_at INTEGER;
+	ALTER TABLE job_log ADD COLUMN central_delivered_at INTEGER;
+	ALTER TABLE job_log ADD COLUMN central_at INTEGER;`,
 }
 
 // Open opens (creating if needed) the site store at path.
