@@ -12,30 +12,14 @@ import (
 // describe (the store methods take them), so a change is never stored
 // without its events nor an event without its change, crash or not.
 
-// EventObserver is told of audit events once they are stored with their
-// change (central's metrics count them). It must not block.
-type EventObserver func(events ...centralstore.AuditEvent)
-
-// observe tells o of events; a nil o observes nothing.
-func (o EventObserver) observe(events ...centralstore.AuditEvent) {
-	if o != nil {
-		o(events...)
-	}
-}
-
 // AuditActivities record what workflows see and no store shows: an
 // operator's retry or discard of a parked cached call.
 type AuditActivities struct {
-	Store   *centralstore.Store
-	Observe EventObserver
+	Store *centralstore.Store
 }
 
 // AuditOperatorAction stores an operator action's event.
 func (a *AuditActivities) AuditOperatorAction(ctx context.Context, in contract.OperatorActionAudit) error {
-	e := audit.OperatorAction(in)
-	if _, err := a.Store.InsertAuditEvents(ctx, []centralstore.AuditEvent{e}); err != nil {
-		return err
-	}
-	a.Observe.observe(e)
-	return nil
+	_, err := a.Store.InsertAuditEvents(ctx, []centralstore.AuditEvent{audit.OperatorAction(in)})
+	return err
 }

@@ -11,19 +11,12 @@ import (
 // MirrorActivities keep central's site_calls mirror and audit what each
 // mirrored row shows, in the same transaction.
 type MirrorActivities struct {
-	Store   *centralstore.Store
-	Observe EventObserver
+	Store *centralstore.Store
 }
 
 // MirrorSiteCalls upserts a telemetry batch with its audit events.
 func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []contract.TrackedOperation) (int, error) {
-	events := siteCallEvents(rows)
-	n, err := a.Store.UpsertSiteCalls(ctx, rows, events...)
-	if err != nil {
-		return n, err
-	}
-	a.Observe.observe(events...)
-	return n, nil
+	return a.Store.UpsertSiteCalls(ctx, rows, siteCallEvents(rows)...)
 }
 
 // siteCallEvents is the events of every row, stale ones included: event
@@ -48,10 +41,6 @@ func (a *MirrorActivities) ResetReconcileCursor(ctx context.Context, siteID stri
 
 // MirrorReconciled upserts a reconciliation page and advances the cursor.
 func (a *MirrorActivities) MirrorReconciled(ctx context.Context, in contract.MirrorReconciledInput) error {
-	events := siteCallEvents(in.Rows)
-	if _, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor, events...); err != nil {
-		return err
-	}
-	a.Observe.observe(events...)
-	return nil
+	_, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor, siteCallEvents(in.Rows)...)
+	return err
 }

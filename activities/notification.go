@@ -32,8 +32,6 @@ type NotificationActivities struct {
 	Policy contract.RetryPolicy
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// Observe is told of the audit events stored with each change.
-	Observe EventObserver
 }
 
 func (a *NotificationActivities) now() time.Time { return utcNow(a.Now) }
@@ -86,13 +84,7 @@ func (a *NotificationActivities) record(ctx context.Context, sub contract.Notifi
 		SiteEnqueuedAt:   sub.SiteEnqueuedAt,
 		CreatedAt:        a.now(),
 	}
-	enqueued := audit.NotificationEnqueued(n)
-	row, err := a.Store.InsertNotification(ctx, n, enqueued)
-	if err != nil {
-		return centralstore.Notification{}, err
-	}
-	a.Observe.observe(enqueued)
-	return row, nil
+	return a.Store.InsertNotification(ctx, n, audit.NotificationEnqueued(n))
 }
 
 // listType is the type and type data of list, recorded with a new
@@ -197,11 +189,9 @@ func (a *NotificationActivities) deliver(ctx context.Context, row centralstore.N
 		activity.GetLogger(ctx).Warn("notification sent but not marked delivered; the workflow will record it",
 			"notification", row.NotificationID, "error", err)
 		res.Unrecorded = true
-		return res, nil
 	}
 	// A failed attempt is audited by UpdateNotification: the workflow sees
 	// every failure, timeouts included.
-	a.Observe.observe(events...)
 	return res, nil
 }
 
@@ -211,12 +201,7 @@ func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd con
 	if upd.At.IsZero() {
 		upd.At = a.now()
 	}
-	events := audit.NotificationUpdated(upd)
-	if err := a.applyUpdate(ctx, upd, events); err != nil {
-		return err
-	}
-	a.Observe.observe(events...)
-	return nil
+	return a.applyUpdate(ctx, upd, audit.NotificationUpdated(upd))
 }
 
 // applyUpdate writes upd to the row. The workflow retries a failed write

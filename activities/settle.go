@@ -19,9 +19,8 @@ import (
 // central row would stay Parked (and counted) and a call's site row and
 // buffered payload would stay forever.
 type SettleActivities struct {
-	Client  client.Client
-	Store   *centralstore.Store
-	Observe EventObserver
+	Client client.Client
+	Store  *centralstore.Store
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -76,16 +75,11 @@ func (a *SettleActivities) discardNotification(ctx context.Context, id string) (
 		LastError:     "workflow terminated before it finished, discarded by reconciliation; last error: " + row.LastError,
 		LastAttemptAt: row.LastAttemptAt, SiteID: row.SourceSiteID, At: utcNow(a.Now),
 	}
-	events := audit.NotificationUpdated(upd)
-	err = a.Store.UpdateNotificationStatus(ctx, upd, events...)
+	err = a.Store.UpdateNotificationStatus(ctx, upd, audit.NotificationUpdated(upd)...)
 	if errors.Is(err, centralstore.ErrTerminal) {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	a.Observe.observe(events...)
-	return true, nil
+	return err == nil, err
 }
 
 // callOpen reports whether central's mirror of a call is not final yet (or

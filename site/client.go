@@ -376,9 +376,10 @@ func (c *Client) Status(ctx context.Context, id string) (contract.NotificationSt
 }
 
 // receiptState answers for a notification an air-gap receipt settled
-// while central cannot be asked: the state the receipt carried.
+// while central cannot be asked: the state the newest receipt carried.
 func receiptState(id string, st sitestore.ExportState) contract.NotificationState {
-	return contract.NotificationState{NotificationID: id, Status: st.CentralStatus}
+	return contract.NotificationState{NotificationID: id, Status: st.CentralStatus, RetryCount: st.CentralRetryCount,
+		LastAttemptAt: st.CentralLastAttemptAt, DeliveredAt: st.CentralDeliveredAt}
 }
 
 func forwardingState(m sitestore.Message, exported sitestore.ExportState) contract.NotificationState {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/airgap"
 	"github.com/outpost-dev/outpost/internal/airgapsync"
 	"github.com/outpost-dev/outpost/internal/centralstore"
@@ -143,4 +144,42 @@ func cumulativeCounts(h *dto.Histogram, bounds ...float64) map[float64]uint64 {
 		}
 	}
 	return counts
+}
+
+// A bundle carrying a notification central already delivered (it came by
+// an earlier bundle, or online) gets a receipt with central's record of
+// it: status, retry count, last attempt and delivery, which the site then
+// answers with.
+func TestReceiptCarriesCentralsRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := centralstore.OpenSQLite(ctx, filepath.Join(dir, "central.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	path, _ := exportSite(t, dir, "node-a", "tank-1")
+	bundles, err := airgapsync.ReadBundles([]string{path})
+	require.NoError(t, err)
+	id := bundles[0].JobLogs[0].Entries[0].JobID
+
+	attempted := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	delivered := attempted.Add(time.Minute)
+	_, err = store.InsertNotification(ctx, centralstore.Notification{NotificationID: id, Type: contract.NotificationTypeEmail,
+		ListName: "ops", Subject: "tank-1 on node-a", Status: contract.StatusPending, SourceSiteID: "ship-7", CreatedAt: attempted})
+	require.NoError(t, err)
+	require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{NotificationID: id, Status: contract.StatusRetrying,
+		RetryCount: 1, LastError: "smtp down", LastAttemptAt: &attempted}))
+	require.NoError(t, store.MarkNotificationDelivered(ctx, id, delivered, []string{"ops@example.com"}))
+
+	im := &airgapsync.Importer{Temporal: temporalStub{}, Store: store}
+	res, err := im.Import(ctx, bundles, airgapsync.ImportOptions{Verify: airgap.VerifyOptions{AllowUnsigned: true}, By: "ana", Now: time.Now().UTC()})
+	require.NoError(t, err)
+	require.NotNil(t, res.Receipt)
+	require.Len(t, res.Receipt.Accepted, 1)
+	got := res.Receipt.Accepted[0]
+	require.Equal(t, string(contract.StatusDelivered), got.Status)
+	require.Equal(t, 1, got.RetryCount)
+	require.NotNil(t, got.DeliveredAt)
+	require.Equal(t, delivered, got.DeliveredAt.UTC())
+	require.NotNil(t, got.LastAttemptAt)
 }

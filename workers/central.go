@@ -106,11 +106,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		return nil, err
 	}
 	events := NewDeliveryEvents()
-	observe := activities.EventObserver(func(stored ...centralstore.AuditEvent) {
-		for _, e := range stored {
-			events.WithLabelValues(e.Kind, string(e.Event), string(e.Status)).Inc()
-		}
-	})
+	store.ObserveAudit(countDeliveryEvents(events))
 	policy := notificationPolicy(cfg)
 	// The build id names the workflow code's generation in every task's
 	// history, on which NotificationWorkflow branches, and in the task
@@ -127,9 +123,9 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})
 	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: contract.WorkflowPurge})
 	w.RegisterWorkflowWithOptions(workflows.LookupNotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowLookupNotification})
-	w.RegisterActivity(&activities.MirrorActivities{Store: store, Observe: observe})
-	w.RegisterActivity(&activities.AuditActivities{Store: store, Observe: observe})
-	w.RegisterActivity(&activities.SettleActivities{Client: tc, Store: store, Observe: observe})
+	w.RegisterActivity(&activities.MirrorActivities{Store: store})
+	w.RegisterActivity(&activities.AuditActivities{Store: store})
+	w.RegisterActivity(&activities.SettleActivities{Client: tc, Store: store})
 	w.RegisterActivity(&activities.PurgeActivities{Store: store, Retention: cfg.Retention})
 	if err := SeedLists(ctx, store, cfg.Lists); err != nil {
 		store.Close()
@@ -141,8 +137,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		Link: func(id string) string {
 			return operator.WebUIURL(cfg.TemporalUIURL, cfg.Namespace, contract.NotificationWorkflowID(id), "")
 		},
-		Policy:  policy,
-		Observe: observe,
+		Policy: policy,
 	})
 	page, err := startCentralHTTP(cfg, store, tc, registry, events)
 	if err != nil {

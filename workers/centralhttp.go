@@ -27,13 +27,28 @@ type centralHTTP struct {
 }
 
 // NewDeliveryEvents counts delivery attempts and outcomes by kind as central
-// records them in the audit log (at least once: an event derived again from
-// a re-sent tracking row is counted again).
+// records them in the audit log: once per audit row written (see
+// countDeliveryEvents).
 func NewDeliveryEvents() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outpost_central_delivery_events_total",
 		Help: "Delivery events recorded by central, by kind, event (Enqueued, Attempt, Terminal, OperatorRetry, OperatorDiscard) and status.",
 	}, []string{"kind", "event", "status"})
+}
+
+// countDeliveryEvents counts in events each audit row of an operation the
+// store writes (ObserveAudit tells of a row once, when it is written: an
+// event derived again from a re-sent tracking row is not). Changes to
+// lists and channels are no delivery events.
+func countDeliveryEvents(events *prometheus.CounterVec) func([]centralstore.AuditEvent) {
+	return func(stored []centralstore.AuditEvent) {
+		for _, e := range stored {
+			if e.Kind == centralstore.AuditKindList || e.Kind == centralstore.AuditKindChannel {
+				continue
+			}
+			events.WithLabelValues(e.Kind, string(e.Event), string(e.Status)).Inc()
+		}
+	}
 }
 
 func startCentralHTTP(cfg CentralOptions, store *centralstore.Store, tc client.Client,

@@ -25,7 +25,7 @@ type recorder struct {
 	events []centralstore.AuditEvent
 }
 
-func (r *recorder) observe(events ...centralstore.AuditEvent) {
+func (r *recorder) observe(events []centralstore.AuditEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, events...)
@@ -46,7 +46,8 @@ func TestCachedCallOperatorActionsAreAudited(t *testing.T) {
 	store, err := centralstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "central.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
-	env.RegisterActivity(&activities.AuditActivities{Store: store, Observe: rec.observe})
+	store.ObserveAudit(rec.observe)
+	env.RegisterActivity(&activities.AuditActivities{Store: store})
 
 	parked := callRow(contract.StatusParked, 2, "retries exhausted (2): HTTP 503")
 	delivers := []contract.TrackedOperation{parked, parked}

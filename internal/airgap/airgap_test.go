@@ -542,7 +542,7 @@ func TestDescribeDir(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	list, err := DescribeDir(dir, []PublicKey{pub})
+	list, err := DescribeDir(dir, VerifyOptions{TrustedKeys: []PublicKey{pub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,6 +646,37 @@ func TestParseHLCAcceptsOnlyWhatStringWrites(t *testing.T) {
 		}
 		if err == nil && got.String() != tt.text {
 			t.Errorf("parseHLC(%q) accepted a text String writes as %q", tt.text, got.String())
+		}
+	}
+}
+
+// A receipt's digest covers central's record of each operation it carries,
+// and a receipt with none (as every receipt written before receipts
+// carried them) keeps the digest it always had, so it still verifies.
+func TestReceiptDigestCoversCentralsRecord(t *testing.T) {
+	r := testReceipt()
+	r.ReceiptID = "5f0c1a52-3c39-4c52-9d0e-0c1d7f0a6b01"
+	if got, want := receiptDigest(r), "sha256:326d490f26df6aeb54b0fdaf09c3536930b5f5ee613bb9ed793d2d0d01505c41"; got != want {
+		t.Errorf("digest of a receipt without records: %s, want %s as before", got, want)
+	}
+	delivered := t0.Add(time.Minute)
+	r.Accepted[0].RetryCount, r.Accepted[0].DeliveredAt = 1, &delivered
+	r.Digest = receiptDigest(r)
+	if err := VerifyReceipt(r, VerifyOptions{AllowUnsigned: true}); err != nil {
+		t.Fatalf("receipt with a record: %v", err)
+	}
+	for name, tamper := range map[string]func(*Receipt){
+		"retry count":    func(r *Receipt) { r.Accepted[0].RetryCount = 0 },
+		"delivered at":   func(r *Receipt) { later := delivered.Add(time.Second); r.Accepted[0].DeliveredAt = &later },
+		"last attempt":   func(r *Receipt) { r.Accepted[1].LastAttemptAt = &delivered },
+		"record moved":   func(r *Receipt) { r.Accepted[0], r.Accepted[1] = r.Accepted[1], r.Accepted[0] },
+		"record dropped": func(r *Receipt) { r.Accepted[0].DeliveredAt = nil },
+	} {
+		tampered := r
+		tampered.Accepted = slices.Clone(r.Accepted)
+		tamper(&tampered)
+		if err := VerifyReceipt(tampered, VerifyOptions{AllowUnsigned: true}); err == nil || !strings.Contains(err.Error(), "receipt digest does not match") {
+			t.Errorf("%s changed: %v, want a digest mismatch", name, err)
 		}
 	}
 }

@@ -24,8 +24,8 @@ type Summary struct {
 }
 
 // Describe reads the bundle or receipt at path, telling which by its
-// format, and verifies it against trusted.
-func Describe(path string, trusted []PublicKey) (Summary, error) {
+// format, and verifies it with opts.
+func Describe(path string, opts VerifyOptions) (Summary, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Summary{}, fmt.Errorf("describe: %w", err)
@@ -39,7 +39,6 @@ func Describe(path string, trusted []PublicKey) (Summary, error) {
 	if err != nil {
 		return Summary{}, fmt.Errorf("describe %s: not a JSON document: %w", path, err)
 	}
-	opts := VerifyOptions{TrustedKeys: trusted}
 	switch format {
 	case BundleFormat:
 		b, err := decodeBundle(data)
@@ -87,7 +86,7 @@ func verdict(report Report) (verified bool, firstProblem string) {
 // DescribeDir describes every *.json file in dir, sorted by creation time,
 // then path. A file that is neither a bundle nor a receipt is listed with
 // Type "unknown" and why in Problem: one stray file does not hide the rest.
-func DescribeDir(dir string, trusted []PublicKey) ([]Summary, error) {
+func DescribeDir(dir string, opts VerifyOptions) ([]Summary, error) {
 	files, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
@@ -98,7 +97,7 @@ func DescribeDir(dir string, trusted []PublicKey) ([]Summary, error) {
 			continue
 		}
 		path := filepath.Join(dir, f.Name())
-		s, err := Describe(path, trusted)
+		s, err := Describe(path, opts)
 		if err != nil {
 			s = Summary{Path: path, Type: "unknown", Problem: err.Error()}
 		}

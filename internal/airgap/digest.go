@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"hash"
+	"time"
 
 	"github.com/outpost-dev/outpost/contract"
 )
@@ -56,6 +57,14 @@ func (c *canonical) present(ok bool) {
 		c.w.WriteByte(1)
 	} else {
 		c.w.WriteByte(0)
+	}
+}
+
+// time writes t as present and its Unix nanoseconds, or as absent.
+func (c *canonical) time(t *time.Time) {
+	c.present(t != nil)
+	if t != nil {
+		c.uint(uint64(t.UnixNano()))
 	}
 }
 

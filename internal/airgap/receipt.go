@@ -13,6 +13,11 @@ type Accepted struct {
 	JobID  string `json:"jobId"`
 	Kind   string `json:"kind"`
 	Status string `json:"status"` // central's state of it at import, e.g. "Pending", "Delivered"
+	// RetryCount, LastAttemptAt and DeliveredAt are central's record of a
+	// notification it had before the import (none for one it took now).
+	RetryCount    int        `json:"retryCount,omitempty"`
+	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
+	DeliveredAt   *time.Time `json:"deliveredAt,omitempty"`
 }
 
 // Head is how far central has a node's chain: its last link and HLC.
@@ -59,7 +64,14 @@ func NewReceipt(tenant string, createdAt time.Time, bundleIDs []string, accepted
 //	createdAt as Unix nanoseconds,
 //	the number of bundle ids, then each,
 //	the number of accepted operations, then each one's jobId, kind, status,
-//	the number of chain heads, then each one's nodeId, link, hlc.
+//	the number of chain heads, then each one's nodeId, link, hlc,
+//	and only when an accepted operation carries central's record (retry
+//	count, last attempt, delivery): the number of those, then each one's
+//	index in accepted, retry count, and each time as present (1 byte) and
+//	Unix nanoseconds, or absent (0).
+//
+// The records come last and only when there are some, so a receipt without
+// them (every receipt written before they existed) keeps its digest.
 func receiptDigest(r Receipt) string {
 	c := newCanonical("outpost-airgap-receipt/v1-digest")
 	c.str(r.Format)
@@ -82,7 +94,28 @@ func receiptDigest(r Receipt) string {
 		c.str(h.Link)
 		c.str(h.HLC)
 	}
+	var recorded []int
+	for i, a := range r.Accepted {
+		if a.hasRecord() {
+			recorded = append(recorded, i)
+		}
+	}
+	if len(recorded) > 0 {
+		c.uint(uint64(len(recorded)))
+		for _, i := range recorded {
+			a := r.Accepted[i]
+			c.uint(uint64(i))
+			c.uint(uint64(a.RetryCount))
+			c.time(a.LastAttemptAt)
+			c.time(a.DeliveredAt)
+		}
+	}
 	return c.digest()
+}
+
+// hasRecord reports whether a carries central's record of its operation.
+func (a Accepted) hasRecord() bool {
+	return a.RetryCount != 0 || a.LastAttemptAt != nil || a.DeliveredAt != nil
 }
 
 // receiptStatement is what a receipt's signature covers: its header, and

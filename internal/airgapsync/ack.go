@@ -66,9 +66,10 @@ func settle(ctx context.Context, store *sitestore.Store, receipt airgap.Receipt,
 	}
 	ops := make([]sitestore.Settled, len(receipt.Accepted))
 	for i, a := range receipt.Accepted {
-		ops[i] = sitestore.Settled{ID: a.JobID, Kind: a.Kind, Status: contract.Status(a.Status)}
+		ops[i] = sitestore.Settled{ID: a.JobID, Kind: a.Kind, Status: contract.Status(a.Status),
+			RetryCount: a.RetryCount, LastAttemptAt: a.LastAttemptAt, DeliveredAt: a.DeliveredAt}
 	}
-	settled, err := store.SettleByReceipt(ctx, opts.Now, ops)
+	settled, err := store.SettleByReceipt(ctx, opts.Now, receipt.CreatedAt, ops)
 	if err != nil {
 		return res, err
 	}

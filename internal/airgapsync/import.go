@@ -184,6 +184,12 @@ func (im *Importer) check(ctx context.Context, b Bundle, opts ImportOptions) (Bu
 	for _, l := range b.JobLogs {
 		br.Nodes = append(br.Nodes, l.NodeID)
 	}
+	// Verified even when central has it: --verify-only is asked of this
+	// copy, which may not be the one imported.
+	report := airgap.Verify(b.Bundle, opts.Verify)
+	for _, p := range report.Problems {
+		br.Problems = append(br.Problems, p.String())
+	}
 	prior, err := im.Store.GetAirgapImport(ctx, b.BundleID)
 	switch {
 	case err == nil:
@@ -191,10 +197,6 @@ func (im *Importer) check(ctx context.Context, b Bundle, opts ImportOptions) (Bu
 		return br, nil, nil
 	case !errors.Is(err, centralstore.ErrNotFound):
 		return br, nil, err
-	}
-	report := airgap.Verify(b.Bundle, opts.Verify)
-	for _, p := range report.Problems {
-		br.Problems = append(br.Problems, p.String())
 	}
 	keep := keepVerified(b.Bundle, report)
 	if keep != nil {
@@ -263,8 +265,9 @@ func (im *Importer) handOff(ctx context.Context, entries []airgap.Entry, calls m
 			continue
 		}
 		g.Go(func() error {
-			status, isNew, err := im.handOffNotification(gctx, e)
-			accepted[i] = airgap.Accepted{JobID: e.JobID, Kind: e.Kind, Status: string(status)}
+			var isNew bool
+			var err error
+			accepted[i], isNew, err = im.handOffNotification(gctx, e)
 			if isNew {
 				mu.Lock()
 				imported++
@@ -281,20 +284,25 @@ func (im *Importer) handOff(ctx context.Context, entries []airgap.Entry, calls m
 }
 
 // handOffNotification starts (or signals) the notification's workflow
-// exactly as the site's forwarder does; a notification central already
-// has is reported with its current status.
-func (im *Importer) handOffNotification(ctx context.Context, e airgap.Entry) (contract.Status, bool, error) {
+// exactly as the site's forwarder does, and returns what the receipt says
+// of it: Pending when central takes it now; central's record (status,
+// retry count, last attempt, delivery) when central already has it, which
+// the site then answers with.
+func (im *Importer) handOffNotification(ctx context.Context, e airgap.Entry) (airgap.Accepted, bool, error) {
+	accepted := airgap.Accepted{JobID: e.JobID, Kind: e.Kind, Status: string(contract.StatusPending)}
 	if row, err := im.Store.GetNotification(ctx, e.JobID); err == nil {
-		return row.Status, false, nil
+		accepted.Status, accepted.RetryCount = string(row.Status), row.RetryCount
+		accepted.LastAttemptAt, accepted.DeliveredAt = row.LastAttemptAt, row.DeliveredAt
+		return accepted, false, nil
 	} else if !errors.Is(err, centralstore.ErrNotFound) {
-		return "", false, err
+		return accepted, false, err
 	}
 	var sub contract.NotificationSubmission
 	if err := json.Unmarshal([]byte(e.Payload), &sub); err != nil {
-		return "", false, fmt.Errorf("notification %s: payload is not a notification: %w", e.JobID, err)
+		return accepted, false, fmt.Errorf("notification %s: payload is not a notification: %w", e.JobID, err)
 	}
 	if sub.NotificationID != e.JobID {
-		return "", false, fmt.Errorf("notification %s: its payload names id %s", e.JobID, sub.NotificationID)
+		return accepted, false, fmt.Errorf("notification %s: its payload names id %s", e.JobID, sub.NotificationID)
 	}
 	err := retryTransient(ctx, time.Second, func() error {
 		_, err := im.Temporal.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID), contract.SignalSubmit, sub,
@@ -304,11 +312,11 @@ func (im *Importer) handOffNotification(ctx context.Context, e airgap.Entry) (co
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &started):
-		return contract.StatusPending, false, nil // its workflow ran and closed before its row was read
+		return accepted, false, nil // its workflow ran and closed before its row was read
 	case err != nil:
-		return "", false, fmt.Errorf("hand notification %s to central: %w", e.JobID, err)
+		return accepted, false, fmt.Errorf("hand notification %s to central: %w", e.JobID, err)
 	}
-	return contract.StatusPending, true, nil
+	return accepted, true, nil
 }
 
 // handOffAttempts bounds the tries of one hand-off.

@@ -66,21 +66,38 @@ const (
 // statement per chunk in one transaction, and returns how many it inserted.
 // An event repeated in events is stored once.
 func (s *Store) InsertAuditEvents(ctx context.Context, events []AuditEvent) (int, error) {
-	var total int
+	var stored []AuditEvent
 	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
-		total, err = s.insertAuditEvents(ctx, tx, events)
+		stored, err = s.insertAuditEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	return total, nil
+	s.auditStored(stored)
+	return len(stored), nil
 }
 
-// insertAuditEvents stores events in tx: the state changes that write
+// ObserveAudit has fn told of the audit events this store writes, once
+// their transaction committed, each event once: those whose id was stored
+// already are left out (central's metrics count what fn is told). fn runs
+// on the writing goroutine and must not block. Call it before the store is
+// used.
+func (s *Store) ObserveAudit(fn func(stored []AuditEvent)) { s.onAudit = fn }
+
+// auditStored tells the observer (ObserveAudit) of events committed.
+func (s *Store) auditStored(events []AuditEvent) {
+	if s.onAudit != nil && len(events) > 0 {
+		s.onAudit(events)
+	}
+}
+
+// insertAuditEvents stores events in tx and returns those it inserted (an
+// event whose id is stored already is not): the state changes that write
 // audit events write them in their own transaction, so an event is stored
-// exactly when the change it describes is.
-func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []AuditEvent) (int, error) {
+// exactly when the change it describes is. The caller tells auditStored of
+// them once tx committed.
+func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []AuditEvent) ([]AuditEvent, error) {
 	events = firstByEventID(events)
 	// In key order: a fleet's event ids fall all over the key, and in order
 	// the inserts walk each index page once. 100,000 audited changes on
@@ -89,26 +106,45 @@ func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []Audi
 	slices.SortFunc(events, func(a, b AuditEvent) int { return strings.Compare(a.EventID, b.EventID) })
 	for _, e := range events {
 		if err := checkTrailID(e); err != nil {
-			return 0, fmt.Errorf("insert audit events: %w", err)
+			return nil, fmt.Errorf("insert audit events: %w", err)
 		}
 	}
-	var total int64
+	var stored []AuditEvent
 	for chunk := range slices.Chunk(events, s.dialect.auditChunk) {
 		args := make([]any, 0, len(chunk)*len(auditColumns))
 		for _, e := range chunk {
 			args = auditArgs(args, e)
 		}
-		res, err := s.execChunk(ctx, tx, s.bind(s.dialect.insertAuditEvents(len(chunk))), len(chunk), s.dialect.auditChunk, args...)
+		inserted, err := s.insertedIDs(ctx, tx, s.bind(s.dialect.insertAuditEvents(len(chunk))), len(chunk), args...)
 		if err != nil {
-			return 0, fmt.Errorf("insert audit events: write %d events: %w", len(chunk), err)
+			return nil, fmt.Errorf("insert audit events: write %d events: %w", len(chunk), err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, fmt.Errorf("insert audit events: count written events: %w", err)
+		for _, e := range chunk {
+			if inserted[e.EventID] {
+				stored = append(stored, e)
+			}
 		}
-		total += n
 	}
-	return int(total), nil
+	return stored, nil
+}
+
+// insertedIDs runs query, a chunk of rows audit events that returns the id
+// of each event it inserted, in tx, and returns those ids.
+func (s *Store) insertedIDs(ctx context.Context, tx *sql.Tx, query string, rows int, args ...any) (map[string]bool, error) {
+	result, err := s.queryChunk(ctx, tx, query, rows, s.dialect.auditChunk, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer result.Close()
+	ids := make(map[string]bool, rows)
+	for result.Next() {
+		var id string
+		if err := result.Scan(&id); err != nil {
+			return nil, fmt.Errorf("read the ids inserted: %w", err)
+		}
+		ids[id] = true
+	}
+	return ids, result.Err()
 }
 
 // ListAuditEvents returns the events of one operation (a notification id,

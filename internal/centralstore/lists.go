@@ -199,35 +199,33 @@ func (s *Store) DeleteChannel(ctx context.Context, name, by string) error {
 // upsert runs update, or insert when update changed no row, and stores
 // event, in one transaction. Both drivers run the same statements.
 func (s *Store) upsert(ctx context.Context, event AuditEvent, update, insert string, updateArgs, insertArgs []any) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTxWithEvents(ctx, func(tx *sql.Tx) ([]AuditEvent, error) {
 		res, err := tx.ExecContext(ctx, s.bind(update), updateArgs...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return err
+			return nil, err
 		} else if n == 0 {
 			if _, err := tx.ExecContext(ctx, s.bind(insert), insertArgs...); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		_, err = s.insertAuditEvents(ctx, tx, []AuditEvent{event})
-		return err
+		return []AuditEvent{event}, nil
 	})
 }
 
 // deleteDefinition deletes the row of table named name and stores event.
 func (s *Store) deleteDefinition(ctx context.Context, table, name string, event AuditEvent) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTxWithEvents(ctx, func(tx *sql.Tx) ([]AuditEvent, error) {
 		res, err := tx.ExecContext(ctx, s.bind(`DELETE FROM `+table+` WHERE name = ?`), name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(err, ErrNotFound)
+			return nil, errors.Join(err, ErrNotFound)
 		}
-		_, err = s.insertAuditEvents(ctx, tx, []AuditEvent{event})
-		return err
+		return []AuditEvent{event}, nil
 	})
 }
 

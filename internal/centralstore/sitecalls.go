@@ -46,34 +46,21 @@ func (s *Store) UpsertSiteCalls(ctx context.Context, rows []contract.TrackedOper
 	return n, nil
 }
 
-// upsertWithEvents upserts rows and stores events in tx; it returns how
-// many rows it inserted or changed.
-func (s *Store) upsertWithEvents(ctx context.Context, tx *sql.Tx, rows []contract.TrackedOperation, events []AuditEvent) (int, error) {
-	n, err := s.upsertSiteCalls(ctx, tx, rows)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := s.insertAuditEvents(ctx, tx, events); err != nil {
-		return 0, err
-	}
-	return n, nil
-}
-
 // MirrorReconciled upserts rows like UpsertSiteCalls and, in the same
 // transaction, advances siteID's reconciliation cursor to cursor (never
 // moving it back): the cursor never claims rows that were not stored.
 // events are stored in the same transaction.
 func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []contract.TrackedOperation, cursor int64, events ...AuditEvent) (int, error) {
 	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
-		if n, err = s.upsertWithEvents(ctx, tx, rows, events); err != nil {
-			return err
+	err := s.inTxWithEvents(ctx, func(tx *sql.Tx) (_ []AuditEvent, err error) {
+		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
+			return nil, err
 		}
 		_, err = tx.ExecContext(ctx, s.bind(s.dialect.advanceCursor), siteID, cursor, time.Now().UTC())
 		if err != nil {
-			return fmt.Errorf("advance cursor to %d: %w", cursor, err)
+			return nil, fmt.Errorf("advance cursor to %d: %w", cursor, err)
 		}
-		return nil
+		return events, nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("mirror reconciliation of site %s: %w", siteID, err)

@@ -193,7 +193,8 @@ func sqliteUpsertSiteCalls(rows int) string {
 func sqliteInsertAuditEvents(rows int) string {
 	return `INSERT INTO audit_log (` + strings.Join(auditColumns, ", ") + `)
 		VALUES ` + placeholderRows(rows, len(auditColumns)) + `
-		ON CONFLICT (event_id) DO NOTHING`
+		ON CONFLICT (event_id) DO NOTHING
+		RETURNING event_id`
 }
 
 // sqliteDeleteBatch deletes at most limit rows of table matching where; its

@@ -230,7 +230,8 @@ func sqlServerInsertAuditEvents(rows int) string {
 	USING (VALUES ` + placeholderRows(rows, len(auditColumns)) + `) AS s (` + strings.Join(auditColumns, ", ") + `)
 	ON t.event_id = s.event_id
 	WHEN NOT MATCHED THEN
-		INSERT (` + strings.Join(auditColumns, ", ") + `) VALUES (` + strings.Join(src, ", ") + `);`
+		INSERT (` + strings.Join(auditColumns, ", ") + `) VALUES (` + strings.Join(src, ", ") + `)
+	OUTPUT inserted.event_id;`
 }
 
 // sqlServerDeleteBatch deletes at most limit rows of table matching where;

@@ -84,3 +84,15 @@ func (s *Store) execChunk(ctx context.Context, tx *sql.Tx, query string, rows, f
 	}
 	return tx.ExecContext(ctx, query, args...)
 }
+
+// queryChunk is execChunk for a statement that returns rows.
+func (s *Store) queryChunk(ctx context.Context, tx *sql.Tx, query string, rows, full int, args ...any) (*sql.Rows, error) {
+	if rows != full && rows > keptChunkRows {
+		return tx.QueryContext(ctx, query, args...)
+	}
+	stmt, err := s.writeStmts.prepared(ctx, s.db, query)
+	if err != nil {
+		return nil, err
+	}
+	return tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+}

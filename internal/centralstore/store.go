@@ -72,6 +72,8 @@ type Store struct {
 	// writeStmts and readStmts are the statements kept prepared on db and
 	// on reads (execKept, queryRowKept, execChunk).
 	writeStmts, readStmts keptStatements
+	// onAudit is told of the audit events committed (ObserveAudit).
+	onAudit func([]AuditEvent)
 }
 
 // writing waits for this process's turn to write a SQLite file and
@@ -98,6 +100,25 @@ func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	defer done()
 	return dbtx.Run(ctx, s.db, fn)
+}
+
+// inTxWithEvents is inTx for a change that writes audit events: fn makes
+// the change and returns its events, which are stored in the same
+// transaction and, once it committed, told to the observer (ObserveAudit).
+func (s *Store) inTxWithEvents(ctx context.Context, fn func(*sql.Tx) ([]AuditEvent, error)) error {
+	var stored []AuditEvent
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		events, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		stored, err = s.insertAuditEvents(ctx, tx, events)
+		return err
+	})
+	if err == nil {
+		s.auditStored(stored)
+	}
+	return err
 }
 
 // Ping reports whether the store answers and, on SQLite, is still the file
@@ -140,7 +161,8 @@ type dialect struct {
 	// upgrades run after the added columns exist: indexes on them, backfills.
 	upgrades []string
 	// insertAuditEvents is one statement that inserts that many audit_log
-	// rows (auditColumns each), skipping ids already stored.
+	// rows (auditColumns each), skipping ids already stored, and returns
+	// the event_id of each row it inserted.
 	insertAuditEvents func(rows int) string
 	// auditChunk is the most rows one insertAuditEvents statement carries.
 	auditChunk int

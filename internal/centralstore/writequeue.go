@@ -102,7 +102,7 @@ func (q *writeQueue) take() []*queuedWrite {
 func (s *Store) writeQueued(ctx context.Context, rows int, write func(context.Context, *sql.Tx) ([]AuditEvent, error)) error {
 	if s.turn == nil {
 		// SQL Server locks rows: its writers do not wait for a turn.
-		return dbtx.Run(ctx, s.db, func(tx *sql.Tx) error { return s.writeWithEvents(ctx, tx, write) })
+		return s.writeAlone(ctx, write)
 	}
 	w := &queuedWrite{rows: rows, write: write, done: make(chan struct{})}
 	s.queue.add(w)
@@ -119,13 +119,21 @@ func (s *Store) writeQueued(ctx context.Context, rows int, write func(context.Co
 	return w.err
 }
 
-// writeWithEvents runs write in tx and stores the audit events it returns.
-func (s *Store) writeWithEvents(ctx context.Context, tx *sql.Tx, write func(context.Context, *sql.Tx) ([]AuditEvent, error)) error {
-	events, err := write(ctx, tx)
-	if err != nil {
+// writeAlone runs write and stores the audit events it returns in a
+// transaction of its own.
+func (s *Store) writeAlone(ctx context.Context, write func(context.Context, *sql.Tx) ([]AuditEvent, error)) error {
+	var stored []AuditEvent
+	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
+		events, err := write(ctx, tx)
+		if err != nil {
+			return err
+		}
+		stored, err = s.insertAuditEvents(ctx, tx, events)
 		return err
+	})
+	if err == nil {
+		s.auditStored(stored)
 	}
-	_, err = s.insertAuditEvents(ctx, tx, events)
 	return err
 }
 
@@ -145,6 +153,7 @@ func (s *Store) writeQueuedUntil(ctx context.Context, w *queuedWrite) {
 // made alone, so a write the store refuses (or one that finds nothing to
 // change) fails alone and the others are stored.
 func (s *Store) writeMerged(ctx context.Context, group []*queuedWrite) {
+	var stored []AuditEvent
 	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
 		var events []AuditEvent
 		for _, w := range group {
@@ -155,7 +164,8 @@ func (s *Store) writeMerged(ctx context.Context, group []*queuedWrite) {
 			events = append(events, e...)
 		}
 		// All at once, so they go in key order together (insertAuditEvents).
-		_, err := s.insertAuditEvents(ctx, tx, events)
+		var err error
+		stored, err = s.insertAuditEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil && len(group) > 1 {
@@ -163,6 +173,9 @@ func (s *Store) writeMerged(ctx context.Context, group []*queuedWrite) {
 			s.writeMerged(ctx, []*queuedWrite{w})
 		}
 		return
+	}
+	if err == nil {
+		s.auditStored(stored)
 	}
 	for _, w := range group {
 		w.err = err

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -173,7 +176,7 @@ Example:
 			receipt:       fs.String("receipt", "", "write the receipt to `FILE` (default: BUNDLE.receipt.json)"),
 			asJSON:        fs.Bool("json", false, "print the result as JSON"),
 			verbose:       fs.Bool("verbose", false, "list every bundle's problems and skipped logs in full"),
-			by:            fs.String("operator", os.Getenv("USER"), "who imports, for the record; defaults to $USER"),
+			by:            fs.String("operator", defaultOperator(), "who imports, for the record; defaults to $USER (or the account's name)"),
 		}
 		op, err := loadOperator(fs, args)
 		if err != nil {
@@ -215,14 +218,17 @@ func runImport(ctx context.Context, env Env, fs *flag.FlagSet, op *operatorRun, 
 		return err
 	}
 	defer store.Close()
-	tc, err := fromconfig.DialTemporal(op.cfg.Temporal, op.log, nil)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
 	// Summaries follow site.workflow_summary of the file given, as the
 	// site's own forwarder would have written them.
-	im := &airgapsync.Importer{Temporal: tc, Store: store, HideSubject: op.cfg.Site.WorkflowSummary == config.SummaryListOnly}
+	im := &airgapsync.Importer{Store: store, HideSubject: op.cfg.Site.WorkflowSummary == config.SummaryListOnly}
+	if !*f.verifyOnly { // verifying hands nothing to Temporal: it need not be up
+		tc, err := fromconfig.DialTemporal(op.cfg.Temporal, op.log, nil)
+		if err != nil {
+			return err
+		}
+		defer tc.Close()
+		im.Temporal = tc
+	}
 	res, err := im.Import(ctx, bundles, airgapsync.ImportOptions{
 		Verify: verify, VerifyOnly: *f.verifyOnly, Force: *f.force, By: *f.by, Now: time.Now().UTC(),
 	})
@@ -266,9 +272,7 @@ func printImport(w io.Writer, res airgapsync.ImportResult, receiptPath string, a
 	}
 	for _, b := range res.Bundles {
 		fmt.Fprintf(w, "%s: bundle %s, site %s, nodes %s, %d entries\n", b.Path, b.BundleID, b.Site, strings.Join(b.Nodes, ","), b.Entries)
-		if b.ImportedBefore != nil {
-			fmt.Fprintf(w, "  already imported %s by %s: nothing to do\n", b.ImportedBefore.ImportedAt.Format(time.RFC3339), b.ImportedBefore.ImportedBy)
-		}
+		printImportedBefore(w, b)
 		printLines(w, "problem", b.Problems, verbose)
 		printLines(w, "skipped", b.Skipped, true)
 	}
@@ -280,6 +284,21 @@ func printImport(w io.Writer, res airgapsync.ImportResult, receiptPath string, a
 	if receiptPath != "" {
 		fmt.Fprintf(w, "receipt: %s (carry it to the site: outpost airgap ack %s)\n", receiptPath, filepath.Base(receiptPath))
 	}
+}
+
+// printImportedBefore says when central imported b before and who did:
+// nothing to do when this copy verifies.
+func printImportedBefore(w io.Writer, b airgapsync.BundleResult) {
+	if b.ImportedBefore == nil {
+		return
+	}
+	by := or(b.ImportedBefore.ImportedBy, "an operator not recorded")
+	fmt.Fprintf(w, "  already imported %s by %s", b.ImportedBefore.ImportedAt.Format(time.RFC3339), by)
+	if len(b.Problems) > 0 {
+		fmt.Fprintln(w, ", but this copy does not verify:")
+		return
+	}
+	fmt.Fprintln(w, ": nothing to do")
 }
 
 // printLines prints up to 10 lines (all with verbose) under label.
@@ -362,13 +381,15 @@ var airgapListCommand = command{
 	help: `Lists every *.json bundle and receipt in --source (default: the current
 directory) with its id, site, nodes, entries, creation time, signer and
 whether it verifies against --trusted-keys (with the first problem when
-not; --verbose prints every field).
+not; --verbose prints every field). An unsigned file verifies only with
+--allow-unsigned. Exits non-zero when any file does not verify.
 
 Example:
   outpost airgap list --source /media/usb --trusted-keys /etc/outpost/trusted`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		source := fs.String("source", ".", "the `DIR`ectory to list")
 		trusted := fs.String("trusted-keys", "", "verify signatures against the *.pub keys in `DIR`")
+		allowUnsigned := fs.Bool("allow-unsigned", false, "count files without a signature as verified")
 		asJSON := fs.Bool("json", false, "print the list as JSON")
 		verbose := fs.Bool("verbose", false, "print every field of each file")
 		rest, err := parseInterspersed(fs, args)
@@ -378,20 +399,36 @@ Example:
 		if err := checkArgCount(fs.Name(), rest, 0); err != nil {
 			return err
 		}
-		verify, err := verifyOptions(*trusted, false)
+		verify, err := verifyOptions(*trusted, *allowUnsigned)
 		if err != nil {
 			return err
 		}
-		summaries, err := airgap.DescribeDir(*source, verify.TrustedKeys)
+		summaries, err := airgap.DescribeDir(*source, verify)
 		if err != nil {
 			return err
 		}
 		if *asJSON || *verbose {
-			return writeJSON(env.Stdout, nonNil(summaries))
+			err = writeJSON(env.Stdout, nonNil(summaries))
+		} else {
+			printSummaries(env.Stdout, summaries)
 		}
-		printSummaries(env.Stdout, summaries)
-		return nil
+		return errors.Join(err, unverified(*source, summaries))
 	},
+}
+
+// unverified is an error naming how many of summaries, the files of dir,
+// did not verify; nil when all did.
+func unverified(dir string, summaries []airgap.Summary) error {
+	bad := 0
+	for _, s := range summaries {
+		if !s.Verified {
+			bad++
+		}
+	}
+	if bad == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d file(s) in %s did not verify (see VERIFIED)", bad, len(summaries), dir)
 }
 
 func printSummaries(w io.Writer, summaries []airgap.Summary) {
@@ -414,4 +451,17 @@ func or(v, def string) string {
 		return v
 	}
 	return def
+}
+
+// defaultOperator names who runs the command, for the records it writes:
+// $USER, or the account's name where $USER is not set (a service, a
+// container), or its uid.
+func defaultOperator() string {
+	if name := os.Getenv("USER"); name != "" {
+		return name
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "uid " + strconv.Itoa(os.Getuid())
 }

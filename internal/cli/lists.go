@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -206,7 +205,7 @@ type definitions struct {
 // number of arguments (n exactly, or at least -n when negative), opens
 // the central store and runs fn.
 func withDefinitions(ctx context.Context, env Env, fs *flag.FlagSet, args []string, n int, fn func(*definitions) error) error {
-	operator := fs.String("operator", os.Getenv("USER"), "who is making the change, for the audit log; defaults to $USER")
+	operator := fs.String("operator", defaultOperator(), "who is making the change, for the audit log; defaults to $USER (or the account's name)")
 	op, err := loadOperator(fs, args)
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -110,7 +109,7 @@ Example:
 		run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 			a := parkedAction{signal: signal, verb: verb}
 			registerFilter(fs, &a.filter)
-			fs.StringVar(&a.action.Operator, "operator", os.Getenv("USER"), "who is acting, recorded with the signal; defaults to $USER")
+			fs.StringVar(&a.action.Operator, "operator", defaultOperator(), "who is acting, recorded with the signal; defaults to $USER (or the account's name)")
 			fs.StringVar(&a.action.Reason, "reason", "", "why, recorded with the signal")
 			fs.BoolVar(&a.yes, "yes", false, "do not ask before acting on several items")
 			fs.BoolVar(&a.all, "all", false, "act on every parked item (when no ids and no filter are given)")

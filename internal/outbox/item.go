@@ -31,6 +31,10 @@ type itemData struct {
 	// indented; RequestNote says why it is missing when it is.
 	Request, RequestNote string
 	Events               []centralstore.AuditEvent
+	// SiteLag is a call's latest operator action when the site's change
+	// for it has not reached central yet (see siteLag): the trail is not
+	// complete, and the page says so.
+	SiteLag *centralstore.AuditEvent
 }
 
 // item renders one notification's or call's page: what it carries, where
@@ -45,6 +49,9 @@ func (h *handler) item(w http.ResponseWriter, r *http.Request, who identity) {
 	err := h.loadItem(r.Context(), kind, id, &data)
 	if err == nil {
 		data.Events, err = h.store.ListAuditEvents(r.Context(), id)
+	}
+	if data.Call != nil {
+		data.SiteLag = siteLag(*data.Call, data.Events)
 	}
 	switch {
 	case errors.Is(err, centralstore.ErrNotFound):
@@ -107,6 +114,25 @@ func (h *handler) callRequest(ctx context.Context, it centralstore.OperatorItem)
 	return buf.String(), ""
 }
 
+// siteLag is the latest operator action in events when central's copy of
+// call does not show it yet: the site applies an action to its own row and
+// telemetry brings that row (with the attempts before it) later, so until
+// then the row keeps another status and was last changed before the
+// action was audited. nil when the site's changes are in.
+func siteLag(call contract.TrackedOperation, events []centralstore.AuditEvent) *centralstore.AuditEvent {
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		if e.Event != centralstore.AuditOperatorRetry && e.Event != centralstore.AuditOperatorDiscard {
+			continue
+		}
+		if call.Status != e.Status && call.UpdatedAt.Before(e.At) {
+			return &e
+		}
+		return nil
+	}
+	return nil
+}
+
 // checkItemPath validates an item's path: a known kind and a canonical UUID.
 func checkItemPath(kind, id string) error {
 	if !slices.Contains(contract.Kinds(), kind) {
@@ -144,6 +170,9 @@ const itemHTML = `{{template "head" (print .Item.Kind " " .Item.ID " · ")}}
   <button type="submit" class="discard" formaction="{{.ID}}/discard">Discard</button>
 </form>{{else}}<p class="muted">Parked: an operator can retry or discard it.</p>{{end}}{{end}}
 {{end}}
+{{with .SiteLag}}<p class="flash err" id="site-lag" role="status">Site changes still arriving: {{.Event}} by {{.Operator}} at {{utc .At}}
+is not in central's copy yet, which the site last changed at {{utc $.Call.UpdatedAt}} ({{$.Call.Status}}). The site's
+attempts and the action's outcome join the trail below as its telemetry arrives: reload to see them.</p>{{end}}
 
 {{with .Notification}}
 <h2>Notification</h2>

@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/outbox"
 )
@@ -427,4 +428,37 @@ func TestNotificationsListPagesEveryStatus(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, rec.Code, target)
 		require.Contains(t, rec.Body.String(), msg, target)
 	}
+}
+
+// A call's page says when the site's changes lag an operator's action:
+// after a discard, until the site's telemetry brings the discarded row (and
+// any attempts before it), the trail is not complete and the page says so.
+func TestItemPageSaysSiteChangesStillArrive(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	h := f.handler(&noWorker{})
+	page := "/items/DatabaseWrite/" + f.write
+	require.NotContains(t, get(t, h, page).Body.String(), `id="site-lag"`, "nothing acted on yet")
+
+	discarded := f.now.Add(time.Minute)
+	_, err := f.store.InsertAuditEvents(ctx, []centralstore.AuditEvent{audit.OperatorAction(contract.OperatorActionAudit{
+		OperationID: f.write, Kind: contract.KindDatabaseWrite, SiteID: "plant-2", Seq: 1, Status: contract.StatusDiscarded,
+		Action: contract.OperatorAction{Operator: "ana", Reason: "entered by hand"}, At: discarded,
+	})})
+	require.NoError(t, err)
+	body := get(t, h, page).Body.String()
+	require.Contains(t, body, `id="site-lag"`)
+	require.Contains(t, body, "Site changes still arriving")
+	require.Contains(t, body, "OperatorDiscard by ana at "+discarded.Format("2006-01-02 15:04:05"))
+
+	row, err := f.store.GetSiteCall(ctx, f.write)
+	require.NoError(t, err)
+	row.Status, row.Seq, row.UpdatedAt = contract.StatusDiscarded, row.Seq+1, discarded.Add(-time.Second) // the site's clock: before the audit's
+	row.TerminalAt = &row.UpdatedAt
+	_, err = f.store.UpsertSiteCalls(ctx, []contract.TrackedOperation{row}, audit.SiteCallEvents(row)...)
+	require.NoError(t, err)
+	body = get(t, h, page).Body.String()
+	require.NotContains(t, body, `id="site-lag"`, "the site's discard arrived")
+	require.Contains(t, body, `id="status">Discarded<`)
 }

@@ -2,6 +2,9 @@ package sitedaemon_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -80,6 +83,12 @@ func (s airgapSite) ackFrom(t *testing.T, createdAt time.Time, ids ...string) ai
 	for i, id := range ids {
 		accepted[i] = airgap.Accepted{JobID: id, Kind: contract.KindNotification, Status: string(contract.StatusPending)}
 	}
+	return s.ackReceipt(t, createdAt, accepted...)
+}
+
+// ackReceipt settles a receipt written at createdAt naming accepted.
+func (s airgapSite) ackReceipt(t *testing.T, createdAt time.Time, accepted ...airgap.Accepted) airgapsync.AckResult {
+	t.Helper()
 	path := filepath.Join(s.dir, "receipt.json")
 	_, err := airgap.WriteFile(path, airgap.NewReceipt(s.opts.ID, createdAt, []string{"bundle"}, accepted, nil))
 	require.NoError(t, err)
@@ -136,6 +145,61 @@ func TestSiteMetricsCountAirgapExportsAndAcks(t *testing.T) {
 		require.Greater(t, d.GetSampleSum(), 0.0, operation)
 		require.Less(t, d.GetSampleSum(), took, "%s: seconds, within the time the test spent", operation)
 	}
+}
+
+// getNotification is the daemon's GET /v1/notifications/{id}.
+func (s airgapSite) getNotification(t *testing.T, id string) contract.NotificationState {
+	t.Helper()
+	resp, err := http.Get("http://" + s.daemon.Addr() + "/v1/notifications/" + id)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	var st contract.NotificationState
+	require.NoError(t, json.Unmarshal(body, &st))
+	return st
+}
+
+// With central out of reach, the site answers a receipt's state for a
+// notification it settled: the newest receipt's (an import of a later
+// bundle finds central had delivered it), with the retry count and times
+// it carries; an older receipt acked afterwards does not take it back.
+func TestSiteAnswersTheNewestReceiptsState(t *testing.T) {
+	t.Parallel()
+	s := startAirgapSite(t, nil)
+	ids := s.notify(t, "tank-1", "tank-2")
+	s.export(t, "first.json")
+	s.export(t, "again.json") // before the first receipt is back: central takes it as duplicates
+	imported := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	pending := func(id string) airgap.Accepted {
+		return airgap.Accepted{JobID: id, Kind: contract.KindNotification, Status: string(contract.StatusPending)}
+	}
+	require.Equal(t, 2, s.ackReceipt(t, imported, pending(ids[0]), pending(ids[1])).Settled)
+	require.Equal(t, contract.StatusPending, s.getNotification(t, ids[0]).Status)
+
+	attempted, delivered := imported.Add(time.Minute), imported.Add(2*time.Minute)
+	res := s.ackReceipt(t, imported.Add(30*time.Minute),
+		airgap.Accepted{JobID: ids[0], Kind: contract.KindNotification, Status: string(contract.StatusDelivered),
+			RetryCount: 1, LastAttemptAt: &delivered, DeliveredAt: &delivered},
+		airgap.Accepted{JobID: ids[1], Kind: contract.KindNotification, Status: string(contract.StatusRetrying),
+			RetryCount: 2, LastAttemptAt: &attempted})
+	require.Equal(t, 0, res.Settled, "both were settled by the first receipt")
+	require.Equal(t, 2, res.AlreadySettled)
+
+	st := s.getNotification(t, ids[0])
+	require.Equal(t, contract.StatusDelivered, st.Status, "the newer receipt's state")
+	require.Equal(t, 1, st.RetryCount)
+	require.Equal(t, delivered, st.DeliveredAt.UTC())
+	require.Equal(t, delivered, st.LastAttemptAt.UTC())
+	st = s.getNotification(t, ids[1])
+	require.Equal(t, contract.StatusRetrying, st.Status)
+	require.Equal(t, 2, st.RetryCount)
+	require.Equal(t, attempted, st.LastAttemptAt.UTC())
+	require.Nil(t, st.DeliveredAt)
+
+	s.ackReceipt(t, imported, pending(ids[0]))
+	require.Equal(t, contract.StatusDelivered, s.getNotification(t, ids[0]).Status, "an older receipt acked late changes nothing")
 }
 
 // The daemon's purge prunes job-log entries a receipt settled once they are

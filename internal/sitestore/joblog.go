@@ -198,6 +198,11 @@ type Settled struct {
 	ID     string
 	Kind   string
 	Status contract.Status // central's state when it imported the operation
+	// RetryCount, LastAttemptAt and DeliveredAt are central's record of it
+	// then, when central had it before the import.
+	RetryCount    int
+	LastAttemptAt *time.Time
+	DeliveredAt   *time.Time
 }
 
 // SettleByReceipt acknowledges what a receipt names: each entry records
@@ -205,13 +210,14 @@ type Settled struct {
 // now, so the forwarder never sends it again) and a cached call's row is
 // marked handed off unless the site is still retrying it (central only
 // mirrors an imported call; the site keeps driving one it has not settled).
-// It returns how many operations it settled.
-func (s *Store) SettleByReceipt(ctx context.Context, at time.Time, ops []Settled) (int, error) {
+// It returns how many operations it settled. at is now; receiptAt the
+// receipt's time, which orders the states receipts carry.
+func (s *Store) SettleByReceipt(ctx context.Context, at, receiptAt time.Time, ops []Settled) (int, error) {
 	var settled int
 	err := s.inTx(ctx, "settle by receipt", func(tx *writeTx) error {
 		settled = 0
 		for _, op := range ops {
-			n, err := settleOne(tx, op, at)
+			n, err := settleOne(tx, op, at, receiptAt)
 			if err != nil {
 				return err
 			}
@@ -222,9 +228,19 @@ func (s *Store) SettleByReceipt(ctx context.Context, at time.Time, ops []Settled
 	return settled, err
 }
 
-func settleOne(tx *writeTx, op Settled, at time.Time) (int, error) {
-	n, err := tx.execCount(`UPDATE job_log SET acked = ?, acked_at = ?, central_status = ? WHERE job_id = ? AND acked != ?`,
-		ackReceipt, at.UnixNano(), string(op.Status), op.ID, ackReceipt)
+// settleOne settles op at at and records central's state of it unless a
+// newer receipt than receiptAt's recorded one: a receipt from a later
+// import knows more (an operation delivered since), and one acked late
+// knows less.
+func settleOne(tx *writeTx, op Settled, at, receiptAt time.Time) (int, error) {
+	n, err := tx.execCount(`UPDATE job_log SET acked = ?, acked_at = ? WHERE job_id = ? AND acked != ?`,
+		ackReceipt, at.UnixNano(), op.ID, ackReceipt)
+	if err == nil {
+		_, err = tx.exec(`UPDATE job_log SET central_status = ?, central_retry_count = ?, central_last_attempt_at = ?,
+			central_delivered_at = ?, central_at = ? WHERE job_id = ? AND (central_at IS NULL OR central_at <= ?)`,
+			string(op.Status), op.RetryCount, nanosPtr(op.LastAttemptAt), nanosPtr(op.DeliveredAt), receiptAt.UnixNano(),
+			op.ID, receiptAt.UnixNano())
+	}
 	if err != nil {
 		return 0, fmt.Errorf("settle %s: %w", op.ID, err)
 	}
@@ -241,25 +257,31 @@ func settleOne(tx *writeTx, op Settled, at time.Time) (int, error) {
 // longer holds, or holds as exported.
 type ExportState struct {
 	ExportedAt *time.Time
-	// CentralStatus is what an air-gap receipt said central had; empty
-	// until one did.
-	CentralStatus contract.Status
+	// CentralStatus is what the newest air-gap receipt said central had;
+	// empty until one did. CentralRetryCount, CentralLastAttemptAt and
+	// CentralDeliveredAt are the rest of central's record it carried.
+	CentralStatus        contract.Status
+	CentralRetryCount    int
+	CentralLastAttemptAt *time.Time
+	CentralDeliveredAt   *time.Time
 }
 
 // JobExportState reads id's export and receipt state; ErrNotFound when the
 // job log has no entry for it.
 func (s *Store) JobExportState(ctx context.Context, id string) (ExportState, error) {
-	var exported sql.NullInt64
-	var status string
-	err := s.db.QueryRowContext(ctx, `SELECT exported_at, central_status FROM job_log WHERE job_id = ? ORDER BY seq DESC LIMIT 1`, id).
-		Scan(&exported, &status)
+	var exported, lastAttempt, delivered sql.NullInt64
+	var st ExportState
+	err := s.db.QueryRowContext(ctx, `SELECT exported_at, central_status, central_retry_count, central_last_attempt_at, central_delivered_at
+		FROM job_log WHERE job_id = ? ORDER BY seq DESC LIMIT 1`, id).
+		Scan(&exported, &st.CentralStatus, &st.CentralRetryCount, &lastAttempt, &delivered)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ExportState{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return ExportState{}, fmt.Errorf("read export state of %s: %w", id, err)
 	}
-	return ExportState{ExportedAt: timeOf(exported), CentralStatus: contract.Status(status)}, nil
+	st.ExportedAt, st.CentralLastAttemptAt, st.CentralDeliveredAt = timeOf(exported), timeOf(lastAttempt), timeOf(delivered)
+	return st, nil
 }
 
 // PruneJobLog deletes, per node, the acknowledged entries at the front of

@@ -167,7 +167,7 @@ func TestSettleByReceipt(t *testing.T) {
 	require.NotNil(t, st.ExportedAt)
 	require.Empty(t, st.CentralStatus)
 
-	n, err := s.SettleByReceipt(ctx, now, []Settled{
+	n, err := s.SettleByReceipt(ctx, now, now, []Settled{
 		{ID: "m-000", Kind: contract.KindNotification, Status: contract.StatusPending},
 		{ID: "c-1", Kind: contract.KindExternalCall, Status: contract.StatusPending},
 	})
@@ -181,7 +181,7 @@ func TestSettleByReceipt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, contract.StatusPending, st.CentralStatus)
 
-	n, err = s.SettleByReceipt(ctx, now, []Settled{{ID: "m-000", Kind: contract.KindNotification, Status: contract.StatusPending}})
+	n, err = s.SettleByReceipt(ctx, now, now, []Settled{{ID: "m-000", Kind: contract.KindNotification, Status: contract.StatusPending}})
 	require.NoError(t, err)
 	require.Zero(t, n, "the same receipt twice settles nothing more")
 }

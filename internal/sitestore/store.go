@@ -247,6 +247,14 @@ var migrations = []string{
 	// finds what is parked on the site (ListParkedOnSite).
 	`UPDATE buffer SET status = 'Retrying', handed_off = 0, next_attempt_at = 0 WHERE status = 'Parked';
 	CREATE INDEX buffer_parked ON buffer (created_at) WHERE status = 'Parked';`,
+	// 10: central's record of an operation as the newest receipt carried it
+	// (central_status has its status): retry count, last attempt and
+	// delivery, and that receipt's time (Unix nanoseconds), so an older
+	// receipt acked later does not take the state back.
+	`ALTER TABLE job_log ADD COLUMN central_retry_count INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE job_log ADD COLUMN central_last_attempt_at INTEGER;
+	ALTER TABLE job_log ADD COLUMN central_delivered_at INTEGER;
+	ALTER TABLE job_log ADD COLUMN central_at INTEGER;`,
 }
 
 // Open opens (creating if needed) the site store at path.
