@@ -62,6 +62,9 @@ type CentralOptions struct {
 	PageAuth outbox.Auth
 	// CodecOrigins are the browser origins allowed to call the codec server.
 	CodecOrigins []string
+	// PageHosts are the names, beside localhost, IP addresses and the host
+	// of Listen, the outbox page answers to; it refuses others with 421.
+	PageHosts []string
 }
 
 // StoreOptions say which central store to open: a SQLite file at Path, or

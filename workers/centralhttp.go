@@ -73,7 +73,7 @@ func outboxPage(cfg CentralOptions, store *centralstore.Store, tc client.Client)
 	}
 	return outbox.New(store, tc, outbox.Options{
 		TemporalUIURL: cfg.TemporalUIURL, Namespace: cfg.Namespace, StuckAge: cfg.StuckAge,
-		Auth: cfg.PageAuth, CodecOrigins: cfg.CodecOrigins, Codec: cfg.Codec,
+		Auth: cfg.PageAuth, CodecOrigins: cfg.CodecOrigins, Codec: cfg.Codec, Hosts: httpserve.HostNames(cfg.Listen, cfg.PageHosts),
 	})
 }
 

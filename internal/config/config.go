@@ -374,6 +374,11 @@ type Central struct {
 	// (/codec/decode) with the page's sign-in. Default: the origin of
 	// temporal_ui_url.
 	CodecOrigins []string `yaml:"codec_origins"`
+	// PageHosts are host names, beside localhost, IP addresses and the
+	// host of listen, under which people and the Web UI reach the page; a
+	// request whose Host header is another name is refused with 421 (a
+	// DNS-rebinding page's is). Default none.
+	PageHosts []string `yaml:"page_hosts"`
 }
 
 // PageAuth configures sign-in to the outbox page: users with passwords,

@@ -27,6 +27,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/httpserve"
 )
 
 // Options configures the page. Zero fields take the defaults below.
@@ -53,6 +54,10 @@ type Options struct {
 	// CodecOrigins are the origins (scheme://host:port) of the Temporal
 	// Web UI allowed to call the codec endpoints from a browser.
 	CodecOrigins []string
+	// Hosts are the names, beside localhost and IP addresses, that
+	// requests may carry in their Host header (config central.page_hosts
+	// and the host of central.listen). Default none.
+	Hosts []string
 }
 
 // DefaultOperator is recorded as the operator of a retry or discard sent
@@ -85,7 +90,8 @@ type handler struct {
 // and redirect back (303) with a message; GET and POST /login sign in, POST
 // /logout signs out; /codec/ is the codec server. Mount it at a path ending
 // in "/" (http.StripPrefix works). Cross-origin POSTs are refused, except to
-// the codec server from opts.CodecOrigins.
+// the codec server from opts.CodecOrigins, and so is every request whose
+// Host is not a name of the page (onlyHosts).
 func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handler, error) {
 	if opts.TemporalUIURL == "" {
 		opts.TemporalUIURL = "http://127.0.0.1:8233"
@@ -126,7 +132,22 @@ func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handle
 	mux := http.NewServeMux()
 	mux.Handle("/codec/", h.codecServer())
 	mux.Handle("/", http.NewCrossOriginProtection().Handler(page))
-	return mux, nil
+	return onlyHosts(mux, opts.Hosts), nil
+}
+
+// onlyHosts refuses with 421 a request whose Host is not a name of the page
+// (httpserve.HostAllowed). A DNS-rebinding page reaches the page on
+// loopback under its own name and is then same-origin to the browser, so
+// the cross-origin checks let it through: its Host header gives it away.
+func onlyHosts(next http.Handler, hosts []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpserve.HostAllowed(r.Host, hosts) {
+			http.Error(w, fmt.Sprintf("host %q is not a name of this page: use localhost or an IP address, "+
+				"or add the name to central.page_hosts", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // filterKeys are the page's GET parameters, in form order.

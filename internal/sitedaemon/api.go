@@ -40,7 +40,8 @@ type API struct {
 // APIOptions configures the site API.
 type APIOptions struct {
 	// Hosts are names, beside localhost and IP addresses, that requests may
-	// carry in their Host header (site.api_hosts). Default none.
+	// carry in their Host header (site.api_hosts and the host of
+	// site.listen). Default none.
 	Hosts []string
 	// Tokens are the bearer tokens the API accepts (holder → token, from
 	// site.api_tokens); none: no token is asked for.

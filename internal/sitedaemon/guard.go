@@ -4,18 +4,19 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"mime"
-	"net"
 	"net/http"
-	"slices"
 	"strings"
+
+	"github.com/outpost-dev/outpost/internal/httpserve"
 )
 
 // The site API runs operations a web page must never be able to run: any
 // page open in a browser on the site host can send requests to 127.0.0.1,
 // and a DNS-rebinding page can even read the answers. guardAPI lets through
 // only what a script or tool sends:
-//   - a Host header that names this API: localhost, an IP address, or one
-//     of site.api_hosts (a rebound DNS name is none of those);
+//   - a Host header that names this API (httpserve.HostAllowed): localhost,
+//     an IP address, the host of site.listen or one of site.api_hosts (a
+//     rebound DNS name is none of those);
 //   - no cross-site browser request (Sec-Fetch-Site, Origin against Host),
 //     the checks of net/http's CrossOriginProtection;
 //   - a POST body declared application/json, which no HTML form can send
@@ -37,7 +38,7 @@ func guardAPI(next http.Handler, hosts []string, tokens map[string]string) http.
 	}))
 	authorized := requireToken(checked, tokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !hostAllowed(r.Host, hosts) {
+		if !httpserve.HostAllowed(r.Host, hosts) {
 			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf(
 				"host %q is not a name of this site API: use localhost or an IP address, or add the name to site.api_hosts", r.Host))
 			return
@@ -77,22 +78,6 @@ func tokenKnown(given string, tokens map[string]string) bool {
 		found |= subtle.ConstantTimeCompare([]byte(given), []byte(t))
 	}
 	return found == 1
-}
-
-// hostAllowed reports whether a request's Host names this API.
-func hostAllowed(hostport string, hosts []string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
-	if host == "" {
-		return false // HTTP/1.1 requires Host; only a hand-made request lacks it
-	}
-	if strings.EqualFold(host, "localhost") || net.ParseIP(host) != nil {
-		return true
-	}
-	return slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, host) })
 }
 
 // isJSON reports a media type of application/json, parameters aside.
