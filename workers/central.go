@@ -98,8 +98,9 @@ func PollerOptions() worker.Options {
 // NewCentral opens the central store, makes sure the daily purge schedule
 // exists, registers the workflows and activities with a worker on tc, and
 // binds central.listen for the outbox page, metrics (into registry, which
-// holds the SDK's metrics too: see NewCentralMetrics) and health.
-func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, registry *prometheus.Registry) (*Central, error) {
+// holds the SDK's metrics too: see NewCentralMetrics) and health. log
+// receives what the outbox page logs (failed and throttled sign-ins).
+func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, registry *prometheus.Registry, log *zap.Logger) (*Central, error) {
 	store, err := OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -147,7 +148,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		Policy:  policy,
 		Observe: observe,
 	})
-	page, err := startCentralHTTP(cfg, store, tc, registry, events)
+	page, err := startCentralHTTP(cfg, store, tc, registry, events, log.Named("outbox"))
 	if err != nil {
 		store.Close()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/outpost-dev/outpost/internal/outbox"
@@ -21,7 +22,7 @@ func TestOutboxPageAnswersItsListenAndPageHosts(t *testing.T) {
 	page, err := outboxPage(CentralOptions{
 		Listen: "outpost-central.plant.example:8481", PageHosts: []string{"outbox.example"},
 		PageAuth: outbox.Auth{Users: map[string]outbox.User{"ana": {PasswordHash: string(hash), Role: outbox.RoleOperator}}},
-	}, nil, nil)
+	}, nil, nil, nil, zap.NewNop())
 	require.NoError(t, err)
 	for host, want := range map[string]int{
 		"outpost-central.plant.example:8481": http.StatusSeeOther, // to the sign-in form

@@ -99,7 +99,7 @@ func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	central, err := workers.NewCentral(ctx, opts, tc, metrics.Registry)
+	central, err := workers.NewCentral(ctx, opts, tc, metrics.Registry, log)
 	if err != nil {
 		return err
 	}

@@ -21,9 +21,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
@@ -54,6 +56,10 @@ type Options struct {
 	// CodecOrigins are the origins (scheme://host:port) of the Temporal
 	// Web UI allowed to call the codec endpoints from a browser.
 	CodecOrigins []string
+	// Log receives failed and throttled sign-ins. Default: none.
+	Log *zap.Logger
+	// Metrics, when set, registers outpost_central_signins_total.
+	Metrics prometheus.Registerer
 	// Hosts are the names, beside localhost and IP addresses, that
 	// requests may carry in their Host header (config central.page_hosts
 	// and the host of central.listen). Default none.
@@ -75,10 +81,13 @@ const (
 const flashCookie = "outpost_outbox_flash"
 
 type handler struct {
-	store *centralstore.Store
-	tc    client.Client
-	opts  Options
-	auth  *authenticator
+	store    *centralstore.Store
+	tc       client.Client
+	opts     Options
+	auth     *authenticator
+	throttle *signInThrottle
+	signIns  *prometheus.CounterVec
+	log      *zap.Logger
 }
 
 // New returns the outbox page: GET / renders it; GET /items/{kind}/{id}
@@ -115,7 +124,14 @@ func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handle
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{store: store, tc: tc, opts: opts, auth: auth}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	signIns, err := newSignInCounter(opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{store: store, tc: tc, opts: opts, auth: auth, throttle: newSignInThrottle(opts.Now), signIns: signIns, log: opts.Log}
 	page := http.NewServeMux()
 	page.Handle("GET /{$}", h.require(RoleViewer, h.page))
 	page.Handle("GET /items/{kind}/{id}", h.require(RoleViewer, h.item))
