@@ -86,7 +86,7 @@ func (a *NotificationActivities) record(ctx context.Context, sub contract.Notifi
 		SiteEnqueuedAt:   sub.SiteEnqueuedAt,
 		CreatedAt:        a.now(),
 	}
-	enqueued := audit.NotificationEnqueued(n)
+	enqueued := audit.NotificationEnqueued(n, sub.SubmittedBy)
 	row, err := a.Store.InsertNotification(ctx, n, enqueued)
 	if err != nil {
 		return centralstore.Notification{}, err

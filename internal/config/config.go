@@ -100,8 +100,11 @@ type Site struct {
 	APIHosts []string `yaml:"api_hosts"`
 	// APITokens names the bearer tokens the site API accepts: who holds one
 	// ("scripts", "scada") → the environment variable holding it. Several
-	// let one be rotated while another still works. Required when listen is
-	// not a loopback address; optional on loopback. Default none.
+	// let one be rotated while another still works. Each operation's audit
+	// trail names the holder of the token it came with. Required when
+	// listen is not a loopback address; on loopback too in production
+	// (`outpost site` warns without: any local process could use the API).
+	// Default none.
 	APITokens map[string]string `yaml:"api_tokens"`
 	// TLSCertFile and TLSKeyFile serve the API (and /metrics, /healthz,
 	// /readyz) over HTTPS; both or neither. The files are reread when they

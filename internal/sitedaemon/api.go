@@ -91,6 +91,7 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	n.SubmittedBy = tokenHolder(r)
 	id, err := a.client.Send(r.Context(), n)
 	var invalid *site.InvalidError
 	var unavailable *site.UnavailableError
@@ -127,6 +128,7 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	req.SubmittedBy = tokenHolder(r)
 	id, attempt, err := a.client.BeginCall(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
 }
@@ -141,6 +143,7 @@ func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	req.SubmittedBy = tokenHolder(r)
 	id, attempt, err := a.client.BeginWrite(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
 }

@@ -1,6 +1,7 @@
 package sitedaemon
 
 import (
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"mime"
@@ -48,17 +49,18 @@ func guardAPI(next http.Handler, hosts []string, tokens map[string]string) http.
 }
 
 // requireToken lets through requests with "Authorization: Bearer <token>"
-// for one of tokens (holder → token), compared in constant time; others get
-// 401 and a WWW-Authenticate challenge. No tokens: everything passes (a
-// loopback-only API; configuration refuses a wider listen without one).
+// for one of tokens (holder → token), compared in constant time, with the
+// token's holder in their context (tokenHolder); others get 401 and a
+// WWW-Authenticate challenge. No tokens: everything passes (a loopback-only
+// API; configuration refuses a wider listen without one).
 func requireToken(next http.Handler, tokens map[string]string) http.Handler {
 	if len(tokens) == 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if ok && tokenKnown(strings.TrimSpace(given), tokens) {
-			next.ServeHTTP(w, r)
+		if holder, known := holderOf(strings.TrimSpace(given), tokens); ok && known {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), holderKey{}, holder)))
 			return
 		}
 		challenge, msg := `Bearer realm="outpost-site"`, "a token is required: send Authorization: Bearer <token> (one of site.api_tokens)"
@@ -70,14 +72,29 @@ func requireToken(next http.Handler, tokens map[string]string) http.Handler {
 	})
 }
 
-// tokenKnown compares given with every token, each in constant time, so the
-// answer's timing tells nothing of how much of a token matched.
-func tokenKnown(given string, tokens map[string]string) bool {
-	found := 0
-	for _, t := range tokens {
-		found |= subtle.ConstantTimeCompare([]byte(given), []byte(t))
+// holderOf is the holder of token given, compared with every token, each
+// in constant time, so the answer's timing tells nothing of how much of a
+// token matched or which one did.
+func holderOf(given string, tokens map[string]string) (string, bool) {
+	holder, found := "", 0
+	for name, t := range tokens {
+		match := subtle.ConstantTimeCompare([]byte(given), []byte(t))
+		if match == 1 {
+			holder = name
+		}
+		found |= match
 	}
-	return found == 1
+	return holder, found == 1
+}
+
+// holderKey keys the token's holder in a request's context.
+type holderKey struct{}
+
+// tokenHolder is the holder of the token r came with; "" when the API asks
+// for none.
+func tokenHolder(r *http.Request) string {
+	holder, _ := r.Context().Value(holderKey{}).(string)
+	return holder
 }
 
 // isJSON reports a media type of application/json, parameters aside.

@@ -240,6 +240,10 @@ var migrations = []string{
 		epoch         INTEGER NOT NULL DEFAULT 0
 	);
 	INSERT INTO replication (id) VALUES (1);`,
+	// 9: who submitted each cached call (the site API token's holder),
+	// which central records as the operator of its Enqueued audit event.
+	`ALTER TABLE tracking ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tracking_changes ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';`,
 }
 
 // Open opens (creating if needed) the site store at path.
