@@ -84,7 +84,7 @@ func (a *NotificationActivities) record(ctx context.Context, sub contract.Notifi
 		SiteEnqueuedAt:   sub.SiteEnqueuedAt,
 		CreatedAt:        a.now(),
 	}
-	return a.Store.InsertNotification(ctx, n, audit.NotificationEnqueued(n))
+	return a.Store.InsertNotification(ctx, n, audit.NotificationEnqueued(n, sub.SubmittedBy))
 }
 
 // listType is the type and type data of list, recorded with a new

@@ -10,15 +10,18 @@ import (
 // NotificationSubmission is what a site hands to central for one notification:
 // the payload of SignalSubmit on workflow NotificationWorkflowID(NotificationID).
 type NotificationSubmission struct {
-	NotificationID   string    `json:"notificationId"`
-	ListName         string    `json:"listName"`
-	Subject          string    `json:"subject"`
-	Body             string    `json:"body"`
-	SourceSiteID     string    `json:"sourceSiteId"`
-	SourceNode       string    `json:"sourceNode,omitempty"`
-	SourceInstanceID string    `json:"sourceInstanceId,omitempty"`
-	SourceScript     string    `json:"sourceScript,omitempty"`
-	SiteEnqueuedAt   time.Time `json:"siteEnqueuedAt"`
+	NotificationID   string `json:"notificationId"`
+	ListName         string `json:"listName"`
+	Subject          string `json:"subject"`
+	Body             string `json:"body"`
+	SourceSiteID     string `json:"sourceSiteId"`
+	SourceNode       string `json:"sourceNode,omitempty"`
+	SourceInstanceID string `json:"sourceInstanceId,omitempty"`
+	SourceScript     string `json:"sourceScript,omitempty"`
+	// SubmittedBy is who submitted it: the holder of the site API token it
+	// came with (site.api_tokens); empty without one.
+	SubmittedBy    string    `json:"submittedBy,omitempty"`
+	SiteEnqueuedAt time.Time `json:"siteEnqueuedAt"`
 }
 
 // NotificationState is the central view of one notification: the status

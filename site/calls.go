@@ -22,6 +22,8 @@ type CallRequest struct {
 	// IdempotencyKey: see Notification.IdempotencyKey. A call sent again
 	// with its key is not attempted again: the answer is its state now.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// SubmittedBy: see Notification.SubmittedBy.
+	SubmittedBy string `json:"-"`
 }
 
 // WriteRequest is a parameterised database write with per-call provenance:
@@ -34,6 +36,8 @@ type WriteRequest struct {
 	Script     string `json:"script,omitempty"`
 	// IdempotencyKey: see CallRequest.IdempotencyKey.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// SubmittedBy: see Notification.SubmittedBy.
+	SubmittedBy string `json:"-"`
 }
 
 // CallResult is the answer to a cached call or write.
@@ -80,7 +84,7 @@ func (c *Client) Call(ctx context.Context, system, method string, params map[str
 
 // SendCall is Call with explicit provenance.
 func (c *Client) SendCall(ctx context.Context, r CallRequest) (CallResult, error) {
-	return c.cachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey})
+	return c.cachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey, r.SubmittedBy})
 }
 
 // Attempt makes a tracked call's immediate attempt and records its outcome:
@@ -93,12 +97,12 @@ type Attempt func(context.Context) (CallResult, error)
 // once; a call whose attempt never runs is retried like one whose attempt
 // was lost.
 func (c *Client) BeginCall(ctx context.Context, r CallRequest) (string, Attempt, error) {
-	return c.beginCachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey})
+	return c.beginCachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey, r.SubmittedBy})
 }
 
 // BeginWrite is BeginCall for a write.
 func (c *Client) BeginWrite(ctx context.Context, w WriteRequest) (string, Attempt, error) {
-	return c.beginCachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey})
+	return c.beginCachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey, w.SubmittedBy})
 }
 
 func (r CallRequest) target() targets.Request {
@@ -115,7 +119,7 @@ func (c *Client) Write(ctx context.Context, connection, sql string, args ...any)
 
 // SendWrite is Write with explicit provenance.
 func (c *Client) SendWrite(ctx context.Context, w WriteRequest) (CallResult, error) {
-	return c.cachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey})
+	return c.cachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey, w.SubmittedBy})
 }
 
 func (w WriteRequest) target() targets.Request {
@@ -158,8 +162,8 @@ func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, p pro
 	}
 	row, err := c.store.BeginOperation(ctx, sitestore.NewOperation{
 		OperationID: id, Kind: req.Kind, Target: c.targets.Target(req), Payload: payload, RequestHash: hash,
-		Provenance:   sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: p.instance, Script: p.script},
-		AttemptGrace: c.targets.Policy(req).AttemptTimeout,
+		Provenance:  sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: p.instance, Script: p.script},
+		SubmittedBy: p.submittedBy, AttemptGrace: c.targets.Policy(req).AttemptTimeout,
 	})
 	if errors.Is(err, sitestore.ErrReplayed) {
 		return id, func(context.Context) (CallResult, error) { return replayedResult(row), nil }, nil
@@ -200,7 +204,7 @@ func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Re
 }
 
 // provenance is who made a call, and the idempotency key naming it.
-type provenance struct{ instance, script, key string }
+type provenance struct{ instance, script, key, submittedBy string }
 
 // replayedResult answers a request its idempotency key already made: the
 // operation's state now, without another attempt. A call still under way

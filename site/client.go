@@ -254,6 +254,10 @@ type Notification struct {
 	// same key and content it returns the same id and buffers nothing
 	// more; with other content it fails with ErrIdempotencyConflict.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// SubmittedBy names who submitted the request, recorded as the
+	// operator of its Enqueued audit event at central. The site API sets it
+	// to the holder of the request's token; never read from a body.
+	SubmittedBy string `json:"-"`
 }
 
 // Notify buffers a notification to list and returns its id once it is on
@@ -293,7 +297,7 @@ func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
 	sub := contract.NotificationSubmission{
 		NotificationID: id, ListName: n.List, Subject: n.Subject, Body: n.Body,
 		SourceSiteID: c.opts.SiteID, SourceNode: c.opts.Node, SourceInstanceID: n.Instance,
-		SourceScript: n.Script, SiteEnqueuedAt: now,
+		SourceScript: n.Script, SubmittedBy: n.SubmittedBy, SiteEnqueuedAt: now,
 	}
 	payload, err := json.Marshal(sub)
 	if err != nil {

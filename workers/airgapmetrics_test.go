@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/airgap"
@@ -60,7 +61,7 @@ func exportSite(t *testing.T, dir, node string, keys ...string) (string, int64) 
 func serveCentral(t *testing.T, store *centralstore.Store) string {
 	t.Helper()
 	h, err := startCentralHTTP(CentralOptions{Listen: "127.0.0.1:0", StuckAge: time.Hour}, store, temporalStub{},
-		prometheus.NewRegistry(), NewDeliveryEvents())
+		prometheus.NewRegistry(), NewDeliveryEvents(), zap.NewNop())
 	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- h.serve() }()

@@ -62,6 +62,9 @@ type CentralOptions struct {
 	PageAuth outbox.Auth
 	// CodecOrigins are the browser origins allowed to call the codec server.
 	CodecOrigins []string
+	// PageHosts are the names, beside localhost, IP addresses and the host
+	// of Listen, the outbox page answers to; it refuses others with 421.
+	PageHosts []string
 }
 
 // StoreOptions say which central store to open: a SQLite file at Path, or
@@ -95,8 +98,9 @@ func PollerOptions() worker.Options {
 // NewCentral opens the central store, makes sure the daily purge schedule
 // exists, registers the workflows and activities with a worker on tc, and
 // binds central.listen for the outbox page, metrics (into registry, which
-// holds the SDK's metrics too: see NewCentralMetrics) and health.
-func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, registry *prometheus.Registry) (*Central, error) {
+// holds the SDK's metrics too: see NewCentralMetrics) and health. log
+// receives what the outbox page logs (failed and throttled sign-ins).
+func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, registry *prometheus.Registry, log *zap.Logger) (*Central, error) {
 	store, err := OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -139,7 +143,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		},
 		Policy: policy,
 	})
-	page, err := startCentralHTTP(cfg, store, tc, registry, events)
+	page, err := startCentralHTTP(cfg, store, tc, registry, events, log.Named("outbox"))
 	if err != nil {
 		store.Close()
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/httpserve"
@@ -52,8 +53,8 @@ func countDeliveryEvents(events *prometheus.CounterVec) func([]centralstore.Audi
 }
 
 func startCentralHTTP(cfg CentralOptions, store *centralstore.Store, tc client.Client,
-	registry *prometheus.Registry, events *prometheus.CounterVec) (*centralHTTP, error) {
-	page, err := outboxPage(cfg, store, tc)
+	registry *prometheus.Registry, events *prometheus.CounterVec, log *zap.Logger) (*centralHTTP, error) {
+	page, err := outboxPage(cfg, store, tc, registry, log)
 	if err != nil {
 		return nil, err
 	}
@@ -80,15 +81,17 @@ func MetricsHandler(store *centralstore.Store, stuckAge time.Duration, registry 
 	return promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 }
 
-// outboxPage builds the outbox page with its sign-in and codec server. An
-// open page (no page_auth) is refused beyond loopback.
-func outboxPage(cfg CentralOptions, store *centralstore.Store, tc client.Client) (http.Handler, error) {
+// outboxPage builds the outbox page with its sign-in and codec server, its
+// sign-in metric in registry and its log in log. An open page (no
+// page_auth) is refused beyond loopback.
+func outboxPage(cfg CentralOptions, store *centralstore.Store, tc client.Client, registry prometheus.Registerer, log *zap.Logger) (http.Handler, error) {
 	if !httpserve.IsLoopback(cfg.Listen) && cfg.PageAuth.Open() {
 		return nil, fmt.Errorf("central.listen %q is reachable beyond this host: configure central.page_auth (users or proxy_header), or anyone who reaches it can retry and discard", cfg.Listen)
 	}
 	return outbox.New(store, tc, outbox.Options{
 		TemporalUIURL: cfg.TemporalUIURL, Namespace: cfg.Namespace, StuckAge: cfg.StuckAge,
-		Auth: cfg.PageAuth, CodecOrigins: cfg.CodecOrigins, Codec: cfg.Codec,
+		Auth: cfg.PageAuth, CodecOrigins: cfg.CodecOrigins, Codec: cfg.Codec, Hosts: httpserve.HostNames(cfg.Listen, cfg.PageHosts),
+		Log: log, Metrics: registry,
 	})
 }
 

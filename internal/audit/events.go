@@ -28,12 +28,13 @@ import (
 )
 
 // NotificationEnqueued is the event of central recording notification n, at
-// the time the site accepted it.
-func NotificationEnqueued(n centralstore.Notification) centralstore.AuditEvent {
+// the time the site accepted it, submitted by submittedBy (its operator:
+// the holder of the site API token it came with).
+func NotificationEnqueued(n centralstore.Notification, submittedBy string) centralstore.AuditEvent {
 	return centralstore.AuditEvent{
 		EventID: contract.NotificationWorkflowID(n.NotificationID) + "/enqueued", OperationID: n.NotificationID,
 		Kind: contract.KindNotification, SiteID: n.SourceSiteID, SourceNode: n.SourceNode, Event: centralstore.AuditEnqueued,
-		Status: contract.StatusPending, Detail: "list " + n.ListName, At: n.SiteEnqueuedAt,
+		Status: contract.StatusPending, Detail: "list " + n.ListName, Operator: submittedBy, At: n.SiteEnqueuedAt,
 	}
 }
 
@@ -110,7 +111,7 @@ func operatorEvent(base centralstore.AuditEvent, prefix string, seq int, retry b
 }
 
 // SiteCallEvents is what a mirrored tracking row shows of its cached call:
-// always Enqueued (stored once); an Attempt when the row is the outcome of
+// always Enqueued (stored once; its operator is who submitted the call); an Attempt when the row is the outcome of
 // one (it has a last attempt, and is not an operator's discard or the
 // reset of an operator's retry); a Terminal event for Delivered, Failed,
 // Discarded and Parked. Telemetry sends every change of a row, each as the
@@ -123,7 +124,7 @@ func SiteCallEvents(row contract.TrackedOperation) []centralstore.AuditEvent {
 	}
 	enqueued := base
 	enqueued.EventID, enqueued.Event, enqueued.Status = prefix+"/enqueued", centralstore.AuditEnqueued, contract.StatusPending
-	enqueued.Detail, enqueued.At = "target "+row.Target, row.CreatedAt
+	enqueued.Detail, enqueued.At, enqueued.Operator = "target "+row.Target, row.CreatedAt, row.SubmittedBy
 	out := []centralstore.AuditEvent{enqueued}
 
 	key := attemptKey(row)

@@ -142,7 +142,7 @@ func TestNotificationEvents(t *testing.T) {
 	require.Equal(t, "delivered to a@example.com, b@example.com", delivered[1].Detail)
 	require.Equal(t, "node-a", delivered[1].SourceNode)
 
-	enq := audit.NotificationEnqueued(centralstore.Notification{NotificationID: id, ListName: "ops", SourceSiteID: "plant-1", SourceNode: "node-b", SiteEnqueuedAt: t0})
+	enq := audit.NotificationEnqueued(centralstore.Notification{NotificationID: id, ListName: "ops", SourceSiteID: "plant-1", SourceNode: "node-b", SiteEnqueuedAt: t0}, "")
 	require.Equal(t, []string{"/enqueued Enqueued Pending 0s"}, summary(prefix, []centralstore.AuditEvent{enq}))
 	require.Equal(t, "node-b", enq.SourceNode, "the node that accepted it")
 }
@@ -159,4 +159,22 @@ func TestOperatorActionOnCall(t *testing.T) {
 		Event: centralstore.AuditOperatorDiscard, Status: contract.StatusDiscarded, Operator: "bo",
 		Reason: "entered by hand", At: t0,
 	}, e)
+}
+
+// The Enqueued event names who submitted the operation (the holder of the
+// site API token it came with) as its operator; the events after it are
+// central's and the target's, and name nobody.
+func TestEnqueuedNamesTheSubmitter(t *testing.T) {
+	t.Parallel()
+	row := callRow(contract.StatusRetrying, 1, at(time.Minute))
+	row.SubmittedBy = "scada"
+	events := audit.SiteCallEvents(row)
+	require.Equal(t, centralstore.AuditEnqueued, events[0].Event)
+	require.Equal(t, "scada", events[0].Operator)
+	for _, e := range events[1:] {
+		require.Empty(t, e.Operator, e.EventID)
+	}
+
+	enq := audit.NotificationEnqueued(centralstore.Notification{NotificationID: "n-1", ListName: "ops", SourceSiteID: "plant-1", SiteEnqueuedAt: t0}, "scripts")
+	require.Equal(t, "scripts", enq.Operator)
 }

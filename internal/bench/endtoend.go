@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
@@ -281,7 +282,7 @@ func (e *endToEnd) startCentral(ctx context.Context, cfg config.Central) error {
 	if err != nil {
 		return errors.Join(err, metrics.Close())
 	}
-	central, err := workers.NewCentral(ctx, opts, e.tc, metrics.Registry)
+	central, err := workers.NewCentral(ctx, opts, e.tc, metrics.Registry, zap.NewNop())
 	if err != nil {
 		return errors.Join(err, metrics.Close())
 	}

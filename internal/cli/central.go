@@ -29,6 +29,8 @@ Outpost's search attributes in the namespace if they are missing. Secrets
 come from the variables named in the config (OUTPOST_SMTP_PASSWORD,
 OUTPOST_DB_PASSWORD, OUTPOST_TEMPORAL_API_KEY). temporal.encryption_keys
 encrypts every payload in Temporal; every site and the CLI need the same keys.
+Without them central logs a warning at start: payloads are plain text in
+Temporal's history (config check --production reports it too).
 Each site's reconciliation also settles operations whose workflows were
 terminated (Discarded).
 
@@ -42,6 +44,7 @@ Example:
   OUTPOST_SMTP_PASSWORD=... outpost central --config /etc/outpost/outpost.yaml`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
+			warnProductionRisks(log, cfg, "temporal.encryption_keys")
 			return runCentral(ctx, cfg, log)
 		})
 	},
@@ -99,7 +102,7 @@ func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	central, err := workers.NewCentral(ctx, opts, tc, metrics.Registry)
+	central, err := workers.NewCentral(ctx, opts, tc, metrics.Registry, log)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/devserver"
@@ -32,6 +34,13 @@ var devCommand = command{
 a SQLite central store, an SMTP sink that keeps and shows what it receives, a
 demo external system that can be told to fail, a demo SQLite database, and one
 site daemon. Prints the URLs; Ctrl-C stops everything.
+
+Payloads are encrypted in Temporal as in production: without
+temporal.encryption_keys in the config, the first run makes a key at
+<dev.data_dir>/encryption.key and later runs keep it, and the Web UI decodes
+payloads through central's codec server (<central.listen>/codec), so the UI
+shows them as it does in production; "temporal workflow show" shows them
+with --codec-endpoint http://<central.listen>/codec.
 
 Without --config it runs the dev defaults (site plant-1, list "ops", external
 system "demo", database "historian", retries every 10s, parked after 3). With dev.start_temporal: false it uses the
@@ -52,12 +61,17 @@ func runDev(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) er
 	if err := makeDevDirs(cfg); err != nil {
 		return err
 	}
+	dev, err := devSettings(cfg)
+	if err != nil {
+		return err
+	}
+	cfg = dev.cfg
 	if cfg.Dev.StartTemporal {
 		fmt.Fprintln(env.Stdout, "Starting the Temporal dev server (the first run builds the pinned CLI: about three minutes)...")
 		srv, err := devserver.Start(ctx, devserver.Options{
 			Address: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace,
 			DBFile: filepath.Join(cfg.Dev.DataDir, "temporal.db"), UIPort: cfg.Dev.TemporalUIPort,
-			Logger: logging.NewTemporal(log.Named("devserver")),
+			UICodecEndpoint: dev.uiCodecEndpoint, Logger: logging.NewTemporal(log.Named("devserver")),
 		})
 		if err != nil {
 			return err
@@ -86,11 +100,86 @@ func runDev(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) er
 	printStack(env, cfg, sinkURL)
 	g.Go(func() error { return runCentral(ctx, cfg, log.Named("central")) })
 	g.Go(func() error { return runSite(ctx, cfg, log) })
-	err := g.Wait()
+	err = g.Wait()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
+}
+
+// devKeyFile, under dev.data_dir, holds the key `outpost dev` encrypts
+// payloads with when the config names none.
+const (
+	devKeyFile = "encryption.key"
+	devKeyID   = "dev"
+)
+
+// devStack is the config `outpost dev` runs and what it tells the Web UI.
+type devStack struct {
+	cfg config.Config
+	// uiCodecEndpoint is central's codec server, which the dev Web UI
+	// decodes payloads through.
+	uiCodecEndpoint string
+}
+
+// devSettings makes the dev stack encrypt as production does: a config
+// without temporal.encryption_keys gets the dev key (devKey), the Web UI
+// decodes through central's codec server, and the page links to, and lets
+// the codec server be called from, the dev Web UI.
+func devSettings(cfg config.Config) (devStack, error) {
+	if len(cfg.Temporal.EncryptionKeys) == 0 {
+		key, err := devKey(cfg.Dev.DataDir)
+		if err != nil {
+			return devStack{}, err
+		}
+		cfg.Temporal.EncryptionKeys = []config.EncryptionKey{key}
+	}
+	if cfg.Dev.StartTemporal {
+		cfg.Central.TemporalUIURL = devUIURL(cfg)
+	}
+	return devStack{cfg: cfg, uiCodecEndpoint: "http://" + cfg.Central.Listen + "/codec"}, nil
+}
+
+// devUIURL is the address of the dev server's Web UI.
+func devUIURL(cfg config.Config) string {
+	host, _, _ := net.SplitHostPort(cfg.Temporal.Address)
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(cfg.Dev.TemporalUIPort))
+}
+
+// devKey is the dev stack's payload key in dir, made on the first run and
+// kept, so the histories the dev server stores stay readable on the next.
+func devKey(dir string) (config.EncryptionKey, error) {
+	key := config.EncryptionKey{ID: devKeyID, File: filepath.Join(dir, devKeyFile)}
+	secret, err := codec.NewSecret()
+	if err != nil {
+		return key, err
+	}
+	f, err := os.OpenFile(key.File, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return key, nil
+	}
+	if err != nil {
+		return key, fmt.Errorf("dev stack: create the payload key %s: %w", key.File, err)
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return key, fmt.Errorf("dev stack: write the payload key %s: %w", key.File, err)
+	}
+	if err := f.Close(); err != nil {
+		return key, fmt.Errorf("dev stack: write the payload key %s: %w", key.File, err)
+	}
+	return key, nil
+}
+
+// withDevKey gives cfg the dev stack's payload key when dataDir holds one:
+// an operator command run without --config beside `outpost dev` reads
+// the payloads the stack encrypted.
+func withDevKey(cfg config.Config, dataDir string) config.Config {
+	path := filepath.Join(dataDir, devKeyFile)
+	if _, err := os.Stat(path); err == nil {
+		cfg.Temporal.EncryptionKeys = []config.EncryptionKey{{ID: devKeyID, File: path}}
+	}
+	return cfg
 }
 
 // startSink runs the SMTP sink at central.smtp's address and its page at dev.sink_http.
@@ -177,8 +266,7 @@ func printStack(env Env, cfg config.Config, sinkURL string) {
 	fmt.Fprintln(w, "\nOutpost dev stack")
 	fmt.Fprintf(w, "  Temporal gRPC     %s (namespace %s)\n", cfg.Temporal.Address, cfg.Temporal.Namespace)
 	if cfg.Dev.StartTemporal {
-		host, _, _ := net.SplitHostPort(cfg.Temporal.Address)
-		fmt.Fprintf(w, "  Temporal Web UI   http://%s\n", net.JoinHostPort(host, strconv.Itoa(cfg.Dev.TemporalUIPort)))
+		fmt.Fprintf(w, "  Temporal Web UI   %s (payloads decoded through http://%s/codec)\n", devUIURL(cfg), cfg.Central.Listen)
 	}
 	fmt.Fprintf(w, "  Outbox page       http://%s (and /metrics, /healthz, /readyz)\n", cfg.Central.Listen)
 	fmt.Fprintf(w, "  Site API          http://%s (site %s; /metrics, /healthz, /readyz)\n", cfg.Site.Listen, cfg.Site.ID)
@@ -191,6 +279,13 @@ func printStack(env Env, cfg config.Config, sinkURL string) {
 	}
 	if cfg.Dev.DemoDatabase != "" {
 		fmt.Fprintf(w, "  Demo database     %s (table readings)\n", cfg.Dev.DemoDatabase)
+	}
+	if keys := cfg.Temporal.EncryptionKeys; len(keys) > 0 {
+		where := keys[0].File
+		if where == "" {
+			where = "$" + keys[0].Env
+		}
+		fmt.Fprintf(w, "  Payload key       %s (payloads are encrypted in Temporal, as in production)\n", where)
 	}
 	fmt.Fprintf(w, "  Data              %s\n\n", cfg.Dev.DataDir)
 	fmt.Fprintf(w, "Try: curl -s -XPOST http://%s/v1/notifications -H 'Content-Type: application/json' -d '{\"list\":\"ops\",\"subject\":\"Pump 3 tripped\",\"body\":\"Pressure low\"}'\n", cfg.Site.Listen)

@@ -38,8 +38,11 @@ site.failover_after (5s), and a returning node hands over what it accepted
 before it follows again. outpost site status shows both nodes.
 
 The API takes JSON from scripts and tools only (web pages are refused). With
-site.api_tokens set it asks for "Authorization: Bearer <token>"; a
-site.listen beyond loopback requires one. site.tls_cert_file and
+site.api_tokens set it asks for "Authorization: Bearer <token>", and each
+operation's audit trail names the token's holder; a site.listen beyond
+loopback requires one. Name one in production: without, any process on the
+site host may write through the API, and the daemon logs a warning at
+start. site.tls_cert_file and
 site.tls_key_file serve it over HTTPS. temporal.encryption_keys encrypts
 every payload it hands to central (the same keys as central's).
 
@@ -52,6 +55,7 @@ Example:
   curl -s localhost:8480/v1/operations/<id>`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
+			warnProductionRisks(log, cfg, "site.api_tokens", "temporal.encryption_keys")
 			return runSite(ctx, cfg, log)
 		})
 	},

@@ -89,7 +89,7 @@ type operatorRun struct {
 // loadOperator registers --config, parses flags placed anywhere among the
 // arguments, reads the config over the defaults and builds the logger.
 func loadOperator(fs *flag.FlagSet, args []string) (*operatorRun, error) {
-	path := fs.String("config", "", "config `FILE`: temporal.* and central.temporal_ui_url are used (defaults apply when omitted)")
+	path := fs.String("config", "", "config `FILE`: temporal.* and central.temporal_ui_url are used (omitted: the defaults, and the dev stack's payload key when run beside it)")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
 		return nil, err
@@ -99,6 +99,8 @@ func loadOperator(fs *flag.FlagSet, args []string) (*operatorRun, error) {
 		if cfg, err = config.Load(*path, cfg); err != nil {
 			return nil, err
 		}
+	} else {
+		cfg = withDevKey(cfg, config.DevDefault().Dev.DataDir)
 	}
 	log, err := logging.New(cfg.Log.Level, cfg.Log.Format)
 	if err != nil {

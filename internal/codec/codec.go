@@ -44,6 +44,16 @@ func ParseSecret(text string) ([]byte, error) {
 	return b, nil
 }
 
+// NewSecret makes a key as ParseSecret reads it: the standard base64 of 32
+// random bytes.
+func NewSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make an encryption key: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
 // AESGCM is a converter.PayloadCodec.
 type AESGCM struct {
 	active string

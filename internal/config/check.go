@@ -569,3 +569,42 @@ func join(path, key string) string {
 	}
 	return path + "." + key
 }
+
+// Production risks: defaults right on a developer's machine that a
+// production system must not keep. `config check --production` reports
+// them and `outpost central` and `outpost site` log them at start.
+var productionRisks = []struct {
+	path    string
+	present func(Config) bool
+	risk    string
+}{
+	{"temporal.encryption_keys", func(c Config) bool { return len(c.Temporal.EncryptionKeys) > 0 },
+		"every payload Outpost writes to Temporal (notification subjects and bodies, call parameters, SQL and its arguments) " +
+			"is plain text in the workflow history, for anyone with Web UI or temporal CLI access: name a key " +
+			"(head -c 32 /dev/urandom | base64) in every process's config"},
+	{"site.api_tokens", func(c Config) bool { return len(c.Site.APITokens) > 0 },
+		"any process on the site host can send notifications, call external systems and write SQL to the site's databases " +
+			"through the site API, and the audit trail cannot name who did: name a token for each caller"},
+}
+
+// ProductionRisk is what leaving the setting at path empty risks, and
+// whether cfg does; "" when it does not (or path names no such setting).
+func ProductionRisk(cfg Config, path string) string {
+	for _, r := range productionRisks {
+		if r.path == path && !r.present(cfg) {
+			return r.risk
+		}
+	}
+	return ""
+}
+
+// ProductionProblems is every production risk cfg runs.
+func ProductionProblems(cfg Config) Problems {
+	var ps Problems
+	for _, r := range productionRisks {
+		if !r.present(cfg) {
+			ps = append(ps, Problem{Path: r.path, Message: "empty: " + r.risk})
+		}
+	}
+	return ps
+}

@@ -100,8 +100,11 @@ type Site struct {
 	APIHosts []string `yaml:"api_hosts"`
 	// APITokens names the bearer tokens the site API accepts: who holds one
 	// ("scripts", "scada") → the environment variable holding it. Several
-	// let one be rotated while another still works. Required when listen is
-	// not a loopback address; optional on loopback. Default none.
+	// let one be rotated while another still works. Each operation's audit
+	// trail names the holder of the token it came with. Required when
+	// listen is not a loopback address; on loopback too in production
+	// (`outpost site` warns without: any local process could use the API).
+	// Default none.
 	APITokens map[string]string `yaml:"api_tokens"`
 	// TLSCertFile and TLSKeyFile serve the API (and /metrics, /healthz,
 	// /readyz) over HTTPS; both or neither. The files are reread when they
@@ -374,6 +377,11 @@ type Central struct {
 	// (/codec/decode) with the page's sign-in. Default: the origin of
 	// temporal_ui_url.
 	CodecOrigins []string `yaml:"codec_origins"`
+	// PageHosts are host names, beside localhost, IP addresses and the
+	// host of listen, under which people and the Web UI reach the page; a
+	// request whose Host header is another name is refused with 421 (a
+	// DNS-rebinding page's is). Default none.
+	PageHosts []string `yaml:"page_hosts"`
 }
 
 // PageAuth configures sign-in to the outbox page: users with passwords,

@@ -238,7 +238,7 @@ func (s *stack) startCentral() {
 	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, s.client, s.cfg.Temporal.Namespace, s.log))
 	opts, err := fromconfig.Central(s.cfg.Central, s.cfg.Temporal)
 	require.NoError(s.t, err)
-	central, err := workers.NewCentral(ctx, opts, s.client, s.metrics.Registry)
+	central, err := workers.NewCentral(ctx, opts, s.client, s.metrics.Registry, s.log)
 	require.NoError(s.t, err)
 	s.centralURL = "http://" + central.Addr()
 	done := make(chan error, 1)

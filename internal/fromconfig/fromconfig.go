@@ -57,6 +57,7 @@ func Central(c config.Central, t config.Temporal) (workers.CentralOptions, error
 		Store: store, Mailer: mail, MailRetryInterval: c.SMTP.RetryInterval, MailMaxRetries: c.SMTP.MaxRetries,
 		Listen: c.Listen, TemporalUIURL: c.TemporalUIURL, Namespace: t.Namespace, StuckAge: c.StuckAge,
 		Retention: activities.Retention(c.Retention), Lists: c.Lists, PageAuth: auth, CodecOrigins: c.CodecOriginList(),
+		PageHosts: c.PageHosts,
 	}
 	if len(t.EncryptionKeys) > 0 { // a nil *AESGCM in the interface would not read as "no codec"
 		if opts.Codec, err = PayloadCodec(t.EncryptionKeys); err != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -111,4 +112,35 @@ func IsLoopback(listen string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// HostNames are the names, beside localhost and IP addresses, a server
+// listening at listen answers to: names, and the host of listen when it is
+// a name.
+func HostNames(listen string, names []string) []string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" || net.ParseIP(host) != nil || slices.Contains(names, host) {
+		return names
+	}
+	return append(slices.Clip(names), host)
+}
+
+// HostAllowed reports whether a request's Host header (host or host:port)
+// names the server: localhost, an IP address, or one of names, without
+// regard to case or a trailing dot. A DNS-rebinding page reaches a server
+// on loopback under the page's own name, which is none of those, and the
+// browser then treats the server's answers as the page's own.
+func HostAllowed(hostport string, names []string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" {
+		return false // HTTP/1.1 requires Host; only a hand-made request lacks it
+	}
+	if strings.EqualFold(host, "localhost") || net.ParseIP(host) != nil {
+		return true
+	}
+	return slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(strings.TrimSuffix(n, "."), host) })
 }

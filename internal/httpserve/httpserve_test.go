@@ -83,3 +83,20 @@ func TestShutdownClosesAConnectionThatNeverSentARequest(t *testing.T) {
 	_, err = silent.Read(make([]byte, 1))
 	require.Error(t, err, "the silent connection is closed")
 }
+
+// A server answers to localhost, IP addresses, its listen host when that is
+// a name, and the names configured; a rebound DNS name is none of those.
+func TestHostAllowed(t *testing.T) {
+	t.Parallel()
+	names := HostNames("outpost-central.plant.example:8481", []string{"outbox.example"})
+	require.Equal(t, []string{"outbox.example", "outpost-central.plant.example"}, names)
+	require.Equal(t, []string{"outbox.example"}, HostNames("127.0.0.1:8481", []string{"outbox.example"}))
+	require.Empty(t, HostNames(":8481", nil))
+	for _, host := range []string{"localhost", "LOCALHOST:8481", "127.0.0.1:8481", "[::1]:8481", "192.0.2.10",
+		"outbox.example:8481", "Outbox.Example.", "outpost-central.plant.example:8481"} {
+		require.True(t, HostAllowed(host, names), host)
+	}
+	for _, host := range []string{"evil.example:8481", "evil.example", "", " ", ":8481", "outbox.example.evil.example", "localhost.evil.example"} {
+		require.False(t, HostAllowed(host, names), host)
+	}
+}

@@ -80,7 +80,9 @@ type authenticator struct {
 	auth Auth
 	now  func() time.Time
 	// dummyHash is compared against when the user name is unknown, so that
-	// a wrong name takes as long as a wrong password.
+	// a wrong name takes as long as a wrong password: it has the cost of
+	// the dearest user's hash (a hash of cost 12 takes four times as long
+	// as one of 10).
 	dummyHash []byte
 }
 
@@ -102,11 +104,26 @@ func newAuthenticator(auth Auth, now func() time.Time) (*authenticator, error) {
 			return nil, fmt.Errorf("outbox page: user %q: role %q: want operator or viewer", name, u.Role)
 		}
 	}
-	dummy, err := bcrypt.GenerateFromPassword([]byte("no such user"), bcrypt.DefaultCost)
+	dummy, err := bcrypt.GenerateFromPassword([]byte("no such user"), dearestCost(auth.Users))
 	if err != nil {
 		return nil, fmt.Errorf("outbox page: %w", err)
 	}
 	return &authenticator{auth: auth, now: now, dummyHash: dummy}, nil
+}
+
+// dearestCost is the highest bcrypt cost of users' hashes (checked
+// valid), bcrypt.DefaultCost when none: an unknown name is compared
+// against a hash that costs as much as the dearest user's.
+func dearestCost(users map[string]User) int {
+	cost := 0
+	for _, u := range users {
+		c, _ := bcrypt.Cost([]byte(u.PasswordHash))
+		cost = max(cost, c)
+	}
+	if cost == 0 {
+		return bcrypt.DefaultCost
+	}
+	return cost
 }
 
 // identify returns who made r, and false when nobody signed in.
@@ -131,24 +148,44 @@ func (a *authenticator) identify(r *http.Request) (identity, bool) {
 
 // proxyUser is the proxy header's user when r comes from a trusted proxy.
 func (a *authenticator) proxyUser(r *http.Request) string {
-	if a.auth.ProxyHeader == "" {
+	if a.auth.ProxyHeader == "" || !a.fromTrustedProxy(r) {
 		return ""
 	}
+	return strings.TrimSpace(r.Header.Get(a.auth.ProxyHeader))
+}
+
+// fromTrustedProxy reports whether r's peer is one of TrustedProxies.
+func (a *authenticator) fromTrustedProxy(r *http.Request) bool {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return ""
+		return false
 	}
 	addr, err := netip.ParseAddr(host)
 	if err != nil {
-		return ""
+		return false
 	}
 	addr = addr.Unmap()
-	for _, p := range a.auth.TrustedProxies {
-		if p.Contains(addr) {
-			return strings.TrimSpace(r.Header.Get(a.auth.ProxyHeader))
+	return slices.ContainsFunc(a.auth.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(addr) })
+}
+
+// clientAddress is the address a request came from: the proxy's
+// X-Forwarded-For (its last entry, the one the proxy added) when r comes
+// from a trusted proxy, else r's peer. Sign-in backoff counts failures by it.
+func (a *authenticator) clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if a.fromTrustedProxy(r) {
+		forwarded := r.Header.Values("X-Forwarded-For")
+		if len(forwarded) > 0 {
+			last := forwarded[len(forwarded)-1]
+			if addr := strings.TrimSpace(last[strings.LastIndexByte(last, ',')+1:]); addr != "" {
+				return addr
+			}
 		}
 	}
-	return ""
+	return host
 }
 
 // checkPassword reports whether name and password match a user.

@@ -3,10 +3,37 @@ package outbox
 import (
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 )
+
+// Outcomes of a sign-in, the label of outpost_central_signins_total.
+const (
+	signInSucceeded = "succeeded"
+	signInFailed    = "failed"
+	signInThrottled = "throttled"
+)
+
+// newSignInCounter counts sign-ins by outcome, registered in reg when set.
+func newSignInCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "outpost_central_signins_total",
+		Help: "Sign-ins on the outbox page's form by outcome: succeeded, failed (wrong name or password) or throttled (refused unchecked after repeated failures).",
+	}, []string{"outcome"})
+	if reg == nil {
+		return c, nil
+	}
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("outbox page: register sign-in metric: %w", err)
+	}
+	return c, nil
+}
 
 // require serves next to requests whose identity has at least role; others
 // are sent to the login form (a GET with users configured), or refused.
@@ -34,7 +61,9 @@ func (h *handler) loginForm(w http.ResponseWriter, r *http.Request) {
 }
 
 // login checks the user name and password, starts a session and goes to
-// the page; a wrong pair shows the form again with 401.
+// the page; a wrong pair shows the form again with 401. After repeated
+// failures for the name or from the address it answers 429 without
+// checking the password (signInThrottle), unknown names alike.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
@@ -42,10 +71,29 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, password := strings.TrimSpace(r.PostForm.Get("user")), r.PostForm.Get("password")
-	if !utf8.ValidString(name) || len(name) > maxOperatorChars || len(password) > 72 || !h.auth.checkPassword(name, password) {
+	if !utf8.ValidString(name) || len(name) > maxOperatorChars {
 		renderLogin(w, http.StatusUnauthorized, "Wrong user name or password.")
 		return
 	}
+	addr := h.auth.clientAddress(r)
+	userKey, addrKey := "user "+name, "address "+addr
+	if wait := h.throttle.wait(userKey, addrKey); wait > 0 {
+		h.signIns.WithLabelValues(signInThrottled).Inc()
+		h.log.Warn("outbox sign-in throttled", zap.String("user", name), zap.String("address", addr), zap.Duration("wait", wait))
+		seconds := int(math.Ceil(wait.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(seconds))
+		renderLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many wrong sign-ins for this name or from this address: try again in %d seconds.", seconds))
+		return
+	}
+	if len(password) > 72 || !h.auth.checkPassword(name, password) {
+		failures := h.throttle.fail(userKey, addrKey)
+		h.signIns.WithLabelValues(signInFailed).Inc()
+		h.log.Warn("outbox sign-in failed", zap.String("user", name), zap.String("address", addr), zap.Int("failuresInARow", failures))
+		renderLogin(w, http.StatusUnauthorized, "Wrong user name or password.")
+		return
+	}
+	h.throttle.succeed(userKey)
+	h.signIns.WithLabelValues(signInSucceeded).Inc()
 	value, expires := h.auth.newSession(name)
 	base := pagePath(r)
 	http.SetCookie(w, &http.Cookie{

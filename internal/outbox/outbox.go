@@ -21,12 +21,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/httpserve"
 )
 
 // Options configures the page. Zero fields take the defaults below.
@@ -53,6 +56,14 @@ type Options struct {
 	// CodecOrigins are the origins (scheme://host:port) of the Temporal
 	// Web UI allowed to call the codec endpoints from a browser.
 	CodecOrigins []string
+	// Log receives failed and throttled sign-ins. Default: none.
+	Log *zap.Logger
+	// Metrics, when set, registers outpost_central_signins_total.
+	Metrics prometheus.Registerer
+	// Hosts are the names, beside localhost and IP addresses, that
+	// requests may carry in their Host header (config central.page_hosts
+	// and the host of central.listen). Default none.
+	Hosts []string
 }
 
 // DefaultOperator is recorded as the operator of a retry or discard sent
@@ -70,10 +81,13 @@ const (
 const flashCookie = "outpost_outbox_flash"
 
 type handler struct {
-	store *centralstore.Store
-	tc    client.Client
-	opts  Options
-	auth  *authenticator
+	store    *centralstore.Store
+	tc       client.Client
+	opts     Options
+	auth     *authenticator
+	throttle *signInThrottle
+	signIns  *prometheus.CounterVec
+	log      *zap.Logger
 }
 
 // New returns the outbox page: GET / renders it; GET /items/{kind}/{id}
@@ -85,7 +99,8 @@ type handler struct {
 // and redirect back (303) with a message; GET and POST /login sign in, POST
 // /logout signs out; /codec/ is the codec server. Mount it at a path ending
 // in "/" (http.StripPrefix works). Cross-origin POSTs are refused, except to
-// the codec server from opts.CodecOrigins.
+// the codec server from opts.CodecOrigins, and so is every request whose
+// Host is not a name of the page (onlyHosts).
 func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handler, error) {
 	if opts.TemporalUIURL == "" {
 		opts.TemporalUIURL = "http://127.0.0.1:8233"
@@ -109,7 +124,14 @@ func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handle
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{store: store, tc: tc, opts: opts, auth: auth}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	signIns, err := newSignInCounter(opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{store: store, tc: tc, opts: opts, auth: auth, throttle: newSignInThrottle(opts.Now), signIns: signIns, log: opts.Log}
 	page := http.NewServeMux()
 	page.Handle("GET /{$}", h.require(RoleViewer, h.page))
 	page.Handle("GET /items/{kind}/{id}", h.require(RoleViewer, h.item))
@@ -126,7 +148,22 @@ func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handle
 	mux := http.NewServeMux()
 	mux.Handle("/codec/", h.codecServer())
 	mux.Handle("/", http.NewCrossOriginProtection().Handler(page))
-	return mux, nil
+	return onlyHosts(mux, opts.Hosts), nil
+}
+
+// onlyHosts refuses with 421 a request whose Host is not a name of the page
+// (httpserve.HostAllowed). A DNS-rebinding page reaches the page on
+// loopback under its own name and is then same-origin to the browser, so
+// the cross-origin checks let it through: its Host header gives it away.
+func onlyHosts(next http.Handler, hosts []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpserve.HostAllowed(r.Host, hosts) {
+			http.Error(w, fmt.Sprintf("host %q is not a name of this page: use localhost or an IP address, "+
+				"or add the name to central.page_hosts", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // filterKeys are the page's GET parameters, in form order.

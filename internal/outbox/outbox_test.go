@@ -114,7 +114,8 @@ func (f fixture) handler(tc client.Client) http.Handler {
 func (f fixture) handlerWith(tc client.Client, tweak func(*outbox.Options)) http.Handler {
 	opts := outbox.Options{
 		TemporalUIURL: "http://ui.example:8233/", Namespace: "prod ns", StuckAge: 10 * time.Minute,
-		Now: func() time.Time { return f.now },
+		Now:   func() time.Time { return f.now },
+		Hosts: []string{"example.com"}, // httptest.NewRequest's Host
 	}
 	tweak(&opts)
 	h, err := outbox.New(f.store, tc, opts)

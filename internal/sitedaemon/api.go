@@ -40,7 +40,8 @@ type API struct {
 // APIOptions configures the site API.
 type APIOptions struct {
 	// Hosts are names, beside localhost and IP addresses, that requests may
-	// carry in their Host header (site.api_hosts). Default none.
+	// carry in their Host header (site.api_hosts and the host of
+	// site.listen). Default none.
 	Hosts []string
 	// Tokens are the bearer tokens the API accepts (holder → token, from
 	// site.api_tokens); none: no token is asked for.
@@ -90,6 +91,7 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	n.SubmittedBy = tokenHolder(r)
 	id, err := a.client.Send(r.Context(), n)
 	var invalid *site.InvalidError
 	var unavailable *site.UnavailableError
@@ -126,6 +128,7 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	req.SubmittedBy = tokenHolder(r)
 	id, attempt, err := a.client.BeginCall(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
 }
@@ -140,6 +143,7 @@ func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	req.SubmittedBy = tokenHolder(r)
 	id, attempt, err := a.client.BeginWrite(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
 }

@@ -91,7 +91,7 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, log *zap.L
 		c.Close()
 		return nil, fmt.Errorf("site api: listen on %s (site.listen): %w", opts.Listen, err)
 	}
-	api := APIOptions{Hosts: opts.APIHosts, Tokens: tokens, RedactFields: opts.RedactFields}
+	api := APIOptions{Hosts: httpserve.HostNames(opts.Listen, opts.APIHosts), Tokens: tokens, RedactFields: opts.RedactFields}
 	handler := daemonHandler(c, store, tc, fwd, d.role, api, opts.MetricsNeedToken, log)
 	if d.pair != nil {
 		handler = withPairEndpoints(handler, d.pair, api.Tokens, log.Named("pair"))

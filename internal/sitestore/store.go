@@ -255,6 +255,10 @@ var migrations = []string{
 	ALTER TABLE job_log ADD COLUMN central_last_attempt_at INTEGER;
 	ALTER TABLE job_log ADD COLUMN central_delivered_at INTEGER;
 	ALTER TABLE job_log ADD COLUMN central_at INTEGER;`,
+	// 11: who submitted each cached call (the site API token's holder),
+	// which central records as the operator of its Enqueued audit event.
+	`ALTER TABLE tracking ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tracking_changes ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';`,
 }
 
 // Open opens (creating if needed) the site store at path.

@@ -211,7 +211,7 @@ func TestUpgradeRequeuesRowsParkedOnTheSite(t *testing.T) {
 	_, err := s.Enqueue(ctx, msg(0))
 	require.NoError(t, err)
 	require.NoError(t, s.ParkUnforwardable(ctx, "m-000", t0, "central refused it for good, so it stays on the site: no mapping defined for search attribute OutpostKind"))
-	_, err = s.db.ExecContext(ctx, `DROP INDEX buffer_parked; PRAGMA user_version = 8`)
+	_, err = s.db.ExecContext(ctx, `DROP INDEX buffer_parked;`+migrations[8]) // as upgrading from version 8 runs it
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 

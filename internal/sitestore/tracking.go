@@ -21,6 +21,9 @@ type NewOperation struct {
 	Target      string
 	Payload     []byte
 	Provenance  Provenance
+	// SubmittedBy is who submitted the call (the site API token's holder),
+	// kept in its tracking row for central's audit trail.
+	SubmittedBy string
 	// AttemptGrace is how long the immediate attempt may take. The buffer
 	// row is written with the tracking row but is not forwarded before this
 	// has passed: if the caller dies mid-attempt, central still retries it.
@@ -56,7 +59,7 @@ var ErrTerminalOperation = errors.New("operation is terminal")
 var ErrSuperseded = errors.New("a retry already changed the operation")
 
 const trackingColumns = `operation_id, kind, target, status, retry_count, last_error, site_id, node,
-	instance, script, created_at, updated_at, last_attempt_at, next_attempt_at, terminal_at, seq`
+	instance, script, created_at, updated_at, last_attempt_at, next_attempt_at, terminal_at, seq, submitted_by`
 
 // BeginOperation commits a cached call's tracking row (Pending) and its
 // buffer row together, before the immediate attempt: from here on the call
@@ -86,7 +89,7 @@ func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (contract.T
 		row = contract.TrackedOperation{
 			OperationID: op.OperationID, Kind: op.Kind, Target: op.Target, Status: contract.StatusPending,
 			SourceSiteID: op.Provenance.SiteID, SourceNode: op.Provenance.Node,
-			SourceInstance: op.Provenance.Instance, SourceScript: op.Provenance.Script,
+			SourceInstance: op.Provenance.Instance, SourceScript: op.Provenance.Script, SubmittedBy: op.SubmittedBy,
 			CreatedAt: now, UpdatedAt: now, Seq: seq,
 		}
 		if err := insertTracking(tx, row); err != nil {
@@ -416,7 +419,7 @@ func nextSeq(tx *writeTx) (int64, error) {
 
 func insertTracking(tx *writeTx, r contract.TrackedOperation) error {
 	_, err := tx.exec(`INSERT INTO tracking (`+trackingColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
 	if err != nil {
 		return fmt.Errorf("insert tracking row %s: %w", r.OperationID, err)
 	}
@@ -426,7 +429,7 @@ func insertTracking(tx *writeTx, r contract.TrackedOperation) error {
 // recordChange keeps r, the row as change r.Seq left it, for telemetry.
 func recordChange(tx *writeTx, r contract.TrackedOperation) error {
 	_, err := tx.exec(`INSERT INTO tracking_changes (`+trackingColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, trackingValues(r)...)
 	if err != nil {
 		return fmt.Errorf("record change %d of %s: %w", r.Seq, r.OperationID, err)
 	}
@@ -458,7 +461,7 @@ func getTracking(tx *writeTx, id string) (contract.TrackedOperation, error) {
 func trackingValues(r contract.TrackedOperation) []any {
 	return []any{r.OperationID, r.Kind, r.Target, string(r.Status), r.RetryCount, r.LastError,
 		r.SourceSiteID, r.SourceNode, r.SourceInstance, r.SourceScript, r.CreatedAt.UnixNano(),
-		r.UpdatedAt.UnixNano(), nanosPtr(r.LastAttemptAt), nanosPtr(r.NextAttemptAt), nanosPtr(r.TerminalAt), r.Seq}
+		r.UpdatedAt.UnixNano(), nanosPtr(r.LastAttemptAt), nanosPtr(r.NextAttemptAt), nanosPtr(r.TerminalAt), r.Seq, r.SubmittedBy}
 }
 
 func scanTracking(row scanner) (contract.TrackedOperation, error) {
@@ -468,7 +471,7 @@ func scanTracking(row scanner) (contract.TrackedOperation, error) {
 	var lastAttempt, nextAttempt, terminal sql.NullInt64
 	err := row.Scan(&r.OperationID, &r.Kind, &r.Target, &status, &r.RetryCount, &r.LastError,
 		&r.SourceSiteID, &r.SourceNode, &r.SourceInstance, &r.SourceScript, &created, &updated,
-		&lastAttempt, &nextAttempt, &terminal, &r.Seq)
+		&lastAttempt, &nextAttempt, &terminal, &r.Seq, &r.SubmittedBy)
 	if err != nil {
 		return contract.TrackedOperation{}, err
 	}
