@@ -27,6 +27,12 @@ buffered on its site for a day while the WAN was down is young here.
 
 The last error comes from each operation's status query, answered by the
 central worker; without one it is left out and the listing says why.
+
+On a site host (the config's site.store file exists) it also lists, after
+central's, what is parked on the site itself: operations whose hand-off
+central refused for good (over a Temporal size limit). Central never had
+them; 'outpost parked retry ID' hands one off again once the cause is gone.
+They are listed even when central cannot be reached.
 The same list is in the Temporal Web UI with the query
   OutpostStatus="Parked" AND OutpostSite="plant-1"
 
@@ -45,30 +51,75 @@ Example:
 		if len(op.args) > 0 {
 			return fmt.Errorf("%w: parked list takes no arguments, got %q (filters are flags: --site, --kind, --target, --older-than)", ErrUsage, op.args[0])
 		}
-		query, err := filterQuery(f, time.Now())
+		now := time.Now()
+		query, err := filterQuery(f, now)
 		if err != nil {
 			return err
 		}
-		tc, closeTC, err := op.connect()
+		site, err := openParkedOnSite(ctx, op.cfg.Site)
 		if err != nil {
 			return err
 		}
-		defer closeTC()
-		items, err := operator.ListParked(ctx, tc, op.cfg.Temporal.Namespace, query)
+		defer site.close()
+		onSite, err := site.list(ctx, f, now)
 		if err != nil {
 			return err
 		}
-		operator.AddLastErrors(ctx, tc, items)
+		items, err := listParkedAtCentral(ctx, op, query)
+		if err != nil {
+			// What the site holds is listed even while central is away.
+			printParkedOnSite(env.Stdout, onSite)
+			return err
+		}
 		if *asJSON {
-			return writeJSON(env.Stdout, items)
+			return writeJSON(env.Stdout, append(items, onSite...))
 		}
-		if len(items) == 0 {
+		if len(items)+len(onSite) == 0 {
 			fmt.Fprintf(env.Stdout, "No parked items match (%s).\n", query)
 			return nil
 		}
-		printParked(env.Stdout, items)
+		if len(items) > 0 {
+			printParked(env.Stdout, items)
+		}
+		printParkedOnSite(env.Stdout, onSite)
 		return nil
 	},
+}
+
+// listParkedAtCentral lists the operations parked at central matching
+// query, with their last errors.
+func listParkedAtCentral(ctx context.Context, op *operatorRun, query string) ([]operator.Item, error) {
+	tc, closeTC, err := op.connect()
+	if err != nil {
+		return nil, err
+	}
+	defer closeTC()
+	items, err := operator.ListParked(ctx, tc, op.cfg.Temporal.Namespace, query)
+	if err != nil {
+		return nil, err
+	}
+	operator.AddLastErrors(ctx, tc, items)
+	return items, nil
+}
+
+// printParkedOnSite prints the operations parked on this site, if any.
+func printParkedOnSite(w io.Writer, items []operator.Item) {
+	if len(items) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nParked on this site (central refused the hand-off for good; remove the cause, then 'outpost parked retry ID' hands it off again):\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tID\tSITE\tTARGET\tACCEPTED\tPARKED SINCE\tLAST ERROR")
+	for _, it := range items {
+		parked := "-"
+		if it.ParkedAt != nil {
+			parked = formatTime(*it.ParkedAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.Kind, it.ID, orDash(it.Site), orDash(it.Target),
+			formatTime(it.ReceivedAt), parked, orDash(cut(oneLine(it.LastError), 80)))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%d item(s) parked on this site.\n", len(items))
 }
 
 var parkedRetryCommand = parkedActionCommand(contract.SignalRetry)
@@ -99,6 +150,11 @@ ids nor a filter nor --all it refuses.
 The operator (default $USER) and the reason travel with the signal and the
 workflow records them.
 
+On a site host, an operation parked on the site itself (central refused its
+hand-off for good; see 'outpost parked list') is retried by requeueing it
+for hand-off, with the operator and reason noted on it; central is not
+asked for it. It cannot be discarded.
+
 For more than one item, or any filter, it lists what it will do and asks
 before signalling ("` + verb + ` 12 parked items? [y/N]"); --yes skips the
 question. An item that is not parked is skipped with a note (its workflow
@@ -125,12 +181,12 @@ Example:
 			if err := a.checkValues(); err != nil {
 				return err
 			}
-			tc, closeTC, err := op.connect()
+			site, err := openParkedOnSite(ctx, op.cfg.Site)
 			if err != nil {
 				return err
 			}
-			defer closeTC()
-			return a.run(ctx, env, tc, op.cfg.Temporal.Namespace, time.Now())
+			defer site.close()
+			return a.run(ctx, env, site, op, time.Now())
 		},
 	}
 }
@@ -224,37 +280,78 @@ func (a *parkedAction) checkValues() error {
 	return nil
 }
 
-func (a *parkedAction) run(ctx context.Context, env Env, tc operator.Temporal, namespace string, now time.Time) error {
+// run acts on the selected items: those parked on this site are requeued
+// there (retry) or refused (discard); the others are signalled at central,
+// which is asked only when some are left.
+func (a *parkedAction) run(ctx context.Context, env Env, site *parkedOnSite, op *operatorRun, now time.Time) error {
 	bulk := len(a.ids) == 0
-	var targets []operator.Item
+	var onSite, targets []operator.Item
 	var results []operator.Outcome
+	var query string
+	ids := a.ids
+	var err error
 	if bulk {
-		query, err := filterQuery(a.filter, now)
+		if query, err = filterQuery(a.filter, now); err != nil {
+			return err
+		}
+		onSite, err = site.list(ctx, a.filter, now)
+	} else {
+		onSite, ids, err = site.pick(ctx, a.ids)
+	}
+	if err != nil {
+		return err
+	}
+	var tc operator.Temporal
+	if bulk || len(ids) > 0 {
+		var closeTC func()
+		if tc, closeTC, err = op.connect(); err != nil {
+			return err
+		}
+		defer closeTC()
+		if bulk {
+			targets, err = operator.ListParked(ctx, tc, op.cfg.Temporal.Namespace, query)
+		} else {
+			targets, results = operator.Resolve(ctx, tc, ids, a.signal)
+		}
 		if err != nil {
 			return err
 		}
-		if targets, err = operator.ListParked(ctx, tc, namespace, query); err != nil {
-			return err
-		}
-		if len(targets) == 0 {
-			fmt.Fprintf(env.Stdout, "No parked items match (%s): nothing to %s.\n", query, a.signal)
-			return nil
-		}
-	} else {
-		targets, results = operator.Resolve(ctx, tc, a.ids, a.signal)
-		bulk = len(targets) > 1
 	}
-	if len(targets) > 0 && bulk && !a.yes {
-		operator.AddLastErrors(ctx, tc, targets)
-		fmt.Fprintf(env.Stdout, "%s will be sent to:\n", a.signal)
-		printParked(env.Stdout, targets)
-		if !confirm(env, fmt.Sprintf("%s %d parked items? [y/N] ", a.verb, len(targets))) {
+	if len(targets)+len(onSite) == 0 && len(results) == 0 {
+		fmt.Fprintf(env.Stdout, "No parked items match (%s): nothing to %s.\n", query, a.signal)
+		return nil
+	}
+	if n := len(targets) + len(onSite); n > 1 && !a.yes {
+		if len(targets) > 0 {
+			operator.AddLastErrors(ctx, tc, targets)
+			fmt.Fprintf(env.Stdout, "%s will be sent to:\n", a.signal)
+			printParked(env.Stdout, targets)
+		}
+		printParkedOnSite(env.Stdout, onSite)
+		if !confirm(env, fmt.Sprintf("%s %d parked items? [y/N] ", a.verb, n)) {
 			fmt.Fprintln(env.Stdout, "Nothing signalled.")
 			return ErrDeclined
 		}
 	}
-	results = append(results, operator.Signal(ctx, tc, targets, a.signal, a.action)...)
+	results = append(results, a.actOnSite(ctx, site, onSite, now)...)
+	if len(targets) > 0 {
+		results = append(results, operator.Signal(ctx, tc, targets, a.signal, a.action)...)
+	}
 	return a.report(env.Stdout, results)
+}
+
+// actOnSite requeues the items parked on this site; a discard of one is
+// refused: central never had it, so there is no workflow to end.
+func (a *parkedAction) actOnSite(ctx context.Context, site *parkedOnSite, items []operator.Item, now time.Time) []operator.Outcome {
+	if a.signal == contract.SignalRetry {
+		return site.requeue(ctx, items, a.action, now)
+	}
+	out := make([]operator.Outcome, 0, len(items))
+	for _, it := range items {
+		out = append(out, operator.Outcome{Item: it, Failed: fmt.Errorf("parked on this site, never handed to central: " +
+			"discard is not offered for it; remove the cause and 'outpost parked retry' it, or leave it parked")})
+	}
+	return out
 }
 
 // confirm asks question on stdout and reads the answer from stdin: only
@@ -291,6 +388,9 @@ func (a *parkedAction) report(w io.Writer, results []operator.Outcome) error {
 		case r.Note != "":
 			skipped++
 			fmt.Fprintf(tw, "skipped\t%s\t%s\n", what, r.Note)
+		case it.ParkedOn == "site":
+			sent++
+			fmt.Fprintf(tw, "requeued on this site\t%s\t\n", what)
 		default:
 			sent++
 			fmt.Fprintf(tw, "%s\t%s\t\n", done, what)

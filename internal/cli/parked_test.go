@@ -31,6 +31,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/operator"
+	"github.com/outpost-dev/outpost/internal/sitestore"
 )
 
 // fakeTemporal stands in for Temporal in the operator commands' unit tests
@@ -470,4 +471,73 @@ func TestParkedRetryByID(t *testing.T) {
 	require.Contains(t, out, "FAILED")
 	require.Contains(t, out, "frontend unavailable")
 	require.Len(t, f.signalled(), 2)
+}
+
+// siteConfig is quietConfig with site.store: a site host's config.
+func siteConfig(t *testing.T, store string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "outpost.yaml")
+	require.NoError(t, os.WriteFile(path, fmt.Appendf(nil, "log:\n  level: error\nsite:\n  id: plant-1\n  store: %s\n", store), 0o644))
+	return path
+}
+
+// What central refused for good stays parked on the site: `parked list`
+// shows it beside central's (even with central away), `parked retry`
+// requeues it there without asking central, and `parked discard` refuses.
+func TestParkedOnTheSiteIsListedAndRequeued(t *testing.T) {
+	ctx := context.Background()
+	storePath := filepath.Join(t.TempDir(), "site.db")
+	store, err := sitestore.Open(ctx, storePath, sitestore.Options{})
+	require.NoError(t, err)
+	const id = "0b1c6a0e-5f0d-4a43-9d43-8f1f0c2b7e11"
+	_, err = store.Enqueue(ctx, sitestore.NewMessage{ID: id, Category: contract.KindNotification, Target: "ops",
+		Payload: []byte("{}"), Provenance: sitestore.Provenance{SiteID: "plant-1", Node: "node-a"}})
+	require.NoError(t, err)
+	require.NoError(t, store.ParkUnforwardable(ctx, id, time.Now(), "central refused it for good: Blob data size exceeds limit."))
+	require.NoError(t, store.Close())
+
+	f := newFake()
+	f.addNotification("n1", "plant-1", "ops", contract.StatusParked, 2)
+	f.listed(parkedQuery(), "notification/n1")
+	useFake(t, f)
+	cfg := siteConfig(t, storePath)
+
+	out, _, err := runWith(t, "", "parked", "list", "--config", cfg, "--json")
+	require.NoError(t, err)
+	var items []operator.Item
+	require.NoError(t, json.Unmarshal([]byte(out), &items))
+	require.Len(t, items, 2)
+	require.Equal(t, "n1", items[0].ID)
+	require.Equal(t, id, items[1].ID)
+	require.Equal(t, "site", items[1].ParkedOn)
+	require.Contains(t, items[1].LastError, "Blob data size exceeds limit")
+
+	out, _, err = runWith(t, "", "parked", "list", "--config", cfg)
+	require.NoError(t, err)
+	require.Contains(t, out, "Parked on this site")
+	require.Contains(t, out, id)
+
+	f.listed(parkedQuery(`OutpostSite="plant-2"`))
+	out, _, err = runWith(t, "", "parked", "list", "--config", cfg, "--site", "plant-2")
+	require.NoError(t, err)
+	require.Contains(t, out, "No parked items match", "the site filter applies to what the site holds")
+
+	_, _, err = runWith(t, "", "parked", "discard", id, "--config", cfg)
+	require.ErrorContains(t, err, "1 of 1 discard signal(s) failed")
+
+	out, _, err = runWith(t, "", "parked", "retry", id, "--config", cfg, "--operator", "ana", "--reason", "limit raised")
+	require.NoError(t, err)
+	require.Contains(t, out, "requeued on this site")
+	require.Empty(t, f.signalled(), "central is not asked for what it never had")
+
+	store, err = sitestore.Open(ctx, storePath, sitestore.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	m, err := store.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, contract.StatusPending, m.Status, "due for hand-off again")
+	require.Contains(t, m.LastError, "requeued on the site by ana: limit raised")
+	parked, err := store.ListParkedOnSite(ctx)
+	require.NoError(t, err)
+	require.Empty(t, parked)
 }

@@ -22,9 +22,12 @@ import (
 
 var siteStatusCommand = command{
 	name:    "site status",
-	summary: "both nodes of a site pair: who is active, epoch, lag, last failover",
+	summary: "the site daemon's hand-off to central, and both nodes of a site pair: who is active, epoch, lag, last failover",
 	usage:   "[--config FILE] [--url URL] [--json]",
-	help: `Asks the site daemon configured in --config (site.listen) for its pair's
+	help: `Asks the site daemon configured in --config (site.listen) whether central
+is reachable and takes its hand-offs (GET /readyz: a central that refuses
+them until it is set up, such as one whose namespace lacks Outpost's search
+attributes, is named with what cures it), then for its pair's
 state (GET /v1/pair): each node's role and epoch, the position of its copy
 in the replication stream, the replication lag (changes and seconds), whether
 the standby follows, when this node last heard its peer and when it last took
@@ -41,13 +44,23 @@ Example:
 		asJSON := fs.Bool("json", false, "print the pair's state as one JSON object")
 		url := fs.String("url", "", "the site API to ask (default: from site.listen)")
 		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, _ *zap.Logger) error {
-			if cfg.Site.Peer.Address == "" && *url == "" {
-				fmt.Fprintf(env.Stdout, "site %s runs one node (%s): no site.peer is configured\n", cfg.Site.ID, cfg.Site.Node)
-				return nil
-			}
 			base := *url
 			if base == "" {
 				base = siteAPIURL(cfg.Site)
+			}
+			rd, err := fetchReadiness(ctx, base)
+			if err != nil {
+				return err
+			}
+			if !*asJSON {
+				fmt.Fprintf(env.Stdout, "central: %s\nhand-off: %s\n", rd.Central, rd.Handoff)
+			}
+			if cfg.Site.Peer.Address == "" && *url == "" {
+				if *asJSON {
+					return writeJSON(env.Stdout, rd)
+				}
+				fmt.Fprintf(env.Stdout, "site %s runs one node (%s): no site.peer is configured\n", cfg.Site.ID, cfg.Site.Node)
+				return nil
 			}
 			st, err := fetchPairStatus(ctx, base, siteToken(cfg.Site))
 			if err != nil {
@@ -92,6 +105,27 @@ func siteToken(s config.Site) string {
 		}
 	}
 	return ""
+}
+
+// fetchReadiness asks the site daemon's /readyz, which answers 503 with
+// the same body when the site cannot take work.
+func fetchReadiness(ctx context.Context, base string) (sitedaemon.Readiness, error) {
+	var rd sitedaemon.Readiness
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/readyz", nil)
+	if err != nil {
+		return rd, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rd, fmt.Errorf("ask the site daemon at %s (is it running? --url names another): %w", base, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
+		return rd, fmt.Errorf("read the site daemon's readiness from %s (%s): %w", base, resp.Status, err)
+	}
+	return rd, nil
 }
 
 func fetchPairStatus(ctx context.Context, base, token string) (sitedaemon.PairStatus, error) {

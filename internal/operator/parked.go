@@ -106,6 +106,17 @@ type Item struct {
 	LastError  string     `json:"lastError,omitempty"`
 	// QueryError says why the status query gave no last error.
 	QueryError string `json:"queryError,omitempty"`
+	// ParkedOn is "site" for an operation parked on its site because
+	// central refused its hand-off for good (ReceivedAt is then when the
+	// site accepted it); empty for one parked at central.
+	ParkedOn string `json:"parkedOn,omitempty"`
+}
+
+// Matches reports whether an item listed without a query (one parked on
+// its site) passes the filter, OlderThan counted from ReceivedAt.
+func (f Filter) Matches(it Item, now time.Time) bool {
+	return (f.Site == "" || f.Site == it.Site) && (f.Kind == "" || strings.EqualFold(f.Kind, it.Kind)) &&
+		(f.Target == "" || f.Target == it.Target) && (f.OlderThan <= 0 || now.Sub(it.ReceivedAt) >= f.OlderThan)
 }
 
 func ItemOf(ex *Execution) Item {
