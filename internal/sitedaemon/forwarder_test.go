@@ -280,7 +280,9 @@ func TestSweepRetriesWhatCentralAcceptsOnceSetUp(t *testing.T) {
 		require.NoError(t, err)
 		_, err = store.Get(ctx, ids[0])
 		return errors.Is(err, sitestore.ErrNotFound)
-	}, func() string { return "the hand-off once the search attributes exist; waiting: " + fwd.WaitingForCentral() })
+	}, func() string {
+		return "the hand-off once the search attributes exist; waiting: " + fwd.WaitingForCentral()
+	})
 	require.Empty(t, fwd.WaitingForCentral(), "a hand-off went through: nothing waits for central")
 	require.Equal(t, 1.0, fwd.handoffCount(t, handoffAcked))
 }
