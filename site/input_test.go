@@ -3,7 +3,10 @@ package site
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -61,5 +64,53 @@ func TestWriteRefusesPlaceholdersItCannotBind(t *testing.T) {
 	} {
 		_, err := c.Write(context.Background(), "historian", sql, "t", 1)
 		requireInvalid(t, c, err, "sql", "names its argument")
+	}
+}
+
+// Text that is not valid UTF-8 is refused naming the field: encoding it
+// would replace it with U+FFFD, and the site would mail or store other
+// text than the script gave. A NUL in a subject (a mail header) likewise.
+func TestInvalidTextIsRefusedNamingTheField(t *testing.T) {
+	t.Parallel()
+	c := newTargetsClient(t)
+	ctx := context.Background()
+	_, err := c.Notify(ctx, "o\xffps", "s", "b")
+	requireInvalid(t, c, err, "list", "must be valid UTF-8")
+	_, err = c.Notify(ctx, "ops", "Pump\x00 3", "b")
+	requireInvalid(t, c, err, "subject", "must not contain a NUL character")
+	_, err = c.Call(ctx, "erp", "getOrder", map[string]any{"id": "7\xff"})
+	requireInvalid(t, c, err, "params.id", "must be valid UTF-8")
+	_, err = c.Call(ctx, "erp", "getOrder", map[string]any{"id": "7", "o": map[string]any{"lines": []any{"a", "\xff"}}})
+	requireInvalid(t, c, err, "params.o.lines[1]", "must be valid UTF-8")
+	_, err = c.Call(ctx, "erp", "getOrder", map[string]any{"id": "7", "lines": []string{"\xff"}})
+	requireInvalid(t, c, err, "params.lines[0]", "must be valid UTF-8")
+	_, err = c.Call(ctx, "erp", "getOrder", map[string]any{"id": "7", "n\xffme": 1})
+	requireInvalid(t, c, err, "params", "a field name must be valid UTF-8")
+	_, err = c.Call(ctx, "erp", "getOrder", map[string]any{"id": "7", "o": map[string]string{"n\xffme": "x"}})
+	requireInvalid(t, c, err, "params.o", "a field name must be valid UTF-8")
+	_, err = c.Write(ctx, "historian", "INSERT INTO readings (tag) VALUES ('\xff')")
+	requireInvalid(t, c, err, "sql", "must be valid UTF-8")
+	_, err = c.Write(ctx, "historian", "INSERT INTO readings (tag) VALUES (?)", "\xff")
+	requireInvalid(t, c, err, "args[0]", "must be valid UTF-8")
+}
+
+// A number in call params that does not fit (out of float64's range, an
+// integer past int64, absurdly long) is refused naming it before anything
+// is tracked: it was tracked, then failed, or was sent rounded.
+func TestCallParamsNumbersMustFit(t *testing.T) {
+	t.Parallel()
+	c := newTargetsClient(t)
+	for _, tc := range []struct {
+		params          map[string]any
+		field, mentions string
+	}{
+		{map[string]any{"qty": json.Number("1e999999")}, "params.qty", "1e999999 is out of the range of a float64"},
+		{map[string]any{"qty": json.Number(strings.Repeat("9", 5000))}, "params.qty", "a number of 5000 characters"},
+		{map[string]any{"ref": uint64(math.MaxUint64)}, "params.ref", "18446744073709551615 does not fit in an int64"},
+		{map[string]any{"lines": []any{map[string]any{"qty": json.Number("1e400")}}}, "params.lines[0].qty", "1e400 is out of the range of a float64"},
+	} {
+		tc.params["id"] = "7"
+		_, err := c.Call(context.Background(), "erp", "getOrder", tc.params)
+		requireInvalid(t, c, err, tc.field, tc.mentions)
 	}
 }

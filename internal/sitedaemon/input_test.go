@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,4 +75,83 @@ func TestPostWriteRefusesPlaceholdersItCannotBind(t *testing.T) {
 	var n int
 	require.NoError(t, db.QueryRow(`SELECT count(*) FROM readings WHERE tag = ':a @b $c ?'`).Scan(&n))
 	require.Equal(t, 2, n)
+}
+
+// Text that is not valid UTF-8, as raw bytes or as a lone UTF-16
+// surrogate escape, is refused with a 400 naming the field: decoding
+// would quietly replace it with U+FFFD, and the site would mail or store
+// other text than was sent. A NUL in a subject (a mail header) likewise.
+func TestPostRefusesInvalidText(t *testing.T) {
+	t.Parallel()
+	h, c, _ := inputSite(t)
+	for _, tc := range []struct{ path, body, mentions string }{
+		{"/v1/notifications", "{\"list\":\"ops\",\"subject\":\"Pump \xff\"}", "subject: must be valid UTF-8"},
+		{"/v1/notifications", "{\"list\":\"ops\",\"subject\":\"s\",\"body\":\"caf\xc3\"}", "body: must be valid UTF-8"},
+		{"/v1/notifications", "{\"list\":\"o\xffps\",\"subject\":\"s\"}", "list: must be valid UTF-8"},
+		{"/v1/notifications", "{\"list\":\"ops\",\"subject\":\"s\",\"instance\":\"\xed\xa0\x80\"}", "instance: must be valid UTF-8"},
+		{"/v1/notifications", "{\"list\":\"ops\",\"subject\":\"s\",\"script\":\"\xc0\xaf\"}", "script: must be valid UTF-8"},
+		{"/v1/notifications", "{\"list\":\"ops\",\"subject\":\"s\",\"idempotencyKey\":\"k\xff\"}", "idempotencyKey: must be valid UTF-8"},
+		{"/v1/notifications", `{"list":"ops","subject":"Pump \udc00"}`, `subject: must be valid UTF-8 (\udc00 is half of a UTF-16 surrogate pair`},
+		{"/v1/notifications", `{"list":"ops","subject":"s","body":"\ud83dx"}`, `body: must be valid UTF-8 (\ud83d is half of a UTF-16 surrogate pair`},
+		{"/v1/notifications", `{"list":"ops","subject":"s","body":"\ud83d\ud83d"}`, `body: must be valid UTF-8 (\ud83d is half of a UTF-16 surrogate pair`},
+		{"/v1/notifications", `{"list":"ops","subject":"Pump\u0000 3"}`, "subject: must not contain a NUL character"},
+		{"/v1/calls", "{\"system\":\"erp\",\"method\":\"getOrder\",\"params\":{\"id\":\"7\xff\"}}", "params.id: must be valid UTF-8"},
+		{"/v1/calls", "{\"system\":\"erp\",\"method\":\"getOrder\",\"params\":{\"id\":\"7\",\"o\":{\"lines\":[\"a\",\"\xff\"]}}}", "params.o.lines[1]: must be valid UTF-8"},
+		{"/v1/calls", "{\"system\":\"erp\",\"method\":\"getOrder\",\"params\":{\"id\":\"7\",\"n\xffme\":1}}", "params: a field name must be valid UTF-8"},
+		{"/v1/calls", "{\"system\":\"e\xffrp\",\"method\":\"getOrder\"}", "system: must be valid UTF-8"},
+		{"/v1/writes", "{\"connection\":\"historian\",\"sql\":\"INSERT INTO readings (tag) VALUES ('\xff')\"}", "sql: must be valid UTF-8"},
+		{"/v1/writes", `{"connection":"historian","sql":"INSERT INTO readings (tag) VALUES ('\udfff')"}`, `sql: must be valid UTF-8 (\udfff is half of a UTF-16 surrogate pair`},
+		{"/v1/writes", "{\"connection\":\"historian\",\"sql\":\"INSERT INTO readings (tag) VALUES (?)\",\"args\":[\"\xff\"]}", "args[0]: must be valid UTF-8"},
+	} {
+		requireRefused(t, h, c, tc.path, tc.body, tc.mentions)
+	}
+
+	// A surrogate pair is one character; U+FFFD sent as itself is text.
+	code, body := postJSON(t, h, "/v1/notifications", `{"list":"ops","subject":"Pump \ud83d\ude00 \ufffd �"}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+}
+
+// A number in call params that no float64 holds (1e999999, a 5000-digit
+// integer) or an integer past int64 is refused with a 400 naming it before
+// anything is tracked: it was tracked, then failed (502) when the call's
+// body could not be encoded, or sent rounded.
+func TestPostCallRefusesNumbersThatDoNotFit(t *testing.T) {
+	t.Parallel()
+	h, c, _ := inputSite(t)
+	call := func(params string) string {
+		return `{"system":"erp","method":"getOrder","params":{"id":"7",` + params + `}}`
+	}
+	for _, tc := range []struct{ body, mentions string }{
+		{call(`"qty":1e999999`), "params.qty: 1e999999 is out of the range of a float64"},
+		{call(`"qty":-1e400`), "params.qty: -1e400 is out of the range of a float64"},
+		{call(`"qty":1e-400`), "params.qty: 1e-400 is out of the range of a float64"},
+		{call(`"qty":` + strings.Repeat("9", 5000)), "params.qty: a number of 5000 characters"},
+		{call(`"qty":0.` + strings.Repeat("1", 70)), "params.qty: a number of 72 characters"},
+		{call(`"ref":12345678901234567890`), "params.ref: 12345678901234567890 does not fit in an int64: send it as a string"},
+		{call(`"lines":[{"qty":1},{"qty":1e999}]`), "params.lines[1].qty: 1e999 is out of the range of a float64"},
+		{`{"connection":"historian","sql":"INSERT INTO readings (value) VALUES (?)","args":[1e999999]}`, "args[0]: 1e999999 is out of the range of a float64"},
+	} {
+		path := "/v1/calls"
+		if strings.Contains(tc.body, "connection") {
+			path = "/v1/writes"
+		}
+		requireRefused(t, h, c, path, tc.body, tc.mentions)
+	}
+}
+
+// A key given twice in one object, at any depth, is refused: decoding
+// would keep the last and drop the first, and two values for sql or list
+// in one request are an attack or a bug.
+func TestPostRefusesDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	h, c, _ := inputSite(t)
+	for _, tc := range []struct{ path, body, mentions string }{
+		{"/v1/notifications", `{"list":"ops","subject":"s","list":"all"}`, `list: given twice`},
+		{"/v1/writes", `{"connection":"historian","sql":"DELETE FROM readings WHERE tag = 'x'","sql":"DELETE FROM readings"}`, `sql: given twice`},
+		{"/v1/writes", `{"connection":"historian","s\u0071l":"DELETE FROM readings WHERE tag = 'x'","sql":"DELETE FROM readings"}`, `sql: given twice`},
+		{"/v1/calls", `{"system":"erp","method":"getOrder","params":{"id":"7","id":"8"}}`, `params.id: given twice`},
+		{"/v1/calls", `{"system":"erp","method":"getOrder","params":{"id":"7","o":[{"a":1},{"a":1,"a":2}]}}`, `params.o[1].a: given twice`},
+	} {
+		requireRefused(t, h, c, tc.path, tc.body, tc.mentions)
+	}
 }
