@@ -43,11 +43,12 @@ func checkValues(req Request) error {
 		if !utf8.ValidString(k) {
 			return &InvalidError{Field: "params", Reason: "a field name " + invalidUTF8}
 		}
-		if field, reason := paramProblem(reflect.ValueOf(req.Params[k]), "params."+k); reason != "" {
-			return &InvalidError{Field: field, Reason: reason}
-		}
+		// Marshal first: it refuses a cycle, which paramProblem would follow forever.
 		if _, err := json.Marshal(req.Params[k]); err != nil {
 			return &InvalidError{Field: "params." + k, Reason: "cannot be encoded as JSON: " + err.Error()}
+		}
+		if field, reason := paramProblem(reflect.ValueOf(req.Params[k]), "params."+k); reason != "" {
+			return &InvalidError{Field: field, Reason: reason}
 		}
 	}
 	return nil
