@@ -111,8 +111,9 @@ func (r CallRequest) target() targets.Request {
 
 // Write runs a parameterised SQL statement on a database connection defined
 // in the site config, with Call's immediate attempt and queueing. Arguments
-// are strings, numbers, booleans, nil or time.Time; placeholders are the
-// driver's (? for SQLite, @p1 for SQL Server).
+// are strings, numbers, booleans, nil or time.Time, bound by position:
+// placeholders are ?, ?NNN or $NNN for SQLite, @pNNN for SQL Server (a
+// placeholder the driver binds by name, like :name, is an *InvalidError).
 func (c *Client) Write(ctx context.Context, connection, sql string, args ...any) (CallResult, error) {
 	return c.SendWrite(ctx, WriteRequest{Connection: connection, SQL: sql, Args: args, Instance: c.opts.Instance, Script: c.opts.Script})
 }

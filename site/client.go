@@ -322,12 +322,17 @@ func (c *Client) validate(n Notification) error {
 		return &InvalidError{"list", "required: the name of a notification list defined at central"}
 	case utf8.RuneCountInString(n.List) > MaxListChars:
 		return &InvalidError{"list", fmt.Sprintf("longer than %d characters", MaxListChars)}
+	case !utf8.ValidString(n.List):
+		return &InvalidError{"list", "must be valid UTF-8"}
 	case strings.TrimSpace(n.Subject) == "":
 		return &InvalidError{"subject", "required"}
 	case utf8.RuneCountInString(n.Subject) > MaxSubjectChars:
 		return &InvalidError{"subject", fmt.Sprintf("longer than %d characters", MaxSubjectChars)}
 	case strings.ContainsAny(n.Subject, "\r\n"):
 		return &InvalidError{"subject", "must be one line"}
+	case strings.ContainsRune(n.Subject, 0):
+		// A mail header cannot carry it; relays refuse or cut the line.
+		return &InvalidError{"subject", "must not contain a NUL character"}
 	case len(n.Body) > c.opts.MaxBodyBytes:
 		return &InvalidError{"body", fmt.Sprintf("%d bytes is over the limit of %d bytes (site.max_body_bytes)", len(n.Body), c.opts.MaxBodyBytes)}
 	case !utf8.ValidString(n.Subject):

@@ -283,8 +283,9 @@ type request struct {
 	known string // the fields, for the unknown-field message
 }
 
-// decodeStrict reads one JSON object into v: unknown fields, trailing data and
-// oversize requests are errors that say what was wrong.
+// decodeStrict reads one JSON object into v: unknown fields, trailing data,
+// oversize requests, and what decoding would quietly change (checkJSONText)
+// are errors that say what was wrong.
 func decodeStrict(w http.ResponseWriter, r *http.Request, req request, v any) error {
 	var body bytes.Buffer
 	dec := json.NewDecoder(io.TeeReader(http.MaxBytesReader(w, r.Body, int64(req.bytes)), &body))
@@ -295,6 +296,9 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, req request, v any) er
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return &requestError{http.StatusBadRequest, "malformed JSON: unexpected data after the object"}
+	}
+	if err := checkJSONText(body.Bytes()); err != nil {
+		return err
 	}
 	return checkFieldNames(body.Bytes(), req.known)
 }

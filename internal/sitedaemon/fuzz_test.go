@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -15,13 +16,16 @@ import (
 // The site API's request decoding never panics and never buffers a body it
 // refuses: whatever bytes arrive, the answer is 202 with an id, or a 4xx
 // whose error says what was wrong. `go test` runs the seeds; `go test
-// -fuzz FuzzPostNotification ./site` searches further.
+// -fuzz FuzzPostNotification ./internal/sitedaemon` searches further.
 func FuzzPostNotification(f *testing.F) {
 	for _, seed := range []string{
 		`{"list":"ops","subject":"Pump 3 tripped","body":"Pressure low"}`,
 		`{"list":"ops","subject":"s","body":"\u00e9\u0000"}`,
 		`{"list":"ops","subject":"a\nb"}`, `{"List":"ops","subject":"s"}`, `[]`, `null`, `{`, ``,
 		`{"list":"ops","subject":"s"} {}`, `{"list":1e999,"subject":"s"}`, `{"list":"ops","subject":"s","instance":"` + strings.Repeat("x", 300) + `"}`,
+		"{\"list\":\"ops\",\"subject\":\"Pump \xff\"}", `{"list":"ops","subject":"\udc00"}`, `{"list":"ops","subject":"\ud83d\ude00","body":"\ud83d"}`,
+		`{"list":"ops","subject":"s","list":"all"}`, `{"list":"ops","subject":"s","s\u0075bject":"t"}`, `{"list":"ops","subject":"a\u0000b"}`,
+		`{"list":"ops","subject":"s","body":"\u"}`, `{"list":"ops","subject":"s","body":"\ud800\u"}`,
 	} {
 		f.Add(seed)
 	}
@@ -47,6 +51,9 @@ func FuzzPostNotification(f *testing.F) {
 			var acc Accepted
 			if err := json.Unmarshal(rec.Body.Bytes(), &acc); err != nil || acc.ID == "" || after != before+1 {
 				t.Fatalf("202 without a buffered id: %s (depth %d → %d)", rec.Body, before, after)
+			}
+			if !utf8.ValidString(body) {
+				t.Fatalf("202 for a request that is not valid UTF-8: its text was changed as it was stored")
 			}
 		case rec.Code >= 400 && rec.Code < 500:
 			var e ErrorBody

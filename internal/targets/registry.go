@@ -3,17 +3,14 @@ package targets
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"net/http"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/contract"
 )
@@ -118,63 +115,11 @@ func (r *Registry) validateWrite(req Request) error {
 	if strings.TrimSpace(req.SQL) == "" {
 		return &InvalidError{Field: "sql", Reason: "is empty"}
 	}
+	if !utf8.ValidString(req.SQL) {
+		return &InvalidError{Field: "sql", Reason: invalidUTF8}
+	}
 	return checkStatement(req.SQL, db, len(req.Args))
 }
-
-// checkValues checks what Validate and Encode both need: every argument
-// of a supported type, every parameter encodable as JSON.
-func checkValues(req Request) error {
-	for i, a := range req.Args {
-		if reason := argProblem(a); reason != "" {
-			return &InvalidError{Field: fmt.Sprintf("args[%d]", i), Reason: reason}
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(req.Params)) {
-		if _, err := json.Marshal(req.Params[k]); err != nil {
-			return &InvalidError{Field: "params." + k, Reason: "cannot be encoded as JSON: " + err.Error()}
-		}
-	}
-	return nil
-}
-
-// argProblem says why a SQL argument cannot be buffered and bound, or "".
-func argProblem(v any) string {
-	switch x := v.(type) {
-	case nil, time.Time:
-		return ""
-	case json.Number:
-		if _, err := x.Float64(); err != nil {
-			return fmt.Sprintf("%q is not a number", x.String())
-		}
-		if isInteger(x) {
-			if _, err := x.Int64(); err != nil {
-				// As a float it would be rounded: refuse rather than store another number.
-				return fmt.Sprintf("%s does not fit in an int64: send it as a string", x.String())
-			}
-		}
-		return ""
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return ""
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		// Past MaxInt64 it would come back from the buffer as a rounded float.
-		if rv.Uint() > math.MaxInt64 {
-			return fmt.Sprintf("%d does not fit in an int64", rv.Uint())
-		}
-		return ""
-	case reflect.Float32, reflect.Float64:
-		if f := rv.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Sprintf("%v cannot be buffered as JSON", f)
-		}
-		return ""
-	}
-	return fmt.Sprintf("type %T is not supported: use a string, number, bool, nil or time.Time", v)
-}
-
-// isInteger reports a JSON number written without a fraction or exponent.
-func isInteger(n json.Number) bool { return !strings.ContainsAny(n.String(), ".eE") }
 
 // Target summarises where req goes: "erp.createOrder" for a call,
 // "historian" for a write.

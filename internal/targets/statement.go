@@ -37,10 +37,9 @@ const (
 type statement struct {
 	verb  string // the first keyword, upper case ("INSERT"); for WITH, the verb after the CTEs
 	class string
-	// params is how many arguments the statement takes: the number of '?'
-	// (or the highest ?NNN / @pNNN), or -1 when it names its parameters
-	// (:name, @name, $name), whose count the lexer cannot know.
-	params int
+	// params are the statement's placeholders as written ("?", "?2",
+	// ":name", "@p1"), in order.
+	params []string
 }
 
 // checkStatement returns an *InvalidError unless sql is one statement the
@@ -59,11 +58,89 @@ func checkStatement(sql string, db Database, nArgs int) error {
 	if reason := classProblem(st, driver, db.Allow); reason != "" {
 		return &InvalidError{Field: "sql", Reason: reason}
 	}
-	if st.params >= 0 && st.params != nArgs {
+	need, reason := argsNeeded(st.params, driver)
+	if reason != "" {
+		return &InvalidError{Field: "sql", Reason: reason}
+	}
+	if need != nArgs {
 		return &InvalidError{Field: "args", Reason: fmt.Sprintf(
-			"the statement takes %d argument(s) and %d were given", st.params, nArgs)}
+			"the statement takes %d argument(s) and %d were given", need, nArgs)}
 	}
 	return nil
+}
+
+// maxSQLiteParam is SQLite's highest parameter number (?32766).
+const maxSQLiteParam = 32766
+
+// argsNeeded is how many arguments params take when the arguments are a
+// list bound by position, as a write's args are, or the reason one of
+// them can never be bound. The drivers bind a list this way: SQLite
+// (modernc.org/sqlite) gives a bare ? the argument after the highest
+// parameter before it and ?NNN or $NNN argument NNN; SQL Server
+// (go-mssqldb) gives @pNNN argument NNN. Any other name (:name, @name,
+// $name, #name on SQLite; @name on SQL Server) is bound only by name, so
+// the write would fail at every attempt ("missing named argument").
+func argsNeeded(params []string, driver string) (int, string) {
+	need, highest := 0, 0 // highest: SQLite's highest parameter index so far
+	seen := map[string]bool{}
+	for _, p := range params {
+		if p == "?" && driver == DriverSQLite {
+			highest++
+			need = max(need, highest)
+			continue
+		}
+		n, ok := paramNumber(p, driver)
+		switch {
+		case !ok:
+			return 0, namedParamReason(p, driver)
+		case p[0] == '?' && (n < 1 || n > maxSQLiteParam):
+			return 0, fmt.Sprintf("%s is not a parameter number: SQLite numbers them ?1 to ?%d", p, maxSQLiteParam)
+		case p[0] == '?':
+			highest = max(highest, n)
+		case p[0] == '$' && !seen[p]:
+			// SQLite gives a new $NNN the next index, though the
+			// driver binds it to argument NNN.
+			seen[p] = true
+			highest++
+		}
+		need = max(need, n)
+	}
+	return need, ""
+}
+
+// paramNumber is the argument a numbered placeholder takes: NNN of ?NNN
+// or $NNN (SQLite) or @pNNN (SQL Server); ok is false for a placeholder
+// bound by name, which a number with a leading zero is too ("?01" is
+// bound by the name "01").
+func paramNumber(p, driver string) (n int, ok bool) {
+	digits := ""
+	switch {
+	case driver == DriverSQLite && (p[0] == '?' || p[0] == '$'):
+		digits = p[1:]
+	case driver == DriverSQLServer && len(p) > 2 && (p[1] == 'p' || p[1] == 'P'):
+		digits = p[2:]
+	}
+	if digits == "" || (digits[0] == '0' && (len(digits) > 1 || p[0] != '?')) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		if p[0] == '?' {
+			// All digits, too many of them: past ?32766 all the same.
+			return maxSQLiteParam + 1, true
+		}
+		return 0, false
+	}
+	return n, true
+}
+
+// namedParamReason says why a named placeholder is refused and what to
+// write instead.
+func namedParamReason(p, driver string) string {
+	if driver == DriverSQLServer {
+		return fmt.Sprintf("%s names its argument, but args are a list bound by position: write @p1 for the first, @p2 for the second…", p)
+	}
+	return fmt.Sprintf("%s names its argument, but args are a list bound by position: write ? (or ?1 for the first, ?2 for the second…)", p)
 }
 
 // classProblem says why st may not run on the database, or "".
@@ -161,25 +238,26 @@ const (
 	tokSemicolon
 	tokOpen
 	tokClose
-	tokParam // a positional parameter; n is its number, 0 for a bare '?'
-	tokNamedParam
+	tokParam // a placeholder; text is as written ("?", "?2", ":name", "@p1")
 	tokOther
 )
 
 type token struct {
 	kind tokenKind
-	text string // an upper-cased word
-	n    int
+	text string // an upper-cased word, or a placeholder as written
+	// assigns marks a SQL Server "@name =": in an EXEC statement the name
+	// of a procedure's parameter, not a placeholder.
+	assigns bool
 }
 
 // statementBuilder follows one statement's tokens: its verb (past any WITH
 // clause) and its parameters.
 type statementBuilder struct {
-	first, verb     string
-	depth           int
-	highest         int // the highest parameter slot used
-	named, anything bool
-	exec            bool // EXEC anywhere: INSERT … EXEC runs a procedure
+	first, verb string
+	depth       int
+	params      []string
+	anything    bool
+	exec        bool // EXEC anywhere: INSERT … EXEC runs a procedure
 }
 
 func newStatementBuilder() *statementBuilder { return &statementBuilder{} }
@@ -192,14 +270,9 @@ func (b *statementBuilder) add(t token) {
 	case tokClose:
 		b.depth--
 	case tokParam:
-		// ?NNN takes slot NNN, a bare ? the slot after the highest so far.
-		if t.n == 0 {
-			b.highest++
-		} else {
-			b.highest = max(b.highest, t.n)
+		if !(b.exec && t.assigns) {
+			b.params = append(b.params, t.text)
 		}
-	case tokNamedParam:
-		b.named = true
 	case tokWord:
 		if t.text == "EXEC" || t.text == "EXECUTE" {
 			b.exec = true
@@ -228,12 +301,9 @@ func (b *statementBuilder) done() (statement, bool) {
 	if verb == "" {
 		verb = "a statement without a keyword"
 	}
-	st := statement{verb: verb, class: classOf(verb), params: b.highest}
+	st := statement{verb: verb, class: classOf(verb), params: b.params}
 	if st.class == classDML && b.exec {
 		st.verb, st.class = verb+" … EXEC", classExec
-	}
-	if b.named {
-		st.params = -1
 	}
 	return st, true
 }
@@ -336,22 +406,24 @@ func (l *lexer) skipQuoted(open, close byte) error {
 }
 
 // startsParam reports a byte that may begin a parameter: SQLite takes
-// ?, ?NNN, :name, @name and $name; SQL Server (the sqlserver driver) takes
-// @name and @pNNN.
+// ?, ?NNN, :name, @name, $name and #name; SQL Server (the sqlserver
+// driver) takes @name and @pNNN.
 func (l *lexer) startsParam(c byte) bool {
 	if l.driver == DriverSQLServer {
 		return c == '@'
 	}
-	return c == '?' || c == ':' || c == '@' || c == '$'
+	return c == '?' || c == ':' || c == '@' || c == '$' || c == '#'
 }
 
-// param reads a parameter. A lone ':' '@' '$' is an operator, and
+// param reads a parameter. A lone ':' '@' '$' '#' is an operator, and
 // SQL Server's @@NAME a system function, not a parameter.
 func (l *lexer) param() token {
+	start := l.pos
 	c := l.src[l.pos]
 	l.pos++
 	if c == '?' {
-		return token{kind: tokParam, n: l.number()}
+		l.digits()
+		return token{kind: tokParam, text: l.src[start:l.pos]}
 	}
 	if c == '@' && l.peek(0) == '@' {
 		l.pos++
@@ -361,22 +433,23 @@ func (l *lexer) param() token {
 	if !isWordStart(l.peek(0)) && !unicode.IsDigit(rune(l.peek(0))) {
 		return token{kind: tokOther}
 	}
-	name := l.word()
-	if c == '@' && l.driver == DriverSQLServer && len(name) > 1 && (name[0] == 'p' || name[0] == 'P') {
-		if n, err := strconv.Atoi(name[1:]); err == nil && n > 0 {
-			return token{kind: tokParam, n: n}
-		}
-	}
-	return token{kind: tokNamedParam}
+	l.word()
+	return token{kind: tokParam, text: l.src[start:l.pos], assigns: l.driver == DriverSQLServer && l.equalsFollows()}
 }
 
-func (l *lexer) number() int {
-	start := l.pos
+func (l *lexer) digits() {
 	for l.pos < len(l.src) && l.src[l.pos] >= '0' && l.src[l.pos] <= '9' {
 		l.pos++
 	}
-	n, _ := strconv.Atoi(l.src[start:l.pos]) // "" gives 0: a bare '?'
-	return n
+}
+
+// equalsFollows reports an '=' after spaces at the lexer's position.
+func (l *lexer) equalsFollows() bool {
+	i := l.pos
+	for i < len(l.src) && strings.IndexByte(" \t\r\n\f\v", l.src[i]) >= 0 {
+		i++
+	}
+	return i < len(l.src) && l.src[i] == '='
 }
 
 func (l *lexer) word() string {

@@ -3,6 +3,7 @@ package targets
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,18 @@ func write(conn, sql string, args ...any) Request {
 
 type point struct{ X, Y int }
 
+type named struct {
+	Name string `json:"name"`
+	note string
+}
+
+// cyclic is params holding themselves.
+func cyclic() map[string]any {
+	m := map[string]any{}
+	m["self"] = m
+	return m
+}
+
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	r := testRegistry()
@@ -69,6 +82,19 @@ func TestValidate(t *testing.T) {
 		{"JSON integers at the int64 edges", write("historian", "INSERT INTO t VALUES (?, ?)",
 			json.Number("9223372036854775807"), json.Number("-9223372036854775808")), "", ""},
 		{"JSON exponent is a float", write("historian", "INSERT INTO t VALUES (?)", json.Number("1e30")), "", ""},
+		{"JSON number past float64", write("historian", "INSERT INTO t VALUES (?)", json.Number("-1e999")), "args[0]", "-1e999 is out of the range of a float64"},
+		{"arg not UTF-8", write("historian", "INSERT INTO t VALUES (?)", "caf\xe9"), "args[0]", "must be valid UTF-8"},
+		{"SQL not UTF-8", write("historian", "INSERT INTO t VALUES ('caf\xe9')"), "sql", "must be valid UTF-8"},
+		{"param past float64", call("erp", "createOrder", map[string]any{"q": json.Number("1e999")}), "params.q", "out of the range of a float64"},
+		{"param under float64", call("erp", "createOrder", map[string]any{"q": json.Number("-2.5e-400")}), "params.q", "out of the range of a float64"},
+		{"param zero and tiny", call("erp", "createOrder", map[string]any{"z": json.Number("0e-999"), "t": json.Number("5e-324")}), "", ""},
+		{"param too long", call("erp", "createOrder", map[string]any{"q": json.Number("1." + strings.Repeat("0", 63))}), "params.q", "a number of 65 characters is longer than 64"},
+		{"param integer past int64", call("erp", "createOrder", map[string]any{"o": []any{json.Number("9223372036854775808")}}), "params.o[0]", "does not fit in an int64"},
+		{"param text deep", call("erp", "createOrder", map[string]any{"o": map[string][]string{"lines": {"a", "\xff"}}}), "params.o.lines[1]", "must be valid UTF-8"},
+		{"param struct field by its JSON name", call("erp", "createOrder", map[string]any{"p": &named{Name: "\xff"}}), "params.p.name", "must be valid UTF-8"},
+		{"param struct field JSON leaves out", call("erp", "createOrder", map[string]any{"p": named{Name: "ok", note: "\xff"}}), "", ""},
+		{"param self-encoding values and bytes", call("erp", "createOrder", map[string]any{"at": time.Now(), "raw": []byte("\xff")}), "", ""},
+		{"param cycle", call("erp", "createOrder", cyclic()), "params.self", "cannot be encoded as JSON"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
