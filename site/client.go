@@ -415,16 +415,35 @@ type UnreachableError struct{ Err error }
 func (e *UnreachableError) Error() string { return "central is unreachable: " + e.Err.Error() }
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
+// queryCentral asks the notification's workflow for its state. A workflow
+// closed other than cleanly (terminated, timed out, cancelled, failed)
+// rejects the query: its last state may be stale (a terminated Parked one
+// stays Parked in its history), so central's row answers, and a workflow
+// terminated before it finished answers Discarded (EndedUnfinished).
 func queryCentral(ctx context.Context, tc client.Client, id string) (contract.NotificationState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	st, err := operator.QueryState(ctx, tc, contract.NotificationWorkflowID(id), "")
+	wid := contract.NotificationWorkflowID(id)
+	resp, err := tc.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+		WorkflowID: wid, QueryType: contract.QueryStatus,
+		QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_COMPLETED_CLEANLY,
+	})
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
 		return lookupCentral(ctx, tc, id)
 	case err != nil:
-		return contract.NotificationState{}, &UnreachableError{Err: err}
+		return contract.NotificationState{}, &UnreachableError{Err: fmt.Errorf("status query of %s: %w", wid, err)}
+	case resp.QueryRejected != nil:
+		row, err := lookupCentral(ctx, tc, id)
+		if err != nil {
+			return row, err
+		}
+		return *operator.EndedUnfinished(operator.State{Notification: &row}, resp.QueryRejected.GetStatus()).Notification, nil
+	}
+	st, err := operator.DecodeState(wid, resp.QueryResult.Get)
+	if err != nil {
+		return contract.NotificationState{}, fmt.Errorf("status query of %s: decode: %w", wid, err)
 	}
 	return *st.Notification, nil
 }

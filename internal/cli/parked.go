@@ -34,7 +34,7 @@ central refused for good (over a Temporal size limit). Central never had
 them; 'outpost parked retry ID' hands one off again once the cause is gone.
 They are listed even when central cannot be reached.
 The same list is in the Temporal Web UI with the query
-  OutpostStatus="Parked" AND OutpostSite="plant-1"
+  OutpostStatus="Parked" AND ExecutionStatus="Running" AND OutpostSite="plant-1"
 
 Example:
   outpost parked list --config /etc/outpost/outpost.yaml --site plant-1

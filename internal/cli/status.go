@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -193,15 +194,22 @@ func printStory(w io.Writer, s *operator.Story) {
 		line("Status query", "no answer: %s", s.StateError)
 	}
 	switch {
-	case s.Workflow.ClosedAt != nil && s.Status != "" && !s.Status.Terminal():
-		line("Next step", "none: its workflow was %s before the operation finished, so no retry or discard can reach it; "+
-			"central's reconciliation of site %s discards it (Schedule reconcile/%s, every site.reconcile_interval; trigger it to do it now)",
+	case endedUnfinished(wf):
+		line("Next step", "none: its workflow was %s before the operation finished, so it is Discarded and no retry or discard can reach it; "+
+			"central's reconciliation of site %s records that (Schedule reconcile/%s, every site.reconcile_interval; trigger it to do it now)",
 			strings.ToLower(wf.Status), orDash(s.Site), orDash(s.Site))
 	case s.Status == contract.StatusParked:
 		line("Next step", "outpost parked retry %s, or outpost parked discard %s", s.OperationID, s.OperationID)
 	}
 	line("Web UI", "%s", s.WebUI)
 	_ = tw.Flush()
+}
+
+// endedUnfinished reports a workflow closed without running to its end:
+// terminated or timed out (operator.EndedUnfinished).
+func endedUnfinished(wf operator.WorkflowView) bool {
+	return wf.ClosedAt != nil && (wf.Status == enums.WORKFLOW_EXECUTION_STATUS_TERMINATED.String() ||
+		wf.Status == enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT.String())
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -22,6 +22,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/cli"
 	"github.com/outpost-dev/outpost/internal/devserver"
+	"github.com/outpost-dev/outpost/internal/operator"
 )
 
 // operatorOp is one operation the operator test made on a site.
@@ -440,6 +441,24 @@ func TestTerminatedWorkflowsAreSettledByReconciliation(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "its workflow was terminated before the operation finished")
 	require.Contains(t, out, `"system":"erp","method":"createOrder","params":{"password":"[redacted]","sku":"terminate"}`, "what the call sends, its secret redacted")
+
+	// Before any reconciliation, the site and outpost status answer the
+	// terminated notification Discarded (its status query still says
+	// Parked), and the parked list leaves both out.
+	st, code := s.status(note)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, contract.StatusDiscarded, st.Status, "the site learns the terminal state")
+	require.Contains(t, st.LastError, "its workflow was terminated before it finished")
+	require.Nil(t, st.NextAttemptAt)
+	out, err = s.outpost("", "status", note, "--json")
+	require.NoError(t, err)
+	var story operator.Story
+	require.NoError(t, json.Unmarshal([]byte(out), &story))
+	require.Equal(t, contract.StatusDiscarded, story.Status)
+	out, err = s.outpost("", "parked", "list", "--json")
+	require.NoError(t, err)
+	require.NotContains(t, out, note, "a terminated workflow is not parked")
+	require.NotContains(t, out, call.ID)
 
 	// Visibility must show the terminations before reconciliation can find them.
 	waitFor(t, 30*time.Second, func() bool {

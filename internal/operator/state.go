@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -65,4 +66,36 @@ func QueryState(ctx context.Context, tc Querier, workflowID, runID string) (Stat
 		return State{}, fmt.Errorf("status query of %s: decode: %w", workflowID, err)
 	}
 	return st, nil
+}
+
+// EndedUnfinished is st for an operation whose workflow ended with status
+// before the operation finished: terminated (Web UI Terminate, `temporal
+// workflow terminate`) or timed out. Such a workflow runs no more code, yet
+// its status query keeps answering the last state it had (Parked, say), and
+// nothing will ever deliver it: it is Discarded, as central's reconciliation
+// records it. Any other status, or a state already final, is returned as is.
+func EndedUnfinished(st State, status enums.WorkflowExecutionStatus) State {
+	if status != enums.WORKFLOW_EXECUTION_STATUS_TERMINATED && status != enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT {
+		return st
+	}
+	reason := fmt.Sprintf("its workflow was %s before it finished, so it is discarded (reconciliation records it on central)",
+		strings.ToLower(status.String()))
+	switch {
+	case st.Notification != nil && !st.Notification.Status.Terminal():
+		n := *st.Notification
+		n.Status, n.NextAttemptAt, n.LastError = contract.StatusDiscarded, nil, withLastError(reason, n.LastError)
+		return State{Notification: &n}
+	case st.Call != nil && !st.Call.Status.Terminal():
+		c := *st.Call
+		c.Status, c.NextAttemptAt, c.LastError = contract.StatusDiscarded, nil, withLastError(reason, c.LastError)
+		return State{Call: &c}
+	}
+	return st
+}
+
+func withLastError(reason, last string) string {
+	if last == "" {
+		return reason
+	}
+	return reason + "; last error: " + last
 }

@@ -115,7 +115,8 @@ func KindOf(workflowID string, sa *commonpb.SearchAttributes) string {
 }
 
 // StateOf is the operation's state: a completed workflow's result (no
-// worker needed), else the status query's answer.
+// worker needed), else the status query's answer (Discarded for a workflow
+// terminated before it finished: EndedUnfinished).
 func StateOf(ctx context.Context, tc Temporal, info *Execution) (State, error) {
 	if info.Status == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		run := tc.GetWorkflow(ctx, info.ID, info.RunID)
@@ -124,7 +125,11 @@ func StateOf(ctx context.Context, tc Temporal, info *Execution) (State, error) {
 			return st, nil
 		}
 	}
-	return QueryState(ctx, tc, info.ID, info.RunID)
+	st, err := QueryState(ctx, tc, info.ID, info.RunID)
+	if err != nil {
+		return State{}, err
+	}
+	return EndedUnfinished(st, info.Status), nil
 }
 
 // Execution is what the operator commands read of one workflow.
