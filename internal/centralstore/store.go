@@ -107,18 +107,24 @@ func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 // transaction and, once it committed, told to the observer (ObserveAudit).
 func (s *Store) inTxWithEvents(ctx context.Context, fn func(*sql.Tx) ([]AuditEvent, error)) error {
 	var stored []AuditEvent
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		events, err := fn(tx)
-		if err != nil {
-			return err
-		}
-		stored, err = s.insertAuditEvents(ctx, tx, events)
-		return err
-	})
+	err := s.inTx(ctx, s.storingEvents(ctx, fn, &stored))
 	if err == nil {
 		s.auditStored(stored)
 	}
 	return err
+}
+
+// storingEvents is fn, then the insert of the audit events fn returns in
+// the same transaction; stored receives the events inserted.
+func (s *Store) storingEvents(ctx context.Context, fn func(*sql.Tx) ([]AuditEvent, error), stored *[]AuditEvent) func(*sql.Tx) error {
+	return func(tx *sql.Tx) error {
+		events, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		*stored, err = s.insertAuditEvents(ctx, tx, events)
+		return err
+	}
 }
 
 // Ping reports whether the store answers and, on SQLite, is still the file

@@ -123,14 +123,7 @@ func (s *Store) writeQueued(ctx context.Context, rows int, write func(context.Co
 // transaction of its own.
 func (s *Store) writeAlone(ctx context.Context, write func(context.Context, *sql.Tx) ([]AuditEvent, error)) error {
 	var stored []AuditEvent
-	err := dbtx.Run(ctx, s.db, func(tx *sql.Tx) error {
-		events, err := write(ctx, tx)
-		if err != nil {
-			return err
-		}
-		stored, err = s.insertAuditEvents(ctx, tx, events)
-		return err
-	})
+	err := dbtx.Run(ctx, s.db, s.storingEvents(ctx, func(tx *sql.Tx) ([]AuditEvent, error) { return write(ctx, tx) }, &stored))
 	if err == nil {
 		s.auditStored(stored)
 	}

@@ -2,7 +2,6 @@ package sitedaemon
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -212,17 +211,7 @@ func runDaemon(t *testing.T, d *Daemon) (ctx context.Context, stop func()) {
 // integer past int64 is refused, not rounded into another number.
 func TestPostWriteAnswersZeroRowsAndRefusesHugeIntegers(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	historian := filepath.Join(dir, "historian.db")
-	db, err := sql.Open("sqlite", historian)
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	_, err = db.Exec(`CREATE TABLE readings (tag TEXT, value INTEGER)`)
-	require.NoError(t, err)
-	cfg := siteDefinitions("http://127.0.0.1:1", historian)
-	cfg.Store = filepath.Join(dir, "site.db")
-	c := openSite(t, cfg)
-	h := NewAPI(c, APIOptions{}, zaptest.NewLogger(t))
+	h, _, db := inputSite(t)
 
 	code, body := postJSON(t, h, "/v1/writes", `{"connection":"historian","sql":"UPDATE readings SET value = 1 WHERE tag = ?","args":["none"]}`)
 	require.Equal(t, http.StatusOK, code, body)
