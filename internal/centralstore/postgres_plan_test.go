@@ -19,7 +19,7 @@ import (
 // status the planner takes depends on statistics an empty table does not
 // have, so those cases name the indexes' common prefix.
 func TestPostgresQueriesSeekIndexes(t *testing.T) {
-	store := openPostgresForTest(t)
+	store := OpenPostgresForTest(t)
 	now := time.Now().UTC()
 	plans := map[string]planCase{
 		"queued notifications":    {kpiQueuedQueries[0], []any{now}, "notifications_status_"},
@@ -64,9 +64,9 @@ func TestPostgresQueriesSeekIndexes(t *testing.T) {
 	}
 }
 
-// openPostgresForTest opens the store on a new database of a PostgreSQL
-// started for the test.
-func openPostgresForTest(t *testing.T) *Store {
+// OpenPostgresForTest opens the store on a new database of a PostgreSQL
+// started for the test; exported for the suite in store_test.go.
+func OpenPostgresForTest(t *testing.T) *Store {
 	t.Helper()
 	srv := pgserver.StartForTest(t)
 	ctx := context.Background()

@@ -27,7 +27,7 @@ func TestSQLite(t *testing.T) {
 // The suite runs against a real PostgreSQL (Debian's package, started in
 // the test's temp folder), on a database of its own.
 func TestPostgres(t *testing.T) {
-	store := openPostgresForTest(t)
+	store := centralstore.OpenPostgresForTest(t)
 	storetest.Exercise(t, store)
 }
 
@@ -48,19 +48,6 @@ func TestPostgresSchemaCreatedByWorkersStartingTogether(t *testing.T) {
 		})
 	}
 	require.NoError(t, opened.Wait())
-}
-
-// openPostgresForTest opens the store on a new database of a PostgreSQL
-// started for the test.
-func openPostgresForTest(t *testing.T) *centralstore.Store {
-	t.Helper()
-	srv := pgserver.StartForTest(t)
-	ctx := context.Background()
-	require.NoError(t, srv.CreateDatabase(ctx, "central"))
-	store, err := centralstore.OpenPostgres(ctx, srv.DSN("central"))
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	return store
 }
 
 // SQL Server cannot run on the project's machines; this runs the same suite
