@@ -128,7 +128,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	workDir := filepath.Join(opts.Dir, "postgresql")
+	// Absolute, because the programs run from the folder they own.
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("start postgresql: %w", err)
+	}
+	workDir := filepath.Join(dir, "postgresql")
 	s := &Server{
 		Host: "127.0.0.1", Port: port, User: superuser, Password: password,
 		DataDir: filepath.Join(workDir, "data"),
