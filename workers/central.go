@@ -68,15 +68,19 @@ type CentralOptions struct {
 }
 
 // StoreOptions say which central store to open: a SQLite file at Path, or
-// SQL Server at DSN (with its password) when Driver is DriverSQLServer.
+// SQL Server or PostgreSQL at DSN (with its password) when Driver is
+// DriverSQLServer or DriverPostgres.
 type StoreOptions struct {
 	Driver string
 	Path   string
 	DSN    string
 }
 
-// DriverSQLServer is StoreOptions.Driver for SQL Server; any other opens SQLite.
-const DriverSQLServer = "sqlserver"
+// StoreOptions.Driver for a database server; any other opens SQLite.
+const (
+	DriverSQLServer = "sqlserver"
+	DriverPostgres  = "postgres"
+)
 
 // TaskPollers is how many polls a central worker keeps open on its task
 // queue for workflow tasks, and as many for activity tasks. With the SDK's
@@ -167,10 +171,14 @@ func (c *Central) Addr() string { return c.http.listener.Addr().String() }
 
 // OpenCentralStore opens the central store opts name.
 func OpenCentralStore(ctx context.Context, opts StoreOptions) (*centralstore.Store, error) {
-	if opts.Driver == DriverSQLServer {
+	switch opts.Driver {
+	case DriverSQLServer:
 		return centralstore.OpenSQLServer(ctx, opts.DSN)
+	case DriverPostgres:
+		return centralstore.OpenPostgres(ctx, opts.DSN)
+	default:
+		return centralstore.OpenSQLite(ctx, opts.Path)
 	}
-	return centralstore.OpenSQLite(ctx, opts.Path)
 }
 
 // Run polls for tasks until ctx ends.

@@ -524,12 +524,7 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`, `[`, `\[`
 
 // limitClause ends an ordered query with a row limit taken from the last
 // argument.
-func (s *Store) limitClause() string {
-	if s.dialect.numbered { // SQL Server has no LIMIT
-		return " OFFSET 0 ROWS FETCH NEXT ? ROWS ONLY"
-	}
-	return " LIMIT ?"
-}
+func (s *Store) limitClause() string { return s.dialect.rowLimit }
 
 // scanItem reads the columns shared by both item queries; the fifth column
 // goes to fifth (a notification's subject, a call's kind).

@@ -27,7 +27,8 @@ func TestDBTimeScan(t *testing.T) {
 }
 
 // SQL Server has no LIMIT: the listing ends with OFFSET/FETCH and its
-// count is the last numbered parameter.
+// count is the last numbered parameter. PostgreSQL's LIMIT takes the last
+// of its $-numbered parameters.
 func TestLimitClause(t *testing.T) {
 	t.Parallel()
 	sqlite := &Store{dialect: sqliteDialect}
@@ -35,5 +36,7 @@ func TestLimitClause(t *testing.T) {
 	mssql := &Store{dialect: sqlServerDialect}
 	require.Equal(t, "SELECT 1 WHERE a = @p1 ORDER BY x OFFSET 0 ROWS FETCH NEXT @p2 ROWS ONLY",
 		mssql.bind("SELECT 1 WHERE a = ? ORDER BY x"+mssql.limitClause()))
+	pg := &Store{dialect: postgresDialect}
+	require.Equal(t, "SELECT 1 WHERE a = $1 ORDER BY x LIMIT $2", pg.bind("SELECT 1 WHERE a = ? ORDER BY x"+pg.limitClause()))
 	require.Equal(t, `100\%\_ \[x] a\\b`, likeEscaper.Replace(`100%_ [x] a\b`))
 }

@@ -12,6 +12,7 @@ import (
 var sqliteDialect = dialect{
 	name:       "sqlite",
 	readOnlyTx: true,
+	rowLimit:   " LIMIT ?",
 	schema: []string{`CREATE TABLE IF NOT EXISTS notifications (
 		notification_id    TEXT PRIMARY KEY,
 		type               TEXT NOT NULL,
@@ -163,44 +164,55 @@ var sqliteDialect = dialect{
 		`DROP INDEX IF EXISTS audit_log_node_at`,
 		`DROP INDEX IF EXISTS audit_log_at`,
 	},
-	insertIfMissing: `INSERT INTO notifications (` + notificationColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (notification_id) DO NOTHING`,
+	insertIfMissing: insertNotificationOnConflict,
 	exactTimes:      true,
-	upsertSiteCalls: sqliteUpsertSiteCalls,
+	upsertSiteCalls: upsertSiteCallsOnConflict,
 	// 500 rows are 8,500 variables, well under SQLite's 32,766.
 	siteCallChunk:     500,
-	insertAuditEvents: sqliteInsertAuditEvents,
+	insertAuditEvents: insertAuditEventsOnConflict,
 	// 500 rows are 5,000 variables.
-	auditChunk:  500,
-	deleteBatch: sqliteDeleteBatch,
-	advanceCursor: `INSERT INTO site_cursors (site_id, reconciled_seq, updated_at) VALUES (?, ?, ?)
-		ON CONFLICT (site_id) DO UPDATE SET reconciled_seq = excluded.reconciled_seq, updated_at = excluded.updated_at
-		WHERE excluded.reconciled_seq > site_cursors.reconciled_seq`,
+	auditChunk:    500,
+	deleteBatch:   deleteBatchBySubquery,
+	advanceCursor: advanceCursorOnConflict,
 }
 
-// sqliteUpsertSiteCalls skips the update for a row whose seq is not higher,
-// and SQLite then counts it as unchanged.
-func sqliteUpsertSiteCalls(rows int) string {
+// The statements below are SQLite's and PostgreSQL's alike: both take
+// INSERT … ON CONFLICT with the same meaning.
+
+// insertNotificationOnConflict inserts a notification unless its id exists.
+const insertNotificationOnConflict = `INSERT INTO notifications (` + notificationColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (notification_id) DO NOTHING`
+
+// advanceCursorOnConflict sets a site's reconciled_seq unless the stored
+// one is as high.
+const advanceCursorOnConflict = `INSERT INTO site_cursors (site_id, reconciled_seq, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (site_id) DO UPDATE SET reconciled_seq = excluded.reconciled_seq, updated_at = excluded.updated_at
+		WHERE excluded.reconciled_seq > site_cursors.reconciled_seq`
+
+// upsertSiteCallsOnConflict skips the update for a row whose seq is not
+// higher, and the database then counts it as unchanged.
+func upsertSiteCallsOnConflict(rows int) string {
 	return `INSERT INTO site_calls (` + strings.Join(siteCallColumns, ", ") + `)
 		VALUES ` + valueRows(rows) + `
 		ON CONFLICT (operation_id) DO UPDATE SET ` + siteCallAssignments("excluded") + `
 		WHERE excluded.seq > site_calls.seq`
 }
 
-// sqliteInsertAuditEvents skips an event whose id is stored; SQLite counts
-// only the inserted rows.
-func sqliteInsertAuditEvents(rows int) string {
+// insertAuditEventsOnConflict skips an event whose id is stored and
+// returns the ids of the rows inserted.
+func insertAuditEventsOnConflict(rows int) string {
 	return `INSERT INTO audit_log (` + strings.Join(auditColumns, ", ") + `)
 		VALUES ` + placeholderRows(rows, len(auditColumns)) + `
 		ON CONFLICT (event_id) DO NOTHING
 		RETURNING event_id`
 }
 
-// sqliteDeleteBatch deletes at most limit rows of table matching where; its
-// arguments are where's cutoff, then the limit. SQLite's DELETE takes no
-// LIMIT unless compiled to, so the keys come from a subquery.
-func sqliteDeleteBatch(table, key, where string) string {
+// deleteBatchBySubquery deletes at most limit rows of table matching where;
+// its arguments are where's cutoff, then the limit. SQLite's DELETE takes
+// no LIMIT unless compiled to, and PostgreSQL's none, so the keys come from
+// a subquery.
+func deleteBatchBySubquery(table, key, where string) string {
 	return `DELETE FROM ` + table + ` WHERE ` + key + ` IN (SELECT ` + key + ` FROM ` + table + ` WHERE ` + where + ` LIMIT ?)`
 }
 

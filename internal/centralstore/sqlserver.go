@@ -10,8 +10,10 @@ import (
 )
 
 var sqlServerDialect = dialect{
-	name:     "sqlserver",
-	numbered: true,
+	name:        "sqlserver",
+	placeholder: "@p",
+	// SQL Server has no LIMIT.
+	rowLimit: " OFFSET 0 ROWS FETCH NEXT ? ROWS ONLY",
 	schema: []string{`IF OBJECT_ID(N'notifications', N'U') IS NULL
 	CREATE TABLE notifications (
 		notification_id    VARCHAR(64) NOT NULL PRIMARY KEY,

@@ -1,6 +1,6 @@
 // Package centralstore keeps central's tables: a SQLite file by default, SQL
-// Server when configured. Both drivers share the SQL below and one test suite
-// (storetest.Exercise).
+// Server or PostgreSQL when configured. The drivers share the SQL below and
+// one test suite (storetest.Exercise).
 package centralstore
 
 import (
@@ -138,13 +138,19 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.db.PingContext(ctx)
 }
 
-// dialect is what differs between SQLite and SQL Server.
+// dialect is what differs between SQLite, SQL Server and PostgreSQL.
 type dialect struct {
 	name string
 	// readOnlyTx: the driver takes read-only transactions (snapshot).
 	readOnlyTx bool
 	// schema creates the tables if they do not exist.
 	schema []string
+	// schemaLock, when set, runs first in one transaction that then runs
+	// schema, and makes another process creating the schema at once wait
+	// for it. PostgreSQL's IF NOT EXISTS does not hold against a table or
+	// index another session is creating: central workers starting together
+	// on a new database failed on duplicate keys of its catalog.
+	schemaLock string
 	// insertIfMissing inserts a notification unless its id exists.
 	insertIfMissing string
 	// exactTimes: its time columns give back every nanosecond written
@@ -179,8 +185,12 @@ type dialect struct {
 	// advanceCursor sets a site's reconciled_seq (site id, seq, updated at)
 	// unless the stored one is as high.
 	advanceCursor string
-	// numbered placeholders (@p1) instead of "?".
-	numbered bool
+	// placeholder, when set, numbers the placeholders: "@p" gives SQL
+	// Server's @p1, "$" PostgreSQL's $1; empty keeps SQLite's "?".
+	placeholder string
+	// rowLimit ends an ordered query with a row limit taken from the last
+	// argument (limitClause).
+	rowLimit string
 }
 
 // Close closes the database.
@@ -202,10 +212,8 @@ const backfillTerminalAt = `UPDATE notifications SET terminal_at = COALESCE(deli
 	WHERE status IN ('Delivered', 'Discarded') AND terminal_at IS NULL`
 
 func (s *Store) migrate(ctx context.Context) error {
-	for _, stmt := range s.dialect.schema {
-		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("create %s schema: %w", s.dialect.name, err)
-		}
+	if err := s.createSchema(ctx); err != nil {
+		return fmt.Errorf("create %s schema: %w", s.dialect.name, err)
 	}
 	for _, c := range s.dialect.addedColumns {
 		if err := s.addColumn(ctx, c); err != nil {
@@ -215,6 +223,29 @@ func (s *Store) migrate(ctx context.Context) error {
 	for _, stmt := range s.dialect.upgrades {
 		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("upgrade %s schema: %w", s.dialect.name, err)
+		}
+	}
+	return nil
+}
+
+// createSchema runs the dialect's schema statements, after its schemaLock
+// in one transaction when it has one.
+func (s *Store) createSchema(ctx context.Context) error {
+	if s.dialect.schemaLock == "" {
+		return execEach(ctx, s.db, s.dialect.schema)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		return execEach(ctx, tx, append([]string{s.dialect.schemaLock}, s.dialect.schema...))
+	})
+}
+
+// execEach runs stmts in order on db, a pool or a transaction.
+func execEach(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, stmts []string) error {
+	for _, stmt := range stmts {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -238,7 +269,7 @@ func (s *Store) addColumn(ctx context.Context, c addedColumn) error {
 
 // bind rewrites "?" placeholders for the dialect.
 func (s *Store) bind(query string) string {
-	if !s.dialect.numbered {
+	if s.dialect.placeholder == "" {
 		return query
 	}
 	var b strings.Builder
@@ -246,7 +277,7 @@ func (s *Store) bind(query string) string {
 	for _, r := range query {
 		if r == '?' {
 			n++
-			b.WriteString("@p" + strconv.Itoa(n))
+			b.WriteString(s.dialect.placeholder + strconv.Itoa(n))
 			continue
 		}
 		b.WriteRune(r)

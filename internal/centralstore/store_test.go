@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/centralstore/storetest"
+	"github.com/outpost-dev/outpost/internal/pgserver"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 )
 
@@ -20,6 +22,32 @@ func TestSQLite(t *testing.T) {
 	require.NoError(t, err)
 	defer store.Close()
 	storetest.Exercise(t, store)
+}
+
+// The suite runs against a real PostgreSQL (Debian's package, started in
+// the test's temp folder), on a database of its own.
+func TestPostgres(t *testing.T) {
+	store := centralstore.OpenPostgresForTest(t)
+	storetest.Exercise(t, store)
+}
+
+// Central workers starting together on one new database each create the
+// schema: none fails on a table or index another is creating.
+func TestPostgresSchemaCreatedByWorkersStartingTogether(t *testing.T) {
+	srv := pgserver.StartForTest(t)
+	ctx := context.Background()
+	require.NoError(t, srv.CreateDatabase(ctx, "central"))
+	var opened errgroup.Group
+	for range 4 {
+		opened.Go(func() error {
+			store, err := centralstore.OpenPostgres(ctx, srv.DSN("central"))
+			if err != nil {
+				return err
+			}
+			return store.Close()
+		})
+	}
+	require.NoError(t, opened.Wait())
 }
 
 // SQL Server cannot run on the project's machines; this runs the same suite

@@ -473,15 +473,24 @@ func (c *checker) centralStore(s CentralStore) {
 	case DriverSQLite:
 		c.nonEmpty("central.store.path", s.Path)
 	case DriverSQLServer:
-		if s.DSN == "" {
-			c.add("central.store.dsn", "required with driver sqlserver, e.g. sqlserver://outpost@db:1433?database=outpost")
-		} else if u, err := url.Parse(s.DSN); err != nil || u.Scheme != "sqlserver" {
-			c.add("central.store.dsn", "must be a sqlserver:// URL (the password comes from $%s)", s.PasswordEnv)
-		} else if _, set := u.User.Password(); set {
-			c.add("central.store.dsn", "must not contain the password: put it in $%s", s.PasswordEnv)
-		}
+		c.centralStoreDSN(s, "sqlserver://outpost@db:1433?database=outpost", "sqlserver")
+	case DriverPostgres:
+		c.centralStoreDSN(s, "postgres://outpost@db:5432/outpost", "postgres", "postgresql")
 	default:
-		c.add("central.store.driver", "%q is not a driver: use %s or %s", s.Driver, DriverSQLite, DriverSQLServer)
+		c.add("central.store.driver", "%q is not a driver: use %s, %s or %s", s.Driver, DriverSQLite, DriverSQLServer, DriverPostgres)
+	}
+}
+
+// centralStoreDSN checks a database server's URL: set, of one of schemes
+// (the first is the one example shows), and without the password, which
+// comes from the variable password_env names.
+func (c *checker) centralStoreDSN(s CentralStore, example string, schemes ...string) {
+	if s.DSN == "" {
+		c.add("central.store.dsn", "required with driver %s, e.g. %s", s.Driver, example)
+	} else if u, err := url.Parse(s.DSN); err != nil || !slices.Contains(schemes, u.Scheme) {
+		c.add("central.store.dsn", "must be a %s:// URL (the password comes from $%s)", schemes[0], s.PasswordEnv)
+	} else if _, set := u.User.Password(); set {
+		c.add("central.store.dsn", "must not contain the password: put it in $%s", s.PasswordEnv)
 	}
 }
 

@@ -462,18 +462,20 @@ type Retention struct {
 const (
 	DriverSQLite    = "sqlite"
 	DriverSQLServer = "sqlserver"
+	DriverPostgres  = "postgres"
 )
 
 // CentralStore is central's database.
 type CentralStore struct {
-	// Driver is "sqlite" or "sqlserver". Default "sqlite".
+	// Driver is "sqlite", "sqlserver" or "postgres". Default "sqlite".
 	Driver string `yaml:"driver"`
 	// Path is the SQLite file (driver sqlite). Default "outpost-central.db".
 	Path string `yaml:"path"`
-	// DSN is the SQL Server URL without its password, e.g.
-	// sqlserver://outpost@db:1433?database=outpost (driver sqlserver). Default empty.
+	// DSN is the database's URL without its password:
+	// sqlserver://outpost@db:1433?database=outpost (driver sqlserver) or
+	// postgres://outpost@db:5432/outpost (driver postgres). Default empty.
 	DSN string `yaml:"dsn"`
-	// PasswordEnv names the variable holding the SQL Server password.
+	// PasswordEnv names the variable holding the database's password.
 	// Default OUTPOST_DB_PASSWORD.
 	PasswordEnv string `yaml:"password_env"`
 }
@@ -628,8 +630,8 @@ func Parse(r io.Reader, base Config) (Config, error) {
 	return parse(data, base)
 }
 
-// SQLServerDSN is the configured DSN with the password from its variable.
-func (s CentralStore) SQLServerDSN() (string, error) {
+// DSNWithPassword is the configured DSN with the password from its variable.
+func (s CentralStore) DSNWithPassword() (string, error) {
 	dsn, err := dsnWithPassword(s.DSN, s.PasswordEnv)
 	if err != nil {
 		return "", fmt.Errorf("central.store.dsn: %w", err)
@@ -638,7 +640,7 @@ func (s CentralStore) SQLServerDSN() (string, error) {
 }
 
 // dsnWithPassword puts the password from the variable passwordEnv into a
-// sqlserver:// URL that names its user.
+// sqlserver:// or postgres:// URL that names its user.
 func dsnWithPassword(dsn, passwordEnv string) (string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {

@@ -48,7 +48,7 @@ central:
     max_retries: many
     tls: maybe
   store:
-    driver: postgres
+    driver: mysql
   lists:
     ops: [not-an-address]
 `), Default())
@@ -87,12 +87,31 @@ func TestSQLServerDSNTakesPasswordFromEnvironment(t *testing.T) {
 	os.Setenv("OUTPOST_TEST_DB_PW", "s3cr:t")
 	defer os.Unsetenv("OUTPOST_TEST_DB_PW")
 	s := CentralStore{Driver: DriverSQLServer, DSN: "sqlserver://outpost@db:1433?database=outpost", PasswordEnv: "OUTPOST_TEST_DB_PW"}
-	dsn, err := s.SQLServerDSN()
+	dsn, err := s.DSNWithPassword()
 	require.NoError(t, err)
 	require.Equal(t, "sqlserver://outpost:s3cr%3At@db:1433?database=outpost", dsn)
 
 	_, err = Parse(strings.NewReader("central:\n  store:\n    driver: sqlserver\n    dsn: sqlserver://sa:hunter2@db\n"), Default())
 	require.ErrorContains(t, err, "must not contain the password")
+}
+
+// A PostgreSQL central store names its server in a postgres:// URL without
+// the password, which comes from the variable password_env names.
+func TestPostgresStoreNeedsItsDSNWithoutPassword(t *testing.T) {
+	store := func(yaml string) error {
+		_, err := Parse(strings.NewReader("central:\n  store:\n    driver: postgres\n"+yaml), Default())
+		return err
+	}
+	require.ErrorContains(t, store(""), "central.store.dsn: required with driver postgres, e.g. postgres://outpost@db:5432/outpost")
+	require.ErrorContains(t, store("    dsn: sqlserver://outpost@db\n"), "central.store.dsn (line 4): must be a postgres:// URL")
+	require.ErrorContains(t, store("    dsn: postgres://outpost:hunter2@db/outpost\n"), "must not contain the password: put it in $OUTPOST_DB_PASSWORD")
+	require.NoError(t, store("    dsn: postgresql://outpost@db:5432/outpost?sslmode=verify-full\n"))
+
+	t.Setenv("OUTPOST_TEST_PG_PW", "s3cr:t")
+	s := CentralStore{Driver: DriverPostgres, DSN: "postgres://outpost@db:5432/outpost?sslmode=verify-full", PasswordEnv: "OUTPOST_TEST_PG_PW"}
+	dsn, err := s.DSNWithPassword()
+	require.NoError(t, err)
+	require.Equal(t, "postgres://outpost:s3cr%3At@db:5432/outpost?sslmode=verify-full", dsn)
 }
 
 func TestDefinitionsTakeDefaultsAndReportProblems(t *testing.T) {

@@ -67,12 +67,12 @@ func Central(c config.Central, t config.Temporal) (workers.CentralOptions, error
 	return opts, nil
 }
 
-// CentralStore is which central store central.store names, the SQL Server
-// DSN with its password from the variable the file names.
+// CentralStore is which central store central.store names, a database
+// server's DSN with its password from the variable the file names.
 func CentralStore(s config.CentralStore) (workers.StoreOptions, error) {
 	opts := workers.StoreOptions{Driver: s.Driver, Path: s.Path}
-	if s.Driver == config.DriverSQLServer {
-		dsn, err := s.SQLServerDSN()
+	if s.Driver == config.DriverSQLServer || s.Driver == config.DriverPostgres {
+		dsn, err := s.DSNWithPassword()
 		if err != nil {
 			return workers.StoreOptions{}, err
 		}

@@ -1,8 +1,12 @@
 package fromconfig
 
 import (
+	"context"
 	"encoding/base64"
+	"net"
 	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,7 +14,9 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/internal/pgserver"
 	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/workers"
 )
 
 // Every field of the site section reaches the daemon's options.
@@ -55,6 +61,29 @@ func TestCentralCarriesEveryField(t *testing.T) {
 	require.Equal(t, strings.Repeat("k", 32), string(opts.PageAuth.SessionKey))
 	require.Equal(t, "ns", opts.Namespace)
 	require.NotNil(t, opts.Codec)
+}
+
+// A postgres central store in the config opens on PostgreSQL, the password
+// read from the variable password_env names.
+func TestCentralStoreOpensOnPostgres(t *testing.T) {
+	srv := pgserver.StartForTest(t)
+	ctx := context.Background()
+	require.NoError(t, srv.CreateDatabase(ctx, "central"))
+	dsn := &url.URL{Scheme: "postgres", User: url.User(srv.User), Host: net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)),
+		Path: "/central", RawQuery: "sslmode=disable"}
+	t.Setenv("OUTPOST_TEST_PG_PASSWORD", srv.Password)
+	cfg, err := config.Parse(strings.NewReader("central:\n  store:\n    driver: postgres\n    dsn: "+dsn.String()+
+		"\n    password_env: OUTPOST_TEST_PG_PASSWORD\n"), config.Default())
+	require.NoError(t, err)
+
+	opts, err := CentralStore(cfg.Central.Store)
+	require.NoError(t, err)
+	store, err := workers.OpenCentralStore(ctx, opts)
+	require.NoError(t, err)
+	defer store.Close()
+	require.NoError(t, store.Ping(ctx))
+	_, err = store.DB().ExecContext(ctx, "SELECT count(*) FROM notifications")
+	require.NoError(t, err, "the store's tables are on PostgreSQL")
 }
 
 // No encryption keys: no codec (not a nil pointer in the interface).

@@ -3,10 +3,11 @@ package storetest
 import (
 	"context"
 	"database/sql"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -240,13 +241,13 @@ func sqlKPIs(t *testing.T, db *sql.DB, now time.Time, kind, site string) central
 	if site != "" {
 		where += " AND source_site_id = @site"
 	}
-	args := []any{sql.Named("kind", kind), sql.Named("site", site),
-		sql.Named("stuck", now.Add(-kpiStuckAge)), sql.Named("since", now.Add(-kpiWindow))}
-	count := func(cond string, extra ...any) int {
+	args := namedArgs(db, map[string]any{"kind": kind, "site": site,
+		"stuck": now.Add(-kpiStuckAge), "since": now.Add(-kpiWindow)})
+	count := func(cond string) int {
 		t.Helper()
 		var n int
 		q := "SELECT count(*) FROM " + table + " WHERE " + where + " AND " + cond
-		require.NoError(t, db.QueryRow(q, append(slices.Clone(args), extra...)...).Scan(&n), q)
+		require.NoError(t, db.QueryRow(q, args...).Scan(&n), q)
 		return n
 	}
 	k := centralstore.KPIs{
@@ -270,6 +271,20 @@ func sqlKPIs(t *testing.T, db *sql.DB, now time.Time, kind, site string) central
 	oldest = oldest.UTC()
 	k.OldestPendingAt = &oldest
 	return k
+}
+
+// namedArgs binds the @name parameters of a query on db: as sql.Named on
+// SQLite and SQL Server, as one pgx.NamedArgs on PostgreSQL, whose driver
+// takes no sql.Named.
+func namedArgs(db *sql.DB, values map[string]any) []any {
+	if _, ok := db.Driver().(*stdlib.Driver); ok {
+		return []any{pgx.NamedArgs(values)}
+	}
+	args := make([]any, 0, len(values))
+	for name, v := range values {
+		args = append(args, sql.Named(name, v))
+	}
+	return args
 }
 
 func operatorItems(t *testing.T, store *centralstore.Store) {

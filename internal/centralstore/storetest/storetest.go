@@ -1,5 +1,6 @@
 // Package storetest is the one test suite every central store driver must
-// pass: SQLite always, SQL Server when OUTPOST_MSSQL_DSN is set.
+// pass: SQLite and PostgreSQL always, SQL Server when OUTPOST_MSSQL_DSN is
+// set.
 package storetest
 
 import (
