@@ -25,8 +25,12 @@ type TeamsData struct {
 // WebhookData is the TypeData of a Webhook list.
 type WebhookData struct {
 	// Headers are sent with every POST, beside Content-Type and the
-	// X-Outpost-* headers, which they may not replace.
+	// X-Outpost-* and webhook-* headers, which they may not replace.
 	Headers map[string]string `json:"headers,omitempty"`
+	// LegacySignature also sends X-Outpost-Signature, the signature before
+	// Standard Webhooks, for receivers not moved yet. Default false; the
+	// next release removes it.
+	LegacySignature bool `json:"legacy_signature,omitempty"`
 }
 
 // SMTPSettings are the Settings of an smtp channel. Timeouts are
@@ -43,8 +47,9 @@ type SMTPSettings struct {
 
 // WebhookSettings are the Settings of a webhook channel.
 type WebhookSettings struct {
-	// SecretEnv names the central worker's variable that holds the HMAC
-	// key signing every POST (receivers hold the same secret).
+	// SecretEnv names the central worker's variable that holds the secret
+	// signing every POST (receivers hold the same secret): "whsec_" and the
+	// base64 of 24 to 64 random bytes (see ParseWebhookSecret).
 	SecretEnv string `json:"secret_env"`
 }
 
@@ -167,7 +172,7 @@ func canonicalTypeData(typ, data string) (string, error) {
 			if !headerNameRE.MatchString(name) {
 				return "", fmt.Errorf("headers: %q is not a header name", name)
 			}
-			if canon := strings.ToLower(name); canon == "content-type" || strings.HasPrefix(canon, "x-outpost-") {
+			if canon := strings.ToLower(name); canon == "content-type" || strings.HasPrefix(canon, "x-outpost-") || strings.HasPrefix(canon, "webhook-") {
 				return "", fmt.Errorf("headers: %s is set by Outpost and cannot be replaced", name)
 			}
 		}
