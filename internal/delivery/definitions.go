@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/mail"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -239,7 +240,31 @@ func canonicalWebhook(settings string) (string, error) {
 	if !envNameRE.MatchString(s.SecretEnv) {
 		return "", fmt.Errorf("secret_env %q: name the environment variable that holds the signing secret", s.SecretEnv)
 	}
+	// Where the variable is set (an operator's shell on a central host, or
+	// the central worker serving the outbox page), a bad secret is refused
+	// now rather than parking every notification at delivery.
+	if text := os.Getenv(s.SecretEnv); text != "" {
+		if _, err := ParseWebhookSecret(text); err != nil {
+			return "", fmt.Errorf("secret_env: $%s holds no valid secret: %w", s.SecretEnv, err)
+		}
+	}
 	return encode(s)
+}
+
+// WebhookSecretNote says, of a webhook channel whose variable holds a plain
+// secret where this runs, that it still works and how to replace it; ""
+// otherwise.
+func WebhookSecretNote(c centralstore.Channel) string {
+	var s WebhookSettings
+	if c.Type != centralstore.ChannelWebhook || json.Unmarshal([]byte(c.Settings), &s) != nil {
+		return ""
+	}
+	secret, err := ParseWebhookSecret(os.Getenv(s.SecretEnv))
+	if err != nil || !secret.Plain || secret.Text == "" {
+		return ""
+	}
+	return fmt.Sprintf("note: channel %s: $%s is a plain secret (no whsec_): POSTs are still signed, with X-Outpost-Signature too, which the next release removes; %s, set it on every central worker and give it to the receivers",
+		c.Name, s.SecretEnv, makeSecretHint)
 }
 
 // decodeStrict reads one JSON object into v, refusing unknown fields; ""
