@@ -87,7 +87,7 @@ func (a Webhook) Deliver(ctx context.Context, d Delivery) error {
 	}
 	var data WebhookData
 	if err := json.Unmarshal([]byte(orEmpty(d.List.TypeData)), &data); err != nil {
-		return &Error{Permanent: true, Err: fmt.Errorf("list %q: type_data: %w", d.List.Name, err)}
+		return &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("list %q: type_data: %w", d.List.Name, err)}
 	}
 	n := d.Notification
 	body, err := json.Marshal(WebhookPayload{
@@ -160,19 +160,19 @@ func ParseWebhookSecret(text string) (WebhookSecret, error) {
 // to trust what arrives.
 func webhookSecret(d Delivery) (WebhookSecret, error) {
 	if d.Channel == nil {
-		return WebhookSecret{}, &Error{Permanent: true, Err: fmt.Errorf("webhook list %q %w", d.List.Name, errNoChannel)}
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("webhook list %q %w", d.List.Name, errNoChannel)}
 	}
 	var s WebhookSettings
 	if err := json.Unmarshal([]byte(d.Channel.Settings), &s); err != nil {
-		return WebhookSecret{}, &Error{Permanent: true, Err: fmt.Errorf("channel %q: settings: %w", d.Channel.Name, err)}
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: settings: %w", d.Channel.Name, err)}
 	}
 	text := os.Getenv(s.SecretEnv)
 	if text == "" {
-		return WebhookSecret{}, &Error{Permanent: true, Err: fmt.Errorf("channel %q: $%s (its secret_env) is not set on this central worker", d.Channel.Name, s.SecretEnv)}
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env) is not set on this central worker", d.Channel.Name, s.SecretEnv)}
 	}
 	secret, err := ParseWebhookSecret(text)
 	if err != nil {
-		return WebhookSecret{}, &Error{Permanent: true, Err: fmt.Errorf("channel %q: $%s (its secret_env): %w", d.Channel.Name, s.SecretEnv, err)}
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env): %w", d.Channel.Name, s.SecretEnv, err)}
 	}
 	secret.Env = s.SecretEnv
 	return secret, nil

@@ -219,6 +219,7 @@ func TestWebhookWithInvalidSecretIsNotSent(t *testing.T) {
 	var delErr *delivery.Error
 	require.ErrorAs(t, err, &delErr)
 	require.True(t, delErr.Permanent)
+	require.True(t, delErr.Misconfigured, "the operator's to fix, not the receiver's refusal")
 	require.ErrorContains(t, err, `channel "hooks": $HOOK_SECRET`)
 	require.ErrorContains(t, err, "openssl rand -base64 32")
 	require.Empty(t, r.bodies)
