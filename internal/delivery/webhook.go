@@ -99,25 +99,36 @@ func (a Webhook) Deliver(ctx context.Context, d Delivery) error {
 		return &Error{Permanent: true, Err: err}
 	}
 	if secret.Plain {
-		a.log.Warn("webhook channel's secret is not a whsec_ secret: still sending X-Outpost-Signature, which the next release removes",
-			zap.String("channel", d.Channel.Name), zap.String("list", d.List.Name),
-			zap.String("fix", "set $"+secret.Env+" on every central worker to a Standard Webhooks secret ("+makeSecretHint+") and give it to the receivers"))
+		a.warnPlain(d, secret)
 	}
 	header := http.Header{}
 	for k, v := range data.Headers {
 		header.Set(k, v)
 	}
 	header.Set(HeaderNotificationID, n.NotificationID)
-	// Signed here, at the attempt, so that a retry carries a fresh time
-	// (receivers refuse old ones) under the same webhook-id.
-	at := a.poster.now()
-	header.Set(HeaderWebhookID, n.NotificationID)
+	sign(header, secret, data.LegacySignature || secret.Plain, n.NotificationID, a.poster.now(), body)
+	return a.poster.postAll(ctx, d.Targets, body, header)
+}
+
+// sign sets the signature headers of body, message id signed at: the
+// Standard Webhooks ones, and the legacy one too when asked. Signed at each
+// attempt, so that a retry carries a fresh time (receivers refuse old ones)
+// under the same webhook-id.
+func sign(header http.Header, secret WebhookSecret, legacy bool, id string, at time.Time, body []byte) {
+	header.Set(HeaderWebhookID, id)
 	header.Set(HeaderWebhookTimestamp, strconv.FormatInt(at.Unix(), 10))
-	header.Set(HeaderWebhookSignature, SignStandard(secret.Key, n.NotificationID, at, body))
-	if data.LegacySignature || secret.Plain {
+	header.Set(HeaderWebhookSignature, SignStandard(secret.Key, id, at, body))
+	if legacy {
 		header.Set(HeaderLegacySignature, signLegacy([]byte(secret.Text), at, body))
 	}
-	return a.poster.postAll(ctx, d.Targets, body, header)
+}
+
+// warnPlain logs, at each delivery through d's channel while its secret is
+// plain, that it still works and how to replace it (never the secret).
+func (a Webhook) warnPlain(d Delivery, secret WebhookSecret) {
+	a.log.Warn("webhook channel's secret is not a whsec_ secret: still sending X-Outpost-Signature, which the next release removes",
+		zap.String("channel", d.Channel.Name), zap.String("list", d.List.Name),
+		zap.String("fix", "set $"+secret.Env+" on every central worker to a Standard Webhooks secret ("+makeSecretHint+") and give it to the receivers"))
 }
 
 // WebhookSecret is a webhook channel's signing secret.
