@@ -175,7 +175,7 @@ func (a *NotificationActivities) deliver(ctx context.Context, row centralstore.N
 		err = adapter.Deliver(ctx, d)
 	}
 	if err != nil {
-		return contract.DeliverNotificationResult{}, classifyDeliveryError(row.NotificationID, err)
+		return contract.DeliverNotificationResult{}, classifyDeliveryError(row.NotificationID, d.List.Name, err)
 	}
 	// The list's targets as written: an env: target's value may be a secret.
 	recipients := d.List.Targets
@@ -274,15 +274,18 @@ func misconfigured(list string, err error) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notification list %q: %v", list, err), contract.ErrTypeMisconfigured, err)
 }
 
-// classifyDeliveryError turns an adapter's failure into the activity's:
-// non-retryable when permanent or uncertain, and carrying the receiver's
-// Retry-After, which the workflow waits at least.
-func classifyDeliveryError(id string, err error) error {
+// classifyDeliveryError turns an adapter's failure to deliver to list into
+// the activity's: non-retryable when permanent or uncertain, and carrying
+// the receiver's Retry-After, which the workflow waits at least.
+func classifyDeliveryError(id, list string, err error) error {
 	var sendErr *mailer.SendError
 	if errors.As(err, &sendErr) {
 		return classifySendError(id, sendErr)
 	}
 	var delErr *delivery.Error
+	if errors.As(err, &delErr) && delErr.Misconfigured {
+		return misconfigured(list, err)
+	}
 	if errors.As(err, &delErr) && delErr.Permanent {
 		return temporal.NewNonRetryableApplicationError("refused: "+err.Error(), contract.ErrTypeRefused, err)
 	}

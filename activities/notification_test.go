@@ -233,3 +233,28 @@ func TestFirstAttemptThatCannotRecordSendsNothing(t *testing.T) {
 	require.Contains(t, err.Error(), "disk I/O error")
 	require.Empty(t, f.sender.sent)
 }
+
+// A webhook channel whose secret variable is unset, or holds a whsec_
+// secret that is not valid, is the operator's to fix: the attempt parks
+// ListMisconfigured (not as a receiver's refusal) and sends nothing.
+func TestWebhookSecretProblemsAreMisconfigured(t *testing.T) {
+	f := newFirstAttempt(t, false)
+	ctx := context.Background()
+	require.NoError(t, f.store.PutChannel(ctx, centralstore.Channel{Name: "hooks", Type: centralstore.ChannelWebhook,
+		Settings: `{"secret_env":"OUTPOST_TEST_HOOK_SECRET"}`, UpdatedBy: "test"}, "created"))
+	require.NoError(t, f.store.PutList(ctx, centralstore.List{Name: "hook", Type: contract.NotificationTypeWebhook,
+		Targets: []string{"http://127.0.0.1:1/never"}, Channel: "hooks", TypeData: "{}", UpdatedBy: "test"}, "created"))
+	f.acts.Adapters[contract.NotificationTypeWebhook] = delivery.NewWebhook(nil, nil, nil)
+	for secret, want := range map[string]string{
+		"":                               "$OUTPOST_TEST_HOOK_SECRET (its secret_env) is not set",
+		"whsec_+cobxsohXilkRBLU6wBP6g==": "the base64 of 16 bytes",
+	} {
+		t.Setenv("OUTPOST_TEST_HOOK_SECRET", secret)
+		_, _, err := f.run("hook")
+		var appErr *temporal.ApplicationError
+		require.True(t, errors.As(err, &appErr), "%v", err)
+		require.Equal(t, contract.ErrTypeMisconfigured, appErr.Type(), appErr.Message())
+		require.True(t, appErr.NonRetryable())
+		require.Contains(t, appErr.Message(), want)
+	}
+}

@@ -132,8 +132,9 @@ const (
 	// ErrTypeRefused is a Teams or webhook receiver's permanent refusal
 	// (a 4xx other than 408 and 429).
 	ErrTypeRefused = "DeliveryRefused"
-	// ErrTypeMisconfigured is a list whose channel is missing or whose
-	// env: target is unset: an operator must fix the list or the worker.
+	// ErrTypeMisconfigured is a list whose channel is missing, whose env:
+	// target is unset, or whose webhook secret is unset or not valid: an
+	// operator must fix the list or the worker.
 	ErrTypeMisconfigured = "ListMisconfigured"
 	// ErrTypeUncertain is a send the server may have accepted: it had the
 	// whole message and never answered. Sending again could deliver it

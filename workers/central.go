@@ -141,7 +141,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	}
 	w.RegisterActivity(&activities.NotificationActivities{
 		Store:    store,
-		Adapters: NewAdapters(cfg.Mailer),
+		Adapters: NewAdapters(cfg.Mailer, log.Named("webhook")),
 		Link: func(id string) string {
 			return operator.WebUIURL(cfg.TemporalUIURL, cfg.Namespace, contract.NotificationWorkflowID(id), "")
 		},

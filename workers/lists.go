@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.uber.org/zap"
+
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/delivery"
@@ -42,10 +44,11 @@ func SeedLists(ctx context.Context, store *centralstore.Store, lists map[string]
 
 // NewAdapters are the delivery adapters of a central worker: email through
 // central.smtp (or a list's smtp channel), Teams and Webhook over HTTP.
-func NewAdapters(mail mailer.Config) delivery.Adapters {
+// log receives the Webhook adapter's warnings (a channel's plain secret).
+func NewAdapters(mail mailer.Config, log *zap.Logger) delivery.Adapters {
 	return delivery.Adapters{
 		contract.NotificationTypeEmail:   mailer.New(mail),
 		contract.NotificationTypeTeams:   delivery.NewTeams(nil, nil),
-		contract.NotificationTypeWebhook: delivery.NewWebhook(nil, nil),
+		contract.NotificationTypeWebhook: delivery.NewWebhook(nil, nil, log),
 	}
 }

@@ -48,7 +48,10 @@ var channelsSetCommand = command{
             "username":"outpost","password_env":"RELAY_PASSWORD","tls":"starttls"}
            (tls: none, opportunistic, starttls or tls; timeouts are central.smtp's)
   webhook  {"secret_env":"OPS_HOOK_SECRET"}: the variable, set on every central
-           worker, holding the HMAC key receivers verify X-Outpost-Signature with
+           worker, holding the Standard Webhooks secret that signs every POST
+           (receivers verify with the same); make one with
+           echo "whsec_$(openssl rand -base64 32)". Where this command runs with
+           the variable set, a whsec_ value that is not valid is refused.
 The next delivery attempt of every list using the channel uses the change.
 
 Example:
@@ -105,7 +108,13 @@ Example:
 // putChannel writes changed (see delivery.SaveChannel) and prints what it did.
 func (d *definitions) putChannel(ctx context.Context, old, changed centralstore.Channel, existed bool) error {
 	diff, err := delivery.SaveChannel(ctx, d.store, old, changed, existed, d.operator)
-	return d.report(err, "Channel", changed.Name, diff)
+	if err := d.report(err, "Channel", changed.Name, diff); err != nil {
+		return err
+	}
+	if note := delivery.WebhookSecretNote(changed); note != "" {
+		fmt.Fprintln(d.env.Stdout, note)
+	}
+	return nil
 }
 
 func printChannels(w io.Writer, channels []centralstore.Channel) {

@@ -174,6 +174,9 @@ func (d *definitions) planChannel(ctx context.Context, p *applyPlan, channels ma
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	if note := delivery.WebhookSecretNote(want); note != "" {
+		p.lines = append(p.lines, note)
+	}
 	old, existed := channels[name]
 	channels[name] = want // lists later in the file may use it
 	diff := delivery.ChannelDiff(old, want, existed)

