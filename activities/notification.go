@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
@@ -120,6 +121,7 @@ func (a *NotificationActivities) findList(ctx context.Context, name string) (*ce
 // nothing attempted; a failed attempt carries the recorded row in its
 // details.
 func (a *NotificationActivities) RecordAndDeliverNotification(ctx context.Context, in contract.RecordAndDeliverInput) (contract.RecordAndDeliverResult, error) {
+	defer heartbeat.While(ctx)()
 	// One read of the list serves the row's type and the attempt.
 	list, err := a.findList(ctx, in.Submission.ListName)
 	var row centralstore.Notification
@@ -144,8 +146,11 @@ func (a *NotificationActivities) RecordAndDeliverNotification(ctx context.Contex
 	return res, nil
 }
 
-// DeliverNotification makes one delivery attempt and records a success.
+// DeliverNotification makes one delivery attempt and records a success. It
+// heartbeats while it works: a worker that dies mid-attempt is seen gone
+// within heartbeat.Timeout.
 func (a *NotificationActivities) DeliverNotification(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+	defer heartbeat.While(ctx)()
 	row, err := a.Store.GetNotification(ctx, in.NotificationID)
 	if err != nil {
 		return contract.DeliverNotificationResult{}, err

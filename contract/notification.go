@@ -50,6 +50,12 @@ type RetryPolicy struct {
 	MaxRetries int           `json:"maxRetries"`
 	// AttemptTimeout bounds one delivery attempt.
 	AttemptTimeout time.Duration `json:"attemptTimeout"`
+	// HeartbeatTimeout is how long an attempt may go without a heartbeat
+	// before Temporal takes its worker for gone and retries it; set by a
+	// daemon whose attempts heartbeat. Zero (a site of an earlier version,
+	// whose attempts do not heartbeat): only AttemptTimeout ends a lost
+	// attempt.
+	HeartbeatTimeout time.Duration `json:"heartbeatTimeout,omitempty"`
 }
 
 // RecordNotificationResult is the central row as stored (possibly by an

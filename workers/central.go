@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/mailer"
@@ -121,6 +122,9 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	// queue's poller list, where sites look for it (workflows.WorkerBuildID).
 	opts := PollerOptions()
 	opts.BuildID = workflows.WorkerBuildID
+	// Delivery attempts heartbeat every heartbeat.Every: send each one, not
+	// one per 0.8 × heartbeat.Timeout (the SDK's batching).
+	opts.MaxHeartbeatThrottleInterval = heartbeat.Every
 	w := worker.New(tc, contract.CentralTaskQueue, opts)
 	notification := workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}
 	w.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})

@@ -174,11 +174,15 @@ func (c *cachedCall) untilNextAttempt(ctx workflow.Context) time.Duration {
 // row as the workflow's state. The site may be unreachable for a long time:
 // the task waits in the site's queue, and a lost attempt (the site died
 // mid-call) is tried again at the call's interval, forever; the site
-// recognises an attempt it already recorded.
+// recognises an attempt it already recorded. A site that heartbeats says so
+// in the policy it handed off (HeartbeatTimeout): an attempt lost with its
+// daemon is then tried again, by the standby taking over or the daemon
+// restarted, within that timeout rather than the attempt's.
 func (c *cachedCall) onSite(ctx workflow.Context, activity any, in any) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           contract.SiteTaskQueue(c.sub.SiteID),
 		StartToCloseTimeout: c.sub.Policy.AttemptTimeout,
+		HeartbeatTimeout:    c.sub.Policy.HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: c.sub.Policy.Interval, BackoffCoefficient: 1, MaximumInterval: c.sub.Policy.Interval,
 		},

@@ -2,18 +2,27 @@ package workflows_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -429,5 +438,63 @@ func (s *cachedCallSuite) TestCancelIsADiscardOnTheSite() {
 			s.False(s.resolves[0].Retry)
 			s.True(s.resolves[0].Cancelled, "applies to a call in any state not final")
 		})
+	}
+}
+
+// A cached call's attempt on its site runs with the heartbeat timeout the
+// site handed off, and heartbeats while it works: here a target that takes
+// longer than two heartbeat intervals to answer. The workflow runs the real
+// site activity over a real site store and HTTP target.
+func TestCachedCallAttemptHeartbeats(t *testing.T) {
+	slow := 2*heartbeat.Every + time.Second
+	erp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(slow)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(erp.Close)
+	store, err := sitestore.Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), sitestore.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	reg := targets.New(map[string]targets.ExternalSystem{"erp": {
+		BaseURL: erp.URL, Timeout: time.Minute, MaxRetries: 2, RetryInterval: time.Minute,
+		Methods: map[string]targets.Method{"createOrder": {Verb: "POST", Path: "/orders"}},
+	}}, nil)
+	t.Cleanup(func() { reg.Close() })
+	payload, err := targets.Encode(targets.Request{Kind: contract.KindExternalCall, System: "erp", Method: "createOrder"})
+	require.NoError(t, err)
+	_, err = store.BeginOperation(context.Background(), sitestore.NewOperation{
+		OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", Payload: payload,
+		Provenance: sitestore.Provenance{SiteID: callSite, Node: "node-a"},
+	})
+	require.NoError(t, err)
+
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(time.Minute) // the attempt takes real seconds
+	site := &onsite.SiteActivities{Store: store, Targets: reg, Node: "node-a"}
+	env.RegisterActivity(site)
+	env.SetActivityTaskQueue(contract.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
+	var scheduledWith []time.Duration // each attempt's heartbeat timeout
+	env.SetOnActivityStartedListener(func(_ *activity.Info, ctx context.Context, _ converter.EncodedValues) {
+		scheduledWith = append(scheduledWith, activity.GetInfo(ctx).HeartbeatTimeout)
+	})
+	var beats []string
+	env.SetOnActivityHeartbeatListener(func(info *activity.Info, _ converter.EncodedValues) {
+		beats = append(beats, info.ActivityType.Name)
+	})
+
+	sub := callSubmission()
+	sub.LastAttemptAt = nil // retry at once
+	sub.Policy.HeartbeatTimeout = heartbeat.Timeout
+	env.ExecuteWorkflow(workflows.CachedCallWorkflowStarted, sub)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var state contract.CachedCallState
+	require.NoError(t, env.GetWorkflowResult(&state))
+	require.Equal(t, contract.StatusDelivered, state.Status)
+	require.Equal(t, []time.Duration{heartbeat.Timeout}, scheduledWith, "one attempt, with the site's heartbeat timeout")
+	require.NotEmpty(t, beats, "an attempt of %s heartbeats", slow)
+	for _, name := range beats {
+		require.Equal(t, "DeliverCachedCall", name)
 	}
 }

@@ -14,7 +14,8 @@ import (
 // An attempt that outlived its timeout reads "timed out" whichever side
 // ended it first: Temporal's timer, or the attempt returning its context's
 // deadline error (which crosses Temporal as an ApplicationError). Other
-// errors keep the attempt's own message.
+// errors keep the attempt's own message. An attempt whose worker stopped
+// heartbeating reads "lost".
 func TestDescribeTimedOutAttempts(t *testing.T) {
 	overTheWire := func(err error) error {
 		fc := temporal.GetDefaultFailureConverter()
@@ -28,6 +29,8 @@ func TestDescribeTimedOutAttempts(t *testing.T) {
 			overTheWire(context.DeadlineExceeded), "delivery attempt timed out: context deadline exceeded"},
 		"Temporal's timer fired": {
 			temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), "delivery attempt timed out: "},
+		"the worker stopped heartbeating": {
+			temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil), "delivery attempt lost: its worker stopped heartbeating"},
 		"a refused connection": {
 			overTheWire(fmt.Errorf("smtp send: %w", errors.New("connection refused"))), "smtp send: connection refused"},
 	} {

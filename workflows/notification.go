@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
 )
 
@@ -190,10 +192,11 @@ func (n *notification) afterFailedFirstAttempt(ctx workflow.Context, sub contrac
 // completes in that same task. What it gives up is small: while the first
 // attempt runs, the Web UI shows no pending activity and a status query
 // waits for it (a few milliseconds, at most the attempt's timeout); its
-// outcome is in the history's marker. A worker that dies during the
-// attempt is replaced when the workflow task times out (10 s), and the
-// retried attempt finds the row as the lost one left it, as an ordinary
-// activity's retry would.
+// outcome is in the history's marker. A local activity cannot heartbeat,
+// and needs not: a worker that dies during the attempt is replaced when
+// the workflow task times out (10 s, as an ordinary attempt's heartbeat
+// timeout), and the retried attempt finds the row as the lost one left it,
+// as an ordinary activity's retry would.
 func startFirstAttempt(ctx workflow.Context, in contract.RecordAndDeliverInput, timeout time.Duration, local bool) workflow.Future {
 	if !local {
 		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, attemptOptions(timeout)),
@@ -308,8 +311,14 @@ func (n *notification) attempt(ctx workflow.Context) (contract.DeliverNotificati
 
 // attemptOptions run one delivery attempt. Retries are the workflow's own
 // loop, so every failed attempt is visible on the row and in OutpostStatus.
+// The attempt heartbeats while it works (heartbeat.While): a worker killed
+// mid-attempt fails it within heartbeat.Timeout and the next attempt goes
+// to another worker, instead of every notification it held waiting out
+// timeout (minutes, for a slow relay's final reply). Temporal compares no
+// timeouts on replay, so histories recorded without it replay the same.
 func attemptOptions(timeout time.Duration) workflow.ActivityOptions {
-	return workflow.ActivityOptions{StartToCloseTimeout: timeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}}
+	return workflow.ActivityOptions{StartToCloseTimeout: timeout, HeartbeatTimeout: heartbeat.Timeout,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}}
 }
 
 // failed records a failed attempt on the row: Parked when the failure is
@@ -529,7 +538,8 @@ const deadlineExceededType = "deadlineExceededError"
 // attempt that outlived its StartToClose timeout ends either way, whichever
 // comes first (under load either does): Temporal's timer fires (a
 // TimeoutError), or the attempt returns its context's deadline error.
-// Both read "timed out".
+// Both read "timed out". An attempt whose worker stopped heartbeating
+// reads "lost".
 func describe(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
@@ -539,6 +549,9 @@ func describe(err error) string {
 		return appErr.Message()
 	}
 	var timeoutErr *temporal.TimeoutError
+	if errors.As(err, &timeoutErr) && timeoutErr.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
+		return "delivery attempt lost: its worker stopped heartbeating (killed, stopped or cut off from Temporal): " + timeoutErr.Error()
+	}
 	if errors.As(err, &timeoutErr) {
 		return "delivery attempt timed out: " + timeoutErr.Error()
 	}

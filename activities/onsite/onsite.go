@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
@@ -56,8 +57,11 @@ func (a *SiteActivities) now() time.Time {
 // its outcome on the tracking row: Delivered, Retrying or Parked. A retry the
 // row already records (the activity task was redelivered after the site
 // wrote it) is not made again. A call whose definition allows no retries
-// (max_retries 0) parks on its immediate attempt's error with no retry.
+// (max_retries 0) parks on its immediate attempt's error with no retry. It
+// heartbeats while it works, waiting for the call's lock included: a
+// daemon that dies mid-attempt is seen gone within heartbeat.Timeout.
 func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in contract.DeliverCachedCallInput) (contract.TrackedOperation, error) {
+	defer heartbeat.While(ctx)()
 	defer a.lock(in.OperationID)()
 	return a.retry(ctx, in)
 }
@@ -139,8 +143,10 @@ func (a *SiteActivities) deliver(ctx context.Context, id string, payload []byte,
 // count reset) or discard (Discarded; the buffered call is dropped) to a
 // parked call. On a call no longer parked (an earlier run of this activity
 // applied it) it returns the row unchanged. A discard a cancel request asked
-// for (in.Cancelled) applies to any call not yet final.
+// for (in.Cancelled) applies to any call not yet final. It heartbeats
+// while it waits for the call's lock, which an attempt may hold.
 func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in contract.ResolveParkedCallInput) (contract.TrackedOperation, error) {
+	defer heartbeat.While(ctx)()
 	defer a.lock(in.OperationID)()
 	row, err := a.operation(ctx, in.OperationID)
 	if err != nil || row.Status.Terminal() {

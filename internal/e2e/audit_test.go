@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -219,12 +218,17 @@ func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 // centralProcess writes a config for an `outpost central` child process
 // beside this stack (its store, SMTP server and lists) and returns what
 // starts one and waits until it is ready; the test SIGKILLs it at will.
+// Each call writes its own config with its own listen address, so the
+// processes of two calls run side by side.
 func (s *stack) centralProcess() func() *siteProcess {
 	s.t.Helper()
 	bin := buildOutpost(s.t)
 	listen := freeAddr(s.t)
 	smtp := s.cfg.Central.SMTP
-	cfgFile := filepath.Join(s.dir, "central.yaml")
+	f, err := os.CreateTemp(s.dir, "central-*.yaml")
+	require.NoError(s.t, err)
+	require.NoError(s.t, f.Close())
+	cfgFile := f.Name()
 	require.NoError(s.t, os.WriteFile(cfgFile, fmt.Appendf(nil, `temporal:
   address: %s
 central:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +18,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
@@ -58,6 +61,7 @@ func TestCachedCallRecoversAfterFailures(t *testing.T) {
 	wid := contract.CachedCallWorkflowID(res.ID)
 	s.recordHistory(wid, "cachedcall_recovers.json")
 	requireStartedWithInput(t, s.client, wid, contract.WorkflowCachedCallStarted, s.history(wid))
+	requireHeartbeatTimeouts(t, s.history(wid), failures)
 
 	attempts := s.demo.Requests()
 	require.Len(t, attempts, failures+1, "one immediate attempt and %d retries", failures)
@@ -650,4 +654,18 @@ func TestSiteRetriesItsCallsWhileCentralIsAway(t *testing.T) {
 	s.waitMirror(recovers.ID, contract.StatusDelivered)
 	require.Zero(t, s.bufferDepth())
 	s.recordHistory(contract.CachedCallWorkflowID(never.ID), "cachedcall_parked_on_site.json")
+}
+
+// requireHeartbeatTimeouts checks that the workflow scheduled n retries on
+// the site, each with the heartbeat timeout the site's daemon handed off:
+// a daemon that dies mid-attempt is seen gone within it.
+func requireHeartbeatTimeouts(t *testing.T, history []*historypb.HistoryEvent, n int) {
+	t.Helper()
+	var got []time.Duration
+	for _, ev := range history {
+		if attrs := ev.GetActivityTaskScheduledEventAttributes(); attrs != nil && attrs.GetActivityType().GetName() == "DeliverCachedCall" {
+			got = append(got, attrs.GetHeartbeatTimeout().AsDuration())
+		}
+	}
+	require.Equal(t, slices.Repeat([]time.Duration{heartbeat.Timeout}, n), got)
 }

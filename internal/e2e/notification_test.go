@@ -475,3 +475,58 @@ func TestPayloadsAreEncryptedInHistory(t *testing.T) {
 	}
 	require.Positive(t, payloads, "the payloads are marked encrypted")
 }
+
+// Two central workers (`outpost central` processes); the one whose retry
+// attempt is in DATA, the SMTP server holding its final reply, is
+// SIGKILLed. The attempt heartbeats, so Temporal sees its worker gone
+// within the heartbeat timeout and the other worker delivers the
+// notification within 30 s of the kill, once. (Without heartbeats the
+// attempt waited out its StartToClose timeout, here 2 × 5 s + 60 s + 30 s.)
+// The held attempt is a retry, an ordinary activity: the first attempt may
+// be a local activity, which a dead worker's workflow task timeout recovers.
+func TestCentralWorkerKilledMidDeliveryIsRetriedByTheOther(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.Central.SMTP.FinalReplyTimeout = time.Minute }, withoutCentral())
+	a := s.centralProcess()()
+	sink := s.sinks[0]
+	sink.Reject(451, "try again later")
+	id := s.notify("ops", "held by a worker that dies")
+	s.waitNotificationRow(id, contract.StatusRetrying)
+	held := sink.HoldNextData()
+	sink.Reject(0, "")
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("no retry attempt reached the end of DATA")
+	}
+	b := s.centralProcess()()
+	a.kill()
+	killed := time.Now()
+	waitFor(t, 30*time.Second, func() bool { return s.received()[id] > 0 },
+		func() string { return "the notification delivered by the other worker after the kill" })
+	t.Logf("delivered %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+	s.waitNotificationRow(id, contract.StatusDelivered)
+	require.Equal(t, 1, s.received()[id], "sent once")
+	require.True(t, strings.HasPrefix(s.deliveredBy(id), fmt.Sprintf("%d@", b.cmd.Process.Pid)),
+		"delivered by worker %q, not the surviving process %d", s.deliveredBy(id), b.cmd.Process.Pid)
+}
+
+// deliveredBy is the identity of the worker whose delivery attempt of
+// notification id completed: the one that started the activity task.
+func (s *stack) deliveredBy(id string) string {
+	s.t.Helper()
+	delivery := map[int64]bool{} // scheduled event id → is a DeliverNotification
+	started := map[int64]string{}
+	for _, ev := range s.history(contract.NotificationWorkflowID(id)) {
+		if attrs := ev.GetActivityTaskScheduledEventAttributes(); attrs != nil {
+			delivery[ev.GetEventId()] = attrs.GetActivityType().GetName() == "DeliverNotification"
+		}
+		if attrs := ev.GetActivityTaskStartedEventAttributes(); attrs != nil {
+			started[ev.GetEventId()] = attrs.GetIdentity()
+		}
+		if attrs := ev.GetActivityTaskCompletedEventAttributes(); attrs != nil && delivery[attrs.GetScheduledEventId()] {
+			return started[attrs.GetStartedEventId()]
+		}
+	}
+	require.Fail(s.t, "no delivery attempt completed", "notification %s", id)
+	return ""
+}

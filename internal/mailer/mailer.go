@@ -107,14 +107,31 @@ func (m *Mailer) Send(ctx context.Context, e Email) error {
 		return classify(err)
 	}
 	defer client.CloseWithSMTPClient(conn) //nolint:errcheck // the message's fate is already known
+	// go-mail heeds ctx only while dialling. An attempt whose context ends
+	// (Temporal timed it out: its heartbeat was refused) must stop rather
+	// than race the attempt Temporal retries, so closing the connection
+	// ends the conversation wherever it is: cut before the end of the
+	// message, the server discards it.
+	text := conn.Text
+	stop := context.AfterFunc(ctx, func() { _ = text.Close() })
+	defer stop()
 	msg, err := m.message(e, func() error { return conn.UpdateDeadline(m.finalReplyTimeout()) })
 	if err != nil {
 		return err
 	}
 	if err := client.SendWithSMTPClient(conn, msg); err != nil {
-		return classify(err)
+		return stopped(ctx, classify(err))
 	}
 	return nil
+}
+
+// stopped says in sendErr that the send was cut because ctx ended, when it
+// did: the connection error alone would not tell why.
+func stopped(ctx context.Context, sendErr *SendError) *SendError {
+	if cause := context.Cause(ctx); cause != nil {
+		sendErr.Err = fmt.Errorf("send stopped as its attempt ended (%w): %w", cause, sendErr.Err)
+	}
+	return sendErr
 }
 
 // message builds e's email. bodyWritten runs once the body is on the wire:

@@ -117,3 +117,33 @@ func TestDeliverUsesTheListsChannel(t *testing.T) {
 	require.Equal(t, "plant@example.com", got[0].From)
 	require.Equal(t, []string{"ops@example.com"}, got[0].To)
 }
+
+// A send whose context ends (the attempt was timed out by Temporal, its
+// worker's heartbeat refused) stops at once, even while the server holds
+// its final reply, instead of racing the attempt Temporal retries; the
+// server records nothing.
+func TestSendStopsWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	sink, err := smtpsink.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	held := sink.HoldNextData()
+	cfg := mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone,
+		Timeout: 5 * time.Second, FinalReplyTimeout: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mailer.New(cfg).Send(ctx, email) }()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the message never reached the end of DATA")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Send still waits for the final reply 20 s after its context ended")
+	}
+	require.Empty(t, sink.Messages())
+}

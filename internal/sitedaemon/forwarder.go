@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	activityheartbeat "github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
@@ -517,7 +518,9 @@ func (f *Forwarder) startOrSignal(ctx context.Context, opts client.StartWorkflow
 }
 
 // callSubmission describes a buffered cached call to central: its tracking
-// row and the retry policy of its definition.
+// row and the retry policy of its definition, with the heartbeat timeout
+// this daemon's attempts keep (its worker heartbeats them), which the
+// workflow schedules them with.
 func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (contract.CachedCallSubmission, error) {
 	row, err := f.store.GetOperation(ctx, m.TrackedOperationID)
 	if err != nil {
@@ -527,9 +530,11 @@ func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (co
 	if err != nil {
 		return contract.CachedCallSubmission{}, fmt.Errorf("decode buffered call %s: %w", m.ID, err)
 	}
+	policy := f.targets.Policy(req)
+	policy.HeartbeatTimeout = activityheartbeat.Timeout
 	return contract.CachedCallSubmission{
 		OperationID: row.OperationID, Kind: row.Kind, Target: row.Target, SiteID: row.SourceSiteID,
-		Policy: f.targets.Policy(req), LastAttemptAt: row.LastAttemptAt, NextAttemptAt: row.NextAttemptAt,
+		Policy: policy, LastAttemptAt: row.LastAttemptAt, NextAttemptAt: row.NextAttemptAt,
 		LastError: row.LastError, CreatedAt: row.CreatedAt, Request: site.RequestView(req, f.opts.RedactFields),
 		RetryCount: row.RetryCount, Status: row.Status,
 	}, nil

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	activityheartbeat "github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
@@ -88,7 +89,9 @@ func (s *siteWorker) align(ctx context.Context, hold workerRole) error {
 // dropped).
 func (s *siteWorker) start(identity string) error {
 	queue := contract.SiteTaskQueue(s.siteID)
-	candidate := worker.New(s.tc, queue, worker.Options{Identity: identity})
+	// Attempts heartbeat every heartbeat.Every: send each one, not one per
+	// 0.8 × heartbeat.Timeout (the SDK's batching).
+	candidate := worker.New(s.tc, queue, worker.Options{Identity: identity, MaxHeartbeatThrottleInterval: activityheartbeat.Every})
 	candidate.RegisterActivity(s.acts)
 	if err := candidate.Start(); err != nil {
 		return fmt.Errorf("start worker on %s as %q: %w", queue, identity, err)

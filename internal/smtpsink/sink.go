@@ -45,6 +45,12 @@ type Sink struct {
 	messages []Message
 	reject   *smtp.SMTPError
 	onEmail  func(Message)
+	// hold, when set, is closed by the next message's session, which then
+	// holds its DATA reply until the sink closes (HoldNextData).
+	hold chan struct{}
+	// closed is closed by Close: it releases held sessions.
+	closed    chan struct{}
+	closeOnce sync.Once
 	// user and password, when set, are the only AUTH PLAIN accepted, and
 	// mail is refused without it.
 	user, password string
@@ -56,7 +62,7 @@ func Start(addr string) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("smtp sink: listen on %s: %w", addr, err)
 	}
-	s := &Sink{listener: ln, onEmail: func(Message) {}}
+	s := &Sink{listener: ln, onEmail: func(Message) {}, closed: make(chan struct{})}
 	s.server = smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &session{sink: s}, nil }))
 	s.server.Domain = "outpost-sink.local"
 	s.server.AllowInsecureAuth = true
@@ -71,8 +77,35 @@ func (s *Sink) Addr() string { return s.listener.Addr().String() }
 // Port is the port the sink listens on.
 func (s *Sink) Port() int { return s.listener.Addr().(*net.TCPAddr).Port }
 
-// Close stops the server; connections are refused from then on.
-func (s *Sink) Close() error { return s.server.Close() }
+// Close stops the server; connections are refused from then on, and a
+// session holding its DATA reply ends without answering.
+func (s *Sink) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	return s.server.Close()
+}
+
+// HoldNextData makes the next message's session, once it has the whole
+// message, hold its final reply until the sink closes: the message is not
+// recorded and the client waits for a 250 that never comes, as with a relay
+// that stalls after DATA. The channel closes when a session holds. A
+// client that gives up and closes the connection leaves the message
+// unrecorded.
+func (s *Sink) HoldNextData() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold = make(chan struct{})
+	return s.hold
+}
+
+// takeHold returns the pending hold, if any, and clears it: one message
+// is held per HoldNextData.
+func (s *Sink) takeHold() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hold := s.hold
+	s.hold = nil
+	return hold
+}
 
 // RequireAuth makes the sink accept mail only after a login (AUTH PLAIN,
 // or CRAM-MD5, which mail clients use without TLS) with user and password,
@@ -236,6 +269,11 @@ func (ss *session) Data(r io.Reader) error {
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return err
+	}
+	if hold := ss.sink.takeHold(); hold != nil {
+		close(hold)
+		<-ss.sink.closed
+		return &smtp.SMTPError{Code: 421, Message: "sink closed while holding the reply"}
 	}
 	msg, err := mail.ReadMessage(bytes.NewReader(raw))
 	if err != nil {
