@@ -91,7 +91,7 @@ const (
 // (8.5 s between a notification's first workflow task being scheduled and
 // started, in a burst of 250 on the dev server). With a poll waiting, a
 // task goes straight to it. Sixteen delivered notifications twice as fast
-// as two on the dev server, and 32 no faster (README, Performance).
+// as two on the dev server, and 32 no faster (measured with outpost bench).
 const TaskPollers = 16
 
 // PollerOptions are a central worker's poller settings (TaskPollers): the

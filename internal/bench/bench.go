@@ -3,8 +3,8 @@
 // Tracking.Status on a big store, and central's lists, KPIs and purge on
 // big tables, each beside a baseline measured in the
 // same run on the same machine and file system, and checks the figures
-// against the site path's performance targets (see the README's Performance
-// section). Only ratios and figures from one run mean anything: the baselines
+// against the site path's performance targets (see docs/performance.md).
+// Only ratios and figures from one run mean anything: the baselines
 // carry the machine's noise too.
 package bench
 

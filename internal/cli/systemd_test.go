@@ -17,7 +17,7 @@ const unitsDir = "../../deploy/systemd"
 var execStartRE = regexp.MustCompile(`(?m)^ExecStart=/usr/local/bin/outpost (\w+) --config (\S+)$`)
 
 // Each unit runs an outpost command that exists, sandboxed the way the
-// README's Security section says; systemd-analyze (when installed; CI
+// Security section of docs/security.md says; systemd-analyze (when installed; CI
 // installs it) finds no error and rates its exposure 2.0 or better.
 func TestSystemdUnits(t *testing.T) {
 	t.Parallel()

@@ -79,7 +79,7 @@ func TestParseWebhookSecret(t *testing.T) {
 	require.Equal(t, []byte("s3cret-shared-with-the-receiver"), plain.Key)
 }
 
-// libraryReceiver is a webhook receiver written as the README tells one to
+// libraryReceiver is a webhook receiver written as docs/notifications.md tells one to
 // be: the official Standard Webhooks library verifies every POST with the
 // channel's secret, and a POST that fails is refused with 401.
 type libraryReceiver struct {

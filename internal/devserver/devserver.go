@@ -120,7 +120,7 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 	// runs show at once. Outpost's are registered before it serves (above),
 	// so the cache a production cluster keeps is right here too. Every
 	// notification names four, and the rereads cost the server about a
-	// tenth of its time per notification (README, Performance).
+	// tenth of its time per notification (measured with outpost bench).
 	devOpts.ExtraArgs = append(devOpts.ExtraArgs, "--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false")
 	if opts.UICodecEndpoint != "" {
 		devOpts.ExtraArgs = append(devOpts.ExtraArgs, "--ui-codec-endpoint", opts.UICodecEndpoint)

@@ -219,7 +219,7 @@ func chromiumOrSkip(t *testing.T) string {
 }
 
 // screenshot takes a PNG of the page with shot and, when
-// OUTPOST_SCREENSHOTS=1, writes it to docs/name for the README.
+// OUTPOST_SCREENSHOTS=1, writes it to docs/name, where the docs show it.
 func screenshot(t *testing.T, ctx context.Context, shot chromedp.Action[[]byte], name string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, shot)
