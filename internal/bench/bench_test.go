@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -184,4 +185,31 @@ func TestOptionsRejectUnknownSection(t *testing.T) {
 	opts := bench.Defaults()
 	opts.Only = []string{"enqueue", "warp"}
 	require.ErrorContains(t, opts.Validate(), `unknown section "warp"`)
+}
+
+// TestMarkdownIsTheLatestRunSection runs a tiny bench through the CLI with
+// --markdown and checks that what it prints is the "Latest full run"
+// section docs/performance.md takes: a heading, the date, the machine, the
+// build, the command and the table in a code block.
+func TestMarkdownIsTheLatestRunSection(t *testing.T) {
+	var out, progress bytes.Buffer
+	args := []string{"bench", "--only", "enqueue", "--callers", "1", "--enqueue-duration", "200ms", "--dir", t.TempDir(), "--markdown"}
+	require.NoError(t, cli.Run(context.Background(), args, cli.Env{Stdout: &out, Stderr: &progress}), "stderr: %s", progress.String())
+
+	md := out.String()
+	require.True(t, strings.HasPrefix(md, "## Latest full run\n\n"), "starts with the section's heading:\n%s", md)
+	require.Regexp(t, `(?m)^- Date: \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$`, md)
+	require.Regexp(t, `(?m)^- Machine: \S+, `+runtime.GOOS+`, `+strconv.Itoa(runtime.NumCPU())+` CPUs`, md)
+	require.Regexp(t, `(?m)^- Build: outpost .*`+runtime.Version(), md)
+	require.Contains(t, md, "\n- Command: `outpost bench --only enqueue --callers 1 --enqueue-duration 200ms --dir ")
+	require.Contains(t, md, "outpost bench --markdown", "says how to make it again")
+
+	start := strings.Index(md, "\n```\n")
+	require.Positive(t, start, "a code block")
+	block, rest, closed := strings.Cut(md[start+len("\n```\n"):], "```\n")
+	require.True(t, closed, "the code block is closed:\n%s", md)
+	require.Empty(t, rest, "nothing after the code block")
+	require.True(t, strings.HasPrefix(block, "outpost bench, "), "the block is the table's output:\n%s", block)
+	require.Contains(t, block, "enqueue, 1 caller (SDK Notify)")
+	require.Contains(t, block, "The run took ")
 }

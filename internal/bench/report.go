@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -25,14 +26,22 @@ type Report struct {
 	Rows    []Row   `json:"rows"`
 	// Took is how long the whole run took.
 	Took string `json:"took,omitempty"`
+	// Build names the binary that ran (its version and commit), and
+	// Command the command line; the CLI sets both.
+	Build   string `json:"build,omitempty"`
+	Command string `json:"command,omitempty"`
 }
 
 // Machine is what the figures were measured on.
 type Machine struct {
-	OS         string `json:"os"`
-	Arch       string `json:"arch"`
-	CPUs       int    `json:"cpus"`
-	CPUModel   string `json:"cpuModel,omitempty"`
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	CPUs     int    `json:"cpus"`
+	CPUModel string `json:"cpuModel,omitempty"`
+	// Hardware is `uname -m` (x86_64, aarch64); empty where it cannot run.
+	Hardware string `json:"hardware,omitempty"`
+	// Memory is /proc/meminfo's MemTotal ("24595796 kB"); empty elsewhere.
+	Memory     string `json:"memory,omitempty"`
 	GoVersion  string `json:"goVersion"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
 }
@@ -106,25 +115,38 @@ func newReport(opts Options, dir string) *Report {
 
 func thisMachine() Machine {
 	return Machine{
-		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: cpuModel(),
+		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
+		CPUModel: procField("/proc/cpuinfo", "model name"), Hardware: unameMachine(),
+		Memory:    procField("/proc/meminfo", "MemTotal"),
 		GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
 }
 
-// cpuModel is /proc/cpuinfo's model name; empty where there is none.
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
+// procField is the value of the first "name: value" line of a /proc file
+// such as /proc/cpuinfo; empty where there is none.
+func procField(path, name string) string {
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if name, value, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(name) == "model name" {
+		if key, value, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(key) == name {
 			return strings.TrimSpace(value)
 		}
 	}
 	return ""
+}
+
+// unameMachine is `uname -m`, the hardware name people compare runs by
+// (GOARCH says amd64 for every x86_64); empty where uname cannot run.
+func unameMachine() string {
+	out, err := exec.Command("uname", "-m").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // compare is a row of value against baseline, with the ratio.
@@ -194,6 +216,51 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	rep.writeSummary(w)
 	rep.writeDetails(w)
 	return nil
+}
+
+// WriteMarkdown writes the report as the "Latest full run" section of
+// docs/performance.md, which a person replaces with it whole: the heading,
+// when and on what machine, the build and the command, and the table
+// (WriteTable's output) in a code block.
+func (rep *Report) WriteMarkdown(w io.Writer) error {
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		return err
+	}
+	fmt.Fprint(w, "## Latest full run\n\n")
+	fmt.Fprint(w, "Printed by `outpost bench --markdown`. To update it, run the full bench with\n"+
+		"`--markdown` on a machine nothing else is using and replace this section with\n"+
+		"its output.\n\n")
+	fmt.Fprintf(w, "- Date: %s\n", rep.At.Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(w, "- Machine: %s\n", rep.Machine.describe())
+	fmt.Fprintf(w, "- Build: %s\n", orUnknown(rep.Build))
+	fmt.Fprintf(w, "- Command: `%s`\n", orUnknown(rep.Command))
+	_, err := fmt.Fprintf(w, "\n```\n%s```\n", table.String())
+	return err
+}
+
+// describe is the machine in one line: "x86_64, linux, 2 CPUs (AMD EPYC),
+// 24595796 kB of memory".
+func (m Machine) describe() string {
+	hardware := m.Hardware
+	if hardware == "" {
+		hardware = m.Arch
+	}
+	s := fmt.Sprintf("%s, %s, %d CPUs", hardware, m.OS, m.CPUs)
+	if m.CPUModel != "" {
+		s += " (" + m.CPUModel + ")"
+	}
+	if m.Memory != "" {
+		s += ", " + m.Memory + " of memory"
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 func (rep *Report) writeRows(w io.Writer) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -13,7 +14,7 @@ import (
 var benchCommand = command{
 	name:    "bench",
 	summary: "measure the site write path and hand-off against baselines on this machine",
-	usage:   "[--only SECTION,...] [--json] [--dir DIR] [--keep] [size flags]",
+	usage:   "[--only SECTION,...] [--json | --markdown] [--dir DIR] [--keep] [size flags]",
 	help: `Measures, on this machine, each figure beside a baseline run at the same
 time on the same file system, and checks the targets (PASS/MISS):
 
@@ -98,18 +99,25 @@ minutes and 20 GB); the temporary directory is
 removed unless --keep, and kept with its logs when the run fails. Progress
 goes to stderr, the table (or --json) to stdout. Ratios, not figures, are
 what compare across machines; on a busy machine rerun before trusting one.
+--markdown prints the table as the "Latest full run" section of
+docs/performance.md (the date, the machine, the build, the command and the
+table), which replaces that section whole; build the binary in the
+checkout with go build -buildvcs=true so that it names its commit (go run
+records none).
 
 Example:
   go run ./cmd/outpost bench
   go run ./cmd/outpost bench --only enqueue,latency --callers 64
   go run ./cmd/outpost bench --only status --rows 100000 --json | jq '.rows[]'
   go run ./cmd/outpost bench --only tables --table-rows 1000000 --purge-rows 300000
-  go run ./cmd/outpost bench --only fleet --fleet-sites 50`,
+  go run ./cmd/outpost bench --only fleet --fleet-sites 50
+  go build -buildvcs=true -o /tmp/outpost ./cmd/outpost && /tmp/outpost bench --markdown`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		opts := bench.Defaults()
 		only := fs.String("only", "", "run only these comma-separated `SECTIONS` ("+strings.Join(bench.Sections, ", ")+")")
 		callers := fs.String("callers", joinInts(opts.Callers), "comma-separated concurrent caller `COUNTS` of the enqueue section")
 		asJSON := fs.Bool("json", false, "print JSON instead of a table")
+		asMarkdown := fs.Bool("markdown", false, "print the table as docs/performance.md's \"Latest full run\" section")
 		fs.StringVar(&opts.Dir, "dir", "", "make the run's temporary directory in `DIR` (default the system's temp dir)")
 		fs.BoolVar(&opts.Keep, "keep", false, "keep the temporary directory (stores, logs)")
 		fs.IntVar(&opts.PayloadBytes, "payload", opts.PayloadBytes, "notification body `BYTES`")
@@ -145,20 +153,31 @@ Example:
 		if err := opts.Validate(); err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
+		if *asJSON && *asMarkdown {
+			return fmt.Errorf("%w: --json and --markdown each choose the output: pass one", ErrUsage)
+		}
 		opts.Progress = env.Stderr
-		return runBench(ctx, env, opts, *asJSON)
+		write := (*bench.Report).WriteTable
+		switch {
+		case *asJSON:
+			write = (*bench.Report).WriteJSON
+		case *asMarkdown:
+			write = (*bench.Report).WriteMarkdown
+		}
+		return runBench(ctx, env, opts, "outpost bench "+strings.Join(args, " "), write)
 	},
 }
 
-// runBench prints the report, a partial one too when a section failed.
-func runBench(ctx context.Context, env Env, opts bench.Options, asJSON bool) error {
+// runBench prints the report with write, a partial one too when a section
+// failed; the report names the build and the command line that made it.
+func runBench(ctx context.Context, env Env, opts bench.Options, commandLine string, write func(*bench.Report, io.Writer) error) error {
 	report, err := bench.Run(ctx, opts)
 	if report != nil {
-		write := report.WriteTable
-		if asJSON {
-			write = report.WriteJSON
+		report.Build, report.Command = Version(), commandLine
+		if !strings.Contains(report.Build, "(commit ") {
+			report.Build += " (no commit recorded: build it in the checkout with go build -buildvcs=true)"
 		}
-		if werr := write(env.Stdout); werr != nil && err == nil {
+		if werr := write(report, env.Stdout); werr != nil && err == nil {
 			err = werr
 		}
 	}
