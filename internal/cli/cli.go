@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 
 	"go.uber.org/zap"
@@ -123,25 +122,6 @@ func printHelp(w io.Writer, c command, fs *flag.FlagSet) {
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
-}
-
-// Version is the build's version: the module version and, when the binary
-// was built from a checkout, its commit.
-func Version() string {
-	v := "outpost (devel)"
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	if info.Main.Version != "" {
-		v = "outpost " + info.Main.Version
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			v += " (commit " + s.Value + ")"
-		}
-	}
-	return v + ", " + info.GoVersion
 }
 
 func findCommand(name string) *command {

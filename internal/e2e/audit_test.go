@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -221,7 +222,7 @@ func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 // starts one and waits until it is ready; the test SIGKILLs it at will.
 func (s *stack) centralProcess() func() *siteProcess {
 	s.t.Helper()
-	bin := buildOutpost(s.t)
+	bin := testutil.BuildOutpost(s.t)
 	listen := freeAddr(s.t)
 	smtp := s.cfg.Central.SMTP
 	cfgFile := filepath.Join(s.dir, "central.yaml")
