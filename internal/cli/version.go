@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"runtime/debug"
 	"strings"
 )
@@ -28,39 +29,23 @@ func Version() string {
 // formatVersion prefers build info (nil: none) over the stamps, field by
 // field.
 func formatVersion(info *debug.BuildInfo, stamp buildStamp) string {
-	version, commit, date, modified, goVersion := "", stamp.commit, stamp.date, false, ""
+	var goVersion string
+	var modified bool
 	if info != nil {
 		goVersion = info.GoVersion
-		if info.Main.Version != "(devel)" {
-			version = info.Main.Version
-		}
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.time":
-				date = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
+		stamp = overStamp(stamp, info)
+		modified = setting(info, "vcs.modified") == "true"
 	}
-	if version == "" {
-		version = stamp.version
-	}
-	if version == "" {
-		version = "(devel)"
-	}
-	v := "outpost " + version
+	v := "outpost " + cmp.Or(stamp.version, "(devel)")
 	var details []string
-	if commit != "" {
-		details = append(details, "commit "+commit)
+	if stamp.commit != "" {
+		details = append(details, "commit "+stamp.commit)
 	}
 	if modified {
 		details = append(details, "modified")
 	}
-	if date != "" {
-		details = append(details, date)
+	if stamp.date != "" {
+		details = append(details, stamp.date)
 	}
 	if len(details) > 0 {
 		v += " (" + strings.Join(details, ", ") + ")"
@@ -69,4 +54,25 @@ func formatVersion(info *debug.BuildInfo, stamp buildStamp) string {
 		v += ", " + goVersion
 	}
 	return v
+}
+
+// overStamp is stamp with what build info knows put over it: the module
+// version (not "(devel)", a build without one), the commit and its date.
+func overStamp(stamp buildStamp, info *debug.BuildInfo) buildStamp {
+	if info.Main.Version != "" && info.Main.Version != "(devel)" {
+		stamp.version = info.Main.Version
+	}
+	stamp.commit = cmp.Or(setting(info, "vcs.revision"), stamp.commit)
+	stamp.date = cmp.Or(setting(info, "vcs.time"), stamp.date)
+	return stamp
+}
+
+// setting is the build setting key, or "".
+func setting(info *debug.BuildInfo, key string) string {
+	for _, s := range info.Settings {
+		if s.Key == key {
+			return s.Value
+		}
+	}
+	return ""
 }
