@@ -166,10 +166,27 @@ func syntaxProblem(data []byte, err error) Problem {
 	}
 	line, _ := strconv.Atoi(m[1])
 	lines := strings.Split(string(data), "\n")
+	if strings.Contains(m[2], "tab character") {
+		line = tabIndentedLine(lines, line)
+	}
 	if line >= 1 && line <= len(lines) && strings.Contains(lines[line-1], "\t") {
 		return Problem{Line: line, Message: "a tab character: YAML indents with spaces only (replace the tab with spaces)"}
 	}
 	return Problem{Line: line, Message: "not valid YAML: " + m[2]}
+}
+
+// tabIndentedLine is the first line from line on whose indentation holds a
+// tab (line itself if none does). YAML reports a tab that "violates
+// indentation" at the line of its error's context, the value it was reading
+// when it met the tab, which starts on a line before the tab's.
+func tabIndentedLine(lines []string, line int) int {
+	for i := max(line, 1); i <= len(lines); i++ {
+		text := lines[i-1]
+		if indent := text[:len(text)-len(strings.TrimLeft(text, " \t"))]; strings.Contains(indent, "\t") {
+			return i
+		}
+	}
+	return line
 }
 
 // plainTypeError rewrites YAML's "cannot unmarshal !!seq into string" as

@@ -219,6 +219,10 @@ func TestProblemsInPlainWords(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ yaml, want string }{
 		{"site:\n\tid: x\n", "line 2: a tab character: YAML indents with spaces only (replace the tab with spaces)"},
+		// YAML places these at the value the tab follows (line 4), not the tab.
+		{"site:\n  id: plant-1\n  listen: 127.0.0.1:8480\n  store: x.db\n\tforward_interval: 5s\n", "line 5: a tab character: YAML indents with spaces only (replace the tab with spaces)"},
+		{"site:\n  id: plant-1\n  listen: 127.0.0.1:8480\n  store: x.db\n  \tforward_interval: 5s\n", "line 5: a tab character: YAML indents with spaces only (replace the tab with spaces)"},
+		{"central:\n  lists:\n    ops:\n      - a@example.com\n\t    - b@example.com\n", "line 5: a tab character: YAML indents with spaces only (replace the tab with spaces)"},
 		{"site:\n  id: [1, 2]\n", "site.id (line 2): must be text, not a list"},
 		{"site: hello\n", `site (line 1): must be a section of fields (name: value lines indented under it), not the text "hello"`},
 		{"site:\n  databases:\n    h: 5\n", "site.databases.h (line 3): must be a section of fields (name: value lines indented under it), not the number 5"},

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -222,7 +223,7 @@ func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 // processes of two calls run side by side.
 func (s *stack) centralProcess() func() *siteProcess {
 	s.t.Helper()
-	bin := buildOutpost(s.t)
+	bin := testutil.BuildOutpost(s.t)
 	listen := freeAddr(s.t)
 	smtp := s.cfg.Central.SMTP
 	f, err := os.CreateTemp(s.dir, "central-*.yaml")

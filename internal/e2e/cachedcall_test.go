@@ -519,7 +519,7 @@ func TestSecondDaemonWithTheSameSiteIDWaits(t *testing.T) {
 // starts it (again, on the same store, after a kill).
 func (s *stack) siteProcess(node string) (*siteProc, func() *siteProcess) {
 	s.t.Helper()
-	bin := buildOutpost(s.t)
+	bin := testutil.BuildOutpost(s.t)
 	listen := freeAddr(s.t)
 	erp := s.cfg.Site.ExternalSystems["erp"]
 	cfgFile := filepath.Join(s.dir, "site-"+node+".yaml")

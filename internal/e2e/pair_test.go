@@ -196,7 +196,7 @@ type pairNode struct {
 // a proxy (pairNode.link).
 func (s *stack) pairProcesses(mode string) [2]*pairNode {
 	s.t.Helper()
-	bin := buildOutpost(s.t)
+	bin := testutil.BuildOutpost(s.t)
 	listens := [2]string{freeAddr(s.t), freeAddr(s.t)}
 	links := [2]*testutil.Proxy{testutil.NewProxy(s.t), testutil.NewProxy(s.t)}
 	var nodes [2]*pairNode

@@ -24,6 +24,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/outbox"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // Every secret Outpost handles is set to a marker: the site API token, the
@@ -98,7 +99,7 @@ central:
 log: {level: debug}
 `, s.cfg.Temporal.Address, clientCert, clientKey, caFile, key.File, filepath.Join(dir, "site.db"), siteAddr,
 		s.demo.URL()+"/api", centralAddr, filepath.Join(dir, "central.db"), s.cfg.Central.SMTP.Port, bcryptHash(t, "ana-pass")), 0o600))
-	bin := buildOutpost(t)
+	bin := testutil.BuildOutpost(t)
 	httpc := &http.Client{Timeout: 5 * time.Second}
 	central := startProcess(t, bin, "central", cfgFile, "http://"+centralAddr, httpc)
 	siteProc := startProcess(t, bin, "site", cfgFile, "http://"+siteAddr, httpc)
