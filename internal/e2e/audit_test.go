@@ -195,7 +195,7 @@ func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 	for i := range ids {
 		ids[i] = s.notify("ops", fmt.Sprintf("burst %d", i))
 	}
-	waitFor(t, time.Minute, func() bool { return len(s.received()) >= n/5 },
+	testutil.WaitFor(t, time.Minute, func() bool { return len(s.received()) >= n/5 },
 		func() string { return fmt.Sprintf("%d of %d delivered before the kill", len(s.received()), n) })
 	central.kill()
 	t.Logf("central killed with %d of %d notifications delivered", len(s.received()), n)

@@ -400,7 +400,7 @@ func (s *stack) operation(id string) (contract.TrackedOperation, int) {
 func (s *stack) waitOperation(id string, want contract.Status, timeout time.Duration) contract.TrackedOperation {
 	s.t.Helper()
 	var row contract.TrackedOperation
-	waitFor(s.t, timeout, func() bool {
+	testutil.WaitFor(s.t, timeout, func() bool {
 		row, _ = s.operation(id)
 		return row.Status == want
 	}, func() string {

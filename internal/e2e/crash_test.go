@@ -124,7 +124,7 @@ func startProcessUntil(t *testing.T, bin, command, cfgFile, baseURL string, http
 			t.Logf("outpost %s (pid %d) output:\n%s", command, p.cmd.Process.Pid, p.out.String())
 		}
 	})
-	waitFor(t, 30*time.Second, func() bool {
+	testutil.WaitFor(t, 30*time.Second, func() bool {
 		select {
 		case <-p.exited:
 			t.Fatalf("outpost %s exited before it was ready: %v\n%s", command, p.cmd.ProcessState, p.out.String())

@@ -139,13 +139,13 @@ log: {level: debug}
 		return st.Status
 	}
 	// A refused login (535) is permanent: the notification parks.
-	waitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusParked) },
+	testutil.WaitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusParked) },
 		func() string { return "the notification parked after a refused SMTP login" })
 	sink.RequireAuth("outpost", os.Getenv("OUTPOST_SMTP_PASSWORD"))
 	out, err := exec.Command(bin, "parked", "retry", note.ID, "--operator", "ana", "--config", cfgFile).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	record("outpost parked retry", string(out))
-	waitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusDelivered) },
+	testutil.WaitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusDelivered) },
 		func() string { return "the notification delivered once the SMTP login works" })
 
 	s.demo.FailNext(1, http.StatusServiceUnavailable)
@@ -153,7 +153,7 @@ log: {level: debug}
 	require.Equal(t, http.StatusAccepted, code, body)
 	var call struct{ ID string }
 	require.NoError(t, json.Unmarshal([]byte(body), &call))
-	waitFor(t, time.Minute, func() bool { return statusOf("/v1/operations/"+call.ID) == string(contract.StatusDelivered) },
+	testutil.WaitFor(t, time.Minute, func() bool { return statusOf("/v1/operations/"+call.ID) == string(contract.StatusDelivered) },
 		func() string { return "the call delivered on its retry" })
 
 	jar := newBrowserJar(t)
