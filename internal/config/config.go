@@ -594,17 +594,26 @@ func DevDefault() Config {
 	cfg.Site.TelemetryDelay = time.Second
 	cfg.Site.ReconcileInterval = time.Minute
 	demo := DefaultExternalSystem()
-	demo.BaseURL, demo.Timeout, demo.MaxRetries, demo.RetryInterval = "http://"+cfg.Dev.DemoSystem+"/api", 5*time.Second, 3, 10*time.Second
+	demo.BaseURL, demo.Timeout, demo.MaxRetries, demo.RetryInterval = demoBaseURL(cfg.Dev.DemoSystem), 5*time.Second, 3, 10*time.Second
 	demo.Methods = map[string]Method{
 		"createOrder": {Verb: "POST", Path: "/orders"},
 		"getOrder":    {Verb: "GET", Path: "/orders/{id}"},
 	}
-	cfg.Site.ExternalSystems = map[string]ExternalSystem{"demo": demo}
+	cfg.Site.ExternalSystems = map[string]ExternalSystem{demoSystem: demo}
 	historian := DefaultDatabase()
 	historian.DSN, historian.Timeout, historian.MaxRetries, historian.RetryInterval = cfg.Dev.DemoDatabase, 5*time.Second, 3, 10*time.Second
-	cfg.Site.Databases = map[string]Database{"historian": historian}
+	cfg.Site.Databases = map[string]Database{demoDatabase: historian}
 	return cfg
 }
+
+// The names of the dev defaults' demo system and demo database entries.
+const (
+	demoSystem   = "demo"
+	demoDatabase = "historian"
+)
+
+// demoBaseURL is the demo system's base_url when it listens at addr.
+func demoBaseURL(addr string) string { return "http://" + addr + "/api" }
 
 // Load reads and checks the file at path over base (Default or DevDefault).
 func Load(path string, base Config) (Config, error) {
