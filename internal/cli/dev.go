@@ -48,6 +48,11 @@ Temporal server at temporal.address; with dev.smtp_sink: false it mails the
 SMTP server in central.smtp. The first run builds the pinned Temporal CLI
 (about three minutes).
 
+It writes the config it runs with, every default resolved, to
+<dev.data_dir>/outpost.yaml; the other commands run in the same folder
+without --config read it, so they reach this stack wherever its config moved
+it. "outpost config check --dev FILE" checks FILE as this command reads it.
+
 Example:
   go run ./cmd/outpost dev`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
@@ -66,6 +71,9 @@ func runDev(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) er
 		return err
 	}
 	cfg = dev.cfg
+	if _, err := writeDevConfig(cfg); err != nil {
+		return err
+	}
 	if cfg.Dev.StartTemporal {
 		fmt.Fprintln(env.Stdout, "Starting the Temporal dev server (the first run builds the pinned CLI: about three minutes)...")
 		srv, err := devserver.Start(ctx, devserver.Options{
@@ -169,17 +177,6 @@ func devKey(dir string) (config.EncryptionKey, error) {
 		return key, fmt.Errorf("dev stack: write the payload key %s: %w", key.File, err)
 	}
 	return key, nil
-}
-
-// withDevKey gives cfg the dev stack's payload key when dataDir holds one:
-// an operator command run without --config beside `outpost dev` reads
-// the payloads the stack encrypted.
-func withDevKey(cfg config.Config, dataDir string) config.Config {
-	path := filepath.Join(dataDir, devKeyFile)
-	if _, err := os.Stat(path); err == nil {
-		cfg.Temporal.EncryptionKeys = []config.EncryptionKey{{ID: devKeyID, File: path}}
-	}
-	return cfg
 }
 
 // startSink runs the SMTP sink at central.smtp's address and its page at dev.sink_http.
