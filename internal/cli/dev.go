@@ -79,6 +79,7 @@ func runDev(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) er
 		srv, err := devserver.Start(ctx, devserver.Options{
 			Address: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace,
 			DBFile: filepath.Join(cfg.Dev.DataDir, "temporal.db"), UIPort: cfg.Dev.TemporalUIPort,
+			HTTPPort: dev.temporalPorts.HTTP, MetricsPort: dev.temporalPorts.Metrics,
 			UICodecEndpoint: dev.uiCodecEndpoint, Logger: logging.NewTemporal(log.Named("devserver")),
 		})
 		if err != nil {
@@ -128,6 +129,8 @@ type devStack struct {
 	// uiCodecEndpoint is central's codec server, which the dev Web UI
 	// decodes payloads through.
 	uiCodecEndpoint string
+	// temporalPorts are the dev server's ports (when it starts one).
+	temporalPorts devserver.Ports
 }
 
 // devSettings makes the dev stack encrypt as production does: a config
@@ -142,10 +145,16 @@ func devSettings(cfg config.Config) (devStack, error) {
 		}
 		cfg.Temporal.EncryptionKeys = []config.EncryptionKey{key}
 	}
+	var ports devserver.Ports
 	if cfg.Dev.StartTemporal {
+		var err error
+		if ports, err = devTemporalPorts(cfg); err != nil {
+			return devStack{}, err
+		}
+		cfg.Dev.TemporalUIPort = ports.UI
 		cfg.Central.TemporalUIURL = devUIURL(cfg)
 	}
-	return devStack{cfg: cfg, uiCodecEndpoint: "http://" + cfg.Central.Listen + "/codec"}, nil
+	return devStack{cfg: cfg, uiCodecEndpoint: "http://" + cfg.Central.Listen + "/codec", temporalPorts: ports}, nil
 }
 
 // devUIURL is the address of the dev server's Web UI.
@@ -264,6 +273,7 @@ func printStack(env Env, cfg config.Config, sinkURL string) {
 	fmt.Fprintf(w, "  Temporal gRPC     %s (namespace %s)\n", cfg.Temporal.Address, cfg.Temporal.Namespace)
 	if cfg.Dev.StartTemporal {
 		fmt.Fprintf(w, "  Temporal Web UI   %s (payloads decoded through http://%s/codec)\n", devUIURL(cfg), cfg.Central.Listen)
+		fmt.Fprintf(w, "  Temporal ports    %s\n", temporalPortsLine(cfg))
 	}
 	fmt.Fprintf(w, "  Outbox page       http://%s (and /metrics, /healthz, /readyz)\n", cfg.Central.Listen)
 	fmt.Fprintf(w, "  Site API          http://%s (site %s; /metrics, /healthz, /readyz)\n", cfg.Site.Listen, cfg.Site.ID)

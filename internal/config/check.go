@@ -299,7 +299,9 @@ func (c *checker) validate(cfg Config) {
 	}
 
 	c.nonEmpty("dev.data_dir", cfg.Dev.DataDir)
-	c.port("dev.temporal_ui_port", cfg.Dev.TemporalUIPort)
+	if cfg.Dev.TemporalUIPort != 0 {
+		c.port("dev.temporal_ui_port", cfg.Dev.TemporalUIPort)
+	}
 	c.hostPort("dev.sink_http", cfg.Dev.SinkHTTP)
 	if cfg.Dev.DemoSystem != "" {
 		c.hostPort("dev.demo_system", cfg.Dev.DemoSystem)

@@ -519,7 +519,9 @@ type Dev struct {
 	// StartTemporal starts the pinned Temporal dev server at temporal.address;
 	// false uses an existing server there. Default true.
 	StartTemporal bool `yaml:"start_temporal"`
-	// TemporalUIPort is the dev server's Web UI port. Default 8233.
+	// TemporalUIPort is the dev server's Web UI port; 0: temporal.address's
+	// port + 1000, so stacks on different addresses do not collide (its
+	// HTTP API and metrics take the port + 1 and + 2). Default 0 (8233).
 	TemporalUIPort int `yaml:"temporal_ui_port"`
 	// SMTPSink starts an in-process SMTP server at central.smtp.host:port that
 	// keeps what it receives; false delivers to the configured server. Default true.
@@ -569,7 +571,7 @@ func Default() Config {
 			},
 		},
 		Dev: Dev{
-			DataDir: ".outpost-dev", StartTemporal: true, TemporalUIPort: 8233, SMTPSink: true, SinkHTTP: "127.0.0.1:8025",
+			DataDir: ".outpost-dev", StartTemporal: true, SMTPSink: true, SinkHTTP: "127.0.0.1:8025",
 			DemoSystem: "127.0.0.1:8090", DemoDatabase: ".outpost-dev/historian.db",
 		},
 		Log: Log{Level: "info", Format: "console"},
