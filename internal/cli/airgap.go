@@ -213,7 +213,7 @@ func runImport(ctx context.Context, env Env, fs *flag.FlagSet, op *operatorRun, 
 	if err != nil {
 		return err
 	}
-	store, _, err := openCentralToRead(ctx, env, op.cfg, fs)
+	store, _, err := openCentralToRead(ctx, op.cfg, fs)
 	if err != nil {
 		return err
 	}

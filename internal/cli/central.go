@@ -43,7 +43,7 @@ central refuses a listen beyond loopback without it. With encryption keys,
 Example:
   OUTPOST_SMTP_PASSWORD=... outpost central --config /etc/outpost/outpost.yaml`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
-		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
+		return withConfigOrDevStack(fs, args, "config `FILE` (omitted: "+devConfigDoc+")", func(cfg config.Config, log *zap.Logger) error {
 			warnProductionRisks(log, cfg, "temporal.encryption_keys")
 			return runCentral(ctx, cfg, log)
 		})

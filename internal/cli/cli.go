@@ -208,8 +208,27 @@ func parse(fs *flag.FlagSet, args []string) error {
 }
 
 // withConfig parses the --config flag, reads the file over base (no file
-// means base alone), builds the logger, and runs fn.
+// means base alone), builds the logger, and runs fn. It is `outpost dev`'s:
+// the other commands use withConfigOrDevStack.
 func withConfig(fs *flag.FlagSet, args []string, base config.Config, flagDoc string, fn func(config.Config, *zap.Logger) error) error {
+	return withLoadedConfig(fs, args, flagDoc, func(path string) (config.Config, string, error) {
+		if path == "" {
+			return base, "", nil
+		}
+		cfg, err := config.Load(path, base)
+		return cfg, path, err
+	}, fn)
+}
+
+// withConfigOrDevStack is withConfig over the production defaults, reading
+// the dev stack's config when run beside it without --config (loadConfig).
+func withConfigOrDevStack(fs *flag.FlagSet, args []string, flagDoc string, fn func(config.Config, *zap.Logger) error) error {
+	return withLoadedConfig(fs, args, flagDoc, loadConfig, fn)
+}
+
+// withLoadedConfig parses the --config flag, reads the config with load,
+// builds the logger, and runs fn.
+func withLoadedConfig(fs *flag.FlagSet, args []string, flagDoc string, load func(path string) (config.Config, string, error), fn func(config.Config, *zap.Logger) error) error {
 	path := fs.String("config", "", flagDoc)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -219,17 +238,15 @@ func withConfig(fs *flag.FlagSet, args []string, base config.Config, flagDoc str
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q (the config file goes after --config)", ErrUsage, fs.Arg(0))
 	}
-	cfg := base
-	if *path != "" {
-		var err error
-		if cfg, err = config.Load(*path, base); err != nil {
-			return err
-		}
+	cfg, from, err := load(*path)
+	if err != nil {
+		return err
 	}
 	log, err := logging.New(cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush
+	sayDevConfig(log, *path, from)
 	return fn(cfg, log)
 }

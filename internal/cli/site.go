@@ -54,7 +54,7 @@ Example:
     -d '{"system":"erp","method":"getOrder","params":{"id":"42"}}'
   curl -s localhost:8480/v1/operations/<id>`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
-		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
+		return withConfigOrDevStack(fs, args, "config `FILE` (omitted: "+devConfigDoc+")", func(cfg config.Config, log *zap.Logger) error {
 			warnProductionRisks(log, cfg, "site.api_tokens", "temporal.encryption_keys")
 			return runSite(ctx, cfg, log)
 		})

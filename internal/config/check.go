@@ -62,19 +62,14 @@ func parse(data []byte, cfg Config) (Config, error) {
 	if root.Content[0].Kind != yaml.MappingNode {
 		return Config{}, Problems{{Line: root.Content[0].Line, Message: "the file must be a mapping of sections (temporal, site, central, dev, log)"}}
 	}
-	// The file's lists and definitions replace the base's, not merge with them.
-	if _, ok := c.lines["central.lists"]; ok {
-		cfg.Central.Lists = nil
-	}
-	if _, ok := c.lines["site.external_systems"]; ok {
-		cfg.Site.ExternalSystems = nil
-	}
-	if _, ok := c.lines["site.databases"]; ok {
-		cfg.Site.Databases = nil
+	base := cfg
+	if err := overBase(root.Content[0], reflect.ValueOf(&cfg).Elem()); err != nil {
+		return Config{}, err
 	}
 	if err := root.Content[0].Decode(&cfg); err != nil {
 		c.typeErrors(err)
 	}
+	c.followDemo(base, &cfg)
 	c.validate(cfg) // fields with type errors kept their defaults: no double report
 	if len(c.problems) > 0 {
 		sort.SliceStable(c.problems, func(i, j int) bool { return c.problems[i].Line < c.problems[j].Line })
@@ -321,7 +316,9 @@ func (c *checker) validate(cfg Config) {
 	}
 
 	c.nonEmpty("dev.data_dir", cfg.Dev.DataDir)
-	c.port("dev.temporal_ui_port", cfg.Dev.TemporalUIPort)
+	if cfg.Dev.TemporalUIPort != 0 {
+		c.port("dev.temporal_ui_port", cfg.Dev.TemporalUIPort)
+	}
 	c.hostPort("dev.sink_http", cfg.Dev.SinkHTTP)
 	if cfg.Dev.DemoSystem != "" {
 		c.hostPort("dev.demo_system", cfg.Dev.DemoSystem)

@@ -341,3 +341,60 @@ func TestPairSettingsAreChecked(t *testing.T) {
 	require.Equal(t, ReplicationSync, cfg.Site.Replication)
 	require.Equal(t, 5*time.Second, cfg.Site.FailoverAfter)
 }
+
+// An entry the file names that the base has too keeps the base's fields the
+// file leaves out, at every depth: overriding the demo system's base_url
+// keeps its methods and retry policy, overriding one method's path keeps
+// its verb, overriding a database's timeout keeps its dsn.
+func TestOverrideMergesFieldByField(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(strings.NewReader(`
+site:
+  external_systems:
+    demo:
+      base_url: http://127.0.0.1:9999/api
+      methods:
+        getOrder: {path: "/v2/orders/{id}"}
+  databases:
+    historian: {timeout: 1s}
+`), DevDefault())
+	require.NoError(t, err)
+	base := DevDefault().Site
+	demo := cfg.Site.ExternalSystems["demo"]
+	require.Equal(t, "http://127.0.0.1:9999/api", demo.BaseURL)
+	require.Equal(t, Method{Verb: "GET", Path: "/v2/orders/{id}"}, demo.Methods["getOrder"], "the method keeps its verb")
+	require.Equal(t, []string{"getOrder"}, sortedKeys(demo.Methods), "the file's methods are the methods there are")
+	require.Equal(t, base.ExternalSystems["demo"].MaxRetries, demo.MaxRetries)
+	require.Equal(t, base.ExternalSystems["demo"].RetryInterval, demo.RetryInterval)
+	historian := cfg.Site.Databases["historian"]
+	require.Equal(t, time.Second, historian.Timeout)
+	require.Equal(t, base.Databases["historian"].DSN, historian.DSN)
+	require.Equal(t, base.Databases["historian"].MaxRetries, historian.MaxRetries)
+
+	cfg, err = Parse(strings.NewReader("site:\n  external_systems:\n    demo: {base_url: \"http://127.0.0.1:9999/api\"}\n"), DevDefault())
+	require.NoError(t, err, "a base_url alone keeps the demo system's methods")
+	require.Equal(t, base.ExternalSystems["demo"].Methods, cfg.Site.ExternalSystems["demo"].Methods)
+}
+
+// The dev defaults' demo system and database are where dev.demo_system and
+// dev.demo_database say: a file that moves them moves the entries with them,
+// unless it names the entry's base_url or dsn itself.
+func TestMovingTheDemoSystemMovesItsEntry(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(strings.NewReader("dev:\n  demo_system: 127.0.0.1:9191\n  demo_database: data/h.db\n"), DevDefault())
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:9191/api", cfg.Site.ExternalSystems["demo"].BaseURL)
+	require.Equal(t, "data/h.db", cfg.Site.Databases["historian"].DSN)
+
+	cfg, err = Parse(strings.NewReader(`
+dev: {demo_system: "127.0.0.1:9191", demo_database: data/h.db}
+site:
+  external_systems:
+    demo: {base_url: "http://demo.example:80/api"}
+  databases:
+    historian: {dsn: other.db}
+`), DevDefault())
+	require.NoError(t, err)
+	require.Equal(t, "http://demo.example:80/api", cfg.Site.ExternalSystems["demo"].BaseURL, "an explicit base_url stays")
+	require.Equal(t, "other.db", cfg.Site.Databases["historian"].DSN, "an explicit dsn stays")
+}
