@@ -140,6 +140,7 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.SubmittedBy = tokenHolder(r)
+	req.TraceParent = traceParentOf(r.Context())
 	id, attempt, err := a.client.BeginCall(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
 }
@@ -155,6 +156,7 @@ func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.SubmittedBy = tokenHolder(r)
+	req.TraceParent = traceParentOf(r.Context())
 	id, attempt, err := a.client.BeginWrite(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
 }

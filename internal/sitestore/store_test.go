@@ -255,3 +255,16 @@ func TestRowKeepsItsTraceContext(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, parent, adopted.TraceParent)
 }
+
+// A cached call's buffer row keeps its call's trace context too.
+func TestOperationKeepsItsTraceContext(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), time.Now)
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	_, err := s.BeginOperation(context.Background(), NewOperation{OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp",
+		Payload: []byte(`{}`), Provenance: Provenance{SiteID: "plant-1", Node: "node-a"}, TraceParent: parent})
+	require.NoError(t, err)
+	m, err := s.Get(context.Background(), "op-1")
+	require.NoError(t, err)
+	require.Equal(t, parent, m.TraceParent)
+}
