@@ -72,7 +72,7 @@ Example:
 
 // dialOperator connects an operator command to Temporal. Tests replace it.
 var dialOperator = func(cfg config.Temporal, log *zap.Logger) (operator.Temporal, func(), error) {
-	c, err := fromconfig.DialTemporal(cfg, log, nil)
+	c, err := fromconfig.DialTemporal(cfg, log, nil, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (check temporal.address and temporal.namespace in --config)", err)
 	}

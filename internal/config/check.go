@@ -60,7 +60,7 @@ func parse(data []byte, cfg Config) (Config, error) {
 	c := &checker{lines: map[string]int{}, pathAtLine: map[int]string{}}
 	c.walk(root.Content[0], reflect.TypeOf(cfg), "")
 	if root.Content[0].Kind != yaml.MappingNode {
-		return Config{}, Problems{{Line: root.Content[0].Line, Message: "the file must be a mapping of sections (temporal, site, central, dev, log)"}}
+		return Config{}, Problems{{Line: root.Content[0].Line, Message: "the file must be a mapping of sections (temporal, site, central, dev, log, telemetry)"}}
 	}
 	base := cfg
 	if err := overBase(root.Content[0], reflect.ValueOf(&cfg).Elem()); err != nil {
@@ -325,6 +325,20 @@ func (c *checker) validate(cfg Config) {
 	}
 	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "console", "json")
+	c.otlpEndpoint("telemetry.otlp_endpoint", cfg.Telemetry.OTLPEndpoint)
+}
+
+// otlpEndpoint checks a collector's address: empty (tracing off) or an
+// http(s) URL of a host and port, which is all an OTLP/gRPC exporter dials.
+func (c *checker) otlpEndpoint(path, endpoint string) {
+	if endpoint == "" {
+		return
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Port() == "" ||
+		strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
+		c.add(path, "%q must be a collector's OTLP/gRPC address, http://host:port (https:// for TLS), like http://otel-collector:4317", endpoint)
+	}
 }
 
 // temporalTLS checks that the mutual-TLS files exist and parse.

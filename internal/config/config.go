@@ -24,6 +24,18 @@ type Config struct {
 	Central  Central  `yaml:"central"`
 	Dev      Dev      `yaml:"dev"`
 	Log      Log      `yaml:"log"`
+	// Telemetry exports traces to the operators' OpenTelemetry collector.
+	Telemetry Telemetry `yaml:"telemetry"`
+}
+
+// Telemetry configures tracing of central and site processes.
+type Telemetry struct {
+	// OTLPEndpoint is an OpenTelemetry collector's OTLP/gRPC receiver,
+	// http://host:port (plain) or https://host:port (TLS), where every
+	// process sends its spans: one trace from a site API call through the
+	// hand-off and the workflow to each delivery attempt. Default empty:
+	// no tracing, at no cost.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
 }
 
 // Temporal is how every process reaches the Temporal cluster.

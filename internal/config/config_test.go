@@ -245,6 +245,22 @@ func TestMaxBodyBytesIsBounded(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// config check takes a collector's OTLP/gRPC address as an http(s) URL of
+// a host and port, and names the field when it is anything else.
+func TestOTLPEndpointIsChecked(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"", "http://otel-collector:4317", "https://collector.example.com:4317", "http://127.0.0.1:4317/"} {
+		cfg, err := Parse(strings.NewReader("telemetry:\n  otlp_endpoint: \""+ok+"\"\n"), Default())
+		require.NoError(t, err, ok)
+		require.Equal(t, ok, cfg.Telemetry.OTLPEndpoint)
+	}
+	for _, bad := range []string{"otel-collector:4317", "grpc://otel-collector:4317", "http://otel-collector", "http://:4317",
+		"http://otel-collector:4317/v1/traces", "http://user:pw@otel-collector:4317"} {
+		_, err := Parse(strings.NewReader("telemetry:\n  otlp_endpoint: \""+bad+"\"\n"), Default())
+		require.ErrorContains(t, err, "telemetry.otlp_endpoint (line 2): \""+bad+"\" must be a collector's OTLP/gRPC address", bad)
+	}
+}
+
 // config check refuses an API reachable beyond this host without a token.
 func TestListenBeyondLoopbackNeedsAToken(t *testing.T) {
 	t.Parallel()
