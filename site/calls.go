@@ -24,6 +24,8 @@ type CallRequest struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// SubmittedBy: see Notification.SubmittedBy.
 	SubmittedBy string `json:"-"`
+	// TraceParent: see Notification.TraceParent.
+	TraceParent string `json:"-"`
 }
 
 // WriteRequest is a parameterised database write with per-call provenance:
@@ -38,6 +40,8 @@ type WriteRequest struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// SubmittedBy: see Notification.SubmittedBy.
 	SubmittedBy string `json:"-"`
+	// TraceParent: see Notification.TraceParent.
+	TraceParent string `json:"-"`
 }
 
 // CallResult is the answer to a cached call or write.
@@ -84,7 +88,7 @@ func (c *Client) Call(ctx context.Context, system, method string, params map[str
 
 // SendCall is Call with explicit provenance.
 func (c *Client) SendCall(ctx context.Context, r CallRequest) (CallResult, error) {
-	return c.cachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey, r.SubmittedBy})
+	return c.cachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey, r.SubmittedBy, r.TraceParent})
 }
 
 // Attempt makes a tracked call's immediate attempt and records its outcome:
@@ -97,12 +101,12 @@ type Attempt func(context.Context) (CallResult, error)
 // once; a call whose attempt never runs is retried like one whose attempt
 // was lost.
 func (c *Client) BeginCall(ctx context.Context, r CallRequest) (string, Attempt, error) {
-	return c.beginCachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey, r.SubmittedBy})
+	return c.beginCachedCall(ctx, r.target(), provenance{r.Instance, r.Script, r.IdempotencyKey, r.SubmittedBy, r.TraceParent})
 }
 
 // BeginWrite is BeginCall for a write.
 func (c *Client) BeginWrite(ctx context.Context, w WriteRequest) (string, Attempt, error) {
-	return c.beginCachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey, w.SubmittedBy})
+	return c.beginCachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey, w.SubmittedBy, w.TraceParent})
 }
 
 func (r CallRequest) target() targets.Request {
@@ -120,7 +124,7 @@ func (c *Client) Write(ctx context.Context, connection, sql string, args ...any)
 
 // SendWrite is Write with explicit provenance.
 func (c *Client) SendWrite(ctx context.Context, w WriteRequest) (CallResult, error) {
-	return c.cachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey, w.SubmittedBy})
+	return c.cachedCall(ctx, w.target(), provenance{w.Instance, w.Script, w.IdempotencyKey, w.SubmittedBy, w.TraceParent})
 }
 
 func (w WriteRequest) target() targets.Request {
@@ -164,7 +168,7 @@ func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, p pro
 	row, err := c.store.BeginOperation(ctx, sitestore.NewOperation{
 		OperationID: id, Kind: req.Kind, Target: c.targets.Target(req), Payload: payload, RequestHash: hash,
 		Provenance:  sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: p.instance, Script: p.script},
-		SubmittedBy: p.submittedBy, AttemptGrace: c.targets.Policy(req).AttemptTimeout,
+		SubmittedBy: p.submittedBy, AttemptGrace: c.targets.Policy(req).AttemptTimeout, TraceParent: p.traceParent,
 	})
 	if errors.Is(err, sitestore.ErrReplayed) {
 		return id, func(context.Context) (CallResult, error) { return replayedResult(row), nil }, nil
@@ -205,7 +209,7 @@ func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Re
 }
 
 // provenance is who made a call, and the idempotency key naming it.
-type provenance struct{ instance, script, key, submittedBy string }
+type provenance struct{ instance, script, key, submittedBy, traceParent string }
 
 // replayedResult answers a request its idempotency key already made: the
 // operation's state now, without another attempt. A call still under way

@@ -258,6 +258,12 @@ type Notification struct {
 	// operator of its Enqueued audit event at central. The site API sets it
 	// to the holder of the request's token; never read from a body.
 	SubmittedBy string `json:"-"`
+	// TraceParent is the W3C traceparent of the trace the notification
+	// belongs to: its hand-off, workflow and delivery attempts join that
+	// trace when the site daemon traces (telemetry.otlp_endpoint). The site
+	// API sets it from its request's span; not part of the request an
+	// idempotency key names.
+	TraceParent string `json:"-"`
 }
 
 // Notify buffers a notification to list and returns its id once it is on
@@ -304,7 +310,7 @@ func (c *Client) Send(ctx context.Context, n Notification) (string, error) {
 		return "", fmt.Errorf("encode notification: %w", err)
 	}
 	stored, err := c.store.Enqueue(ctx, sitestore.NewMessage{
-		ID: id, Category: contract.KindNotification, Target: n.List, Payload: payload, RequestHash: hash,
+		ID: id, Category: contract.KindNotification, Target: n.List, Payload: payload, RequestHash: hash, TraceParent: n.TraceParent,
 		Provenance: sitestore.Provenance{SiteID: c.opts.SiteID, Node: c.opts.Node, Instance: n.Instance, Script: n.Script},
 	})
 	if err != nil {

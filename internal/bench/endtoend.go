@@ -317,7 +317,7 @@ func (e *endToEnd) startDemoSystem() error {
 }
 
 func (e *endToEnd) startSite(ctx context.Context, cfg config.Site, r *run) error {
-	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), e.tc, r.log.Named("site"))
+	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), e.tc, nil, r.log.Named("site"))
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,7 @@ func (r *run) startReplicatedSite(ctx context.Context, mode string) ([]*sitedaem
 			cfg.Peer = config.Peer{Address: "http://" + listens[1-i], SecretEnv: replicationSecretEnv, Prefer: i == 0}
 			cfg.Replication = mode
 		}
-		d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), tc, r.log.Named(cfg.Node))
+		d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), tc, nil, r.log.Named(cfg.Node))
 		if err != nil {
 			return nil, err
 		}

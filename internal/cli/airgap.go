@@ -213,7 +213,7 @@ func runImport(ctx context.Context, env Env, fs *flag.FlagSet, op *operatorRun, 
 	if err != nil {
 		return err
 	}
-	store, _, err := openCentralToRead(ctx, env, op.cfg, fs)
+	store, _, err := openCentralToRead(ctx, op.cfg, fs)
 	if err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func runImport(ctx context.Context, env Env, fs *flag.FlagSet, op *operatorRun, 
 	// site's own forwarder would have written them.
 	im := &airgapsync.Importer{Store: store, HideSubject: op.cfg.Site.WorkflowSummary == config.SummaryListOnly}
 	if !*f.verifyOnly { // verifying hands nothing to Temporal: it need not be up
-		tc, err := fromconfig.DialTemporal(op.cfg.Temporal, op.log, nil)
+		tc, err := fromconfig.DialTemporal(op.cfg.Temporal, op.log, nil, nil)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
+	"github.com/outpost-dev/outpost/internal/tracing"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -40,10 +42,14 @@ hash-password", role operator or viewer) or an authenticating proxy's header;
 central refuses a listen beyond loopback without it. With encryption keys,
 /codec/decode on the same listener is the codec server for the Web UI.
 
+telemetry.otlp_endpoint sends the spans of every workflow and activity
+(RunWorkflow, RunActivity: each delivery attempt) to an OpenTelemetry
+collector, in the trace of the site API call that buffered the operation.
+
 Example:
   OUTPOST_SMTP_PASSWORD=... outpost central --config /etc/outpost/outpost.yaml`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
-		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
+		return withConfigOrDevStack(fs, args, "config `FILE` (omitted: "+devConfigDoc+")", func(cfg config.Config, log *zap.Logger) error {
 			warnProductionRisks(log, cfg, "temporal.encryption_keys")
 			return runCentral(ctx, cfg, log)
 		})
@@ -90,7 +96,12 @@ Example:
 func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	metrics := workers.NewCentralMetrics()
 	defer metrics.Close()
-	tc, err := fromconfig.DialTemporal(cfg.Temporal, log, metrics.SDK)
+	traces, err := tracing.Start(ctx, fromconfig.Tracing(cfg.Telemetry), tracing.ServiceCentral)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(traces, log)
+	tc, err := fromconfig.DialTemporal(cfg.Temporal, log, metrics.SDK, traces)
 	if err != nil {
 		return err
 	}
@@ -109,4 +120,14 @@ func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 	log.Info("central worker running", zap.String("temporal", cfg.Temporal.Address),
 		zap.String("namespace", cfg.Temporal.Namespace), zap.String("store", cfg.Central.Store.Driver))
 	return central.Run(ctx)
+}
+
+// stopTracing sends the spans still batched as the process stops. A
+// collector that cannot take them within 5s loses them; the stop goes on.
+func stopTracing(traces *tracing.Provider, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := traces.Shutdown(ctx); err != nil {
+		log.Warn("spans not sent to telemetry.otlp_endpoint", zap.Error(err))
+	}
 }

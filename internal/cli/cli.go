@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 
 	"go.uber.org/zap"
@@ -72,24 +71,47 @@ func Run(ctx context.Context, args []string, env Env) error {
 	for _, c := range commands {
 		if c.name == name {
 			fs := flag.NewFlagSet("outpost "+c.name, flag.ContinueOnError)
-			fs.SetOutput(env.Stderr)
-			// The flag package prints its one-line error and then calls
-			// Usage: a mistyped flag gets that line and a hint, not the
-			// whole help, which only --help prints.
+			// The flag package would print its error and the usage before
+			// returning the error, which main prints again: parse returns
+			// one line that says it all, and only --help prints the help.
+			fs.SetOutput(io.Discard)
 			fs.Usage = func() {}
 			err := c.run(ctx, env, fs, rest)
+			var line *usageLine
 			switch {
 			case errors.Is(err, flag.ErrHelp):
 				printHelp(env.Stderr, c, fs)
 				return nil
-			case errors.Is(err, ErrUsage):
+			case errors.Is(err, ErrUsage) && !errors.As(err, &line):
 				fmt.Fprintf(env.Stderr, "Run 'outpost %s --help' for its flags and an example.\n", c.name)
 			}
 			return err
 		}
 	}
-	printOverview(env.Stderr)
-	return fmt.Errorf("%w: unknown command %q", ErrUsage, name)
+	return unknownCommand(name)
+}
+
+// usageLine is a usage error said in one line that ends with where to
+// look, so nothing else is printed beside it.
+type usageLine struct{ msg string }
+
+func (e *usageLine) Error() string { return e.msg }
+
+// Is makes a usageLine an ErrUsage (exit status 2).
+func (e *usageLine) Is(target error) bool { return target == ErrUsage }
+
+// unknownCommand names the nearest command, not the whole overview, which
+// would push the mistake off the screen.
+func unknownCommand(name string) error {
+	var words []string
+	for _, c := range commands {
+		words = append(words, strings.Fields(c.name)[0])
+	}
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := suggestion(name, append(words, "help", "version")); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	return &usageLine{msg + " (outpost --help lists all)"}
 }
 
 // printHelp is a command's whole help: usage, text with an example, flags.
@@ -100,25 +122,6 @@ func printHelp(w io.Writer, c command, fs *flag.FlagSet) {
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
-}
-
-// Version is the build's version: the module version and, when the binary
-// was built from a checkout, its commit.
-func Version() string {
-	v := "outpost (devel)"
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	if info.Main.Version != "" {
-		v = "outpost " + info.Main.Version
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			v += " (commit " + s.Value + ")"
-		}
-	}
-	return v + ", " + info.GoVersion
 }
 
 func findCommand(name string) *command {
@@ -181,20 +184,51 @@ func hasFlags(fs *flag.FlagSet) bool {
 }
 
 // parse parses flags: flag.ErrHelp after --help (the command stops there),
-// ErrUsage for a bad flag.
+// a one-line ErrUsage for a bad flag.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", ErrUsage, err)
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
 	}
-	return nil
+	command := strings.TrimPrefix(fs.Name(), "outpost ")
+	where := fmt.Sprintf(" (outpost %s --help)", command)
+	// The flag package has no error type for an unknown flag; this text is
+	// the one it has always used.
+	name, unknown := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !unknown {
+		return &usageLine{err.Error() + where}
+	}
+	msg := fmt.Sprintf("unknown flag --%s for %q", name, command)
+	var known []string
+	fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+	if s := suggestion(name, known); s != "" {
+		msg += "; did you mean --" + s + "?"
+	}
+	return &usageLine{msg + where}
 }
 
 // withConfig parses the --config flag, reads the file over base (no file
-// means base alone), builds the logger, and runs fn.
+// means base alone), builds the logger, and runs fn. It is `outpost dev`'s:
+// the other commands use withConfigOrDevStack.
 func withConfig(fs *flag.FlagSet, args []string, base config.Config, flagDoc string, fn func(config.Config, *zap.Logger) error) error {
+	return withLoadedConfig(fs, args, flagDoc, func(path string) (config.Config, string, error) {
+		if path == "" {
+			return base, "", nil
+		}
+		cfg, err := config.Load(path, base)
+		return cfg, path, err
+	}, fn)
+}
+
+// withConfigOrDevStack is withConfig over the production defaults, reading
+// the dev stack's config when run beside it without --config (loadConfig).
+func withConfigOrDevStack(fs *flag.FlagSet, args []string, flagDoc string, fn func(config.Config, *zap.Logger) error) error {
+	return withLoadedConfig(fs, args, flagDoc, loadConfig, fn)
+}
+
+// withLoadedConfig parses the --config flag, reads the config with load,
+// builds the logger, and runs fn.
+func withLoadedConfig(fs *flag.FlagSet, args []string, flagDoc string, load func(path string) (config.Config, string, error), fn func(config.Config, *zap.Logger) error) error {
 	path := fs.String("config", "", flagDoc)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -204,17 +238,15 @@ func withConfig(fs *flag.FlagSet, args []string, base config.Config, flagDoc str
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q (the config file goes after --config)", ErrUsage, fs.Arg(0))
 	}
-	cfg := base
-	if *path != "" {
-		var err error
-		if cfg, err = config.Load(*path, base); err != nil {
-			return err
-		}
+	cfg, from, err := load(*path)
+	if err != nil {
+		return err
 	}
 	log, err := logging.New(cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush
+	sayDevConfig(log, *path, from)
 	return fn(cfg, log)
 }

@@ -42,12 +42,8 @@ func TestUsage(t *testing.T) {
 	for _, c := range commands {
 		require.Contains(t, out, c.name)
 	}
-	_, stderr, err := run(t, "frobnicate")
-	require.ErrorIs(t, err, ErrUsage)
-	require.Contains(t, stderr, "Commands:")
-
 	for _, c := range commands {
-		_, stderr, err = run(t, append(strings.Fields(c.name), "--help")...)
+		_, stderr, err := run(t, append(strings.Fields(c.name), "--help")...)
 		require.NoError(t, err, c.name)
 		require.Contains(t, stderr, "Usage: outpost "+c.name, c.name)
 		require.Contains(t, stderr, "Example:", c.name)
@@ -57,21 +53,51 @@ func TestUsage(t *testing.T) {
 
 	// A config file given without --config must not run on the defaults.
 	for _, name := range []string{"central", "site", "dev", "kpi"} {
-		_, stderr, err = run(t, name, "/etc/outpost/outpost.yaml")
+		_, stderr, err := run(t, name, "/etc/outpost/outpost.yaml")
 		require.ErrorIs(t, err, ErrUsage, name)
 		require.ErrorContains(t, err, `unexpected argument "/etc/outpost/outpost.yaml" (the config file goes after --config)`, name)
 		require.Equal(t, "Run 'outpost "+name+" --help' for its flags and an example.\n", stderr, name)
 	}
 }
 
-// A mistyped flag gets the flag package's one line and a hint, not the
-// whole help; --version names the build.
-func TestWrongFlagIsOneLineAndAHint(t *testing.T) {
+// A mistyped flag or command is one line naming the nearest known one and
+// where to look; nothing else reaches stderr (main prints the line).
+func TestMistypedFlagOrCommandIsOneLineWithASuggestion(t *testing.T) {
 	t.Parallel()
-	_, stderr, err := run(t, "kpi", "--windw", "1h")
-	require.ErrorIs(t, err, ErrUsage)
-	require.Equal(t, "flag provided but not defined: -windw\nRun 'outpost kpi --help' for its flags and an example.\n", stderr)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"parked", "list", "--confg", "x.yaml"}, `unknown flag --confg for "parked list"; did you mean --config? (outpost parked list --help)`},
+		{[]string{"kpi", "--windw", "1h"}, `unknown flag --windw for "kpi"; did you mean --window? (outpost kpi --help)`},
+		{[]string{"kpi", "--frobnicate"}, `unknown flag --frobnicate for "kpi" (outpost kpi --help)`},
+		{[]string{"parkd", "list"}, `unknown command "parkd"; did you mean "parked"? (outpost --help lists all)`},
+		{[]string{"stat"}, `unknown command "stat"; did you mean "status"? (outpost --help lists all)`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate" (outpost --help lists all)`},
+	}
+	for _, c := range cases {
+		stdout, stderr, err := run(t, c.args...)
+		require.ErrorIs(t, err, ErrUsage, c.args)
+		require.Equal(t, c.want, err.Error(), c.args)
+		require.Empty(t, stderr, c.args)
+		require.Empty(t, stdout, c.args)
+	}
+}
 
+func TestSuggestion(t *testing.T) {
+	t.Parallel()
+	known := []string{"config", "format", "since", "site", "yes"}
+	for typed, want := range map[string]string{
+		"confg": "config", "cnofig": "config", "conf": "config", "sit": "site",
+		"format": "format", "sine": "since", "ys": "yes", "x": "", "zzzzzz": "",
+	} {
+		require.Equal(t, want, suggestion(typed, known), typed)
+	}
+}
+
+// --version names the build.
+func TestVersionFlag(t *testing.T) {
+	t.Parallel()
 	out, _, err := run(t, "--version")
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(out, "outpost "), out)

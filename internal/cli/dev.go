@@ -48,6 +48,11 @@ Temporal server at temporal.address; with dev.smtp_sink: false it mails the
 SMTP server in central.smtp. The first run builds the pinned Temporal CLI
 (about three minutes).
 
+It writes the config it runs with, every default resolved, to
+<dev.data_dir>/outpost.yaml; the other commands run in the same folder
+without --config read it, so they reach this stack wherever its config moved
+it. "outpost config check --dev FILE" checks FILE as this command reads it.
+
 Example:
   go run ./cmd/outpost dev`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
@@ -66,11 +71,15 @@ func runDev(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) er
 		return err
 	}
 	cfg = dev.cfg
+	if _, err := writeDevConfig(cfg); err != nil {
+		return err
+	}
 	if cfg.Dev.StartTemporal {
 		fmt.Fprintln(env.Stdout, "Starting the Temporal dev server (the first run builds the pinned CLI: about three minutes)...")
 		srv, err := devserver.Start(ctx, devserver.Options{
 			Address: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace,
 			DBFile: filepath.Join(cfg.Dev.DataDir, "temporal.db"), UIPort: cfg.Dev.TemporalUIPort,
+			HTTPPort: dev.temporalPorts.HTTP, MetricsPort: dev.temporalPorts.Metrics,
 			UICodecEndpoint: dev.uiCodecEndpoint, Logger: logging.NewTemporal(log.Named("devserver")),
 		})
 		if err != nil {
@@ -120,6 +129,8 @@ type devStack struct {
 	// uiCodecEndpoint is central's codec server, which the dev Web UI
 	// decodes payloads through.
 	uiCodecEndpoint string
+	// temporalPorts are the dev server's ports (when it starts one).
+	temporalPorts devserver.Ports
 }
 
 // devSettings makes the dev stack encrypt as production does: a config
@@ -134,10 +145,16 @@ func devSettings(cfg config.Config) (devStack, error) {
 		}
 		cfg.Temporal.EncryptionKeys = []config.EncryptionKey{key}
 	}
+	var ports devserver.Ports
 	if cfg.Dev.StartTemporal {
+		var err error
+		if ports, err = devTemporalPorts(cfg); err != nil {
+			return devStack{}, err
+		}
+		cfg.Dev.TemporalUIPort = ports.UI
 		cfg.Central.TemporalUIURL = devUIURL(cfg)
 	}
-	return devStack{cfg: cfg, uiCodecEndpoint: "http://" + cfg.Central.Listen + "/codec"}, nil
+	return devStack{cfg: cfg, uiCodecEndpoint: "http://" + cfg.Central.Listen + "/codec", temporalPorts: ports}, nil
 }
 
 // devUIURL is the address of the dev server's Web UI.
@@ -169,17 +186,6 @@ func devKey(dir string) (config.EncryptionKey, error) {
 		return key, fmt.Errorf("dev stack: write the payload key %s: %w", key.File, err)
 	}
 	return key, nil
-}
-
-// withDevKey gives cfg the dev stack's payload key when dataDir holds one:
-// an operator command run without --config beside `outpost dev` reads
-// the payloads the stack encrypted.
-func withDevKey(cfg config.Config, dataDir string) config.Config {
-	path := filepath.Join(dataDir, devKeyFile)
-	if _, err := os.Stat(path); err == nil {
-		cfg.Temporal.EncryptionKeys = []config.EncryptionKey{{ID: devKeyID, File: path}}
-	}
-	return cfg
 }
 
 // startSink runs the SMTP sink at central.smtp's address and its page at dev.sink_http.
@@ -267,6 +273,7 @@ func printStack(env Env, cfg config.Config, sinkURL string) {
 	fmt.Fprintf(w, "  Temporal gRPC     %s (namespace %s)\n", cfg.Temporal.Address, cfg.Temporal.Namespace)
 	if cfg.Dev.StartTemporal {
 		fmt.Fprintf(w, "  Temporal Web UI   %s (payloads decoded through http://%s/codec)\n", devUIURL(cfg), cfg.Central.Listen)
+		fmt.Fprintf(w, "  Temporal ports    %s\n", temporalPortsLine(cfg))
 	}
 	fmt.Fprintf(w, "  Outbox page       http://%s (and /metrics, /healthz, /readyz)\n", cfg.Central.Listen)
 	fmt.Fprintf(w, "  Site API          http://%s (site %s; /metrics, /healthz, /readyz)\n", cfg.Site.Listen, cfg.Site.ID)

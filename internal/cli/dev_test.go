@@ -7,12 +7,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
@@ -22,7 +26,7 @@ import (
 func TestDevStackDeliversAndStops(t *testing.T) {
 	testutil.SkipIfShort(t)
 	dir := t.TempDir()
-	sitePort, sinkPort, demoPort := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
+	sitePort, sinkPort, demoPort, temporalPort := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	demoDB := filepath.Join(dir, "demo", "historian.db") // folders outpost dev must create
 	cfgFile := filepath.Join(dir, "dev.yaml")
 	require.NoError(t, os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
@@ -40,7 +44,7 @@ central:
   smtp: {port: %d}
 dev: {data_dir: %q, temporal_ui_port: %d, sink_http: "127.0.0.1:%d", demo_system: "127.0.0.1:%d", demo_database: %q}
 log: {level: warn}
-`, testutil.FreePort(t), sitePort, filepath.Join(dir, "site", "site.db"), demoPort, demoDB, testutil.FreePort(t), filepath.Join(dir, "central", "central.db"),
+`, temporalPort, sitePort, filepath.Join(dir, "site", "site.db"), demoPort, demoDB, testutil.FreePort(t), filepath.Join(dir, "central", "central.db"),
 		testutil.FreePort(t), filepath.Join(dir, "data"), testutil.FreePort(t), sinkPort, demoPort, demoDB)), 0o644))
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -51,6 +55,20 @@ log: {level: warn}
 
 	waitUp(t, stdout, done)
 	require.Contains(t, stdout.String(), "Temporal Web UI")
+	// The banner names every port the dev server listens on.
+	listening, err := devserver.ListeningPorts(temporalPort)
+	require.NoError(t, err)
+	banner := regexp.MustCompile(`Temporal ports +(.*)`).FindStringSubmatch(stdout.String())
+	require.NotNil(t, banner, stdout.String())
+	for _, p := range listening {
+		require.Contains(t, banner[1], strconv.Itoa(p))
+	}
+	require.Contains(t, banner[1], fmt.Sprintf("%d HTTP API, %d metrics", temporalPort+1, temporalPort+2))
+	// The config the stack runs with, for the other commands beside it.
+	written, err := config.Load(filepath.Join(dir, "data", "outpost.yaml"), config.Default())
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("127.0.0.1:%d", temporalPort), written.Temporal.Address)
+	require.Equal(t, filepath.Join(dir, "central", "central.db"), written.Central.Store.Path)
 
 	siteURL := fmt.Sprintf("http://127.0.0.1:%d/v1/notifications", sitePort)
 	var resp *http.Response
@@ -93,7 +111,7 @@ log: {level: warn}
 	case <-time.After(30 * time.Second):
 		t.Fatal("outpost dev did not stop within 30s of Ctrl-C")
 	}
-	_, err := os.Stat(filepath.Join(dir, "data", "temporal.db"))
+	_, err = os.Stat(filepath.Join(dir, "data", "temporal.db"))
 	require.NoError(t, err, "the dev server persists under dev.data_dir")
 }
 

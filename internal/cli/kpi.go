@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,7 +47,7 @@ Example:
 		asJSON := fs.Bool("json", false, "print JSON instead of a table")
 		window := fs.Duration("window", time.Hour, "count deliveries within this `DURATION` before now")
 		sinceFlag := fs.String("since", "", "also count deliveries since this `TIME` (UTC: 2026-01-31T14:05), the previous sample's")
-		return withConfig(fs, args, config.Default(), "config `FILE` naming the central store (omitted: the dev stack's, when run beside it)", func(cfg config.Config, _ *zap.Logger) error {
+		return withConfigOrDevStack(fs, args, "config `FILE` naming the central store (omitted: "+devConfigDoc+")", func(cfg config.Config, _ *zap.Logger) error {
 			if *window <= 0 {
 				return fmt.Errorf("%w: --window must be positive, got %s", ErrUsage, *window)
 			}
@@ -54,7 +55,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			central, err := centralToRead(env, cfg, fs.Lookup("config").Value.String() != "")
+			central, err := centralToRead(cfg, fs.Lookup("config").Value.String() != "")
 			if err != nil {
 				return err
 			}
@@ -64,24 +65,18 @@ Example:
 	},
 }
 
-// centralToRead is the central config whose store the command reads. With
-// no --config it is the dev stack's (run from the checkout beside
-// `outpost dev`), as the other operator commands reach the dev stack's
-// Temporal by default. A SQLite store that does not exist is an error: a
-// reader must never create an empty store and report zeros from it.
-func centralToRead(env Env, cfg config.Config, configGiven bool) (config.Central, error) {
+// centralToRead is the central config whose store the command reads: the
+// one loadConfig found (the dev stack's beside it, without --config). A
+// SQLite store that does not exist is an error: a reader must never create
+// an empty store and report zeros from it.
+func centralToRead(cfg config.Config, configGiven bool) (config.Central, error) {
 	central := cfg.Central
-	if !configGiven {
-		dev := config.DevDefault().Central
-		if !exists(central.Store.Path) && exists(dev.Store.Path) {
-			fmt.Fprintf(env.Stderr, "Reading the dev stack's central store %s (no --config).\n", dev.Store.Path)
-			central = dev
-		}
-	}
 	if central.Store.Driver == config.DriverSQLite && !exists(central.Store.Path) {
-		hint := "check central.store.path in the file given with --config"
+		hint := "check central.store.path in the file given with --config (it is read over the production defaults; " +
+			"a file written for `outpost dev --config` is not: give the config the dev stack runs with, <dev.data_dir>/" + devConfigFile + ")"
 		if !configGiven {
-			hint = "pass --config with the central worker's file, or run beside `outpost dev` (" + config.DevDefault().Central.Store.Path + ")"
+			hint = "pass --config with the central worker's file, or run beside `outpost dev` (which writes " +
+				filepath.Join(config.DevDefault().Dev.DataDir, devConfigFile) + ")"
 		}
 		return config.Central{}, fmt.Errorf("no central store at %s: %s", central.Store.Path, hint)
 	}
@@ -90,8 +85,8 @@ func centralToRead(env Env, cfg config.Config, configGiven bool) (config.Central
 
 // openCentralToRead opens the central store centralToRead names, for a
 // command whose flags fs hold --config.
-func openCentralToRead(ctx context.Context, env Env, cfg config.Config, fs *flag.FlagSet) (*centralstore.Store, config.Central, error) {
-	central, err := centralToRead(env, cfg, fs.Lookup("config").Value.String() != "")
+func openCentralToRead(ctx context.Context, cfg config.Config, fs *flag.FlagSet) (*centralstore.Store, config.Central, error) {
+	central, err := centralToRead(cfg, fs.Lookup("config").Value.String() != "")
 	if err != nil {
 		return nil, central, err
 	}

@@ -214,7 +214,7 @@ func withDefinitions(ctx context.Context, env Env, fs *flag.FlagSet, args []stri
 	if err := checkArgCount(fs.Name(), op.args, n); err != nil {
 		return err
 	}
-	store, _, err := openCentralToRead(ctx, env, op.cfg, fs)
+	store, _, err := openCentralToRead(ctx, op.cfg, fs)
 	if err != nil {
 		return err
 	}

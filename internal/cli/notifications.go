@@ -68,7 +68,7 @@ Example:
 			}
 			f.After = &c
 		}
-		store, central, err := openCentralToRead(ctx, env, op.cfg, fs)
+		store, central, err := openCentralToRead(ctx, op.cfg, fs)
 		if err != nil {
 			return err
 		}
@@ -116,7 +116,7 @@ Example:
 		if !contract.IsOperationID(id) {
 			return fmt.Errorf("%w: %q is not a notification id (a lower-case UUID, with or without notification/)", ErrUsage, op.args[0])
 		}
-		store, _, err := openCentralToRead(ctx, env, op.cfg, fs)
+		store, _, err := openCentralToRead(ctx, op.cfg, fs)
 		if err != nil {
 			return err
 		}

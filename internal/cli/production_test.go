@@ -99,14 +99,3 @@ func TestDevRunsWithAGeneratedKeyAndTheCodecServer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cfg.Temporal.EncryptionKeys, dev.cfg.Temporal.EncryptionKeys)
 }
-
-// An operator command without --config beside `outpost dev` takes the dev
-// stack's key when there is one, and no key when there is none.
-func TestOperatorCommandsTakeTheDevKeyBesideTheDevStack(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	require.Empty(t, withDevKey(config.Default(), dir).Temporal.EncryptionKeys)
-	key, err := devKey(dir)
-	require.NoError(t, err)
-	require.Equal(t, []config.EncryptionKey{key}, withDevKey(config.Default(), dir).Temporal.EncryptionKeys)
-}

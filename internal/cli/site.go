@@ -9,6 +9,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
+	"github.com/outpost-dev/outpost/internal/tracing"
 )
 
 var siteCommand = command{
@@ -45,6 +46,9 @@ site host may write through the API, and the daemon logs a warning at
 start. site.tls_cert_file and
 site.tls_key_file serve it over HTTPS. temporal.encryption_keys encrypts
 every payload it hands to central (the same keys as central's).
+telemetry.otlp_endpoint sends a span of each API call (continuing the
+caller's traceparent header) and of each hand-off to an OpenTelemetry
+collector, in the trace that central's workflow and delivery attempts join.
 
 Example:
   outpost site --config /etc/outpost/outpost.yaml
@@ -54,7 +58,7 @@ Example:
     -d '{"system":"erp","method":"getOrder","params":{"id":"42"}}'
   curl -s localhost:8480/v1/operations/<id>`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
-		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, log *zap.Logger) error {
+		return withConfigOrDevStack(fs, args, "config `FILE` (omitted: "+devConfigDoc+")", func(cfg config.Config, log *zap.Logger) error {
 			warnProductionRisks(log, cfg, "site.api_tokens", "temporal.encryption_keys")
 			return runSite(ctx, cfg, log)
 		})
@@ -62,12 +66,17 @@ Example:
 }
 
 func runSite(ctx context.Context, cfg config.Config, log *zap.Logger) error {
-	tc, err := fromconfig.LazyTemporal(cfg.Temporal, log)
+	traces, err := tracing.Start(ctx, fromconfig.Tracing(cfg.Telemetry), tracing.ServiceSite)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(traces, log)
+	tc, err := fromconfig.LazyTemporal(cfg.Temporal, log, traces)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg.Site), tc, log.Named("site"))
+	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg.Site), tc, traces.TracerProvider(), log.Named("site"))
 	if err != nil {
 		return err
 	}

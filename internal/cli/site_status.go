@@ -43,7 +43,7 @@ Example:
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		asJSON := fs.Bool("json", false, "print the pair's state as one JSON object")
 		url := fs.String("url", "", "the site API to ask (default: from site.listen)")
-		return withConfig(fs, args, config.Default(), "config `FILE` (defaults apply when omitted)", func(cfg config.Config, _ *zap.Logger) error {
+		return withConfigOrDevStack(fs, args, "config `FILE` (omitted: "+devConfigDoc+")", func(cfg config.Config, _ *zap.Logger) error {
 			base := *url
 			if base == "" {
 				base = siteAPIURL(cfg.Site)

@@ -72,7 +72,7 @@ Example:
 
 // dialOperator connects an operator command to Temporal. Tests replace it.
 var dialOperator = func(cfg config.Temporal, log *zap.Logger) (operator.Temporal, func(), error) {
-	c, err := fromconfig.DialTemporal(cfg, log, nil)
+	c, err := fromconfig.DialTemporal(cfg, log, nil, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (check temporal.address and temporal.namespace in --config)", err)
 	}
@@ -88,25 +88,22 @@ type operatorRun struct {
 }
 
 // loadOperator registers --config, parses flags placed anywhere among the
-// arguments, reads the config over the defaults and builds the logger.
+// arguments, reads the config (loadConfig) and builds the logger.
 func loadOperator(fs *flag.FlagSet, args []string) (*operatorRun, error) {
-	path := fs.String("config", "", "config `FILE`: temporal.* and central.temporal_ui_url are used (omitted: the defaults, and the dev stack's payload key when run beside it)")
+	path := fs.String("config", "", "config `FILE`: temporal.* and central.temporal_ui_url are used (omitted: "+devConfigDoc+")")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	cfg := config.Default()
-	if *path != "" {
-		if cfg, err = config.Load(*path, cfg); err != nil {
-			return nil, err
-		}
-	} else {
-		cfg = withDevKey(cfg, config.DevDefault().Dev.DataDir)
+	cfg, from, err := loadConfig(*path)
+	if err != nil {
+		return nil, err
 	}
 	log, err := logging.New(cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return nil, err
 	}
+	sayDevConfig(log, *path, from)
 	return &operatorRun{cfg: cfg, log: log, args: rest}, nil
 }
 

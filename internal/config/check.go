@@ -60,21 +60,16 @@ func parse(data []byte, cfg Config) (Config, error) {
 	c := &checker{lines: map[string]int{}, pathAtLine: map[int]string{}}
 	c.walk(root.Content[0], reflect.TypeOf(cfg), "")
 	if root.Content[0].Kind != yaml.MappingNode {
-		return Config{}, Problems{{Line: root.Content[0].Line, Message: "the file must be a mapping of sections (temporal, site, central, dev, log)"}}
+		return Config{}, Problems{{Line: root.Content[0].Line, Message: "the file must be a mapping of sections (temporal, site, central, dev, log, telemetry)"}}
 	}
-	// The file's lists and definitions replace the base's, not merge with them.
-	if _, ok := c.lines["central.lists"]; ok {
-		cfg.Central.Lists = nil
-	}
-	if _, ok := c.lines["site.external_systems"]; ok {
-		cfg.Site.ExternalSystems = nil
-	}
-	if _, ok := c.lines["site.databases"]; ok {
-		cfg.Site.Databases = nil
+	base := cfg
+	if err := overBase(root.Content[0], reflect.ValueOf(&cfg).Elem()); err != nil {
+		return Config{}, err
 	}
 	if err := root.Content[0].Decode(&cfg); err != nil {
 		c.typeErrors(err)
 	}
+	c.followDemo(base, &cfg)
 	c.validate(cfg) // fields with type errors kept their defaults: no double report
 	if len(c.problems) > 0 {
 		sort.SliceStable(c.problems, func(i, j int) bool { return c.problems[i].Line < c.problems[j].Line })
@@ -166,10 +161,27 @@ func syntaxProblem(data []byte, err error) Problem {
 	}
 	line, _ := strconv.Atoi(m[1])
 	lines := strings.Split(string(data), "\n")
+	if strings.Contains(m[2], "tab character") {
+		line = tabIndentedLine(lines, line)
+	}
 	if line >= 1 && line <= len(lines) && strings.Contains(lines[line-1], "\t") {
 		return Problem{Line: line, Message: "a tab character: YAML indents with spaces only (replace the tab with spaces)"}
 	}
 	return Problem{Line: line, Message: "not valid YAML: " + m[2]}
+}
+
+// tabIndentedLine is the first line from line on whose indentation holds a
+// tab (line itself if none does). YAML reports a tab that "violates
+// indentation" at the line of its error's context, the value it was reading
+// when it met the tab, which starts on a line before the tab's.
+func tabIndentedLine(lines []string, line int) int {
+	for i := max(line, 1); i <= len(lines); i++ {
+		text := lines[i-1]
+		if indent := text[:len(text)-len(strings.TrimLeft(text, " \t"))]; strings.Contains(indent, "\t") {
+			return i
+		}
+	}
+	return line
 }
 
 // plainTypeError rewrites YAML's "cannot unmarshal !!seq into string" as
@@ -304,13 +316,29 @@ func (c *checker) validate(cfg Config) {
 	}
 
 	c.nonEmpty("dev.data_dir", cfg.Dev.DataDir)
-	c.port("dev.temporal_ui_port", cfg.Dev.TemporalUIPort)
+	if cfg.Dev.TemporalUIPort != 0 {
+		c.port("dev.temporal_ui_port", cfg.Dev.TemporalUIPort)
+	}
 	c.hostPort("dev.sink_http", cfg.Dev.SinkHTTP)
 	if cfg.Dev.DemoSystem != "" {
 		c.hostPort("dev.demo_system", cfg.Dev.DemoSystem)
 	}
 	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "console", "json")
+	c.otlpEndpoint("telemetry.otlp_endpoint", cfg.Telemetry.OTLPEndpoint)
+}
+
+// otlpEndpoint checks a collector's address: empty (tracing off) or an
+// http(s) URL of a host and port, which is all an OTLP/gRPC exporter dials.
+func (c *checker) otlpEndpoint(path, endpoint string) {
+	if endpoint == "" {
+		return
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Port() == "" ||
+		strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
+		c.add(path, "%q must be a collector's OTLP/gRPC address, http://host:port (https:// for TLS), like http://otel-collector:4317", endpoint)
+	}
 }
 
 // temporalTLS checks that the mutual-TLS files exist and parse.

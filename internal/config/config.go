@@ -24,6 +24,18 @@ type Config struct {
 	Central  Central  `yaml:"central"`
 	Dev      Dev      `yaml:"dev"`
 	Log      Log      `yaml:"log"`
+	// Telemetry exports traces to the operators' OpenTelemetry collector.
+	Telemetry Telemetry `yaml:"telemetry"`
+}
+
+// Telemetry configures tracing of central and site processes.
+type Telemetry struct {
+	// OTLPEndpoint is an OpenTelemetry collector's OTLP/gRPC receiver,
+	// http://host:port (plain) or https://host:port (TLS), where every
+	// process sends its spans: one trace from a site API call through the
+	// hand-off and the workflow to each delivery attempt. Default empty:
+	// no tracing, at no cost.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
 }
 
 // Temporal is how every process reaches the Temporal cluster.
@@ -519,7 +531,9 @@ type Dev struct {
 	// StartTemporal starts the pinned Temporal dev server at temporal.address;
 	// false uses an existing server there. Default true.
 	StartTemporal bool `yaml:"start_temporal"`
-	// TemporalUIPort is the dev server's Web UI port. Default 8233.
+	// TemporalUIPort is the dev server's Web UI port; 0: temporal.address's
+	// port + 1000, so stacks on different addresses do not collide (its
+	// HTTP API and metrics take the port + 1 and + 2). Default 0 (8233).
 	TemporalUIPort int `yaml:"temporal_ui_port"`
 	// SMTPSink starts an in-process SMTP server at central.smtp.host:port that
 	// keeps what it receives; false delivers to the configured server. Default true.
@@ -569,7 +583,7 @@ func Default() Config {
 			},
 		},
 		Dev: Dev{
-			DataDir: ".outpost-dev", StartTemporal: true, TemporalUIPort: 8233, SMTPSink: true, SinkHTTP: "127.0.0.1:8025",
+			DataDir: ".outpost-dev", StartTemporal: true, SMTPSink: true, SinkHTTP: "127.0.0.1:8025",
 			DemoSystem: "127.0.0.1:8090", DemoDatabase: ".outpost-dev/historian.db",
 		},
 		Log: Log{Level: "info", Format: "console"},
@@ -594,17 +608,26 @@ func DevDefault() Config {
 	cfg.Site.TelemetryDelay = time.Second
 	cfg.Site.ReconcileInterval = time.Minute
 	demo := DefaultExternalSystem()
-	demo.BaseURL, demo.Timeout, demo.MaxRetries, demo.RetryInterval = "http://"+cfg.Dev.DemoSystem+"/api", 5*time.Second, 3, 10*time.Second
+	demo.BaseURL, demo.Timeout, demo.MaxRetries, demo.RetryInterval = demoBaseURL(cfg.Dev.DemoSystem), 5*time.Second, 3, 10*time.Second
 	demo.Methods = map[string]Method{
 		"createOrder": {Verb: "POST", Path: "/orders"},
 		"getOrder":    {Verb: "GET", Path: "/orders/{id}"},
 	}
-	cfg.Site.ExternalSystems = map[string]ExternalSystem{"demo": demo}
+	cfg.Site.ExternalSystems = map[string]ExternalSystem{demoSystem: demo}
 	historian := DefaultDatabase()
 	historian.DSN, historian.Timeout, historian.MaxRetries, historian.RetryInterval = cfg.Dev.DemoDatabase, 5*time.Second, 3, 10*time.Second
-	cfg.Site.Databases = map[string]Database{"historian": historian}
+	cfg.Site.Databases = map[string]Database{demoDatabase: historian}
 	return cfg
 }
+
+// The names of the dev defaults' demo system and demo database entries.
+const (
+	demoSystem   = "demo"
+	demoDatabase = "historian"
+)
+
+// demoBaseURL is the demo system's base_url when it listens at addr.
+func demoBaseURL(addr string) string { return "http://" + addr + "/api" }
 
 // Load reads and checks the file at path over base (Default or DevDefault).
 func Load(path string, base Config) (Config, error) {

@@ -219,6 +219,10 @@ func TestProblemsInPlainWords(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ yaml, want string }{
 		{"site:\n\tid: x\n", "line 2: a tab character: YAML indents with spaces only (replace the tab with spaces)"},
+		// YAML places these at the value the tab follows (line 4), not the tab.
+		{"site:\n  id: plant-1\n  listen: 127.0.0.1:8480\n  store: x.db\n\tforward_interval: 5s\n", "line 5: a tab character: YAML indents with spaces only (replace the tab with spaces)"},
+		{"site:\n  id: plant-1\n  listen: 127.0.0.1:8480\n  store: x.db\n  \tforward_interval: 5s\n", "line 5: a tab character: YAML indents with spaces only (replace the tab with spaces)"},
+		{"central:\n  lists:\n    ops:\n      - a@example.com\n\t    - b@example.com\n", "line 5: a tab character: YAML indents with spaces only (replace the tab with spaces)"},
 		{"site:\n  id: [1, 2]\n", "site.id (line 2): must be text, not a list"},
 		{"site: hello\n", `site (line 1): must be a section of fields (name: value lines indented under it), not the text "hello"`},
 		{"site:\n  databases:\n    h: 5\n", "site.databases.h (line 3): must be a section of fields (name: value lines indented under it), not the number 5"},
@@ -239,6 +243,22 @@ func TestMaxBodyBytesIsBounded(t *testing.T) {
 	require.ErrorContains(t, err, "site.max_body_bytes (line 2): 10485760 is over 262144 (256 KiB)")
 	_, err = Parse(strings.NewReader("site:\n  max_body_bytes: 262144\n"), Default())
 	require.NoError(t, err)
+}
+
+// config check takes a collector's OTLP/gRPC address as an http(s) URL of
+// a host and port, and names the field when it is anything else.
+func TestOTLPEndpointIsChecked(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"", "http://otel-collector:4317", "https://collector.example.com:4317", "http://127.0.0.1:4317/"} {
+		cfg, err := Parse(strings.NewReader("telemetry:\n  otlp_endpoint: \""+ok+"\"\n"), Default())
+		require.NoError(t, err, ok)
+		require.Equal(t, ok, cfg.Telemetry.OTLPEndpoint)
+	}
+	for _, bad := range []string{"otel-collector:4317", "grpc://otel-collector:4317", "http://otel-collector", "http://:4317",
+		"http://otel-collector:4317/v1/traces", "http://user:pw@otel-collector:4317"} {
+		_, err := Parse(strings.NewReader("telemetry:\n  otlp_endpoint: \""+bad+"\"\n"), Default())
+		require.ErrorContains(t, err, "telemetry.otlp_endpoint (line 2): \""+bad+"\" must be a collector's OTLP/gRPC address", bad)
+	}
 }
 
 // config check refuses an API reachable beyond this host without a token.
@@ -336,4 +356,61 @@ func TestPairSettingsAreChecked(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ReplicationSync, cfg.Site.Replication)
 	require.Equal(t, 5*time.Second, cfg.Site.FailoverAfter)
+}
+
+// An entry the file names that the base has too keeps the base's fields the
+// file leaves out, at every depth: overriding the demo system's base_url
+// keeps its methods and retry policy, overriding one method's path keeps
+// its verb, overriding a database's timeout keeps its dsn.
+func TestOverrideMergesFieldByField(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(strings.NewReader(`
+site:
+  external_systems:
+    demo:
+      base_url: http://127.0.0.1:9999/api
+      methods:
+        getOrder: {path: "/v2/orders/{id}"}
+  databases:
+    historian: {timeout: 1s}
+`), DevDefault())
+	require.NoError(t, err)
+	base := DevDefault().Site
+	demo := cfg.Site.ExternalSystems["demo"]
+	require.Equal(t, "http://127.0.0.1:9999/api", demo.BaseURL)
+	require.Equal(t, Method{Verb: "GET", Path: "/v2/orders/{id}"}, demo.Methods["getOrder"], "the method keeps its verb")
+	require.Equal(t, []string{"getOrder"}, sortedKeys(demo.Methods), "the file's methods are the methods there are")
+	require.Equal(t, base.ExternalSystems["demo"].MaxRetries, demo.MaxRetries)
+	require.Equal(t, base.ExternalSystems["demo"].RetryInterval, demo.RetryInterval)
+	historian := cfg.Site.Databases["historian"]
+	require.Equal(t, time.Second, historian.Timeout)
+	require.Equal(t, base.Databases["historian"].DSN, historian.DSN)
+	require.Equal(t, base.Databases["historian"].MaxRetries, historian.MaxRetries)
+
+	cfg, err = Parse(strings.NewReader("site:\n  external_systems:\n    demo: {base_url: \"http://127.0.0.1:9999/api\"}\n"), DevDefault())
+	require.NoError(t, err, "a base_url alone keeps the demo system's methods")
+	require.Equal(t, base.ExternalSystems["demo"].Methods, cfg.Site.ExternalSystems["demo"].Methods)
+}
+
+// The dev defaults' demo system and database are where dev.demo_system and
+// dev.demo_database say: a file that moves them moves the entries with them,
+// unless it names the entry's base_url or dsn itself.
+func TestMovingTheDemoSystemMovesItsEntry(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(strings.NewReader("dev:\n  demo_system: 127.0.0.1:9191\n  demo_database: data/h.db\n"), DevDefault())
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:9191/api", cfg.Site.ExternalSystems["demo"].BaseURL)
+	require.Equal(t, "data/h.db", cfg.Site.Databases["historian"].DSN)
+
+	cfg, err = Parse(strings.NewReader(`
+dev: {demo_system: "127.0.0.1:9191", demo_database: data/h.db}
+site:
+  external_systems:
+    demo: {base_url: "http://demo.example:80/api"}
+  databases:
+    historian: {dsn: other.db}
+`), DevDefault())
+	require.NoError(t, err)
+	require.Equal(t, "http://demo.example:80/api", cfg.Site.ExternalSystems["demo"].BaseURL, "an explicit base_url stays")
+	require.Equal(t, "other.db", cfg.Site.Databases["historian"].DSN, "an explicit dsn stays")
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +75,9 @@ type Options struct {
 	DBFile string
 	// UIPort serves the Web UI; 0 runs headless.
 	UIPort int
+	// HTTPPort and MetricsPort serve the HTTP API and /metrics on Address's
+	// host; 0: a free port the CLI picks at start (see DerivedPorts).
+	HTTPPort, MetricsPort int
 	// UICodecEndpoint is the codec server the Web UI decodes payloads with
 	// (central's /codec); empty: none.
 	UICodecEndpoint string
@@ -90,6 +94,9 @@ type Options struct {
 // Start runs the dev server with Outpost's search attributes registered and
 // returns once it answers.
 func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
+	if err := checkFree(opts); err != nil {
+		return nil, err
+	}
 	bin, err := TemporalBinary(ctx)
 	if err != nil {
 		return nil, err
@@ -122,6 +129,12 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 	// notification names four, and the rereads cost the server about a
 	// tenth of its time per notification (measured with outpost bench).
 	devOpts.ExtraArgs = append(devOpts.ExtraArgs, "--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false")
+	if opts.HTTPPort != 0 {
+		devOpts.ExtraArgs = append(devOpts.ExtraArgs, "--http-port", strconv.Itoa(opts.HTTPPort))
+	}
+	if opts.MetricsPort != 0 {
+		devOpts.ExtraArgs = append(devOpts.ExtraArgs, "--metrics-port", strconv.Itoa(opts.MetricsPort))
+	}
 	if opts.UICodecEndpoint != "" {
 		devOpts.ExtraArgs = append(devOpts.ExtraArgs, "--ui-codec-endpoint", opts.UICodecEndpoint)
 	}
@@ -134,4 +147,50 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 		return nil, fmt.Errorf("start temporal dev server at %s: %w", opts.Address, err)
 	}
 	return srv, nil
+}
+
+// Ports are the ports `outpost dev` gives the dev server, derived from its
+// frontend's port P so that stacks on different temporal.address ports do
+// not collide: the HTTP API at P+1, /metrics at P+2 and the Web UI at
+// P+1000 (the CLI's own default). Its history and matching services listen
+// on two more ports the CLI picks at start (it has no flag for them).
+type Ports struct{ Frontend, HTTP, Metrics, UI int }
+
+// DerivedPorts are the Ports of a dev server whose frontend is at address.
+func DerivedPorts(address string) (Ports, error) {
+	_, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return Ports{}, fmt.Errorf("temporal dev server: address %q: %w", address, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p+1000 > 65535 {
+		return Ports{}, fmt.Errorf("temporal dev server: address %q needs a port from 1 to 64535 (its Web UI defaults to port + 1000)", address)
+	}
+	return Ports{Frontend: p, HTTP: p + 1, Metrics: p + 2, UI: p + 1000}, nil
+}
+
+// checkFree refuses to start on a port already in use: the CLI would exit
+// with its complaint in a log nobody reads, and a frontend port another
+// server holds would be mistaken for this one.
+func checkFree(opts Options) error {
+	host, port, err := net.SplitHostPort(opts.Address)
+	if err != nil {
+		return fmt.Errorf("temporal dev server: address %q: %w", opts.Address, err)
+	}
+	frontend, _ := strconv.Atoi(port)
+	for _, p := range []struct {
+		what string
+		port int
+	}{{"frontend (temporal.address)", frontend}, {"HTTP API", opts.HTTPPort}, {"metrics", opts.MetricsPort}, {"Web UI", opts.UIPort}} {
+		if p.port == 0 {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p.port)))
+		if err != nil {
+			return fmt.Errorf("temporal dev server: its %s port %d on %s is in use (another stack?): "+
+				"give each stack its own temporal.address port, its ports +1, +2 and +1000 free too: %w", p.what, p.port, host, err)
+		}
+		ln.Close()
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/siteconfig"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
 )
 
@@ -77,7 +78,7 @@ func TestAirgapRoundTrip(t *testing.T) {
 	require.Equal(t, notifications+calls, first.Imported)
 	require.Zero(t, first.Duplicates)
 
-	waitFor(t, 3*time.Minute, func() bool { return len(s.received()) == notifications },
+	testutil.WaitFor(t, 3*time.Minute, func() bool { return len(s.received()) == notifications },
 		func() string {
 			return fmt.Sprintf("%d of %d notifications delivered", len(s.received()), notifications)
 		})
@@ -173,7 +174,7 @@ func TestAirgapOneKeyOnTwoNodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Imported)
 	require.Equal(t, 1, res.Duplicates, "node-b's copy is the same request")
-	waitFor(t, time.Minute, func() bool { return s.received()[id] == 1 }, func() string { return "the notification is not delivered" })
+	testutil.WaitFor(t, time.Minute, func() bool { return s.received()[id] == 1 }, func() string { return "the notification is not delivered" })
 
 	reused := send("node-a", "valve-3", "Valve 3 open")
 	require.Equal(t, reused, send("node-b", "valve-3", "Valve 3 shut"))

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -194,7 +195,7 @@ func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 	for i := range ids {
 		ids[i] = s.notify("ops", fmt.Sprintf("burst %d", i))
 	}
-	waitFor(t, time.Minute, func() bool { return len(s.received()) >= n/5 },
+	testutil.WaitFor(t, time.Minute, func() bool { return len(s.received()) >= n/5 },
 		func() string { return fmt.Sprintf("%d of %d delivered before the kill", len(s.received()), n) })
 	central.kill()
 	t.Logf("central killed with %d of %d notifications delivered", len(s.received()), n)
@@ -222,7 +223,7 @@ func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 // processes of two calls run side by side.
 func (s *stack) centralProcess() func() *siteProcess {
 	s.t.Helper()
-	bin := buildOutpost(s.t)
+	bin := testutil.BuildOutpost(s.t)
 	listen := freeAddr(s.t)
 	smtp := s.cfg.Central.SMTP
 	f, err := os.CreateTemp(s.dir, "central-*.yaml")

@@ -400,7 +400,7 @@ func (s *stack) operation(id string) (contract.TrackedOperation, int) {
 func (s *stack) waitOperation(id string, want contract.Status, timeout time.Duration) contract.TrackedOperation {
 	s.t.Helper()
 	var row contract.TrackedOperation
-	waitFor(s.t, timeout, func() bool {
+	testutil.WaitFor(s.t, timeout, func() bool {
 		row, _ = s.operation(id)
 		return row.Status == want
 	}, func() string {
@@ -519,7 +519,7 @@ func TestSecondDaemonWithTheSameSiteIDWaits(t *testing.T) {
 // starts it (again, on the same store, after a kill).
 func (s *stack) siteProcess(node string) (*siteProc, func() *siteProcess) {
 	s.t.Helper()
-	bin := buildOutpost(s.t)
+	bin := testutil.BuildOutpost(s.t)
 	listen := freeAddr(s.t)
 	erp := s.cfg.Site.ExternalSystems["erp"]
 	cfgFile := filepath.Join(s.dir, "site-"+node+".yaml")

@@ -42,7 +42,7 @@ const (
 // Central is unreachable throughout, so nothing leaves the buffer. Not
 // parallel: the acknowledged floor assumes the machine's cores are ours.
 func TestSiteKilledMidBurstLosesNoAcknowledgedOperation(t *testing.T) {
-	bin := buildOutpost(t)
+	bin := testutil.BuildOutpost(t)
 	dir := t.TempDir()
 	store := filepath.Join(dir, "site.db")
 	listen := freeAddr(t)
@@ -82,19 +82,6 @@ func TestSiteKilledMidBurstLosesNoAcknowledgedOperation(t *testing.T) {
 	}
 	t.Logf("%d notifications acknowledged over %d kills, none lost", len(acked), crashCycles)
 	require.Greater(t, len(acked), minAcknowledged, "too few acknowledged notifications to prove a burst was under way at the kills")
-}
-
-// buildOutpost builds cmd/outpost from the module root into a temporary directory.
-func buildOutpost(t *testing.T) string {
-	t.Helper()
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	require.NoError(t, err, "find the module root")
-	bin := filepath.Join(t.TempDir(), "outpost")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/outpost")
-	cmd.Dir = strings.TrimSpace(string(root))
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/outpost:\n%s", out)
-	return bin
 }
 
 // siteProcess is an `outpost` daemon (site or central) in a child process,
@@ -137,7 +124,7 @@ func startProcessUntil(t *testing.T, bin, command, cfgFile, baseURL string, http
 			t.Logf("outpost %s (pid %d) output:\n%s", command, p.cmd.Process.Pid, p.out.String())
 		}
 	})
-	waitFor(t, 30*time.Second, func() bool {
+	testutil.WaitFor(t, 30*time.Second, func() bool {
 		select {
 		case <-p.exited:
 			t.Fatalf("outpost %s exited before it was ready: %v\n%s", command, p.cmd.ProcessState, p.out.String())

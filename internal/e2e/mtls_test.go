@@ -52,7 +52,7 @@ func TestTemporalMutualTLS(t *testing.T) {
 
 	wrong := s.cfg.Temporal
 	wrong.TLSCertFile, wrong.TLSKeyFile = other.writePair(t, dir, "wrong", other.issue(t, "mallory", nil, x509.ExtKeyUsageClientAuth))
-	_, err := fromconfig.DialTemporal(wrong, zaptest.NewLogger(t), nil)
+	_, err := fromconfig.DialTemporal(wrong, zaptest.NewLogger(t), nil, nil)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "connect to temporal at "+proxy.addr)
 	require.Contains(t, err.Error(), "TLS with client certificate "+wrong.TLSCertFile)
@@ -61,7 +61,7 @@ func TestTemporalMutualTLS(t *testing.T) {
 
 	noCert := s.cfg.Temporal
 	noCert.TLSCertFile, noCert.TLSKeyFile = "", ""
-	_, err = fromconfig.DialTemporal(noCert, zaptest.NewLogger(t), nil)
+	_, err = fromconfig.DialTemporal(noCert, zaptest.NewLogger(t), nil, nil)
 	require.ErrorContains(t, err, "TLS without a client certificate")
 }
 

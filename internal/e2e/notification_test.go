@@ -29,6 +29,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // Every notification submitted through the site API arrives once and ends
@@ -501,7 +502,7 @@ func TestCentralWorkerKilledMidDeliveryIsRetriedByTheOther(t *testing.T) {
 	b := s.centralProcess()()
 	a.kill()
 	killed := time.Now()
-	waitFor(t, 30*time.Second, func() bool { return s.received()[id] > 0 },
+	testutil.WaitFor(t, 30*time.Second, func() bool { return s.received()[id] > 0 },
 		func() string { return "the notification delivered by the other worker after the kill" })
 	t.Logf("delivered %s after the kill", time.Since(killed).Round(100*time.Millisecond))
 	s.waitNotificationRow(id, contract.StatusDelivered)

@@ -23,6 +23,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/cli"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/operator"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // operatorOp is one operation the operator test made on a site.
@@ -136,7 +137,7 @@ func TestOperatorParkedRetryAndDiscardBySite(t *testing.T) {
 	for _, siteOps := range ops {
 		for _, op := range siteOps {
 			// Audit rows are written in batches beside delivery: wait for them.
-			waitFor(t, 30*time.Second, func() bool { return len(s.operatorEvents(store, op.id)) > 0 },
+			testutil.WaitFor(t, 30*time.Second, func() bool { return len(s.operatorEvents(store, op.id)) > 0 },
 				func() string { return fmt.Sprintf("an operator event for %s %s", op.kind, op.id) })
 		}
 	}
@@ -271,25 +272,13 @@ func (s *stack) operatorConfig() string {
 func (s *stack) waitParkedCount(query string, n int, timeout time.Duration) {
 	s.t.Helper()
 	var got int64 = -1
-	waitFor(s.t, timeout, func() bool {
+	testutil.WaitFor(s.t, timeout, func() bool {
 		resp, err := s.client.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
 			Namespace: s.cfg.Temporal.Namespace, Query: query,
 		})
 		got = resp.GetCount()
 		return err == nil && got == int64(n)
 	}, func() string { return fmt.Sprintf("%d workflows with %s (last count %d)", n, query, got) })
-}
-
-// waitFor polls cond until it holds; what describes the wait when it times out.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool, what func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // signalsReceived counts the signals named name in a workflow's history.
@@ -308,7 +297,7 @@ func (s *stack) signalsReceived(workflowID, name string) int {
 func (s *stack) waitOnSite(op operatorOp, want contract.Status, timeout time.Duration) {
 	s.t.Helper()
 	var got contract.Status
-	waitFor(s.t, timeout, func() bool {
+	testutil.WaitFor(s.t, timeout, func() bool {
 		if op.kind == contract.KindNotification {
 			st, _ := op.site.notification(op.id)
 			got = st.Status
@@ -461,7 +450,7 @@ func TestTerminatedWorkflowsAreSettledByReconciliation(t *testing.T) {
 	require.NotContains(t, out, call.ID)
 
 	// Visibility must show the terminations before reconciliation can find them.
-	waitFor(t, 30*time.Second, func() bool {
+	testutil.WaitFor(t, 30*time.Second, func() bool {
 		resp, err := s.client.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
 			Query: `ExecutionStatus="Terminated" AND OutpostSite="plant-1"`})
 		return err == nil && len(resp.Executions) == 2

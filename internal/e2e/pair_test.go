@@ -71,11 +71,11 @@ func testPairKills(t *testing.T, mode string) {
 		burst.hot.Store(false)
 		killed := time.Now()
 		next := 1 - active
-		waitFor(t, pairFailoverAfter+2*time.Second, func() bool { return nodes[next].role(httpc) == "active" },
+		testutil.WaitFor(t, pairFailoverAfter+2*time.Second, func() bool { return nodes[next].role(httpc) == "active" },
 			func() string { return fmt.Sprintf("kill %d: node %s did not take over", kill, nodes[next].node) })
 		t.Logf("kill %d: %s took over %s after %s was killed", kill, nodes[next].node, time.Since(killed).Round(time.Millisecond), nodes[active].node)
 		procs[active] = nodes[active].start()
-		waitFor(t, 30*time.Second, func() bool { return nodes[active].caughtUp(httpc) },
+		testutil.WaitFor(t, 30*time.Second, func() bool { return nodes[active].caughtUp(httpc) },
 			func() string {
 				return fmt.Sprintf("kill %d: the restarted %s does not follow", kill, nodes[active].node)
 			})
@@ -91,7 +91,7 @@ func testPairKills(t *testing.T, mode string) {
 	standbyAtEpoch6 := regexp.MustCompile(nodes[1-active].node + `\s+standby\s+6\s`)
 	var out []byte
 	var err error
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		out, err = exec.Command(nodes[active].bin, "site", "status", "--url", nodes[active].url).CombinedOutput()
 		return err == nil && standbyAtEpoch6.Match(out)
 	}, func() string {
@@ -111,7 +111,7 @@ func testPairKills(t *testing.T, mode string) {
 // delivered, then checks none was delivered twice.
 func requireDeliveredOnce(t *testing.T, s *stack, mode string, acked []string, since time.Time) {
 	t.Helper()
-	waitFor(t, 6*time.Minute, func() bool {
+	testutil.WaitFor(t, 6*time.Minute, func() bool {
 		got := s.received()
 		for _, id := range acked {
 			if got[id] == 0 {
@@ -150,11 +150,11 @@ func TestPairPartitionHealsToOneActive(t *testing.T) {
 	nodes[0].start()
 	nodes[1].start()
 	require.Equal(t, 0, waitActive(t, httpc, nodes, 10*time.Second))
-	waitFor(t, 30*time.Second, func() bool { return nodes[1].caughtUp(httpc) }, func() string { return "node-b does not follow" })
+	testutil.WaitFor(t, 30*time.Second, func() bool { return nodes[1].caughtUp(httpc) }, func() string { return "node-b does not follow" })
 
 	nodes[0].link.Cut()
 	nodes[1].link.Cut()
-	waitFor(t, pairFailoverAfter+2*time.Second, func() bool { return nodes[1].role(httpc) == "active" },
+	testutil.WaitFor(t, pairFailoverAfter+2*time.Second, func() bool { return nodes[1].role(httpc) == "active" },
 		func() string { return "node-b did not take over in the partition" })
 	require.Equal(t, "active", nodes[0].role(httpc), "node-a, cut off, still takes work")
 	burst := startPairBurst(t, httpc, nodes, "partition", true) // half the clients on each active node
@@ -162,7 +162,7 @@ func TestPairPartitionHealsToOneActive(t *testing.T) {
 	nodes[0].link.Heal()
 	nodes[1].link.Heal()
 	var roles [2]string
-	waitFor(t, 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		roles = [2]string{nodes[0].role(httpc), nodes[1].role(httpc)}
 		return roles == [2]string{"active", "standby"} || roles == [2]string{"standby", "active"}
 	}, func() string { return fmt.Sprintf("after healing the roles are %v, want exactly one active", roles) })
@@ -170,7 +170,7 @@ func TestPairPartitionHealsToOneActive(t *testing.T) {
 	if roles[1] == "standby" {
 		standby = 1
 	}
-	waitFor(t, time.Minute, func() bool { return nodes[standby].caughtUp(httpc) },
+	testutil.WaitFor(t, time.Minute, func() bool { return nodes[standby].caughtUp(httpc) },
 		func() string { return nodes[standby].node + " does not follow after healing" })
 	acked := burst.stop()
 	handedOver := testutil.MetricValue(testutil.ScrapeMetrics(t, nodes[standby].url+"/metrics"), "outpost_site_handed_over_operations_total", nil)
@@ -196,7 +196,7 @@ type pairNode struct {
 // a proxy (pairNode.link).
 func (s *stack) pairProcesses(mode string) [2]*pairNode {
 	s.t.Helper()
-	bin := buildOutpost(s.t)
+	bin := testutil.BuildOutpost(s.t)
 	listens := [2]string{freeAddr(s.t), freeAddr(s.t)}
 	links := [2]*testutil.Proxy{testutil.NewProxy(s.t), testutil.NewProxy(s.t)}
 	var nodes [2]*pairNode
@@ -265,7 +265,7 @@ func (n *pairNode) caughtUp(httpc *http.Client) bool {
 func waitActive(t *testing.T, httpc *http.Client, nodes [2]*pairNode, within time.Duration) int {
 	t.Helper()
 	active := -1
-	waitFor(t, within, func() bool {
+	testutil.WaitFor(t, within, func() bool {
 		for i, n := range nodes {
 			if n.role(httpc) == "active" {
 				active = i

@@ -24,6 +24,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/outbox"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // Every secret Outpost handles is set to a marker: the site API token, the
@@ -98,7 +99,7 @@ central:
 log: {level: debug}
 `, s.cfg.Temporal.Address, clientCert, clientKey, caFile, key.File, filepath.Join(dir, "site.db"), siteAddr,
 		s.demo.URL()+"/api", centralAddr, filepath.Join(dir, "central.db"), s.cfg.Central.SMTP.Port, bcryptHash(t, "ana-pass")), 0o600))
-	bin := buildOutpost(t)
+	bin := testutil.BuildOutpost(t)
 	httpc := &http.Client{Timeout: 5 * time.Second}
 	central := startProcess(t, bin, "central", cfgFile, "http://"+centralAddr, httpc)
 	siteProc := startProcess(t, bin, "site", cfgFile, "http://"+siteAddr, httpc)
@@ -138,13 +139,13 @@ log: {level: debug}
 		return st.Status
 	}
 	// A refused login (535) is permanent: the notification parks.
-	waitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusParked) },
+	testutil.WaitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusParked) },
 		func() string { return "the notification parked after a refused SMTP login" })
 	sink.RequireAuth("outpost", os.Getenv("OUTPOST_SMTP_PASSWORD"))
 	out, err := exec.Command(bin, "parked", "retry", note.ID, "--operator", "ana", "--config", cfgFile).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	record("outpost parked retry", string(out))
-	waitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusDelivered) },
+	testutil.WaitFor(t, time.Minute, func() bool { return statusOf("/v1/notifications/"+note.ID) == string(contract.StatusDelivered) },
 		func() string { return "the notification delivered once the SMTP login works" })
 
 	s.demo.FailNext(1, http.StatusServiceUnavailable)
@@ -152,7 +153,7 @@ log: {level: debug}
 	require.Equal(t, http.StatusAccepted, code, body)
 	var call struct{ ID string }
 	require.NoError(t, json.Unmarshal([]byte(body), &call))
-	waitFor(t, time.Minute, func() bool { return statusOf("/v1/operations/"+call.ID) == string(contract.StatusDelivered) },
+	testutil.WaitFor(t, time.Minute, func() bool { return statusOf("/v1/operations/"+call.ID) == string(contract.StatusDelivered) },
 		func() string { return "the call delivered on its retry" })
 
 	jar := newBrowserJar(t)

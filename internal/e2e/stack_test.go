@@ -33,6 +33,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/logging"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/internal/tracing"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
 	"github.com/outpost-dev/outpost/workflows"
@@ -70,6 +71,10 @@ type stack struct {
 	noCentral bool
 	// noSite leaves the site daemon to the test (a child process).
 	noSite bool
+
+	// traces are the tracer providers of central and of each site, when
+	// telemetry.otlp_endpoint is set.
+	traces []*tracing.Provider
 }
 
 // stackOption changes how newStack starts the stack.
@@ -145,7 +150,7 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 	}
 	s.startTemporal()
 	s.startSMTP()
-	c, err := fromconfig.DialTemporal(cfg.Temporal, s.log, s.metrics.SDK)
+	c, err := fromconfig.DialTemporal(cfg.Temporal, s.log, s.metrics.SDK, s.startTracing(tracing.ServiceCentral))
 	require.NoError(t, err)
 	s.client = c
 	t.Cleanup(c.Close)
@@ -283,14 +288,40 @@ func (s *stack) firstSite() *siteProc {
 func (s *stack) runSite(cfg config.Site) *siteProc {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	tc, err := fromconfig.LazyTemporal(s.cfg.Temporal, s.log)
+	traces := s.startTracing(tracing.ServiceSite)
+	tc, err := fromconfig.LazyTemporal(s.cfg.Temporal, s.log, traces)
 	require.NoError(s.t, err)
-	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), tc, s.log.With(zap.String("site", cfg.ID)))
+	d, err := sitedaemon.StartDaemon(ctx, fromconfig.SiteDaemon(cfg), tc, traces.TracerProvider(), s.log.With(zap.String("site", cfg.ID)))
 	require.NoError(s.t, err)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	s.t.Cleanup(func() { cancel(); require.NoError(s.t, <-done); tc.Close() })
 	return &siteProc{t: s.t, cfg: cfg, url: "http://" + d.Addr(), daemon: d}
+}
+
+// startTracing is a tracer provider of service exporting to
+// telemetry.otlp_endpoint (nil when unset), flushed and stopped when the
+// test ends, after what uses it (cleanups run last-registered first).
+func (s *stack) startTracing(service string) *tracing.Provider {
+	s.t.Helper()
+	traces, err := tracing.Start(context.Background(), fromconfig.Tracing(s.cfg.Telemetry), service)
+	require.NoError(s.t, err)
+	s.mu.Lock()
+	s.traces = append(s.traces, traces)
+	s.mu.Unlock()
+	s.t.Cleanup(func() { require.NoError(s.t, traces.Shutdown(context.Background())) })
+	return traces
+}
+
+// flushTraces sends every span central and the sites have ended, and stops
+// their tracing, as a process does when it stops.
+func (s *stack) flushTraces() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, traces := range s.traces {
+		require.NoError(s.t, traces.Shutdown(context.Background()))
+	}
 }
 
 // call posts a cached call to this site's API.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // The operator's view in the Temporal Web UI, served by the pinned dev
@@ -57,7 +58,7 @@ func waitPageText(t *testing.T, ctx context.Context, timeout time.Duration, want
 	t.Helper()
 	var body string
 	var lastErr error
-	waitFor(t, timeout, func() bool {
+	testutil.WaitFor(t, timeout, func() bool {
 		body, lastErr = chromedp.Run(ctx, chromedp.Evaluate[string]("document.body ? document.body.innerText : ''"))
 		if lastErr != nil {
 			return false

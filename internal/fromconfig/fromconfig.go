@@ -17,6 +17,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/internal/siteconfig"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
+	"github.com/outpost-dev/outpost/internal/tracing"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -35,6 +36,11 @@ func SiteDaemon(s config.Site) sitedaemon.Options {
 			Sync: s.Replication == config.ReplicationSync, FailoverAfter: s.FailoverAfter},
 		ExternalSystems: siteconfig.ExternalSystems(s.ExternalSystems), Databases: siteconfig.Databases(s.Databases),
 	}
+}
+
+// Tracing is a process's tracing options from the file's telemetry section.
+func Tracing(t config.Telemetry) tracing.Options {
+	return tracing.Options{Endpoint: t.OTLPEndpoint}
 }
 
 // Central is the central worker's options from the file's central section

@@ -34,6 +34,14 @@ func TestSiteDaemonCarriesEveryField(t *testing.T) {
 	require.False(t, SiteDaemon(config.Default().Site).Peer.Sync)
 }
 
+// Every field of the telemetry section reaches the tracing options.
+func TestTracingCarriesEveryField(t *testing.T) {
+	t.Parallel()
+	var c config.Telemetry
+	testutil.FillDistinct(&c)
+	testutil.RequireCarried(t, c, Tracing(c))
+}
+
 // Every field of the central section, and temporal's namespace and keys,
 // reaches the central worker's options.
 func TestCentralCarriesEveryField(t *testing.T) {

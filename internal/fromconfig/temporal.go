@@ -12,6 +12,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/logging"
+	"github.com/outpost-dev/outpost/internal/tracing"
 )
 
 // TemporalOptions builds client options: the address and namespace, TLS, an API
@@ -107,13 +108,18 @@ func PayloadCodec(keys []config.EncryptionKey) (*codec.AESGCM, error) {
 }
 
 // DialTemporal connects now and fails if Temporal is unreachable (central worker,
-// operator commands). metrics, when not nil, receives the SDK's metrics.
-func DialTemporal(cfg config.Temporal, logger *zap.Logger, metrics client.MetricsHandler) (client.Client, error) {
+// operator commands). metrics, when not nil, receives the SDK's metrics;
+// traces, when not nil, traces the workflows it starts and the workers
+// created on it.
+func DialTemporal(cfg config.Temporal, logger *zap.Logger, metrics client.MetricsHandler, traces *tracing.Provider) (client.Client, error) {
 	opts, err := TemporalOptions(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
 	opts.MetricsHandler = metrics
+	if opts.Interceptors, err = traces.TemporalInterceptors(); err != nil {
+		return nil, err
+	}
 	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to temporal at %s (namespace %s%s): %w", cfg.Address, cfg.Namespace, describeTLS(cfg), err)
@@ -122,10 +128,14 @@ func DialTemporal(cfg config.Temporal, logger *zap.Logger, metrics client.Metric
 }
 
 // LazyTemporal returns a client that connects on first use, so a site starts and
-// accepts work while central is unreachable.
-func LazyTemporal(cfg config.Temporal, logger *zap.Logger) (client.Client, error) {
+// accepts work while central is unreachable. traces, when not nil, traces
+// the workflows it starts and the workers created on it.
+func LazyTemporal(cfg config.Temporal, logger *zap.Logger, traces *tracing.Provider) (client.Client, error) {
 	opts, err := TemporalOptions(cfg, logger)
 	if err != nil {
+		return nil, err
+	}
+	if opts.Interceptors, err = traces.TemporalInterceptors(); err != nil {
 		return nil, err
 	}
 	c, err := client.NewLazyClient(opts)

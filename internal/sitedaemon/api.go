@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -49,6 +50,10 @@ type APIOptions struct {
 	// RedactFields are call params GET /v1/operations/{id} never shows
 	// beside site.DefaultRedactFields (site.redact_fields).
 	RedactFields []string
+	// Traces, when set, receives a span per request that continues the
+	// caller's traceparent header, and each buffered notification keeps
+	// its span for the hand-off (telemetry.otlp_endpoint).
+	Traces trace.TracerProvider
 }
 
 // NewAPI returns the HTTP handler of the site API. It refuses requests a
@@ -56,11 +61,16 @@ type APIOptions struct {
 func NewAPI(c *site.Client, opts APIOptions, log *zap.Logger) http.Handler {
 	a := &API{client: c, log: log, redact: opts.RedactFields}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/notifications", a.postNotification)
-	mux.HandleFunc("GET /v1/notifications/{id}", a.getNotification)
-	mux.HandleFunc("POST /v1/calls", a.postCall)
-	mux.HandleFunc("POST /v1/writes", a.postWrite)
-	mux.HandleFunc("GET /v1/operations/{id}", a.getOperation)
+	tracer := tracerOf(opts.Traces)
+	for pattern, h := range map[string]http.HandlerFunc{
+		"POST /v1/notifications":     a.postNotification,
+		"GET /v1/notifications/{id}": a.getNotification,
+		"POST /v1/calls":             a.postCall,
+		"POST /v1/writes":            a.postWrite,
+		"GET /v1/operations/{id}":    a.getOperation,
+	} {
+		mux.HandleFunc(pattern, traced(tracer, pattern, h))
+	}
 	return guardAPI(mux, opts.Hosts, opts.Tokens)
 }
 
@@ -92,6 +102,7 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.SubmittedBy = tokenHolder(r)
+	n.TraceParent = traceParentOf(r.Context())
 	id, err := a.client.Send(r.Context(), n)
 	var invalid *site.InvalidError
 	var unavailable *site.UnavailableError
@@ -129,6 +140,7 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.SubmittedBy = tokenHolder(r)
+	req.TraceParent = traceParentOf(r.Context())
 	id, attempt, err := a.client.BeginCall(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
 }
@@ -144,6 +156,7 @@ func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.SubmittedBy = tokenHolder(r)
+	req.TraceParent = traceParentOf(r.Context())
 	id, attempt, err := a.client.BeginWrite(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
 }

@@ -188,7 +188,7 @@ func startDaemonCentralDown(t *testing.T, cfg Options) (*Daemon, context.Context
 	})
 	require.NoError(t, err)
 	t.Cleanup(tc.Close)
-	d, err := StartDaemon(context.Background(), cfg, tc, log)
+	d, err := StartDaemon(context.Background(), cfg, tc, nil, log)
 	require.NoError(t, err)
 	ctx, _ := runDaemon(t, d)
 	return d, ctx

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -57,7 +58,8 @@ type siteRole interface {
 }
 
 // StartDaemon opens the store and binds the API address; Run serves.
-func StartDaemon(ctx context.Context, opts Options, tc client.Client, log *zap.Logger) (*Daemon, error) {
+// traces (nil: none) receives the API's and the hand-offs' spans.
+func StartDaemon(ctx context.Context, opts Options, tc client.Client, traces trace.TracerProvider, log *zap.Logger) (*Daemon, error) {
 	tokens, err := tokenValues(opts)
 	if err != nil {
 		return nil, err
@@ -81,7 +83,7 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, log *zap.L
 	reg := targets.New(opts.ExternalSystems, opts.Databases)
 	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
 		Interval: opts.ForwardInterval, Batch: opts.ForwardBatch, Parallelism: opts.ForwardParallelism,
-		PollInterval: opts.PollInterval, RedactFields: opts.RedactFields, HideSubject: opts.HideSubject,
+		PollInterval: opts.PollInterval, RedactFields: opts.RedactFields, HideSubject: opts.HideSubject, Traces: traces,
 	}, log.Named("forwarder"))
 	c := site.New(store, reg, site.Options{
 		SiteID: opts.ID, Node: opts.Node, Temporal: tc, MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake, Admit: d.role.admit,
@@ -91,7 +93,7 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, log *zap.L
 		c.Close()
 		return nil, fmt.Errorf("site api: listen on %s (site.listen): %w", opts.Listen, err)
 	}
-	api := APIOptions{Hosts: httpserve.HostNames(opts.Listen, opts.APIHosts), Tokens: tokens, RedactFields: opts.RedactFields}
+	api := APIOptions{Hosts: httpserve.HostNames(opts.Listen, opts.APIHosts), Tokens: tokens, RedactFields: opts.RedactFields, Traces: traces}
 	handler := daemonHandler(c, store, tc, fwd, d.role, api, opts.MetricsNeedToken, log)
 	if d.pair != nil {
 		handler = withPairEndpoints(handler, d.pair, api.Tokens, log.Named("pair"))

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -42,6 +45,9 @@ type ForwarderOptions struct {
 	// HideSubject leaves a notification's subject out of its workflow
 	// summary ("Notify ops" instead of "Notify ops: Pump 3 tripped").
 	HideSubject bool
+	// Traces receives a span per hand-off, in the trace of the call that
+	// buffered the row. Nil: no spans.
+	Traces trace.TracerProvider
 }
 
 // Forwarder hands buffered operations to central and deletes each on
@@ -52,6 +58,7 @@ type Forwarder struct {
 	targets  *targets.Registry
 	temporal client.Client
 	opts     ForwarderOptions
+	tracer   trace.Tracer
 	log      *zap.Logger
 	now      func() time.Time
 	wake     chan struct{}
@@ -81,7 +88,7 @@ func NewForwarder(store *sitestore.Store, reg *targets.Registry, tc client.Clien
 		opts.CallTimeout = 5 * time.Second
 	}
 	return &Forwarder{
-		store: store, targets: reg, temporal: tc, opts: opts, log: log, now: time.Now, wake: make(chan struct{}, 1),
+		store: store, targets: reg, temporal: tc, opts: opts, tracer: handOffTracer(opts.Traces), log: log, now: time.Now, wake: make(chan struct{}, 1),
 		handoffs: newHandoffCounter(), starts: newStartCheck(tc, log),
 	}
 }
@@ -477,10 +484,19 @@ func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
 	defer cancel()
+	// The start continues the trace of the call that buffered the row,
+	// however long ago: the client's interceptor carries it on into the
+	// workflow's header.
+	ctx, span := f.tracer.Start(continueTrace(ctx, m.TraceParent), "hand-off "+m.Category, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String(attrOperationID, m.ID)))
+	defer span.End()
 	err := start(ctx)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return nil
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 	}
 	return err
 }

@@ -129,11 +129,11 @@ func TestDaemonBeyondLoopbackNeedsAToken(t *testing.T) {
 	var failWith atomic.Int32
 	cfg := daemonSiteConfig(t, &failWith)
 	cfg.Listen = "0.0.0.0:0"
-	_, err := StartDaemon(t.Context(), cfg, nil, zaptest.NewLogger(t))
+	_, err := StartDaemon(t.Context(), cfg, nil, nil, zaptest.NewLogger(t))
 	require.ErrorContains(t, err, `site.listen "0.0.0.0:0" is reachable beyond this host: name a token in site.api_tokens`)
 
 	cfg.APITokens = map[string]string{"scripts": "OUTPOST_TEST_SITE_TOKEN"}
-	_, err = StartDaemon(t.Context(), cfg, nil, zaptest.NewLogger(t))
+	_, err = StartDaemon(t.Context(), cfg, nil, nil, zaptest.NewLogger(t))
 	require.ErrorContains(t, err, "site.api_tokens.scripts: $OUTPOST_TEST_SITE_TOKEN is not set")
 
 	t.Setenv("OUTPOST_TEST_SITE_TOKEN", "t0ken")

@@ -137,7 +137,7 @@ func (s *twoDaemonSite) start(store string) (*Daemon, *observer.ObservedLogs) {
 	s.t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	log := zap.New(zapcore.NewTee(zaptest.NewLogger(s.t).Core(), core))
-	d, err := StartDaemon(context.Background(), s.options(store), s.srv.Client(), log)
+	d, err := StartDaemon(context.Background(), s.options(store), s.srv.Client(), nil, log)
 	require.NoError(s.t, err)
 	return d, logs
 }

@@ -58,7 +58,7 @@ func newTestPair(t *testing.T, sync bool) *testPair {
 // start starts node i on its store and lets the other node reach it.
 func (p *testPair) start(t *testing.T, i int) {
 	t.Helper()
-	d, err := StartDaemon(context.Background(), p.opts[i], p.site.srv.Client(), zaptest.NewLogger(t).Named(p.opts[i].Node))
+	d, err := StartDaemon(context.Background(), p.opts[i], p.site.srv.Client(), nil, zaptest.NewLogger(t).Named(p.opts[i].Node))
 	require.NoError(t, err)
 	p.nodes[i] = d
 	p.toNode[i].SetTarget(d.Addr())

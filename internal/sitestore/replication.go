@@ -466,11 +466,11 @@ func adoptEntries(tx *writeTx, entries []Entry) (map[string]bool, error) {
 // adoptMessage adds m's buffer row when this store lacks it.
 func adoptMessage(tx *writeTx, m Message, handedOff bool) error {
 	_, err := tx.exec(`INSERT INTO buffer (`+messageColumns+`, handed_off)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload, string(m.Status), m.RetryCount,
 		m.LastError, m.CreatedAt.UnixNano(), nanosPtr(m.LastAttemptAt), m.NextAttemptAt.UnixNano(),
 		m.Provenance.SiteID, m.Provenance.Node, m.Provenance.Instance, m.Provenance.Script, m.HLC.String(),
-		m.PayloadHash, orEmpty(m.PrevLink), m.Link, handedOff)
+		m.PayloadHash, orEmpty(m.PrevLink), m.Link, m.TraceParent, handedOff)
 	if err != nil {
 		return fmt.Errorf("adopt %s %s: %w", m.Category, m.ID, err)
 	}

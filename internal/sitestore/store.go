@@ -41,6 +41,9 @@ type NewMessage struct {
 	// derived from it), identifies the request: the same key and hash
 	// again is the same operation, a different hash is refused.
 	RequestHash []byte
+	// TraceParent is the W3C traceparent of the call that buffered the
+	// operation, which its hand-off continues; empty when not traced.
+	TraceParent string
 }
 
 // Message is a buffered operation (the operation's message, plus the
@@ -259,6 +262,9 @@ var migrations = []string{
 	// which central records as the operator of its Enqueued audit event.
 	`ALTER TABLE tracking ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tracking_changes ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';`,
+	// 12: the trace context (W3C traceparent) of the call that buffered a
+	// row, so its hand-off, after a restart too, continues the caller's trace.
+	`ALTER TABLE buffer ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';`,
 }
 
 // Open opens (creating if needed) the site store at path.
@@ -465,13 +471,13 @@ func saveHeads(tx *writeTx) error {
 }
 
 const insertBufferSQL = `INSERT INTO buffer (message_id, category, tracked_operation_id, target, payload,
-	status, created_at, next_attempt_at, site_id, node, instance, script, hlc, payload_hash, prev_link, link)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	status, created_at, next_attempt_at, site_id, node, instance, script, hlc, payload_hash, prev_link, link, trace_parent)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func insertMessage(tx *writeTx, m Message) error {
 	_, err := tx.execPrepared(tx.stmts.insertBuffer, insertBufferSQL, m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload,
 		m.Status, m.CreatedAt.UnixNano(), m.NextAttemptAt.UnixNano(), m.Provenance.SiteID, m.Provenance.Node,
-		m.Provenance.Instance, m.Provenance.Script, m.HLC.String(), m.PayloadHash, m.PrevLink, m.Link)
+		m.Provenance.Instance, m.Provenance.Script, m.HLC.String(), m.PayloadHash, m.PrevLink, m.Link, m.TraceParent)
 	if err != nil {
 		return fmt.Errorf("insert %s %s: %w", m.Category, m.ID, err)
 	}
@@ -480,7 +486,7 @@ func insertMessage(tx *writeTx, m Message) error {
 
 const messageColumns = `message_id, category, tracked_operation_id, target, payload, status, retry_count,
 	last_error, created_at, last_attempt_at, next_attempt_at, site_id, node, instance, script, hlc,
-	payload_hash, prev_link, link`
+	payload_hash, prev_link, link, trace_parent`
 
 // DueCursor is where a sweep over due messages has got to: the order key
 // of the last message it read.
@@ -588,7 +594,7 @@ func scanMessage(row scanner) (Message, error) {
 	var ts string
 	err := row.Scan(&m.ID, &m.Category, &m.TrackedOperationID, &m.Target, &m.Payload, &m.Status, &m.RetryCount,
 		&m.LastError, &created, &lastAttempt, &next, &m.Provenance.SiteID, &m.Provenance.Node,
-		&m.Provenance.Instance, &m.Provenance.Script, &ts, &m.PayloadHash, &m.PrevLink, &m.Link)
+		&m.Provenance.Instance, &m.Provenance.Script, &ts, &m.PayloadHash, &m.PrevLink, &m.Link, &m.TraceParent)
 	if err != nil {
 		return Message{}, err
 	}

@@ -31,6 +31,8 @@ type NewOperation struct {
 	// RequestHash identifies the request when OperationID was derived from
 	// an idempotency key (see NewMessage.RequestHash).
 	RequestHash []byte
+	// TraceParent: see NewMessage.TraceParent.
+	TraceParent string
 }
 
 // Attempt is the outcome of one delivery attempt of a cached call, or an
@@ -70,7 +72,7 @@ func (s *Store) BeginOperation(ctx context.Context, op NewOperation) (contract.T
 	var row contract.TrackedOperation
 	buffered := []NewMessage{{
 		ID: op.OperationID, Category: op.Kind, TrackedOperationID: op.OperationID, Target: op.Target,
-		Payload: op.Payload, Provenance: op.Provenance, NotBefore: now.Add(op.AttemptGrace),
+		Payload: op.Payload, Provenance: op.Provenance, NotBefore: now.Add(op.AttemptGrace), TraceParent: op.TraceParent,
 	}}
 	hashes := payloadHashes(buffered)
 	err := s.inTx(ctx, "begin operation "+op.OperationID, func(tx *writeTx) error {

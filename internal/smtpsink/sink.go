@@ -34,6 +34,8 @@ type Message struct {
 	NotificationID string    `json:"notificationId"`
 	Body           string    `json:"body"`
 	ReceivedAt     time.Time `json:"receivedAt"`
+	// Raw is the message as received, headers and body, for the page.
+	Raw []byte `json:"-"`
 }
 
 // Sink is the SMTP server.
@@ -167,11 +169,17 @@ func (s *Sink) CountByNotification() map[string]int {
 	return counts
 }
 
-// ServeHTTP shows what the sink received, newest first, as JSON.
-func (s *Sink) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+// ServeHTTP shows what the sink received, newest first: a page for a
+// browser (Accept: text/html), JSON for anyone else.
+func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	msgs := s.Messages()
 	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
 		msgs[i], msgs[j] = msgs[j], msgs[i]
+	}
+	w.Header().Set("Vary", "Accept")
+	if acceptsHTML(r) {
+		servePage(w, msgs)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
@@ -292,6 +300,7 @@ func (ss *session) Data(r io.Reader) error {
 	ss.sink.receive(Message{
 		From: ss.from, To: ss.to, Subject: subject, Body: string(body),
 		NotificationID: msg.Header.Get(mailer.HeaderNotificationID), ReceivedAt: time.Now().UTC(),
+		Raw: raw,
 	})
 	return nil
 }

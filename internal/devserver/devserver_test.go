@@ -1,0 +1,87 @@
+package devserver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/testutil"
+)
+
+// Two dev servers run side by side when their frontend ports differ: every
+// port each listens on is its frontend's, the ones derived from it (HTTP
+// API +1, metrics +2, Web UI +1000) or one of the two the CLI picks for
+// its history and matching services. Unpinned, the HTTP API and metrics
+// took random ports as well.
+func TestTwoDevServersRunSideBySideOnDerivedPorts(t *testing.T) {
+	testutil.SkipIfShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // the first run builds the CLI
+	defer cancel()
+	first := derivedFreePorts(t, 0)
+	second := derivedFreePorts(t, first.Frontend)
+	for _, ports := range []Ports{first, second} {
+		srv, err := Start(ctx, Options{
+			Address: fmt.Sprintf("127.0.0.1:%d", ports.Frontend), Namespace: "default",
+			UIPort: ports.UI, HTTPPort: ports.HTTP, MetricsPort: ports.Metrics,
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { srv.Stop() })
+	}
+	for _, ports := range []Ports{first, second} {
+		listening, err := ListeningPorts(ports.Frontend)
+		require.NoError(t, err)
+		require.Subset(t, listening, []int{ports.Frontend, ports.HTTP, ports.Metrics, ports.UI})
+		require.Len(t, listening, 6, "four pinned ports and two the CLI picks: %v", listening)
+		for _, url := range []string{
+			fmt.Sprintf("http://127.0.0.1:%d/metrics", ports.Metrics),
+			fmt.Sprintf("http://127.0.0.1:%d/api/v1/namespaces", ports.HTTP),
+		} {
+			resp, err := http.Get(url)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, url)
+		}
+	}
+}
+
+// A port in use is refused before the server starts, naming the port: the
+// CLI's own complaint would go to a log nobody reads.
+func TestStartRefusesAPortInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	_, err = Start(context.Background(), Options{Address: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), MetricsPort: taken})
+	require.ErrorContains(t, err, "metrics port "+strconv.Itoa(taken)+" on 127.0.0.1 is in use")
+}
+
+func TestDerivedPorts(t *testing.T) {
+	t.Parallel()
+	ports, err := DerivedPorts("127.0.0.1:7233")
+	require.NoError(t, err)
+	require.Equal(t, Ports{Frontend: 7233, HTTP: 7234, Metrics: 7235, UI: 8233}, ports)
+	_, err = DerivedPorts("127.0.0.1:65000")
+	require.ErrorContains(t, err, "needs a port from 1 to 64535")
+}
+
+// derivedFreePorts finds a frontend port whose derived ports are free too
+// and do not overlap those of the frontend port other (0: none).
+func derivedFreePorts(t *testing.T, other int) Ports {
+	t.Helper()
+	for {
+		ports, err := DerivedPorts(fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)))
+		if err != nil || (other != 0 && ports.Frontend >= other-1002 && ports.Frontend <= other+1002) {
+			continue
+		}
+		if checkFree(Options{Address: fmt.Sprintf("127.0.0.1:%d", ports.Frontend), HTTPPort: ports.HTTP, MetricsPort: ports.Metrics, UIPort: ports.UI}) == nil {
+			return ports
+		}
+	}
+}
