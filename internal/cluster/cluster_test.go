@@ -1,0 +1,55 @@
+package cluster_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/outpost-dev/outpost/internal/cluster"
+	"github.com/outpost-dev/outpost/internal/fromconfig"
+)
+
+// Two server processes form one cluster: each lists both as members of
+// every service, each frontend serves the namespace over mutual TLS and
+// refuses a client without a certificate, and a node killed and restarted
+// joins again.
+func TestTwoNodesFormOneCluster(t *testing.T) {
+	log := zaptest.NewLogger(t)
+	c := cluster.StartForTest(t, "outpost", log)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	first, err := c.Members(ctx, 0)
+	require.NoError(t, err)
+	second, err := c.Members(ctx, 1)
+	require.NoError(t, err)
+	for _, svc := range []string{"frontend", "history", "matching", "worker"} {
+		require.Len(t, first[svc], 2, "node 0's %s ring", svc)
+		slices.Sort(first[svc])
+		slices.Sort(second[svc])
+		require.Equal(t, first[svc], second[svc], "both nodes see the same %s members", svc)
+	}
+
+	for node := range cluster.Nodes {
+		cl, err := fromconfig.DialTemporal(c.Temporal(node), log, nil)
+		require.NoError(t, err, "node %d", node)
+		ns, err := cl.WorkflowService().DescribeNamespace(ctx, nil)
+		require.Error(t, err, "an empty request is refused, so the call reached the frontend")
+		require.Nil(t, ns)
+		cl.Close()
+	}
+
+	noCert := c.Temporal(0)
+	noCert.TLSCertFile, noCert.TLSKeyFile = "", ""
+	_, err = fromconfig.DialTemporal(noCert, log, nil)
+	require.ErrorContains(t, err, "TLS without a client certificate")
+
+	require.NoError(t, c.Kill(0))
+	require.NoError(t, c.AwaitMembers(ctx, 1), "node 1 notices node 0 is gone")
+	require.NoError(t, c.Restart(ctx, 0))
+	require.NoError(t, c.AwaitMembers(ctx, 2))
+}
