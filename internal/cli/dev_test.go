@@ -22,6 +22,95 @@ import (
 func TestDevStackDeliversAndStops(t *testing.T) {
 	testutil.SkipIfShort(t)
 	dir := t.TempDir()
+	stdout := runDevDelivering(t, writeDevConfig(t, dir))
+	require.Contains(t, stdout, "Temporal Web UI")
+	_, err := os.Stat(filepath.Join(dir, "data", "temporal.db"))
+	require.NoError(t, err, "the dev server persists under dev.data_dir")
+}
+
+// `outpost dev --cluster` runs the same stack on a Temporal cluster of two
+// server processes on PostgreSQL with mutual TLS, says how long it took and
+// how to reach it, and removes the throwaway cluster when stopped.
+func TestDevClusterDeliversAndStops(t *testing.T) {
+	testutil.SkipIfShort(t)
+	dir := t.TempDir()
+	stdout := runDevDelivering(t, writeDevConfig(t, dir), "--cluster")
+	require.Regexp(t, `Temporal cluster started in [0-9.]+m?s`, stdout)
+	require.Regexp(t, `Temporal cluster  frontends 127\.0\.0\.1:\d+ and 127\.0\.0\.1:\d+`, stdout)
+	require.Contains(t, stdout, "--tls-cert-path")
+	require.NotContains(t, stdout, "Temporal Web UI", "the cluster has no Web UI")
+	_, err := os.Stat(filepath.Join(dir, "data", "temporal.db"))
+	require.ErrorIs(t, err, os.ErrNotExist, "no dev server ran")
+	leftovers, err := filepath.Glob(filepath.Join(dir, "data", "cluster-*"))
+	require.NoError(t, err)
+	require.Empty(t, leftovers, "the throwaway cluster is removed on stop")
+}
+
+// runDevDelivering runs `outpost dev` on dev with extra flags, checks that a
+// notification, a call and a write are delivered, stops it with Ctrl-C and
+// returns what it printed.
+func runDevDelivering(t *testing.T, dev devConfig, flags ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout := &testutil.SyncBuffer{}
+	done := make(chan error, 1)
+	args := append([]string{"dev", "--config", dev.file}, flags...)
+	go func() { done <- Run(ctx, args, Env{Stdout: stdout, Stderr: stdout}) }()
+	waitUp(t, stdout, done)
+
+	siteURL := fmt.Sprintf("http://127.0.0.1:%d/v1/notifications", dev.sitePort)
+	var resp *http.Response
+	whileRunning(t, done, 30*time.Second, "the site API never answered", func() bool {
+		var err error
+		resp, err = http.Post(siteURL, "application/json", strings.NewReader(`{"list":"ops","subject":"dev smoke","body":"hello"}`))
+		return err == nil
+	})
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	resp.Body.Close()
+
+	whileRunning(t, done, time.Minute, "the sink never received the notification", func() bool {
+		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", dev.sinkPort))
+		if err != nil {
+			return false
+		}
+		defer r.Body.Close()
+		var page struct{ Count int }
+		return json.NewDecoder(r.Body).Decode(&page) == nil && page.Count == 1
+	})
+
+	siteAPI := fmt.Sprintf("http://127.0.0.1:%d", dev.sitePort)
+	for path, body := range map[string]string{
+		"/v1/calls":  `{"system":"demo","method":"createOrder","params":{"sku":"P-100"}}`,
+		"/v1/writes": `{"connection":"historian","sql":"INSERT INTO readings (tag, value) VALUES (?, ?)","args":["pump-3.pressure",4.2]}`,
+	} {
+		resp, err := http.Post(siteAPI+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		var res struct{ Status, Error string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&res))
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, res.Error)
+		require.Equal(t, "Delivered", res.Status, path)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(45 * time.Second):
+		t.Fatal("outpost dev did not stop within 45s of Ctrl-C")
+	}
+	return stdout.String()
+}
+
+// devConfig is a dev stack config on free ports in a test's folder.
+type devConfig struct {
+	file               string
+	sitePort, sinkPort int
+}
+
+func writeDevConfig(t *testing.T, dir string) devConfig {
+	t.Helper()
 	sitePort, sinkPort, demoPort := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	demoDB := filepath.Join(dir, "demo", "historian.db") // folders outpost dev must create
 	cfgFile := filepath.Join(dir, "dev.yaml")
@@ -42,59 +131,7 @@ dev: {data_dir: %q, temporal_ui_port: %d, sink_http: "127.0.0.1:%d", demo_system
 log: {level: warn}
 `, testutil.FreePort(t), sitePort, filepath.Join(dir, "site", "site.db"), demoPort, demoDB, testutil.FreePort(t), filepath.Join(dir, "central", "central.db"),
 		testutil.FreePort(t), filepath.Join(dir, "data"), testutil.FreePort(t), sinkPort, demoPort, demoDB)), 0o644))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout := &testutil.SyncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, []string{"dev", "--config", cfgFile}, Env{Stdout: stdout, Stderr: stdout}) }()
-
-	waitUp(t, stdout, done)
-	require.Contains(t, stdout.String(), "Temporal Web UI")
-
-	siteURL := fmt.Sprintf("http://127.0.0.1:%d/v1/notifications", sitePort)
-	var resp *http.Response
-	whileRunning(t, done, 30*time.Second, "the site API never answered", func() bool {
-		var err error
-		resp, err = http.Post(siteURL, "application/json", strings.NewReader(`{"list":"ops","subject":"dev smoke","body":"hello"}`))
-		return err == nil
-	})
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	resp.Body.Close()
-
-	whileRunning(t, done, time.Minute, "the sink never received the notification", func() bool {
-		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", sinkPort))
-		if err != nil {
-			return false
-		}
-		defer r.Body.Close()
-		var page struct{ Count int }
-		return json.NewDecoder(r.Body).Decode(&page) == nil && page.Count == 1
-	})
-
-	siteAPI := fmt.Sprintf("http://127.0.0.1:%d", sitePort)
-	for path, body := range map[string]string{
-		"/v1/calls":  `{"system":"demo","method":"createOrder","params":{"sku":"P-100"}}`,
-		"/v1/writes": `{"connection":"historian","sql":"INSERT INTO readings (tag, value) VALUES (?, ?)","args":["pump-3.pressure",4.2]}`,
-	} {
-		resp, err := http.Post(siteAPI+path, "application/json", strings.NewReader(body))
-		require.NoError(t, err)
-		var res struct{ Status, Error string }
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&res))
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, res.Error)
-		require.Equal(t, "Delivered", res.Status, path)
-	}
-
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("outpost dev did not stop within 30s of Ctrl-C")
-	}
-	_, err := os.Stat(filepath.Join(dir, "data", "temporal.db"))
-	require.NoError(t, err, "the dev server persists under dev.data_dir")
+	return devConfig{file: cfgFile, sitePort: sitePort, sinkPort: sinkPort}
 }
 
 // whileRunning polls cond until it holds, failing with msg after timeout,

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -37,8 +38,9 @@ type Options struct {
 	Dir string
 	// Namespace is registered once the cluster runs.
 	Namespace string
-	// FreePort returns a loopback port nobody listens on; nil asks the
-	// kernel for one (tests pass one that cannot race other tests).
+	// FreePort returns a loopback port nobody listens on, below 32768 (see
+	// maxMembershipPort); nil picks one at random (tests pass one that
+	// cannot race other tests).
 	FreePort func() (int, error)
 	// Log receives the servers' and PostgreSQL's own logs; io.Discard when nil.
 	Log io.Writer
@@ -71,8 +73,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Dir == "" || opts.Namespace == "" {
 		return nil, errors.New("temporal cluster: Options.Dir and Options.Namespace are required")
 	}
+	// The servers run in their own folders: every path in their configs
+	// must be absolute.
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("temporal cluster: %w", err)
+	}
+	opts.Dir = dir
 	if opts.FreePort == nil {
-		opts.FreePort = kernelFreePort
+		opts.FreePort = lowFreePort
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
@@ -187,13 +196,22 @@ func (c *Cluster) Stop() {
 	}
 }
 
-// kernelFreePort is a loopback port that was free a moment ago.
-func kernelFreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("temporal cluster: find a free port: %w", err)
+// maxMembershipPort is the highest port a membership port may have: the
+// server stores it in a PostgreSQL smallint (cluster_membership.rpc_port)
+// and exits at start-up on a larger one, such as any the kernel hands out
+// for listen(":0").
+const maxMembershipPort = 32767
+
+// lowFreePort is a loopback port below maxMembershipPort nobody listened on
+// a moment ago.
+func lowFreePort() (int, error) {
+	for range 1000 {
+		port := 10000 + rand.IntN(maxMembershipPort-10000)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			ln.Close()
+			return port, nil
+		}
 	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return strconv.Atoi(port)
+	return 0, fmt.Errorf("temporal cluster: no free loopback port in 10000-%d after 1000 tries", maxMembershipPort)
 }

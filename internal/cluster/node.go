@@ -153,17 +153,43 @@ dcRedirectionPolicy:
   policy: noop
 `))
 
-// start runs the node's server process.
+// start runs the node's server process; its output goes to log and to
+// ROOT/server.log, whose end an error quotes if the server exits.
 func (n *node) start(bin string, log io.Writer) error {
+	file, err := os.OpenFile(n.logFile(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("temporal cluster: server log: %w", err)
+	}
 	cmd := exec.Command(bin, "-r", n.root, "-c", "config", "-e", configEnv, "--allow-no-auth", "start")
 	cmd.Dir = n.root
-	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Stdout = io.MultiWriter(file, log)
+	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
+		file.Close()
 		return fmt.Errorf("temporal cluster: start the server in %s: %w", n.root, err)
 	}
 	n.cmd, n.done = cmd, make(chan error, 1)
-	go func() { n.done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		file.Close()
+		n.done <- err
+	}()
 	return nil
+}
+
+func (n *node) logFile() string { return filepath.Join(n.root, "server.log") }
+
+// logTail is the end of the node's log, for an error that needs its reason.
+func (n *node) logTail() string {
+	data, err := os.ReadFile(n.logFile())
+	if err != nil {
+		return err.Error()
+	}
+	const max = 2000
+	if len(data) > max {
+		data = data[len(data)-max:]
+	}
+	return string(data)
 }
 
 // exited reports whether the node's process has ended, and how.

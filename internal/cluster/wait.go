@@ -28,7 +28,7 @@ const retention = 72 * time.Hour
 func (c *Cluster) awaitFrontend(ctx context.Context, node int) error {
 	return c.poll(ctx, fmt.Sprintf("node %d's frontend at %s to answer", node, c.nodes[node].frontend()), func() error {
 		if done, err := c.nodes[node].exited(); done {
-			return fmt.Errorf("%w: the server in %s exited: %v (its log says why)", errGaveUp, c.nodes[node].root, err)
+			return fmt.Errorf("%w: the server in %s exited (%v); the end of its log:\n%s", errGaveUp, c.nodes[node].root, err, c.nodes[node].logTail())
 		}
 		cl, err := c.dial(node)
 		if err != nil {
