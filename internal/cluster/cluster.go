@@ -125,12 +125,12 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.configureNodes(); err != nil {
 		return err
 	}
+	// One after the other: the first server on a fresh database writes the
+	// cluster's metadata, and two doing so at once make one exit.
 	for i := range c.nodes {
 		if err := c.nodes[i].start(c.tools.server, c.opts.Log); err != nil {
 			return err
 		}
-	}
-	for i := range c.nodes {
 		if err := c.awaitFrontend(ctx, i); err != nil {
 			return err
 		}
@@ -153,10 +153,10 @@ func (c *Cluster) Frontends() []string {
 // TLS is what a client of the frontends needs.
 func (c *Cluster) TLS() TLSFiles { return c.tls }
 
-// Temporal is Outpost's temporal config for node's frontend: address,
-// namespace and mutual TLS.
-func (c *Cluster) Temporal(node int) config.Temporal {
-	t := config.Default().Temporal
+// Temporal is Outpost's temporal config base (its encryption keys, say)
+// pointed at node's frontend: address, namespace and mutual TLS.
+func (c *Cluster) Temporal(node int, base config.Temporal) config.Temporal {
+	t := base
 	t.Address = c.nodes[node].frontend()
 	t.Namespace = c.opts.Namespace
 	t.TLS = true

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outpost-dev/outpost/internal/cluster"
+	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 )
 
@@ -35,7 +36,7 @@ func TestTwoNodesFormOneCluster(t *testing.T) {
 	}
 
 	for node := range cluster.Nodes {
-		cl, err := fromconfig.DialTemporal(c.Temporal(node), log, nil)
+		cl, err := fromconfig.DialTemporal(c.Temporal(node, config.Default().Temporal), log, nil)
 		require.NoError(t, err, "node %d", node)
 		ns, err := cl.WorkflowService().DescribeNamespace(ctx, nil)
 		require.Error(t, err, "an empty request is refused, so the call reached the frontend")
@@ -43,7 +44,7 @@ func TestTwoNodesFormOneCluster(t *testing.T) {
 		cl.Close()
 	}
 
-	noCert := c.Temporal(0)
+	noCert := c.Temporal(0, config.Default().Temporal)
 	noCert.TLSCertFile, noCert.TLSKeyFile = "", ""
 	_, err = fromconfig.DialTemporal(noCert, log, nil)
 	require.ErrorContains(t, err, "TLS without a client certificate")

@@ -30,7 +30,7 @@ func StartForTest(t testing.TB, namespace string, logger *zap.Logger) *Cluster {
 	var log testutil.SyncBuffer
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("temporal cluster and postgresql log:\n%s", log.String())
+			t.Logf("temporal cluster and postgresql log (its end):\n%s", lastBytes(log.String(), 20000))
 		}
 	})
 	c, err := Start(ctx, Options{
@@ -43,4 +43,12 @@ func StartForTest(t testing.TB, namespace string, logger *zap.Logger) *Cluster {
 	t.Cleanup(c.Stop)
 	t.Logf("temporal cluster of %d nodes started in %s: frontends %v", Nodes, c.StartupTime.Round(time.Millisecond), c.Frontends())
 	return c
+}
+
+// lastBytes is the end of s, at most n bytes of it.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
 }

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 )
 
@@ -93,7 +94,7 @@ func (c *Cluster) AwaitMembers(ctx context.Context, n int) error {
 // serves it: a frontend learns of a new namespace when its namespace cache
 // refreshes, about every 10 s.
 func (c *Cluster) registerNamespace(ctx context.Context) error {
-	opts, err := fromconfig.TemporalOptions(c.Temporal(0), c.opts.Logger)
+	opts, err := fromconfig.TemporalOptions(c.Temporal(0, config.Default().Temporal), c.opts.Logger)
 	if err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func (c *Cluster) registerNamespace(ctx context.Context) error {
 }
 
 func (c *Cluster) dial(node int) (client.Client, error) {
-	return fromconfig.DialTemporal(c.Temporal(node), c.opts.Logger, nil)
+	return fromconfig.DialTemporal(c.Temporal(node, config.Default().Temporal), c.opts.Logger, nil)
 }
 
 // errGaveUp marks an error that waiting longer cannot cure.
