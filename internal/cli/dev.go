@@ -88,9 +88,7 @@ func runDev(ctx context.Context, env Env, cfg config.Config, onCluster bool, log
 			return err
 		}
 		defer stop()
-		keys := cfg.Temporal.EncryptionKeys
-		cfg.Temporal = tc.Temporal(0)
-		cfg.Temporal.EncryptionKeys = keys
+		cfg.Temporal = tc.Temporal(0, cfg.Temporal)
 	}
 	if cfg.Dev.StartTemporal {
 		fmt.Fprintln(env.Stdout, "Starting the Temporal dev server (the first run builds the pinned CLI: about three minutes)...")

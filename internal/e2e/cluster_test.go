@@ -227,4 +227,3 @@ func (s *stack) temporalCLI(args ...string) string {
 	require.NoError(s.t, err, "temporal %s:\n%s", strings.Join(args, " "), out)
 	return string(out)
 }
-
