@@ -171,8 +171,12 @@ func (s *stack) startGeneration3Worker() {
 	const buildID = contract.CentralBuildIDPrefix + "3"
 	// Its own identity, as another process has: Temporal lists a task
 	// queue's pollers by identity, and this test's central worker shares
-	// the client's.
-	w := worker.New(s.client, contract.CentralTaskQueue, worker.Options{BuildID: buildID, Identity: "central-generation-3"})
+	// the client's. Central's number of pollers: a site reads the pollers
+	// of the root partition, which lists a worker once one of its polls
+	// lands there; with two pollers that took up to a minute.
+	opts := workers.PollerOptions()
+	opts.BuildID, opts.Identity = buildID, "central-generation-3"
+	w := worker.New(s.client, contract.CentralTaskQueue, opts)
 	notification := workflows.NotificationWorkflow{AttemptTimeout: time.Minute}
 	w.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	w.RegisterWorkflowWithOptions(notification.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
@@ -183,7 +187,7 @@ func (s *stack) startGeneration3Worker() {
 	w.RegisterWorkflowWithOptions(workflows.LookupNotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowLookupNotification})
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(s.t, workers.AwaitListed(ctx, s.client, buildID))
 }
