@@ -15,16 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/freeport"
 	"github.com/outpost-dev/outpost/internal/pgserver"
 )
 
@@ -38,10 +36,6 @@ type Options struct {
 	Dir string
 	// Namespace is registered once the cluster runs.
 	Namespace string
-	// FreePort returns a loopback port nobody listens on, below 32768 (see
-	// maxMembershipPort); nil picks one at random (tests pass one that
-	// cannot race other tests).
-	FreePort func() (int, error)
 	// Log receives the servers' and PostgreSQL's own logs; io.Discard when nil.
 	Log io.Writer
 	// Logger receives the harness's progress; nop when nil.
@@ -55,6 +49,8 @@ type Cluster struct {
 	tools tools
 	tls   TLSFiles
 	nodes []*node
+	// releasePorts gives back the ports reserved for the cluster.
+	releasePorts []func()
 	// StartupTime is how long Start took, tools already built.
 	StartupTime time.Duration
 }
@@ -80,9 +76,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("temporal cluster: %w", err)
 	}
 	opts.Dir = dir
-	if opts.FreePort == nil {
-		opts.FreePort = lowFreePort
-	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
@@ -105,7 +98,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func (c *Cluster) start(ctx context.Context) error {
-	pgPort, err := c.opts.FreePort()
+	pgPort, err := c.freePort()
 	if err != nil {
 		return err
 	}
@@ -194,6 +187,10 @@ func (c *Cluster) Stop() {
 			c.opts.Logger.Warn("temporal cluster: stop PostgreSQL", zap.Error(err))
 		}
 	}
+	for _, release := range c.releasePorts {
+		release()
+	}
+	c.releasePorts = nil
 }
 
 // maxMembershipPort is the highest port a membership port may have: the
@@ -202,16 +199,13 @@ func (c *Cluster) Stop() {
 // for listen(":0").
 const maxMembershipPort = 32767
 
-// lowFreePort is a loopback port below maxMembershipPort nobody listened on
-// a moment ago.
-func lowFreePort() (int, error) {
-	for range 1000 {
-		port := 10000 + rand.IntN(maxMembershipPort-10000)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			ln.Close()
-			return port, nil
-		}
+// freePort reserves a loopback port for one of the cluster's servers until
+// Stop (see freeport.Reserve).
+func (c *Cluster) freePort() (int, error) {
+	port, release, err := freeport.Reserve(maxMembershipPort + 1)
+	if err != nil {
+		return 0, fmt.Errorf("temporal cluster: %w", err)
 	}
-	return 0, fmt.Errorf("temporal cluster: no free loopback port in 10000-%d after 1000 tries", maxMembershipPort)
+	c.releasePorts = append(c.releasePorts, release)
+	return port, nil
 }

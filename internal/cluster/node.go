@@ -41,11 +41,11 @@ func (c *Cluster) configureNodes() error {
 	for i := range c.nodes {
 		n := &node{root: filepath.Join(c.opts.Dir, "node"+strconv.Itoa(i)), ports: map[string]servicePorts{}}
 		for _, svc := range services {
-			grpc, err := c.opts.FreePort()
+			grpc, err := c.freePort()
 			if err != nil {
 				return err
 			}
-			membership, err := c.opts.FreePort()
+			membership, err := c.freePort()
 			if err != nil {
 				return err
 			}

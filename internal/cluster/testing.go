@@ -15,8 +15,7 @@ import (
 // on a machine also builds the pinned server (a few minutes).
 const startForTestDeadline = 15 * time.Minute
 
-// StartForTest starts a cluster in t.TempDir() with namespace on ports no
-// other test process can take, and stops it when the test ends; the servers'
+// StartForTest starts a cluster in t.TempDir() with namespace and stops it when the test ends; the servers'
 // logs are printed when the test fails. Like the dev server tests it skips
 // under -short; without PostgreSQL it fails (CI installs it, .ci/run).
 func StartForTest(t testing.TB, namespace string, logger *zap.Logger) *Cluster {
@@ -33,10 +32,7 @@ func StartForTest(t testing.TB, namespace string, logger *zap.Logger) *Cluster {
 			t.Logf("temporal cluster and postgresql log (its end):\n%s", lastBytes(log.String(), 20000))
 		}
 	})
-	c, err := Start(ctx, Options{
-		Dir: t.TempDir(), Namespace: namespace, Log: &log, Logger: logger,
-		FreePort: func() (int, error) { return testutil.FreePort(t), nil },
-	})
+	c, err := Start(ctx, Options{Dir: t.TempDir(), Namespace: namespace, Log: &log, Logger: logger})
 	if err != nil {
 		t.Fatalf("start the temporal cluster: %v", err)
 	}
