@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outpost-dev/outpost/internal/cluster"
@@ -38,9 +40,11 @@ func TestTwoNodesFormOneCluster(t *testing.T) {
 	for node := range cluster.Nodes {
 		cl, err := fromconfig.DialTemporal(c.Temporal(node, config.Default().Temporal), log, nil)
 		require.NoError(t, err, "node %d", node)
-		ns, err := cl.WorkflowService().DescribeNamespace(ctx, nil)
-		require.Error(t, err, "an empty request is refused, so the call reached the frontend")
-		require.Nil(t, ns)
+		ns, err := cl.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "outpost"})
+		require.NoError(t, err, "node %d", node)
+		require.Equal(t, "outpost", ns.GetNamespaceInfo().GetName())
+		_, err = cl.DescribeTaskQueue(ctx, "probe", enums.TASK_QUEUE_TYPE_WORKFLOW)
+		require.NoError(t, err, "node %d serves the namespace", node)
 		cl.Close()
 	}
 
