@@ -53,7 +53,7 @@ SMTP server in central.smtp. The first run builds the pinned Temporal CLI
 With --cluster it runs on the production shape of Temporal instead of the
 dev server: a throwaway PostgreSQL (Debian's postgresql package) and two
 Temporal server processes forming one cluster, with production defaults and
-mutual TLS on the frontends (certificates generated under dev.data_dir).
+mutual TLS on the frontends (certificates generated in its temp folder).
 It prints how long the cluster took to start, and the temporal CLI flags
 that reach it. The first run builds the pinned server (a few minutes).
 
@@ -285,12 +285,14 @@ func makeDevDirs(cfg config.Config) error {
 	return nil
 }
 
-// startDevCluster starts the Temporal cluster in a fresh folder under
-// dev.data_dir; stop ends it and removes the folder: it is throwaway.
+// startDevCluster starts the Temporal cluster in a fresh temp folder; stop
+// ends it and removes the folder: it is throwaway. A temp folder, not
+// dev.data_dir: when run as root, PostgreSQL runs as the postgres user,
+// which may reach folders under the temp folder only.
 func startDevCluster(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) (c *cluster.Cluster, stop func(), err error) {
-	dir, err := os.MkdirTemp(cfg.Dev.DataDir, "cluster-")
+	dir, err := os.MkdirTemp("", "outpost-dev-cluster-")
 	if err != nil {
-		return nil, nil, fmt.Errorf("dev stack: cluster folder under %s (dev.data_dir): %w", cfg.Dev.DataDir, err)
+		return nil, nil, fmt.Errorf("dev stack: cluster folder: %w", err)
 	}
 	fmt.Fprintf(env.Stdout, "Starting a Temporal cluster of %d server processes on PostgreSQL in %s (the first run builds the pinned server: a few minutes)...\n", cluster.Nodes, dir)
 	begin := time.Now()
