@@ -158,10 +158,6 @@ func (c *Cluster) Temporal(node int, base config.Temporal) config.Temporal {
 	return t
 }
 
-// PostgresDSN is the connection string of the cluster's PostgreSQL database
-// name (temporal, temporal_visibility).
-func (c *Cluster) PostgresDSN(name string) string { return c.pg.DSN(name) }
-
 // Kill ends node at once (SIGKILL), as a crash would.
 func (c *Cluster) Kill(node int) error { return c.nodes[node].kill() }
 
