@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outpost-dev/outpost/internal/cluster"
 	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
@@ -28,7 +30,7 @@ import (
 var devCommand = command{
 	name:    "dev",
 	summary: "run the whole system on this machine",
-	usage:   "[--config FILE]",
+	usage:   "[--config FILE] [--cluster]",
 	help: `Starts, in one process tree: the Temporal dev server with its Web UI
 (persisting to dev.data_dir), Outpost's search attributes, a central worker on
 a SQLite central store, an SMTP sink that keeps and shows what it receives, a
@@ -53,24 +55,46 @@ It writes the config it runs with, every default resolved, to
 without --config read it, so they reach this stack wherever its config moved
 it. "outpost config check --dev FILE" checks FILE as this command reads it.
 
+With --cluster it runs on the production shape of Temporal instead of the
+dev server: a throwaway PostgreSQL (Debian's postgresql package) and two
+Temporal server processes forming one cluster, with production defaults and
+mutual TLS on the frontends (certificates generated in its temp folder).
+It prints how long the cluster took to start, and the temporal CLI flags
+that reach it. The first run builds the pinned server (a few minutes).
+
 Example:
-  go run ./cmd/outpost dev`,
+  go run ./cmd/outpost dev
+  go run ./cmd/outpost dev --cluster`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
+		onCluster := fs.Bool("cluster", false, "run on a self-hosted Temporal cluster (PostgreSQL, two server processes, mutual TLS) instead of the dev server")
 		return withConfig(fs, args, config.DevDefault(), "config `FILE` read over the dev defaults", func(cfg config.Config, log *zap.Logger) error {
-			return runDev(ctx, env, cfg, log)
+			return runDev(ctx, env, cfg, *onCluster, log)
 		})
 	},
 }
 
-func runDev(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) error {
+func runDev(ctx context.Context, env Env, cfg config.Config, onCluster bool, log *zap.Logger) error {
 	if err := makeDevDirs(cfg); err != nil {
 		return err
+	}
+	if onCluster {
+		// The cluster replaces the dev server, whatever dev.start_temporal says.
+		cfg.Dev.StartTemporal = false
 	}
 	dev, err := devSettings(cfg)
 	if err != nil {
 		return err
 	}
 	cfg = dev.cfg
+	var tc *cluster.Cluster
+	if onCluster {
+		var stop func()
+		if tc, stop, err = startDevCluster(ctx, env, cfg, log); err != nil {
+			return err
+		}
+		defer stop()
+		cfg.Temporal = tc.Temporal(0, cfg.Temporal)
+	}
 	if _, err := writeDevConfig(cfg); err != nil {
 		return err
 	}
@@ -106,7 +130,7 @@ func runDev(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) er
 			return err
 		}
 	}
-	printStack(env, cfg, sinkURL)
+	printStack(env, cfg, tc, sinkURL)
 	g.Go(func() error { return runCentral(ctx, cfg, log.Named("central")) })
 	g.Go(func() error { return runSite(ctx, cfg, log) })
 	err = g.Wait()
@@ -267,10 +291,45 @@ func makeDevDirs(cfg config.Config) error {
 	return nil
 }
 
-func printStack(env Env, cfg config.Config, sinkURL string) {
+// startDevCluster starts the Temporal cluster in a fresh temp folder; stop
+// ends it and removes the folder: it is throwaway. A temp folder, not
+// dev.data_dir: when run as root, PostgreSQL runs as the postgres user,
+// which may reach folders under the temp folder only.
+func startDevCluster(ctx context.Context, env Env, cfg config.Config, log *zap.Logger) (c *cluster.Cluster, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "outpost-dev-cluster-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("dev stack: cluster folder: %w", err)
+	}
+	fmt.Fprintf(env.Stdout, "Starting a Temporal cluster of %d server processes on PostgreSQL in %s (the first run builds the pinned server: a few minutes)...\n", cluster.Nodes, dir)
+	begin := time.Now()
+	c, err = cluster.Start(ctx, cluster.Options{Dir: dir, Namespace: cfg.Temporal.Namespace, Logger: log.Named("cluster")})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	fmt.Fprintf(env.Stdout, "Temporal cluster started in %s (%s with the build of the pinned tools)\n",
+		c.StartupTime.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
+	stop = func() {
+		c.Stop()
+		if err := os.RemoveAll(dir); err != nil {
+			log.Warn("dev stack: remove the cluster folder", zap.String("dir", dir), zap.Error(err))
+		}
+	}
+	return c, stop, nil
+}
+
+func printStack(env Env, cfg config.Config, tc *cluster.Cluster, sinkURL string) {
 	w := env.Stdout
 	fmt.Fprintln(w, "\nOutpost dev stack")
-	fmt.Fprintf(w, "  Temporal gRPC     %s (namespace %s)\n", cfg.Temporal.Address, cfg.Temporal.Namespace)
+	if tc != nil {
+		tls := tc.TLS()
+		fmt.Fprintf(w, "  Temporal cluster  frontends %s (namespace %s; %d server processes on PostgreSQL, mutual TLS)\n",
+			strings.Join(tc.Frontends(), " and "), cfg.Temporal.Namespace, cluster.Nodes)
+		fmt.Fprintf(w, "  Temporal CLI      temporal workflow list --address %s --namespace %s --tls-ca-path %s --tls-cert-path %s --tls-key-path %s --tls-server-name %s\n",
+			cfg.Temporal.Address, cfg.Temporal.Namespace, tls.CAFile, tls.CertFile, tls.KeyFile, tls.ServerName)
+	} else {
+		fmt.Fprintf(w, "  Temporal gRPC     %s (namespace %s)\n", cfg.Temporal.Address, cfg.Temporal.Namespace)
+	}
 	if cfg.Dev.StartTemporal {
 		fmt.Fprintf(w, "  Temporal Web UI   %s (payloads decoded through http://%s/codec)\n", devUIURL(cfg), cfg.Central.Listen)
 		fmt.Fprintf(w, "  Temporal ports    %s\n", temporalPortsLine(cfg))

@@ -3,17 +3,12 @@
 package devserver
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -22,6 +17,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/pinned"
 )
 
 // toolModule is the module, relative to the repository root, that pins the CLI.
@@ -34,36 +30,7 @@ func TemporalBinary(ctx context.Context) (string, error) {
 	if bin := os.Getenv("OUTPOST_TEMPORAL_BIN"); bin != "" {
 		return bin, nil
 	}
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "tool", "-n", "temporal")
-	cmd.Dir = filepath.Join(root, toolModule)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build the pinned temporal CLI in %s: %w: %s", cmd.Dir, err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(stdout.String()), nil
-}
-
-// repoRoot walks up from the working directory to the checkout holding dev/temporal.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find repository root: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, toolModule, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("find repository root: no dev/temporal/go.mod above the working directory; run from the Outpost checkout or set OUTPOST_TEMPORAL_BIN")
-		}
-		dir = parent
-	}
+	return pinned.Tool(ctx, toolModule, "temporal")
 }
 
 // Options says how to run the dev server.

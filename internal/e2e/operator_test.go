@@ -262,8 +262,10 @@ func (s *stack) operatorConfig() string {
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
-	yaml := fmt.Sprintf("temporal:\n  address: %s\n  namespace: %s\ncentral:\n  temporal_ui_url: http://127.0.0.1:8233\n  store:\n    path: %s\nlog:\n  level: warn\n",
-		s.cfg.Temporal.Address, s.cfg.Temporal.Namespace, s.cfg.Central.Store.Path)
+	t := s.cfg.Temporal
+	yaml := fmt.Sprintf("temporal:\n  address: %s\n  namespace: %s\n  tls_cert_file: %q\n  tls_key_file: %q\n  tls_ca_file: %q\n  tls_server_name: %q\n"+
+		"central:\n  temporal_ui_url: http://127.0.0.1:8233\n  store:\n    path: %s\nlog:\n  level: warn\n",
+		t.Address, t.Namespace, t.TLSCertFile, t.TLSKeyFile, t.TLSCAFile, t.TLSServerName, s.cfg.Central.Store.Path)
 	require.NoError(s.t, os.WriteFile(path, []byte(yaml), 0o644))
 	return path
 }

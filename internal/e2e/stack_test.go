@@ -26,6 +26,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/cluster"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/devserver"
@@ -71,6 +72,10 @@ type stack struct {
 	noCentral bool
 	// noSite leaves the site daemon to the test (a child process).
 	noSite bool
+	// onCluster runs the stack on a self-hosted cluster instead of the
+	// dev server (see onCluster).
+	onCluster bool
+	cluster   *cluster.Cluster
 
 	// traces are the tracer providers of central and of each site, when
 	// telemetry.otlp_endpoint is set.
@@ -105,6 +110,13 @@ func withoutCentral() stackOption {
 // withoutSite starts no site daemon: the test runs its own (siteProcess).
 func withoutSite() stackOption {
 	return func(s *stack) { s.noSite = true }
+}
+
+// onCluster runs the stack on a self-hosted Temporal cluster
+// (internal/cluster): two server processes on PostgreSQL with production
+// defaults, every client on node 0's frontend over mutual TLS.
+func onCluster() stackOption {
+	return func(s *stack) { s.onCluster = true }
 }
 
 // newStack starts everything with short intervals; tweak adjusts the config.
@@ -150,7 +162,7 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 	}
 	s.startTemporal()
 	s.startSMTP()
-	c, err := fromconfig.DialTemporal(cfg.Temporal, s.log, s.metrics.SDK, s.startTracing(tracing.ServiceCentral))
+	c, err := fromconfig.DialTemporal(s.cfg.Temporal, s.log, s.metrics.SDK, s.startTracing(tracing.ServiceCentral))
 	require.NoError(t, err)
 	s.client = c
 	t.Cleanup(c.Close)
@@ -165,6 +177,12 @@ func newStack(t *testing.T, tweak func(*config.Config), opts ...stackOption) *st
 
 func (s *stack) startTemporal() {
 	s.t.Helper()
+	if s.onCluster {
+		s.cluster = cluster.StartForTest(s.t, s.cfg.Temporal.Namespace, s.log)
+		s.cfg.Temporal = s.cluster.Temporal(0, s.cfg.Temporal)
+		s.serverAddr = s.cfg.Temporal.Address
+		return
+	}
 	// The first run on a fresh machine builds the pinned CLI (minutes).
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
