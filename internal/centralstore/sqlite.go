@@ -145,6 +145,12 @@ var sqliteDialect = dialect{
 		`CREATE INDEX IF NOT EXISTS site_calls_status_site_created ON site_calls (status, source_site_id, kind, created_at)`,
 		`CREATE INDEX IF NOT EXISTS site_calls_status_created ON site_calls (status, created_at, source_site_id)`,
 		`DROP INDEX IF EXISTS site_calls_status_updated`,
+		// Keyset paging of every call and write, newest first (ListCalls):
+		// each filter but the kind leads an index that goes on in the
+		// list's order (the status one is site_calls_status_created).
+		`CREATE INDEX IF NOT EXISTS site_calls_created ON site_calls (created_at, operation_id)`,
+		`CREATE INDEX IF NOT EXISTS site_calls_site_created ON site_calls (source_site_id, created_at, operation_id)`,
+		`CREATE INDEX IF NOT EXISTS site_calls_target_created ON site_calls (target, created_at, operation_id)`,
 		// An operation's events are found by their ids (listAuditEventsSQL),
 		// and the index by operation id, as scattered as the key, doubled
 		// the cost of storing events (outpost bench --only fleet). Only the
