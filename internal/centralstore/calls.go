@@ -43,9 +43,9 @@ type CallPage struct {
 // fast at the ten-millionth row as at the first.
 func (s *Store) ListCalls(ctx context.Context, f CallFilter) (CallPage, error) {
 	if f.Limit <= 0 {
-		f.Limit = defaultNotificationPage
+		f.Limit = defaultPageSize
 	}
-	f.Limit = min(f.Limit, maxNotificationPage)
+	f.Limit = min(f.Limit, maxPageSize)
 	where, args, err := callWhere(f)
 	if err != nil {
 		return CallPage{}, err
@@ -80,9 +80,6 @@ func listCallsSQL(where string) string {
 		` ORDER BY created_at DESC, operation_id DESC`
 }
 
-// callKinds are the kinds site_calls holds.
-var callKinds = []string{contract.KindExternalCall, contract.KindDatabaseWrite}
-
 // callWhere is the WHERE clause of f. Each equality filter but the kind
 // leads an index that goes on with (created_at, …), and no filter at all
 // reads site_calls_created: the page is a range of one index in its order.
@@ -97,8 +94,8 @@ func callWhere(f CallFilter) (string, []any, error) {
 		add("status = ?", string(f.Status))
 	}
 	if f.Kind != "" {
-		if !slices.Contains(callKinds, f.Kind) {
-			return "", nil, fmt.Errorf("%w: kind %q is not one of %s", ErrInvalidFilter, f.Kind, strings.Join(callKinds, ", "))
+		if !slices.Contains(contract.CallKinds(), f.Kind) {
+			return "", nil, fmt.Errorf("%w: kind %q is not one of %s", ErrInvalidFilter, f.Kind, strings.Join(contract.CallKinds(), ", "))
 		}
 		add("kind = ?", f.Kind)
 	}

@@ -37,8 +37,7 @@ func (h *handler) calls(w http.ResponseWriter, r *http.Request, who identity) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	data := callsData{pageData: h.pageData(w, r, who), Statuses: contract.Statuses(),
-		Kinds: []string{contract.KindExternalCall, contract.KindDatabaseWrite}}
+	data := callsData{pageData: h.pageData(w, r, who), Statuses: contract.Statuses(), Kinds: contract.CallKinds()}
 	data.Page, err = h.store.ListCalls(r.Context(), filter)
 	switch {
 	case errors.Is(err, centralstore.ErrInvalidFilter):
