@@ -183,9 +183,9 @@ var sqlServerDialect = dialect{
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_created')
 	CREATE INDEX site_calls_created ON site_calls (created_at, operation_id)`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_site_created')
-	CREATE INDEX site_calls_site_created ON site_calls (source_site_id, created_at, operation_id)`,
+	CREATE INDEX site_calls_site_created ON site_calls (source_site_id, created_at, operation_id, status)`,
 		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_target_created')
-	CREATE INDEX site_calls_target_created ON site_calls (target, created_at, operation_id)`,
+	CREATE INDEX site_calls_target_created ON site_calls (target, created_at, operation_id, status)`,
 	},
 	// UPDLOCK+HOLDLOCK makes the check and the insert one atomic step; @p1
 	// is the first placeholder, the notification id.
