@@ -233,6 +233,10 @@ const (
 // returns a new slice, so no caller can change another's.
 func Kinds() []string { return []string{KindNotification, KindExternalCall, KindDatabaseWrite} }
 
+// CallKinds lists the kinds of the site's cached operations (a site_calls
+// row's kind), as Kinds does.
+func CallKinds() []string { return []string{KindExternalCall, KindDatabaseWrite} }
+
 // OperatorAction is the payload of SignalRetry and SignalDiscard. Both fields
 // are optional so the Web UI's Send Signal works with {}.
 type OperatorAction struct {

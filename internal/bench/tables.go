@@ -24,7 +24,8 @@ const tablesStuckAge = 10 * time.Minute
 // one request at a time, what reads central's tables at fleet scale: the
 // KPIs (what the /metrics collector and the outbox page compute), a full
 // /metrics scrape, the outbox page's list of parked items and the same
-// list for one site. The baseline is a primary-key lookup of a random row
+// list for one site, and pages of the list of every call and write (the
+// first, a deep one and one site's Failed ones). The baseline is a primary-key lookup of a random row
 // of either table, timed alternately with them. Then the purge of
 // PurgeRows terminal rows, with the KPIs timed while it runs.
 func (r *run) tables(ctx context.Context) ([]Row, error) {
@@ -58,10 +59,13 @@ const (
 	readMetrics    = "metrics"
 	readParked     = "parked"
 	readSiteParked = "siteParked"
+	readCalls      = "calls"
+	readCallsDeep  = "callsDeep"
+	readSiteFailed = "siteFailed"
 	readLookup     = "lookup"
 )
 
-var tableReads = []string{readKPIs, readMetrics, readParked, readSiteParked, readLookup}
+var tableReads = []string{readKPIs, readMetrics, readParked, readSiteParked, readCalls, readCallsDeep, readSiteFailed, readLookup}
 
 // tableLatencies are each request's latencies.
 type tableLatencies map[string][]time.Duration
@@ -99,6 +103,9 @@ func (r *run) tableRead(ctx context.Context, fill *centralFill, metrics http.Han
 	case readSiteParked:
 		_, err := fill.store.ListOperatorItems(ctx, parkedFilter(siteOf(7)))
 		return err
+	case readCalls, readCallsDeep, readSiteFailed:
+		_, err := fill.store.ListCalls(ctx, callPage(fill, name))
+		return err
 	}
 	if turn%2 == 0 {
 		_, err := fill.store.GetNotification(ctx, fill.notificationIDs[rand.IntN(len(fill.notificationIDs))])
@@ -132,6 +139,20 @@ func parkedFilter(site string) centralstore.ItemFilter {
 	return centralstore.ItemFilter{Status: string(contract.StatusParked), Site: site, StuckAge: tablesStuckAge, Limit: 200}
 }
 
+// callPage is the filter of a calls list page (outpost calls list, the
+// outbox page's /calls), 50 rows: the first page, the page after nine tenths
+// of the rows (a call whose id the prefill kept), or one site's Failed ones.
+func callPage(fill *centralFill, name string) centralstore.CallFilter {
+	switch name {
+	case readCallsDeep:
+		i := len(fill.callIDs) / 10 // the prefill's row n/10: nine tenths of the rows are newer
+		return centralstore.CallFilter{After: &centralstore.Cursor{CreatedAt: fill.at(i * 10), ID: fill.callIDs[i]}}
+	case readSiteFailed:
+		return centralstore.CallFilter{Site: siteOf(7), Status: contract.StatusFailed}
+	}
+	return centralstore.CallFilter{}
+}
+
 func (lat tableLatencies) p(name string, q float64) float64 { return ms(percentile(lat[name], q)) }
 
 func (lat tableLatencies) kpiIdleP99() float64 { return lat.p(readKPIs, 0.99) }
@@ -148,6 +169,9 @@ func (lat tableLatencies) rows(n int) []Row {
 		{readMetrics, "/metrics scrape p99, " + size, "central's GET /metrics handler (workers.MetricsHandler), whole body", 250},
 		{readParked, "outbox parked list p99, " + size, "ListOperatorItems ?status=Parked, 200 newest of both tables", 100},
 		{readSiteParked, "parked list of one site p99, " + size, "ListOperatorItems ?status=Parked&site=site-007 (the central store's answer to 'outpost parked list --site', which asks Temporal's visibility store)", 100},
+		{readCalls, "calls list, first page p99, " + size, "ListCalls, 50 rows newest first by (created_at, operation_id), as 'outpost calls list' and the outbox page's /calls run it", 100},
+		{readCallsDeep, "calls list, deep page p99, " + size, "ListCalls, the 50 rows after the cursor at nine tenths of the rows", 100},
+		{readSiteFailed, "calls list, one site's Failed p99, " + size, "ListCalls ?site=site-007&status=Failed, 50 rows (1% of the site's rows)", 100},
 	}
 	var rows []Row
 	for _, rd := range reads {

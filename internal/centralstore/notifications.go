@@ -34,8 +34,8 @@ type NotificationFilter struct {
 	Limit int
 }
 
-// Cursor is where a page of notifications ended. Pages go newest first by
-// (created_at, notification_id), so the next page is a seek on the index,
+// Cursor is where a page of notifications (or of calls) ended. Pages go
+// newest first by (created_at, id), so the next page is a seek on the index,
 // as fast at the millionth row as at the first (no OFFSET).
 type Cursor struct {
 	CreatedAt time.Time
@@ -64,18 +64,19 @@ type NotificationPage struct {
 	NextToken string `json:"next,omitempty"`
 }
 
+// The page sizes of ListNotifications and ListCalls.
 const (
-	defaultNotificationPage = 50
-	maxNotificationPage     = 1000
+	defaultPageSize = 50
+	maxPageSize     = 1000
 )
 
 // ListNotifications lists the notifications matching f, every status, newest
 // first, one page at a time.
 func (s *Store) ListNotifications(ctx context.Context, f NotificationFilter) (NotificationPage, error) {
 	if f.Limit <= 0 {
-		f.Limit = defaultNotificationPage
+		f.Limit = defaultPageSize
 	}
-	f.Limit = min(f.Limit, maxNotificationPage)
+	f.Limit = min(f.Limit, maxPageSize)
 	where, args, err := notificationWhere(f)
 	if err != nil {
 		return NotificationPage{}, err

@@ -72,6 +72,9 @@ var postgresDialect = dialect{
 		`CREATE INDEX IF NOT EXISTS site_calls_status_terminal ON site_calls (status, terminal_at)`,
 		`CREATE INDEX IF NOT EXISTS site_calls_status_site_created ON site_calls (status, source_site_id, kind, created_at)`,
 		`CREATE INDEX IF NOT EXISTS site_calls_status_created ON site_calls (status, created_at, source_site_id)`,
+		`CREATE INDEX IF NOT EXISTS site_calls_created ON site_calls (created_at, operation_id)`,
+		`CREATE INDEX IF NOT EXISTS site_calls_site_created ON site_calls (source_site_id, created_at, operation_id, status)`,
+		`CREATE INDEX IF NOT EXISTS site_calls_target_created ON site_calls (target, created_at, operation_id, status)`,
 		`CREATE TABLE IF NOT EXISTS site_cursors (
 		site_id        TEXT COLLATE "C" PRIMARY KEY,
 		reconciled_seq BIGINT NOT NULL,

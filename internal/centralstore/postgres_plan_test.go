@@ -17,7 +17,8 @@ import (
 // notification pages, the purge's batches, an operation's audit trail and a
 // node's events over a window of time. Which of a table's indexes led by
 // status the planner takes depends on statistics an empty table does not
-// have, so those cases name the indexes' common prefix.
+// have, so those cases name the indexes' common prefix (for the parked
+// calls of a site, the call list's index by site serves as well).
 func TestPostgresQueriesSeekIndexes(t *testing.T) {
 	store := OpenPostgresForTest(t)
 	now := time.Now().UTC()
@@ -37,13 +38,18 @@ func TestPostgresQueriesSeekIndexes(t *testing.T) {
 		where, args := itemWhere(f, state, stateArgs, "list_name", "subject")
 		plans[name+" notifications"] = planCase{notificationItemsSQL(where) + store.limitClause(), append(args, 201), "notifications_status_"}
 		where, args = itemWhere(f, state, stateArgs, "target", "target")
-		plans[name+" calls"] = planCase{callItemsSQL(where) + store.limitClause(), append(args, 201), "site_calls_status_"}
+		plans[name+" calls"] = planCase{callItemsSQL(where) + store.limitClause(), append(args, 201), "site_calls_"}
 	}
 	after := &Cursor{CreatedAt: now, ID: "343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11"}
 	for name, f := range map[string]NotificationFilter{"first page": {}, "later page": {After: after}} {
 		where, args, err := notificationWhere(f)
 		require.NoError(t, err)
 		plans[name] = planCase{listNotificationsSQL(where) + store.limitClause(), append(args, 51), "notifications_created"}
+	}
+	for name, f := range callFilterCombinations(now) {
+		where, args, err := callWhere(f)
+		require.NoError(t, err)
+		plans["calls, "+name] = planCase{listCallsSQL(where) + store.limitClause(), append(args, 51), "site_calls_"}
 	}
 	purgeIndexes := map[string]string{
 		"notifications": "notifications_status_",

@@ -145,6 +145,16 @@ var sqliteDialect = dialect{
 		`CREATE INDEX IF NOT EXISTS site_calls_status_site_created ON site_calls (status, source_site_id, kind, created_at)`,
 		`CREATE INDEX IF NOT EXISTS site_calls_status_created ON site_calls (status, created_at, source_site_id)`,
 		`DROP INDEX IF EXISTS site_calls_status_updated`,
+		// Keyset paging of every call and write, newest first (ListCalls):
+		// each filter but the kind leads an index that goes on in the
+		// list's order (the status one is site_calls_status_created). The
+		// status at their end is checked in the index, not the table: the
+		// parked calls of one site walk the site's index entries, and
+		// without it read a row per entry (outpost bench --only tables,
+		// 10,000,000 rows: parked list of one site p99 207 ms, up from 11).
+		`CREATE INDEX IF NOT EXISTS site_calls_created ON site_calls (created_at, operation_id)`,
+		`CREATE INDEX IF NOT EXISTS site_calls_site_created ON site_calls (source_site_id, created_at, operation_id, status)`,
+		`CREATE INDEX IF NOT EXISTS site_calls_target_created ON site_calls (target, created_at, operation_id, status)`,
 		// An operation's events are found by their ids (listAuditEventsSQL),
 		// and the index by operation id, as scattered as the key, doubled
 		// the cost of storing events (outpost bench --only fleet). Only the

@@ -179,6 +179,13 @@ var sqlServerDialect = dialect{
 	CREATE INDEX site_calls_status_created ON site_calls (status, created_at, source_site_id)`,
 		`IF EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_status_updated' AND object_id = OBJECT_ID(N'site_calls'))
 	DROP INDEX site_calls_status_updated ON site_calls`,
+		// Keyset paging of every call and write, newest first (ListCalls).
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_created')
+	CREATE INDEX site_calls_created ON site_calls (created_at, operation_id)`,
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_site_created')
+	CREATE INDEX site_calls_site_created ON site_calls (source_site_id, created_at, operation_id, status)`,
+		`IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE name = 'site_calls_target_created')
+	CREATE INDEX site_calls_target_created ON site_calls (target, created_at, operation_id, status)`,
 	},
 	// UPDLOCK+HOLDLOCK makes the check and the insert one atomic step; @p1
 	// is the first placeholder, the notification id.

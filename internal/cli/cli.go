@@ -36,7 +36,7 @@ type command struct {
 var commands = []command{
 	devCommand, centralCommand, hashPasswordCommand, siteCommand, siteStatusCommand, configCheckCommand,
 	parkedListCommand, parkedRetryCommand, parkedDiscardCommand, statusCommand,
-	notificationsListCommand, notificationsShowCommand,
+	notificationsListCommand, notificationsShowCommand, callsListCommand,
 	listsLsCommand, listsShowCommand, listsSetCommand, listsAddTargetCommand, listsRemoveTargetCommand, listsRmCommand, listsApplyCommand,
 	channelsLsCommand, channelsSetCommand, channelsRmCommand,
 	airgapKeygenCommand, airgapExportCommand, airgapImportCommand, airgapAckCommand, airgapListCommand,

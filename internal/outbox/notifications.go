@@ -46,18 +46,7 @@ func (h *handler) notifications(w http.ResponseWriter, r *http.Request, who iden
 		http.Error(w, "central store: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	data.Form = map[string]string{}
-	next := url.Values{}
-	for _, k := range notificationKeys {
-		data.Form[k] = q.Get(k)
-		if v := q.Get(k); v != "" && k != "after" {
-			next.Set(k, v)
-		}
-	}
-	if data.Page.NextToken != "" {
-		next.Set("after", data.Page.NextToken)
-		data.Next = template.URL("notifications?" + next.Encode()) // only encoded values: safe as a URL
-	}
+	data.Form, data.Next = echoFilter(q, notificationKeys, "notifications", data.Page.NextToken)
 	render(w, "notifications", data)
 }
 

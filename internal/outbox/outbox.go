@@ -92,7 +92,8 @@ type handler struct {
 
 // New returns the outbox page: GET / renders it; GET /items/{kind}/{id}
 // renders one item with its payload and audit trail; GET /notifications
-// lists every notification, filtered and paged; GET /lists shows the
+// lists every notification, and GET /calls every cached call and database
+// write, filtered and paged; GET /lists shows the
 // notification lists and channels, POST /lists and /lists/{name}/remove
 // change them; POST
 // /items/{kind}/{id}/retry and /items/{kind}/{id}/discard signal a workflow
@@ -136,6 +137,7 @@ func New(store *centralstore.Store, tc client.Client, opts Options) (http.Handle
 	page.Handle("GET /{$}", h.require(RoleViewer, h.page))
 	page.Handle("GET /items/{kind}/{id}", h.require(RoleViewer, h.item))
 	page.Handle("GET /notifications", h.require(RoleViewer, h.notifications))
+	page.Handle("GET /calls", h.require(RoleViewer, h.calls))
 	page.Handle("POST /items/{kind}/{id}/{action}", h.require(RoleOperator, h.act))
 	page.Handle("GET /lists", h.require(RoleViewer, h.lists))
 	page.Handle("POST /lists", h.require(RoleOperator, h.setList))

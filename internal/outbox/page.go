@@ -62,8 +62,9 @@ var funcs = template.FuncMap{
 }
 
 // templates are the outbox page ("outbox"), an item's page ("item"), the
-// list of every notification ("notifications") and the notification lists
-// ("lists"), which share one head ("head") and style sheet ("style").
+// list of every notification ("notifications"), of every call and write
+// ("calls") and the notification lists ("lists"), which share one head
+// ("head") and style sheet ("style").
 var templates = parseTemplates()
 
 func parseTemplates() *template.Template {
@@ -73,6 +74,7 @@ func parseTemplates() *template.Template {
 	template.Must(t.New("outbox").Parse(outboxHTML))
 	template.Must(t.New("item").Parse(itemHTML))
 	template.Must(t.New("notifications").Parse(notificationsHTML))
+	template.Must(t.New("calls").Parse(callsHTML))
 	template.Must(t.New("lists").Parse(listsHTML))
 	return t
 }
@@ -147,7 +149,7 @@ const outboxHTML = `{{template "head" ""}}
 </table>
 
 <h2>Stuck and parked</h2>
-<p class="sub">Delivered and discarded ones too: <a href="notifications" id="all-notifications">every notification</a>. Who they reach: <a href="lists" id="lists-link">notification lists</a>.</p>
+<p class="sub">Delivered, failed and discarded ones too: <a href="notifications" id="all-notifications">every notification</a>, <a href="calls" id="all-calls">every call and write</a>. Who they reach: <a href="lists" id="lists-link">notification lists</a>.</p>
 <form class="filter" method="get" action="">
   <label>Status<select name="status"><option value="">stuck or parked</option>{{range .Statuses}}<option{{if eq . (index $.Form "status")}} selected{{end}}>{{.}}</option>{{end}}</select></label>
   <label>Kind<select name="kind"><option value="">any</option>{{range .Kinds}}<option{{if eq . (index $.Form "kind")}} selected{{end}}>{{.}}</option>{{end}}</select></label>

@@ -39,6 +39,7 @@ func Exercise(t *testing.T, store *centralstore.Store) {
 	t.Run("PurgeStopsAtMaxRows", func(t *testing.T) { purgeStopsAtMaxRows(t, store) })
 	t.Run("KPIsAndOperatorItems", func(t *testing.T) { kpiSuite(t, store) })
 	t.Run("ListNotifications", func(t *testing.T) { listNotifications(t, store) })
+	t.Run("ListCalls", func(t *testing.T) { listCalls(t, store) })
 	t.Run("ListsAndChannels", func(t *testing.T) { listsAndChannels(t, store) })
 	t.Run("AirgapImports", func(t *testing.T) { airgapImports(t, store) })
 }
