@@ -64,7 +64,7 @@ Example:
 			}
 			f.After = &c
 		}
-		store, _, err := openCentralToRead(ctx, env, op.cfg, fs)
+		store, _, err := openCentralToRead(ctx, op.cfg, fs)
 		if err != nil {
 			return err
 		}
