@@ -49,10 +49,13 @@ const (
 	SectionFleet = "fleet"
 	// SectionReplication is enqueue on a site pair's active node.
 	SectionReplication = "replication"
+	// SectionCluster is delivery and telemetry ingest on a self-hosted
+	// Temporal cluster on PostgreSQL, and each part's CPU.
+	SectionCluster = "cluster"
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap, SectionFleet, SectionReplication}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap, SectionFleet, SectionReplication, SectionCluster}
 
 // Options says what to run and how big. Defaults are the full sizes.
 type Options struct {
@@ -85,8 +88,8 @@ type Options struct {
 	// Parallelism is how many hand-offs (and bare starts) run at once.
 	// Default 8 (site.forward_parallelism's default).
 	Parallelism int `json:"parallelism"`
-	// EndToEnd is how many notifications the end-to-end section delivers
-	// (and bare workflows it runs). Default 1000.
+	// EndToEnd is how many notifications the end-to-end and cluster
+	// sections deliver (and bare workflows they run). Default 1000.
 	EndToEnd int `json:"e2e"`
 	// Drain is the backlog the site daemon drains. Default 50000.
 	Drain int `json:"drain"`
@@ -113,7 +116,8 @@ type Options struct {
 	// most TableRows). Default 1000000.
 	PurgeRows int `json:"purgeRows"`
 	// TelemetryRows is how many tracking changes the telemetry section
-	// ingests (and upserts). Default 100000.
+	// ingests (and upserts); the cluster section rounds it down to whole
+	// batches of every site in every round. Default 100000.
 	TelemetryRows int `json:"telemetryRows"`
 	// AirgapEntries is how many entries the airgap section's bundle holds.
 	// Default 100000.
@@ -210,6 +214,7 @@ var sections = map[string]func(*run, context.Context) ([]Row, error){
 	SectionAirgap:      (*run).airgap,
 	SectionFleet:       (*run).fleet,
 	SectionReplication: (*run).replication,
+	SectionCluster:     (*run).onCluster,
 }
 
 // Run runs the selected sections in order. The report holds the rows of

@@ -181,6 +181,58 @@ func TestFleet(t *testing.T) {
 	require.Contains(t, table.String(), " cores ")
 }
 
+// TestCluster runs the cluster section at a tiny size: a real cluster of
+// two server processes on PostgreSQL, two central worker processes (this
+// binary as `outpost central`) on the PostgreSQL store, and checks every
+// row is there with a baseline and figures that can be true.
+func TestCluster(t *testing.T) {
+	testutil.SkipIfShort(t)
+	opts := quick(t)
+	opts.Only = []string{bench.SectionCluster}
+	report, err := bench.Run(context.Background(), opts)
+	require.NoError(t, err)
+
+	byMeasure := map[string]bench.Row{}
+	for _, row := range report.Rows {
+		require.Equal(t, bench.SectionCluster, row.Section)
+		require.Positive(t, row.Value, "%s", row.Measure)
+		require.NotNil(t, row.Baseline, "%s has no baseline", row.Measure)
+		require.Positive(t, row.Baseline.Value, "%s: %s", row.Measure, row.Baseline.Name)
+		require.NotEmpty(t, row.Detail, "%s", row.Measure)
+		byMeasure[row.Measure] = row
+	}
+	require.Len(t, byMeasure, 8)
+
+	e2e := byMeasure["cluster end to end, delivered (site to SMTP)"]
+	require.Equal(t, "≥ 0.9×", e2e.Target.Text)
+	require.Equal(t, "bare workflow + 1 activity on the same cluster, 4 in flight", e2e.Baseline.Name)
+	require.Contains(t, e2e.Detail, "no email sent twice")
+	require.Contains(t, e2e.Detail, "by 2 central workers on the PostgreSQL store")
+
+	ingest := byMeasure["cluster telemetry ingest, 200 sites, 2 central workers"]
+	require.Equal(t, "≥ 0.8×", ingest.Target.Text)
+	require.Equal(t, "bulk upsert of the same rows into PostgreSQL, 1 writer", ingest.Baseline.Name)
+	require.Equal(t, ingest.Ratio >= 0.8, ingest.Target.Pass)
+
+	for _, m := range []string{
+		"cluster central workers' CPU a notification", "cluster Temporal servers' CPU a notification", "cluster PostgreSQL CPU a notification",
+		"cluster central workers' CPU a telemetry change, batches of 7 (a site's 100 calls a minute over site.telemetry_delay)",
+		"cluster Temporal servers' CPU a telemetry change, batches of 7 (a site's 100 calls a minute over site.telemetry_delay)",
+		"cluster PostgreSQL CPU a telemetry change, batches of 7 (a site's 100 calls a minute over site.telemetry_delay)",
+	} {
+		row, ok := byMeasure[m]
+		require.True(t, ok, "no row %q", m)
+		require.Equal(t, "ms", row.Unit, m)
+		// Each part's CPU per item: in the rate row's detail for
+		// notifications, in the row's own for telemetry changes.
+		detail := row.Detail
+		if strings.Contains(m, "notification") {
+			detail = e2e.Detail
+		}
+		require.Regexp(t, `central workers \d+\.\d\d ms, Temporal servers \d+\.\d\d ms, PostgreSQL \d+\.\d\d ms`, detail, m)
+	}
+}
+
 func TestOptionsRejectUnknownSection(t *testing.T) {
 	opts := bench.Defaults()
 	opts.Only = []string{"enqueue", "warp"}

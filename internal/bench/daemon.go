@@ -49,19 +49,20 @@ func (r *run) startSiteProcess(ctx context.Context, name, siteID, store, tempora
 	if err != nil {
 		return nil, err
 	}
-	return startChild(ctx, "site daemon", listen, r.path(name+"-site.log"), "site", "--config", cfg)
+	return startChild(ctx, "site daemon", listen, r.path(name+"-site.log"), nil, "site", "--config", cfg)
 }
 
 // startChild re-executes this binary (the outpost CLI, or a test binary
-// standing in for it) with args, its output in log, and returns once
-// /healthz answers on listen.
-func startChild(ctx context.Context, what, listen, log string, args ...string) (*childProcess, error) {
+// standing in for it) with args and this process's environment plus env
+// (NAME=value), its output in log, and returns once /healthz answers on
+// listen.
+func startChild(ctx context.Context, what, listen, log string, env []string, args ...string) (*childProcess, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this program to run `outpost %s`: %w", args[0], err)
 	}
 	p := &childProcess{what: what, url: "http://" + listen, done: make(chan struct{}), log: log}
-	if err := p.start(exe, args...); err != nil {
+	if err := p.start(exe, env, args...); err != nil {
 		return nil, err
 	}
 	if err := p.waitHealthy(ctx); err != nil {
@@ -89,12 +90,13 @@ func (r *run) writeSiteConfig(name, siteID, store, listen, temporalAddr string) 
 	return path, nil
 }
 
-func (p *childProcess) start(exe string, args ...string) error {
+func (p *childProcess) start(exe string, env []string, args ...string) error {
 	out, err := os.Create(p.log)
 	if err != nil {
 		return fmt.Errorf("%s log: %w", p.what, err)
 	}
 	p.cmd = exec.Command(exe, args...)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {
 		out.Close()

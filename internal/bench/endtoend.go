@@ -124,10 +124,20 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serve
 	return append([]Row{row, sameShape}, actions...), nil
 }
 
-// cpuOf is the CPU one process (pid) used during the rounds measured.
+// cpuOf is the CPU one process (pid) used during the rounds measured; with
+// tree, its children's too (processTreeCPU).
 type cpuOf struct {
 	pid   int
+	tree  bool
 	total time.Duration
+}
+
+// read is the CPU the meter's process (or tree) has used so far.
+func (m *cpuOf) read() (time.Duration, error) {
+	if m.tree {
+		return processTreeCPU(m.pid)
+	}
+	return processCPU(m.pid)
 }
 
 // withCPU runs a timed round and adds to each meter the CPU its process
@@ -138,7 +148,7 @@ type cpuOf struct {
 func withCPU(meters []*cpuOf, round func() (time.Duration, error)) (time.Duration, error) {
 	before := make([]time.Duration, len(meters))
 	for i, m := range meters {
-		cpu, err := processCPU(m.pid)
+		cpu, err := m.read()
 		if err != nil {
 			return 0, err
 		}
@@ -149,7 +159,7 @@ func withCPU(meters []*cpuOf, round func() (time.Duration, error)) (time.Duratio
 		return 0, err
 	}
 	for i, m := range meters {
-		after, err := processCPU(m.pid)
+		after, err := m.read()
 		if err != nil {
 			return 0, err
 		}

@@ -212,20 +212,35 @@ func (f *fleet) startWorkers(ctx context.Context, n int) (*centralWorkers, error
 	return w, nil
 }
 
-// startWorker runs `outpost central --config <name>.yaml`: the central
-// config of the other sections (mail to the sink, list benchList) on the
-// fleet's store, any free port for its page, JSON logs at info as in
-// production, in <name>.log.
+// startWorker runs a central worker process on the fleet's store and dev
+// server (startCentralProcess).
 func (f *fleet) startWorker(ctx context.Context, name string) (*childProcess, error) {
+	return f.r.startCentralProcess(ctx, name, config.Temporal{Address: f.addr, Namespace: namespace}, f.central, nil)
+}
+
+// startCentralProcess runs `outpost central --config <name>.yaml`: the
+// central config c's store, mail and lists, Temporal at t (with its mutual
+// TLS files when set), any free port for its page, JSON logs at info as in
+// production, in <name>.log; env is added to its environment (the store's
+// password).
+func (r *run) startCentralProcess(ctx context.Context, name string, t config.Temporal, c config.Central, env []string) (*childProcess, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	c := f.central
+	temporal := map[string]any{"address": t.Address, "namespace": t.Namespace}
+	if t.TLS {
+		temporal["tls"], temporal["tls_server_name"] = true, t.TLSServerName
+		temporal["tls_ca_file"], temporal["tls_cert_file"], temporal["tls_key_file"] = t.TLSCAFile, t.TLSCertFile, t.TLSKeyFile
+	}
+	store := map[string]any{"driver": c.Store.Driver, "path": c.Store.Path}
+	if c.Store.DSN != "" {
+		store["dsn"] = c.Store.DSN
+	}
 	data, err := yaml.Marshal(map[string]any{
-		"temporal": map[string]any{"address": f.addr, "namespace": namespace},
+		"temporal": temporal,
 		"central": map[string]any{
-			"store":  map[string]any{"driver": c.Store.Driver, "path": c.Store.Path},
+			"store":  store,
 			"listen": listen,
 			"smtp":   map[string]any{"host": c.SMTP.Host, "port": c.SMTP.Port, "tls": c.SMTP.TLS, "timeout": c.SMTP.Timeout.String()},
 			"lists":  c.Lists,
@@ -235,11 +250,11 @@ func (f *fleet) startWorker(ctx context.Context, name string) (*childProcess, er
 	if err != nil {
 		return nil, fmt.Errorf("central config: %w", err)
 	}
-	path := f.r.path(name + ".yaml")
+	path := r.path(name + ".yaml")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return nil, fmt.Errorf("central config: %w", err)
 	}
-	return startChild(ctx, "central worker", listen, f.r.path(name+".log"), "central", "--config", path)
+	return startChild(ctx, "central worker", listen, r.path(name+".log"), env, "central", "--config", path)
 }
 
 // memory is every worker's RSS now and at its peak.

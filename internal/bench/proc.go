@@ -17,29 +17,78 @@ const clockTick = 10 * time.Millisecond
 // processCPU is the CPU time (user and system) a running process has used
 // so far, from /proc/<pid>/stat (Linux only).
 func processCPU(pid int) (time.Duration, error) {
+	st, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return st.cpu, nil
+}
+
+// processTreeCPU is the CPU time a process and its children have used so
+// far: its own, its exited children's (which the kernel adds to it when it
+// reaps them) and each live child's, with that child's exited children.
+// PostgreSQL serves each connection in a child of the postmaster; a child
+// that exits between two readings is counted live in the first and through
+// its parent in the second, so the difference is exact.
+func processTreeCPU(pid int) (time.Duration, error) {
+	root, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	total := root.cpu + root.childrenCPU
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return 0, err
+	}
+	for _, path := range stats {
+		n, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if err != nil {
+			continue
+		}
+		st, err := readStat(n)
+		if err != nil || st.ppid != pid {
+			continue // gone since the glob, or not a child
+		}
+		total += st.cpu + st.childrenCPU
+	}
+	return total, nil
+}
+
+// procStat is what the benchmark reads from /proc/<pid>/stat.
+type procStat struct {
+	ppid int
+	// cpu is user and system time; childrenCPU the same of its exited
+	// children that it waited for.
+	cpu, childrenCPU time.Duration
+}
+
+func readStat(pid int) (procStat, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, fmt.Errorf("read process %d's CPU time (needs Linux's /proc): %w", pid, err)
+		return procStat{}, fmt.Errorf("read process %d's CPU time (needs Linux's /proc): %w", pid, err)
 	}
 	// The command name (field 2) may hold spaces; the fields after it
-	// start at state (field 3), so utime and stime (14, 15) are 11 and 12.
+	// start at state (field 3), so ppid (4) is 1, utime, stime, cutime and
+	// cstime (14 to 17) are 11 to 14.
 	end := bytes.LastIndexByte(data, ')')
 	if end < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return procStat{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	fields := strings.Fields(string(data[end+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(fields))
+	if len(fields) < 15 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(fields))
 	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	var n [5]int64
+	for i, f := range []string{fields[1], fields[11], fields[12], fields[13], fields[14]} {
+		if n[i], err = strconv.ParseInt(f, 10, 64); err != nil {
+			return procStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
-		ticks += n
 	}
-	return time.Duration(ticks) * clockTick, nil
+	return procStat{
+		ppid:        int(n[0]),
+		cpu:         time.Duration(n[1]+n[2]) * clockTick,
+		childrenCPU: time.Duration(n[3]+n[4]) * clockTick,
+	}, nil
 }
 
 // machineCPU is the machine's CPU time so far, from /proc/stat's first

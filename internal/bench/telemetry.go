@@ -68,7 +68,7 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 		return nil, err
 	}
 	viaTemporal, raw := times[0], times[1]
-	if err := requireMirrored(ctx, store, ingested); err != nil {
+	if err := requireMirrored(ctx, store, "ingested", ingested); err != nil {
 		return nil, err
 	}
 	// What the store allows the ingest: the same upserts with the audit
@@ -106,7 +106,8 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 }
 
 // telemetryBatches is n tracking changes of new cached calls, named after
-// side, in batches of size, each batch from one site, sites in turn, each
+// side, in batches of size, each batch from one of telemetrySites sites
+// (also named after side: central keeps a cursor per site), sites in turn, each
 // site's changes numbered upwards as a site's are. The sites work at once,
 // as a fleet does: a batch's calls were made over the same milliseconds as
 // every other batch's, so their ids (version 7 UUIDs, in time order) lie
@@ -117,7 +118,7 @@ func telemetryBatches(side string, n, size int) []contract.TelemetryBatch {
 	start := time.Now().UTC()
 	for done := 0; done < n; done += size {
 		site := len(batches) % telemetrySites
-		siteID := fmt.Sprintf("site-%03d", site)
+		siteID := fmt.Sprintf("%s-site-%03d", side, site)
 		rows := make([]contract.TrackedOperation, min(size, n-done))
 		for i := range rows {
 			seq[site]++
@@ -151,20 +152,20 @@ func timeBatches(ctx context.Context, batches []contract.TelemetryBatch, paralle
 	return time.Since(start), err
 }
 
-// requireMirrored checks that every ingested change reached site_calls: a
-// rate of rows that were lost would mean nothing.
-func requireMirrored(ctx context.Context, store *centralstore.Store, batches []contract.TelemetryBatch) error {
+// requireMirrored checks that every change of side's batches reached
+// site_calls: a rate of rows that were lost would mean nothing.
+func requireMirrored(ctx context.Context, store *centralstore.Store, side string, batches []contract.TelemetryBatch) error {
 	want := 0
 	for _, b := range batches {
 		want += len(b.Rows)
 	}
 	var got int
-	err := store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM site_calls WHERE operation_id LIKE 'ingested-%'`).Scan(&got)
+	err := store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM site_calls WHERE operation_id LIKE '`+side+`-%'`).Scan(&got)
 	if err != nil {
-		return fmt.Errorf("telemetry: count the ingested changes: %w", err)
+		return fmt.Errorf("telemetry: count the %s changes: %w", side, err)
 	}
 	if got != want {
-		return fmt.Errorf("telemetry: %d of %d ingested changes reached site_calls", got, want)
+		return fmt.Errorf("telemetry: %d of %d %s changes reached site_calls", got, want, side)
 	}
 	return nil
 }

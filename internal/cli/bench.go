@@ -91,6 +91,15 @@ time on the same file system, and checks the targets (PASS/MISS):
            counts). Targets: async throughput >= 0.9x; sync p99 <= 3x;
            replication lag p99 (commit on the active to commit on the
            standby) <= 100 ms. About 45 s.
+  cluster  on a self-hosted Temporal cluster (two server processes on
+           PostgreSQL, mutual TLS; needs Debian's postgresql package) with
+           two central worker processes on the PostgreSQL central store:
+           --e2e notifications site to SMTP against as many bare workflows
+           + 1 activity on the same cluster (target >= 0.9x); --telemetry-rows
+           changes from 200 sites at once ingested against bulk upserts of
+           the same rows into PostgreSQL (target >= 0.8x); the CPU of the
+           workers, the Temporal servers and PostgreSQL per notification
+           and per telemetry change (docs/deploying.md's capacity table).
 
 The Temporal sections start the pinned dev server (the first run builds it:
 about three minutes); run from the checkout. A full run takes 24 to 36
@@ -111,6 +120,7 @@ Example:
   go run ./cmd/outpost bench --only status --rows 100000 --json | jq '.rows[]'
   go run ./cmd/outpost bench --only tables --table-rows 1000000 --purge-rows 300000
   go run ./cmd/outpost bench --only fleet --fleet-sites 50
+  go run ./cmd/outpost bench --only cluster
   go build -buildvcs=true -o /tmp/outpost ./cmd/outpost && /tmp/outpost bench --markdown`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		opts := bench.Defaults()

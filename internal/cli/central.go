@@ -50,7 +50,7 @@ Example:
   OUTPOST_SMTP_PASSWORD=... outpost central --config /etc/outpost/outpost.yaml`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		return withConfigOrDevStack(fs, args, "config `FILE` (omitted: "+devConfigDoc+")", func(cfg config.Config, log *zap.Logger) error {
-			warnProductionRisks(log, cfg, "temporal.encryption_keys")
+			warnProductionRisks(log, cfg, productionRisksOf["central"]...)
 			return runCentral(ctx, cfg, log)
 		})
 	},

@@ -6,6 +6,13 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 )
 
+// productionRisksOf are the production risks each process warns of at
+// start, and `config check --production --for PROCESS` reports.
+var productionRisksOf = map[string][]string{
+	"central": {"temporal.encryption_keys"},
+	"site":    {"site.api_tokens", "temporal.encryption_keys"},
+}
+
 // warnProductionRisks logs, at a process's start, each of the settings at
 // paths that cfg leaves empty although production must not
 // (config.ProductionRisk), with what that risks.

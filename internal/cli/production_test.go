@@ -41,6 +41,37 @@ site: {api_tokens: {scada: OUTPOST_SITE_TOKEN}}
 	require.Contains(t, out, "closed.yaml: ok")
 }
 
+// `config check --production --for central` judges a central host's file
+// by the risks `outpost central` warns of: a file with keys and no site
+// tokens passes, as it would not for a site (`--for site`) or for any
+// process (no --for); a file without keys fails either way.
+func TestConfigCheckProductionForOneProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	central := filepath.Join(dir, "central.yaml")
+	require.NoError(t, os.WriteFile(central, []byte("temporal: {encryption_keys: [{id: k1, env: OUTPOST_PAYLOAD_KEY}]}\n"), 0o644))
+	out, _, err := run(t, "config", "check", "--production", "--for", "central", central)
+	require.NoError(t, err)
+	require.Contains(t, out, "central.yaml: ok")
+
+	out, _, err = run(t, "config", "check", "--production", "--for", "site", central)
+	require.ErrorContains(t, err, "1 problem(s)")
+	require.Contains(t, out, "site.api_tokens: empty")
+	_, _, err = run(t, "config", "check", "--production", central)
+	require.ErrorContains(t, err, "1 problem(s)")
+
+	plain := filepath.Join(dir, "plain.yaml")
+	require.NoError(t, os.WriteFile(plain, []byte("central: {listen: 127.0.0.1:8481}\n"), 0o644))
+	out, _, err = run(t, "config", "check", "--production", "--for", "central", plain)
+	require.ErrorContains(t, err, "1 problem(s)")
+	require.Contains(t, out, "temporal.encryption_keys: empty")
+
+	_, _, err = run(t, "config", "check", "--for", "central", plain)
+	require.ErrorContains(t, err, "--for needs --production")
+	_, _, err = run(t, "config", "check", "--production", "--for", "airgap", plain)
+	require.ErrorContains(t, err, `--for is central or site, not "airgap"`)
+}
+
 // `outpost central` and `outpost site` log each production risk of their
 // config at start, naming the risk and the setting that removes it.
 func TestStartWarnsOfProductionRisks(t *testing.T) {

@@ -59,7 +59,7 @@ Example:
   curl -s localhost:8480/v1/operations/<id>`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		return withConfigOrDevStack(fs, args, "config `FILE` (omitted: "+devConfigDoc+")", func(cfg config.Config, log *zap.Logger) error {
-			warnProductionRisks(log, cfg, "site.api_tokens", "temporal.encryption_keys")
+			warnProductionRisks(log, cfg, productionRisksOf["site"]...)
 			return runSite(ctx, cfg, log)
 		})
 	},

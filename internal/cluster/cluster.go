@@ -146,6 +146,22 @@ func (c *Cluster) Frontends() []string {
 // TLS is what a client of the frontends needs.
 func (c *Cluster) TLS() TLSFiles { return c.tls }
 
+// Postgres is the PostgreSQL holding Temporal's databases; a caller may
+// create its own database there (the central store, say).
+func (c *Cluster) Postgres() *pgserver.Server { return c.pg }
+
+// ServerPIDs are the process ids of the running server processes, node 0
+// first (0 for a node killed and not restarted), for reading their CPU.
+func (c *Cluster) ServerPIDs() []int {
+	pids := make([]int, len(c.nodes))
+	for i, n := range c.nodes {
+		if n.cmd != nil {
+			pids[i] = n.cmd.Process.Pid
+		}
+	}
+	return pids
+}
+
 // Temporal is Outpost's temporal config base (its encryption keys, say)
 // pointed at node's frontend: address, namespace and mutual TLS.
 func (c *Cluster) Temporal(node int, base config.Temporal) config.Temporal {

@@ -635,10 +635,14 @@ func ProductionRisk(cfg Config, path string) string {
 	return ""
 }
 
-// ProductionProblems is every production risk cfg runs.
-func ProductionProblems(cfg Config) Problems {
+// ProductionProblems is every production risk cfg runs; with paths, only
+// the risks of those settings (the ones one process cares about).
+func ProductionProblems(cfg Config, paths ...string) Problems {
 	var ps Problems
 	for _, r := range productionRisks {
+		if len(paths) > 0 && !slices.Contains(paths, r.path) {
+			continue
+		}
 		if !r.present(cfg) {
 			ps = append(ps, Problem{Path: r.path, Message: "empty: " + r.risk})
 		}

@@ -204,6 +204,17 @@ func (s *Server) Stop() error {
 	}
 }
 
+// PID is the postmaster's process id, 0 while stopped. Each connection is
+// served by a child process of it.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
 // Restart starts the server again after Stop, on the same port and data.
 func (s *Server) Restart(ctx context.Context) error {
 	s.mu.Lock()
