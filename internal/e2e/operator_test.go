@@ -256,7 +256,8 @@ func (s *stack) outpostJSON(v any, stdin string, args ...string) {
 	require.NoError(s.t, json.Unmarshal([]byte(out), v), out)
 }
 
-// operatorConfig is a config file an operator would use for this stack.
+// operatorConfig is a config file an operator would use for this stack: on
+// the site host, so the parked commands also read what the site holds.
 func (s *stack) operatorConfig() string {
 	path := filepath.Join(s.dir, "operator.yaml")
 	if _, err := os.Stat(path); err == nil {
@@ -264,8 +265,9 @@ func (s *stack) operatorConfig() string {
 	}
 	t := s.cfg.Temporal
 	yaml := fmt.Sprintf("temporal:\n  address: %s\n  namespace: %s\n  tls_cert_file: %q\n  tls_key_file: %q\n  tls_ca_file: %q\n  tls_server_name: %q\n"+
+		"site:\n  id: %s\n  store: %s\n"+
 		"central:\n  temporal_ui_url: http://127.0.0.1:8233\n  store:\n    path: %s\nlog:\n  level: warn\n",
-		t.Address, t.Namespace, t.TLSCertFile, t.TLSKeyFile, t.TLSCAFile, t.TLSServerName, s.cfg.Central.Store.Path)
+		t.Address, t.Namespace, t.TLSCertFile, t.TLSKeyFile, t.TLSCAFile, t.TLSServerName, s.cfg.Site.ID, s.cfg.Site.Store, s.cfg.Central.Store.Path)
 	require.NoError(s.t, os.WriteFile(path, []byte(yaml), 0o644))
 	return path
 }

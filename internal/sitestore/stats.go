@@ -21,7 +21,7 @@ type BufferStat struct {
 // BufferStats counts buffered rows per category, with the oldest of each
 // and how many are parked on the site.
 func (s *Store) BufferStats(ctx context.Context) ([]BufferStat, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT category, count(*), min(created_at), sum(status = 'Parked') FROM buffer GROUP BY category ORDER BY category`)
+	rows, err := s.db.QueryContext(ctx, `SELECT category, count(*), min(created_at), sum(parked_on_site) FROM buffer GROUP BY category ORDER BY category`)
 	if err != nil {
 		return nil, fmt.Errorf("buffer stats: %w", err)
 	}

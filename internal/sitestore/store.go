@@ -243,13 +243,19 @@ var migrations = []string{
 		epoch         INTEGER NOT NULL DEFAULT 0
 	);
 	INSERT INTO replication (id) VALUES (1);`,
-	// 9: rows parked on the site by earlier versions are tried once more:
+	// 9: parked_on_site marks a row central refused for good
+	// (ParkUnforwardable): a call's buffer row mirrors its tracking status,
+	// Parked included, so the status cannot tell them apart. Rows parked on
+	// the site by earlier versions are tried once more (a notification's
+	// row is Parked only that way; a call's says so in its last error):
 	// those versions also parked hand-offs central accepts once it is set
-	// up (search attributes registered, namespace created). A row central
-	// still refuses for good is parked again by the next pass. The index
-	// finds what is parked on the site (ListParkedOnSite).
-	`UPDATE buffer SET status = 'Retrying', handed_off = 0, next_attempt_at = 0 WHERE status = 'Parked';
-	CREATE INDEX buffer_parked ON buffer (created_at) WHERE status = 'Parked';`,
+	// up. A row central still refuses for good is parked again by the next
+	// pass. The index finds what is parked on the site (ListParkedOnSite).
+	`ALTER TABLE buffer ADD COLUMN parked_on_site INTEGER NOT NULL DEFAULT 0;
+	UPDATE buffer SET handed_off = 0, next_attempt_at = 0,
+		status = coalesce((SELECT t.status FROM tracking t WHERE t.operation_id = buffer.tracked_operation_id), 'Retrying')
+		WHERE status = 'Parked' AND (category = 'Notification' OR last_error LIKE 'central refused it for good%');
+	CREATE INDEX buffer_parked_on_site ON buffer (created_at) WHERE parked_on_site = 1;`,
 	// 10: central's record of an operation as the newest receipt carried it
 	// (central_status has its status): retry count, last attempt and
 	// delivery, and that receipt's time (Unix nanoseconds), so an older
@@ -650,8 +656,7 @@ func (s *Store) ClockLead(ctx context.Context, now time.Time) (time.Duration, er
 // ListParkedOnSite returns the rows parked on the site (ParkUnforwardable),
 // oldest first.
 func (s *Store) ListParkedOnSite(ctx context.Context) ([]Message, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+messageColumns+` FROM buffer WHERE status = ? ORDER BY created_at`,
-		string(contract.StatusParked))
+	rows, err := s.db.QueryContext(ctx, `SELECT `+messageColumns+` FROM buffer WHERE parked_on_site = 1 ORDER BY created_at`)
 	if err != nil {
 		return nil, fmt.Errorf("list rows parked on the site: %w", err)
 	}
@@ -673,9 +678,10 @@ func (s *Store) ListParkedOnSite(ctx context.Context) ([]Message, error) {
 func (s *Store) RequeueParked(ctx context.Context, id string, at time.Time, note string) error {
 	var n int64
 	err := s.inTx(ctx, "requeue "+id, func(tx *writeTx) (err error) {
-		n, err = tx.execCount(`UPDATE buffer SET status = ?, handed_off = 0, next_attempt_at = ?, last_error = ? || last_error
-			WHERE message_id = ? AND status = ?`, string(contract.StatusPending), at.UnixNano(), note+"; before: ", id,
-			string(contract.StatusParked))
+		n, err = tx.execCount(`UPDATE buffer SET parked_on_site = 0, handed_off = 0, next_attempt_at = ?,
+			last_error = ? || last_error,
+			status = coalesce((SELECT t.status FROM tracking t WHERE t.operation_id = buffer.tracked_operation_id), ?)
+			WHERE message_id = ? AND parked_on_site = 1`, at.UnixNano(), note+"; before: ", string(contract.StatusPending), id)
 		return err
 	})
 	if err != nil {
@@ -692,7 +698,7 @@ func (s *Store) RequeueParked(ctx context.Context, id string, at time.Time, note
 // until an operator removes the cause and requeues it (RequeueParked).
 func (s *Store) ParkUnforwardable(ctx context.Context, id string, at time.Time, reason string) error {
 	return s.inTx(ctx, "park "+id, func(tx *writeTx) error {
-		_, err := tx.exec(`UPDATE buffer SET status = ?, handed_off = 1, last_error = ?, last_attempt_at = ?
+		_, err := tx.exec(`UPDATE buffer SET status = ?, handed_off = 1, parked_on_site = 1, last_error = ?, last_attempt_at = ?
 			WHERE message_id = ?`, string(contract.StatusParked), reason, at.UnixNano(), id)
 		return err
 	})

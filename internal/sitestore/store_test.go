@@ -172,7 +172,8 @@ func TestStoreIDIsTheFilesOwn(t *testing.T) {
 }
 
 // A row parked on the site is listed, and an operator's requeue makes it
-// due again with its history kept; a row not parked cannot be requeued.
+// due again with its history kept; a row not parked on the site cannot be
+// requeued, and a call parked by its retries is central's, not the site's.
 func TestParkedOnSiteIsListedAndRequeued(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -181,14 +182,18 @@ func TestParkedOnSiteIsListedAndRequeued(t *testing.T) {
 	_, err := s.Enqueue(ctx, msg(0), msg(1))
 	require.NoError(t, err)
 	require.NoError(t, s.ParkUnforwardable(ctx, "m-000", t0, "central refused it for good: Blob data size exceeds limit."))
+	begin(t, s, "call-parked", 0)
+	record(t, s, Attempt{OperationID: "call-parked", Status: contract.StatusParked, RetryCount: 3, LastError: "retries exhausted (3)", At: &t0})
+	require.NoError(t, s.MarkHandedOff(ctx, "call-parked"))
 
 	parked, err := s.ListParkedOnSite(ctx)
 	require.NoError(t, err)
-	require.Len(t, parked, 1)
+	require.Len(t, parked, 1, "the call parked by its retries is not parked on the site")
 	require.Equal(t, "m-000", parked[0].ID)
 	require.Equal(t, []string{"m-001"}, dueIDs(t, s, t0), "a parked row is not handed off")
 
 	require.ErrorIs(t, s.RequeueParked(ctx, "m-001", t0, "requeued by ana"), ErrNotFound, "m-001 is not parked")
+	require.ErrorIs(t, s.RequeueParked(ctx, "call-parked", t0, "requeued by ana"), ErrNotFound, "central's to retry")
 	require.NoError(t, s.RequeueParked(ctx, "m-000", t0, "requeued by ana"))
 	m, err := s.Get(ctx, "m-000")
 	require.NoError(t, err)
@@ -201,7 +206,8 @@ func TestParkedOnSiteIsListedAndRequeued(t *testing.T) {
 }
 
 // Rows an earlier version parked on the site (it also parked hand-offs
-// central accepts once set up) are due again after the upgrade.
+// central accepts once set up) are due again after the upgrade; a call
+// parked by its retries stays as it is.
 func TestUpgradeRequeuesRowsParkedOnTheSite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -211,60 +217,25 @@ func TestUpgradeRequeuesRowsParkedOnTheSite(t *testing.T) {
 	_, err := s.Enqueue(ctx, msg(0))
 	require.NoError(t, err)
 	require.NoError(t, s.ParkUnforwardable(ctx, "m-000", t0, "central refused it for good, so it stays on the site: no mapping defined for search attribute OutpostKind"))
-	_, err = s.db.ExecContext(ctx, `DROP INDEX buffer_parked;`+migrations[8]) // as upgrading from version 8 runs it
+	begin(t, s, "call-refused", 0)
+	require.NoError(t, s.ParkUnforwardable(ctx, "call-refused", t0, "central refused it for good, so it stays on the site: no mapping defined for search attribute OutpostKind"))
+	begin(t, s, "call-parked", 0)
+	record(t, s, Attempt{OperationID: "call-parked", Status: contract.StatusParked, RetryCount: 3, LastError: "retries exhausted (3)", At: &t0})
+	require.NoError(t, s.MarkHandedOff(ctx, "call-parked"))
+	// As version 8 left them: no parked_on_site column; then the upgrade.
+	_, err = s.db.ExecContext(ctx, `DROP INDEX buffer_parked_on_site; ALTER TABLE buffer DROP COLUMN parked_on_site;`+migrations[8])
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
 	s = openTest(t, path, func() time.Time { return t0 })
-	require.Equal(t, []string{"m-000"}, dueIDs(t, s, t0))
+	require.ElementsMatch(t, []string{"m-000", "call-refused"}, dueIDs(t, s, t0))
 	m, err := s.Get(ctx, "m-000")
 	require.NoError(t, err)
 	require.Equal(t, contract.StatusRetrying, m.Status)
-}
-
-// A row keeps the trace context of the call that buffered it across a
-// restart, so its hand-off, however much later, continues that trace; a
-// node taking the row over from its pair keeps it too.
-func TestRowKeepsItsTraceContext(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "site.db")
-	ctx := context.Background()
-	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	traced, untraced := msg(0), msg(1)
-	traced.TraceParent = parent
-
-	s := openTest(t, path, time.Now)
-	stored, err := s.Enqueue(ctx, traced, untraced)
+	c, err := s.Get(ctx, "call-refused")
 	require.NoError(t, err)
-	require.Equal(t, parent, stored[0].TraceParent)
-	require.NoError(t, s.Close())
-
-	s = openTest(t, path, time.Now)
-	due, err := s.Due(ctx, time.Now(), 10)
+	require.Equal(t, contract.StatusPending, c.Status, "a call's row takes its tracking status again")
+	c, err = s.Get(ctx, "call-parked")
 	require.NoError(t, err)
-	require.Len(t, due, 2)
-	require.Equal(t, parent, due[0].TraceParent)
-	require.Empty(t, due[1].TraceParent)
-
-	h, err := s.HandoverSet(ctx)
-	require.NoError(t, err)
-	other := openTest(t, filepath.Join(t.TempDir(), "other.db"), time.Now)
-	_, err = other.Adopt(ctx, h)
-	require.NoError(t, err)
-	adopted, err := other.Get(ctx, traced.ID)
-	require.NoError(t, err)
-	require.Equal(t, parent, adopted.TraceParent)
-}
-
-// A cached call's buffer row keeps its call's trace context too.
-func TestOperationKeepsItsTraceContext(t *testing.T) {
-	t.Parallel()
-	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), time.Now)
-	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	_, err := s.BeginOperation(context.Background(), NewOperation{OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp",
-		Payload: []byte(`{}`), Provenance: Provenance{SiteID: "plant-1", Node: "node-a"}, TraceParent: parent})
-	require.NoError(t, err)
-	m, err := s.Get(context.Background(), "op-1")
-	require.NoError(t, err)
-	require.Equal(t, parent, m.TraceParent)
+	require.Equal(t, contract.StatusParked, c.Status, "a call parked by its retries is left alone")
 }
