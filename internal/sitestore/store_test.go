@@ -239,3 +239,50 @@ func TestUpgradeRequeuesRowsParkedOnTheSite(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, contract.StatusParked, c.Status, "a call parked by its retries is left alone")
 }
+
+// A row keeps the trace context of the call that buffered it across a
+// restart, so its hand-off, however much later, continues that trace; a
+// node taking the row over from its pair keeps it too.
+func TestRowKeepsItsTraceContext(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "site.db")
+	ctx := context.Background()
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	traced, untraced := msg(0), msg(1)
+	traced.TraceParent = parent
+
+	s := openTest(t, path, time.Now)
+	stored, err := s.Enqueue(ctx, traced, untraced)
+	require.NoError(t, err)
+	require.Equal(t, parent, stored[0].TraceParent)
+	require.NoError(t, s.Close())
+
+	s = openTest(t, path, time.Now)
+	due, err := s.Due(ctx, time.Now(), 10)
+	require.NoError(t, err)
+	require.Len(t, due, 2)
+	require.Equal(t, parent, due[0].TraceParent)
+	require.Empty(t, due[1].TraceParent)
+
+	h, err := s.HandoverSet(ctx)
+	require.NoError(t, err)
+	other := openTest(t, filepath.Join(t.TempDir(), "other.db"), time.Now)
+	_, err = other.Adopt(ctx, h)
+	require.NoError(t, err)
+	adopted, err := other.Get(ctx, traced.ID)
+	require.NoError(t, err)
+	require.Equal(t, parent, adopted.TraceParent)
+}
+
+// A cached call's buffer row keeps its call's trace context too.
+func TestOperationKeepsItsTraceContext(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, filepath.Join(t.TempDir(), "site.db"), time.Now)
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	_, err := s.BeginOperation(context.Background(), NewOperation{OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp",
+		Payload: []byte(`{}`), Provenance: Provenance{SiteID: "plant-1", Node: "node-a"}, TraceParent: parent})
+	require.NoError(t, err)
+	m, err := s.Get(context.Background(), "op-1")
+	require.NoError(t, err)
+	require.Equal(t, parent, m.TraceParent)
+}
