@@ -225,13 +225,29 @@ func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 // processes of two calls run side by side.
 func (s *stack) centralProcess() func() *siteProcess {
 	s.t.Helper()
-	bin := testutil.BuildOutpost(s.t)
+	bin, cfgFile, baseURL, httpc := s.centralProcessConfig()
+	return func() *siteProcess { return startProcess(s.t, bin, "central", cfgFile, baseURL, httpc) }
+}
+
+// supervisedCentralProcess is centralProcess started again, as systemd
+// would, when it exits before it is ready (startProcessSupervised).
+func (s *stack) supervisedCentralProcess() func() *siteProcess {
+	s.t.Helper()
+	bin, cfgFile, baseURL, httpc := s.centralProcessConfig()
+	return func() *siteProcess { return startProcessSupervised(s.t, bin, "central", cfgFile, baseURL, httpc) }
+}
+
+// centralProcessConfig writes centralProcess's config file and returns
+// what starts and reaches the process.
+func (s *stack) centralProcessConfig() (bin, cfgFile, baseURL string, httpc *http.Client) {
+	s.t.Helper()
+	bin = testutil.BuildOutpost(s.t)
 	listen := freeAddr(s.t)
 	smtp := s.cfg.Central.SMTP
 	f, err := os.CreateTemp(s.dir, "central-*.yaml")
 	require.NoError(s.t, err)
 	require.NoError(s.t, f.Close())
-	cfgFile := f.Name()
+	cfgFile = f.Name()
 	require.NoError(s.t, os.WriteFile(cfgFile, fmt.Appendf(nil, `temporal:
   address: %s
 central:
@@ -241,8 +257,7 @@ central:
   lists: {ops: [ops@example.com]}
 log: {level: error}
 `, s.cfg.Temporal.Address, listen, s.centralStoreYAML(), smtp.Port, smtp.Timeout, smtp.FinalReplyTimeout, smtp.RetryInterval, max(5, smtp.MaxRetries)), 0o644))
-	httpc := &http.Client{Timeout: 5 * time.Second}
-	return func() *siteProcess { return startProcess(s.t, bin, "central", cfgFile, "http://"+listen, httpc) }
+	return bin, cfgFile, "http://" + listen, &http.Client{Timeout: 5 * time.Second}
 }
 
 // centralStoreYAML is the stack's central.store as a child process's

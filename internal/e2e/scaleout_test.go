@@ -38,9 +38,12 @@ func scaleOutLoad() (notifications, calls int) {
 // Two `outpost central` processes share one PostgreSQL central store (each
 // its own config and folder, as on two hosts). The SMTP server refuses
 // every message after DATA and the target answers 503 while notifications
-// and cached calls arrive, so every item is retried; one worker is
-// SIGKILLed twice while they fail, then both recover and it is SIGKILLed a
-// third time while the retries deliver (restarted each time). Every item is
+// and cached calls arrive, so items are retried (those still being handed
+// off at the recovery may go through at once); one worker is SIGKILLed
+// twice while they fail, then both recover and it is SIGKILLed a third time
+// while the retries deliver (restarted each time, as systemd would,
+// again if it exits at start-up). Each kill must land while the killed
+// worker had sent attempts and items were undelivered. Every item is
 // delivered exactly once; no two attempts of one notification ever ran at
 // once (the SMTP server records each attempt's worker, from the email's
 // X-Outpost-Worker, and when it began and ended); every notification's
@@ -59,9 +62,9 @@ func TestTwoCentralWorkersDeliverOnceThroughKills(t *testing.T) {
 	sink := s.sinks[0]
 	sink.RejectData(451, "relay busy, try again later")
 	s.demo.FailNext(math.MaxInt32, http.StatusServiceUnavailable)
-	startA := s.centralProcess()
+	startA := s.supervisedCentralProcess()
 	a := startA()
-	s.centralProcess()()
+	s.supervisedCentralProcess()()
 
 	began := time.Now()
 	ids, skus := s.postLoad(notes, calls)
@@ -105,7 +108,7 @@ func TestTwoCentralWorkersDeliverOnceThroughKills(t *testing.T) {
 	for i := range calls {
 		require.Equal(t, 1, s.successesFor(fmt.Sprintf("scale-%d", i)), "call scale-%d reached the target once", i)
 	}
-	s.requireWholeAuditTrails(ids)
+	s.requireWholeAuditTrails(sink, ids)
 	kpis, err := s.centralStore().KPIs(t.Context(), centralstore.KPIQuery{Now: time.Now(), StuckAge: time.Hour, Window: time.Hour})
 	require.NoError(t, err)
 	for kind, want := range map[string]int{contract.KindNotification: notes, contract.KindExternalCall: calls} {
@@ -226,9 +229,9 @@ func countAttempts(sink *smtpsink.Sink, ids []string) attemptStats {
 }
 
 // requireNoOverlappingAttempts checks, for each notification, that every
-// attempt named its worker, that it was refused at least once and accepted
-// once, and that no two of its attempts were open at the SMTP server at
-// once; and that attempts came from several workers.
+// attempt named its worker, that one was accepted, and that no two were
+// open at the SMTP server at once; that at least a quarter of them were
+// refused first; and that attempts came from several workers.
 func requireNoOverlappingAttempts(t *testing.T, sink *smtpsink.Sink, ids []string) {
 	t.Helper()
 	byID := map[string][]smtpsink.Attempt{}
@@ -237,7 +240,7 @@ func requireNoOverlappingAttempts(t *testing.T, sink *smtpsink.Sink, ids []strin
 		byID[a.NotificationID] = append(byID[a.NotificationID], a)
 		workers[a.Worker] = true
 	}
-	overlaps := 0
+	overlaps, retried := 0, 0
 	for _, id := range ids {
 		attempts := byID[id]
 		slices.SortFunc(attempts, func(x, y smtpsink.Attempt) int { return x.Start.Compare(y.Start) })
@@ -255,17 +258,30 @@ func requireNoOverlappingAttempts(t *testing.T, sink *smtpsink.Sink, ids []strin
 			}
 		}
 		require.Equal(t, 1, accepted, "%s: accepted attempts", id)
-		require.Greater(t, len(attempts), 1, "%s: refused before it was accepted", id)
+		if len(attempts) > 1 {
+			retried++
+		}
 	}
 	require.Zero(t, overlaps, "attempts of one notification open at once")
+	// Those handed off after the recovery may go through at once; most
+	// were refused first.
+	require.GreaterOrEqual(t, retried, len(ids)/4, "notifications refused before they were accepted")
 	require.GreaterOrEqual(t, len(workers), 3, "attempts came from worker A before and after its kills and from worker B: %v", workers)
 }
 
 // requireWholeAuditTrails checks each notification's audit trail: one
-// Enqueued, at least one refused Attempt, one delivered Attempt, one
-// Terminal Delivered.
-func (s *stack) requireWholeAuditTrails(ids []string) {
+// Enqueued, one delivered Attempt, one Terminal Delivered, and a failed
+// Attempt for each attempt the SMTP server refused (the workflow records
+// each failed attempt, refused or timed out with its worker killed; an
+// attempt killed before it reached the server adds one more).
+func (s *stack) requireWholeAuditTrails(sink *smtpsink.Sink, ids []string) {
 	s.t.Helper()
+	refusedAt := map[string]int{}
+	for _, a := range sink.Attempts() {
+		if !a.Accepted {
+			refusedAt[a.NotificationID]++
+		}
+	}
 	store := s.centralStore()
 	var mu sync.Mutex
 	var g errgroup.Group
@@ -282,14 +298,14 @@ func (s *stack) requireWholeAuditTrails(ids []string) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			refused := 0
+			refused := 0 // failed attempts
 			for key, n := range counts {
 				if key != "Attempt Delivered" && strings.HasPrefix(key, "Attempt ") {
 					refused += n
 				}
 			}
-			if counts["Enqueued Pending"] != 1 || counts["Attempt Delivered"] != 1 || counts["Terminal Delivered"] != 1 || refused == 0 {
-				return fmt.Errorf("%s: audit trail %v", id, counts)
+			if counts["Enqueued Pending"] != 1 || counts["Attempt Delivered"] != 1 || counts["Terminal Delivered"] != 1 || refused < refusedAt[id] {
+				return fmt.Errorf("%s: audit trail %v, %d attempts refused at the SMTP server", id, counts, refusedAt[id])
 			}
 			return nil
 		})
