@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -125,6 +126,9 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	// Delivery attempts heartbeat every heartbeat.Every: send each one, not
 	// one per 0.8 × heartbeat.Timeout (the SDK's batching).
 	opts.MaxHeartbeatThrottleInterval = heartbeat.Every
+	// Named here, not left to the SDK, so each email carries it too.
+	opts.Identity = workerIdentity()
+	cfg.Mailer.Worker = opts.Identity
 	w := worker.New(tc, contract.CentralTaskQueue, opts)
 	notification := workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}
 	w.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
@@ -157,6 +161,18 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		return nil, err
 	}
 	return &Central{worker: w, store: store, http: page}, nil
+}
+
+// workerIdentity is the identity this process's central worker polls with,
+// in the SDK's own form (pid@host@task queue): Temporal's history names it
+// in each attempt's ActivityTaskStarted event, and the mailer in each
+// email's mailer.HeaderWorker.
+func workerIdentity() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%d@%s@%s", os.Getpid(), host, contract.CentralTaskQueue)
 }
 
 // notificationPolicy is the retry policy of a notification's delivery.

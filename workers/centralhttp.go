@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -105,7 +106,8 @@ func (h *centralHTTP) serve() error {
 func (h *centralHTTP) shutdown() error { return httpserve.Shutdown(h.server) }
 
 // centralReadyz answers 200 when the central store and Temporal both
-// answer: the worker can deliver. Otherwise 503 and what is wrong.
+// answer, Temporal reading its database too: the worker can deliver.
+// Otherwise 503 and what is wrong.
 func centralReadyz(store *centralstore.Store, tc client.Client) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -116,6 +118,8 @@ func centralReadyz(store *centralstore.Store, tc client.Client) http.HandlerFunc
 		}
 		if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 			problems = append(problems, fmt.Errorf("temporal: %w", err))
+		} else if err := temporalReadsWorkflows(ctx, tc); err != nil {
+			problems = append(problems, err)
 		}
 		if err := errors.Join(problems...); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -123,6 +127,23 @@ func centralReadyz(store *centralstore.Store, tc client.Client) http.HandlerFunc
 		}
 		fmt.Fprintln(w, "ready")
 	}
+}
+
+// readyzProbeWorkflowID names no workflow: describing it makes Temporal's
+// history service look for it in its database.
+const readyzProbeWorkflowID = "outpost-readyz-probe"
+
+// temporalReadsWorkflows says whether Temporal can read workflow state.
+// Its frontend answers health checks while its database is down, when no
+// task moves: a look-up of a workflow that does not exist, answered "not
+// found", proves the database answers.
+func temporalReadsWorkflows(ctx context.Context, tc client.Client) error {
+	_, err := tc.DescribeWorkflowExecution(ctx, readyzProbeWorkflowID, "")
+	var notFound *serviceerror.NotFound
+	if err == nil || errors.As(err, &notFound) {
+		return nil
+	}
+	return fmt.Errorf("temporal: its frontend answers but it cannot read workflows, so nothing is delivered until it can (is Temporal's database down?): %w", err)
 }
 
 var kpiDescs = struct{ queue, stuck, parked, delivered, deliveredSince, oldest *prometheus.Desc }{

@@ -8,7 +8,9 @@
 // harmless. An id is the operation's workflow id followed by:
 //
 //	/enqueued
-//	/attempt/<n>                     a notification's nth delivery attempt of its run (from 1)
+//	/attempt/<n>                     a notification's nth delivery attempt of its run (from 1), failed
+//	/attempt/<n>/Delivered           the same, delivered: a replayed first attempt (its worker
+//	                                 killed before the workflow task ended) may fail, then deliver
 //	/attempt/<retries>/<unix ms>     a cached call's attempt: retry count after it, and its time
 //	/terminal/<status>               Delivered, Failed, Discarded
 //	/terminal/Parked/<attempt key>   a park (it can happen again after an operator retry)
@@ -47,7 +49,10 @@ func NotificationDelivered(id, siteID, node string, attempt, retryCount int, at 
 		OperationID: id, Kind: contract.KindNotification, SiteID: siteID, SourceNode: node, Status: contract.StatusDelivered, At: at,
 	}
 	attemptEvent, terminal := base, base
-	attemptEvent.EventID, attemptEvent.Event = prefix+"/attempt/"+strconv.Itoa(attempt), centralstore.AuditAttempt
+	// Not the failed attempt's id: a first attempt replayed after its
+	// worker was killed has the same number, and both outcomes happened.
+	attemptEvent.EventID = prefix + "/attempt/" + strconv.Itoa(attempt) + "/" + string(contract.StatusDelivered)
+	attemptEvent.Event = centralstore.AuditAttempt
 	attemptEvent.Detail = retryDetail(retryCount, "")
 	terminal.EventID, terminal.Event = prefix+"/terminal/"+string(contract.StatusDelivered), centralstore.AuditTerminal
 	terminal.Detail = "delivered to " + strings.Join(recipients, ", ")

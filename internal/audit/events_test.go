@@ -138,7 +138,7 @@ func TestNotificationEvents(t *testing.T) {
 	require.Equal(t, "retry count 1: connection refused", attempt.Detail)
 
 	delivered := audit.NotificationDelivered(id, "plant-1", "node-a", 4, 0, t0.Add(2*time.Hour), []string{"a@example.com", "b@example.com"})
-	require.Equal(t, []string{"/attempt/4 Attempt Delivered 2h0m0s", "/terminal/Delivered Terminal Delivered 2h0m0s"}, summary(prefix, delivered))
+	require.Equal(t, []string{"/attempt/4/Delivered Attempt Delivered 2h0m0s", "/terminal/Delivered Terminal Delivered 2h0m0s"}, summary(prefix, delivered))
 	require.Equal(t, "delivered to a@example.com, b@example.com", delivered[1].Detail)
 	require.Equal(t, "node-a", delivered[1].SourceNode)
 
@@ -177,4 +177,22 @@ func TestEnqueuedNamesTheSubmitter(t *testing.T) {
 
 	enq := audit.NotificationEnqueued(centralstore.Notification{NotificationID: "n-1", ListName: "ops", SourceSiteID: "plant-1", SiteEnqueuedAt: t0}, "scripts")
 	require.Equal(t, "scripts", enq.Operator)
+}
+
+// A first attempt runs inside the workflow task that starts a notification,
+// with the write that records its failure: when a central worker is killed
+// before that task completes, the next worker replays the task and makes
+// attempt 1 again. Both outcomes of attempt 1 stay in the audit trail: the
+// delivered attempt's id is not the failed one's, which audit_log would
+// keep instead.
+func TestReplayedAttemptKeepsBothOutcomes(t *testing.T) {
+	t.Parallel()
+	failed := audit.NotificationUpdated(contract.NotificationUpdate{
+		NotificationID: "n-1", Status: contract.StatusRetrying, RetryCount: 1, LastError: "451 relay busy", Attempt: 1, At: t0,
+	})
+	delivered := audit.NotificationDelivered("n-1", "plant-1", "", 1, 0, t0.Add(time.Minute), []string{"ops@example.com"})
+	require.Len(t, failed, 1)
+	require.NotEqual(t, failed[0].EventID, delivered[0].EventID)
+	again := audit.NotificationDelivered("n-1", "plant-1", "", 1, 0, t0.Add(time.Minute), []string{"ops@example.com"})
+	require.Equal(t, delivered[0].EventID, again[0].EventID, "the same delivery written again is one event")
 }

@@ -189,6 +189,9 @@ func (c *Cluster) Restart(ctx context.Context, node int) error {
 	return c.AwaitMembers(ctx, Nodes)
 }
 
+// Postgres is the cluster's persistence: tests stop and restart it.
+func (c *Cluster) Postgres() *pgserver.Server { return c.pg }
+
 // Stop ends every node and PostgreSQL; the data stays in Options.Dir.
 func (c *Cluster) Stop() {
 	for _, n := range c.nodes {

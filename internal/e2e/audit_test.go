@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/workers"
 )
@@ -217,28 +218,54 @@ func TestAuditSurvivesCentralKilledMidBurst(t *testing.T) {
 }
 
 // centralProcess writes a config for an `outpost central` child process
-// beside this stack (its store, SMTP server and lists) and returns what
+// beside this stack (its store, SMTP server and lists; at least 5 retries,
+// so a kill leaves retries to run) and returns what
 // starts one and waits until it is ready; the test SIGKILLs it at will.
 // Each call writes its own config with its own listen address, so the
 // processes of two calls run side by side.
 func (s *stack) centralProcess() func() *siteProcess {
 	s.t.Helper()
-	bin := testutil.BuildOutpost(s.t)
+	bin, cfgFile, baseURL, httpc := s.centralProcessConfig()
+	return func() *siteProcess { return startProcess(s.t, bin, "central", cfgFile, baseURL, httpc) }
+}
+
+// supervisedCentralProcess is centralProcess started again, as systemd
+// would, when it exits before it is ready (startProcessSupervised).
+func (s *stack) supervisedCentralProcess() func() *siteProcess {
+	s.t.Helper()
+	bin, cfgFile, baseURL, httpc := s.centralProcessConfig()
+	return func() *siteProcess { return startProcessSupervised(s.t, bin, "central", cfgFile, baseURL, httpc) }
+}
+
+// centralProcessConfig writes centralProcess's config file and returns
+// what starts and reaches the process.
+func (s *stack) centralProcessConfig() (bin, cfgFile, baseURL string, httpc *http.Client) {
+	s.t.Helper()
+	bin = testutil.BuildOutpost(s.t)
 	listen := freeAddr(s.t)
 	smtp := s.cfg.Central.SMTP
 	f, err := os.CreateTemp(s.dir, "central-*.yaml")
 	require.NoError(s.t, err)
 	require.NoError(s.t, f.Close())
-	cfgFile := f.Name()
+	cfgFile = f.Name()
 	require.NoError(s.t, os.WriteFile(cfgFile, fmt.Appendf(nil, `temporal:
   address: %s
 central:
   listen: %s
-  store: {path: %s}
-  smtp: {host: 127.0.0.1, port: %d, tls: none, timeout: %s, final_reply_timeout: %s, retry_interval: 1s, max_retries: 5}
+  store: %s
+  smtp: {host: 127.0.0.1, port: %d, tls: none, timeout: %s, final_reply_timeout: %s, retry_interval: %s, max_retries: %d}
   lists: {ops: [ops@example.com]}
 log: {level: error}
-`, s.cfg.Temporal.Address, listen, s.cfg.Central.Store.Path, smtp.Port, smtp.Timeout, smtp.FinalReplyTimeout), 0o644))
-	httpc := &http.Client{Timeout: 5 * time.Second}
-	return func() *siteProcess { return startProcess(s.t, bin, "central", cfgFile, "http://"+listen, httpc) }
+`, s.cfg.Temporal.Address, listen, s.centralStoreYAML(), smtp.Port, smtp.Timeout, smtp.FinalReplyTimeout, smtp.RetryInterval, max(5, smtp.MaxRetries)), 0o644))
+	return bin, cfgFile, "http://" + listen, &http.Client{Timeout: 5 * time.Second}
+}
+
+// centralStoreYAML is the stack's central.store as a child process's
+// config has it (the password stays in its variable).
+func (s *stack) centralStoreYAML() string {
+	st := s.cfg.Central.Store
+	if st.Driver == config.DriverPostgres {
+		return fmt.Sprintf("{driver: postgres, dsn: %q, password_env: %s}", st.DSN, st.PasswordEnv)
+	}
+	return fmt.Sprintf("{path: %q}", st.Path)
 }

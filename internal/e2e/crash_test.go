@@ -114,6 +114,34 @@ func startProcess(t *testing.T, bin, command, cfgFile, baseURL string, httpc *ht
 // answer of baseURL/readyz.
 func startProcessUntil(t *testing.T, bin, command, cfgFile, baseURL string, httpc *http.Client, up func(*http.Response) bool) *siteProcess {
 	t.Helper()
+	p, err := tryStartProcess(t, bin, command, cfgFile, baseURL, httpc, up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startProcessSupervised is startProcess as systemd's Restart=on-failure
+// runs the daemon: a process that exits before it is ready (a start-up
+// call to an overloaded Temporal failing) is started again, up to five
+// times.
+func startProcessSupervised(t *testing.T, bin, command, cfgFile, baseURL string, httpc *http.Client) *siteProcess {
+	t.Helper()
+	ready := func(resp *http.Response) bool { return resp.StatusCode == http.StatusOK }
+	for range 4 {
+		p, err := tryStartProcess(t, bin, command, cfgFile, baseURL, httpc, ready)
+		if err == nil {
+			return p
+		}
+		t.Logf("restarting, as its supervisor would: %v", err)
+	}
+	return startProcessUntil(t, bin, command, cfgFile, baseURL, httpc, ready)
+}
+
+// tryStartProcess is startProcessUntil returning an error when the process
+// exits before it is ready.
+func tryStartProcess(t *testing.T, bin, command, cfgFile, baseURL string, httpc *http.Client, up func(*http.Response) bool) (*siteProcess, error) {
+	t.Helper()
 	p := &siteProcess{cmd: exec.Command(bin, command, "--config", cfgFile), out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(t, p.cmd.Start())
@@ -124,10 +152,12 @@ func startProcessUntil(t *testing.T, bin, command, cfgFile, baseURL string, http
 			t.Logf("outpost %s (pid %d) output:\n%s", command, p.cmd.Process.Pid, p.out.String())
 		}
 	})
+	var exited error
 	testutil.WaitFor(t, 30*time.Second, func() bool {
 		select {
 		case <-p.exited:
-			t.Fatalf("outpost %s exited before it was ready: %v\n%s", command, p.cmd.ProcessState, p.out.String())
+			exited = fmt.Errorf("outpost %s exited before it was ready: %v\n%s", command, p.cmd.ProcessState, p.out.String())
+			return true
 		default:
 		}
 		resp, err := httpc.Get(baseURL + "/readyz")
@@ -137,7 +167,7 @@ func startProcessUntil(t *testing.T, bin, command, cfgFile, baseURL string, http
 		defer resp.Body.Close()
 		return up(resp)
 	}, func() string { return "outpost " + command + " /readyz at " + baseURL })
-	return p
+	return p, exited
 }
 
 // kill SIGKILLs the process and reaps it; a no-op once it exited.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,6 +33,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/logging"
+	"github.com/outpost-dev/outpost/internal/pgserver"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/internal/tracing"
@@ -117,6 +119,23 @@ func withoutSite() stackOption {
 // defaults, every client on node 0's frontend over mutual TLS.
 func onCluster() stackOption {
 	return func(s *stack) { s.onCluster = true }
+}
+
+// withPostgresCentral puts the central store on a throwaway PostgreSQL of
+// its own, which shares nothing with Temporal's persistence, as two hosts'
+// central workers would share one database server. Its password is in
+// OUTPOST_DB_PASSWORD, as central.store.password_env's default expects (so
+// tests using it cannot run in parallel).
+func withPostgresCentral() stackOption {
+	return func(s *stack) {
+		pg := pgserver.StartForTest(s.t)
+		require.NoError(s.t, pg.CreateDatabase(s.t.Context(), "outpost"))
+		dsn, err := url.Parse(pg.DSN("outpost"))
+		require.NoError(s.t, err)
+		dsn.User = url.User(pg.User)
+		s.t.Setenv("OUTPOST_DB_PASSWORD", pg.Password)
+		s.cfg.Central.Store = config.CentralStore{Driver: config.DriverPostgres, DSN: dsn.String(), PasswordEnv: "OUTPOST_DB_PASSWORD"}
+	}
 }
 
 // newStack starts everything with short intervals; tweak adjusts the config.
@@ -398,10 +417,12 @@ func (p *siteProc) get(path string, out any) int {
 	return resp.StatusCode
 }
 
-// centralStore opens the central SQLite file beside the worker.
+// centralStore opens the central store the worker uses.
 func (s *stack) centralStore() *centralstore.Store {
 	s.t.Helper()
-	store, err := centralstore.OpenSQLite(context.Background(), s.cfg.Central.Store.Path)
+	opts, err := fromconfig.CentralStore(s.cfg.Central.Store)
+	require.NoError(s.t, err)
+	store, err := workers.OpenCentralStore(context.Background(), opts)
 	require.NoError(s.t, err)
 	s.t.Cleanup(func() { store.Close() })
 	return store

@@ -43,6 +43,9 @@ type Config struct {
 	// accepts late must not be taken for one that refused, or the email is
 	// sent again. Timeout when zero.
 	FinalReplyTimeout time.Duration
+	// Worker is the identity of the central worker that sends (its
+	// Temporal worker identity), put in HeaderWorker; none when empty.
+	Worker string
 }
 
 // Mailer sends notifications.
@@ -65,6 +68,11 @@ type Email struct {
 
 // HeaderNotificationID carries the notification id on every email.
 const HeaderNotificationID = "X-Outpost-Notification-Id"
+
+// HeaderWorker names the central worker that sent the email, as Temporal's
+// history names it in the attempt's ActivityTaskStarted event: with two
+// copies of one notification in a mailbox, it tells which worker sent each.
+const HeaderWorker = "X-Outpost-Worker"
 
 // Deliver sends d's notification to its targets, through the list's smtp
 // channel when it names one, else through m's server.
@@ -150,6 +158,9 @@ func (m *Mailer) message(e Email, bodyWritten func() error) (*mail.Msg, error) {
 	// mail systems that deduplicate on Message-ID drop it.
 	msg.SetMessageIDWithValue(e.ID + "@outpost")
 	msg.SetGenHeader(HeaderNotificationID, e.ID)
+	if m.cfg.Worker != "" {
+		msg.SetGenHeader(HeaderWorker, m.cfg.Worker)
+	}
 	msg.SetBodyWriter(mail.TypeTextPlain, func(w io.Writer) (int64, error) {
 		n, err := io.WriteString(w, e.Body)
 		if err != nil {

@@ -147,3 +147,34 @@ func TestSendStopsWhenItsContextEnds(t *testing.T) {
 	}
 	require.Empty(t, sink.Messages())
 }
+
+// Every email names the worker that sent it; the sink records each whole
+// message it refused after DATA or accepted, with its notification and
+// worker, as one attempt.
+func TestSendNamesItsWorker(t *testing.T) {
+	t.Parallel()
+	sink, err := smtpsink.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	m := mailer.New(mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone,
+		Timeout: 5 * time.Second, Worker: "4242@central-a@outpost-central"})
+	sink.RejectData(451, "try again later")
+	var sendErr *mailer.SendError
+	require.ErrorAs(t, m.Send(context.Background(), email), &sendErr)
+	require.False(t, sendErr.Permanent, "a 451 after DATA is transient")
+	sink.RejectData(0, "")
+	require.NoError(t, m.Send(context.Background(), email))
+
+	msgs := sink.Messages()
+	require.Len(t, msgs, 1, "the refused message is not kept")
+	require.Equal(t, "4242@central-a@outpost-central", msgs[0].Worker)
+	attempts := sink.Attempts()
+	require.Len(t, attempts, 2)
+	for i, a := range attempts {
+		require.Equal(t, email.ID, a.NotificationID, "attempt %d", i)
+		require.Equal(t, "4242@central-a@outpost-central", a.Worker, "attempt %d", i)
+		require.False(t, a.End.Before(a.Start), "attempt %d ends after it starts", i)
+		require.Equal(t, i == 1, a.Accepted, "attempt %d", i)
+	}
+	require.False(t, attempts[1].Start.Before(attempts[0].End), "the second attempt began after the first ended")
+}

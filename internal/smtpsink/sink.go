@@ -28,14 +28,26 @@ import (
 
 // Message is one received email.
 type Message struct {
-	From           string    `json:"from"`
-	To             []string  `json:"to"`
-	Subject        string    `json:"subject"`
-	NotificationID string    `json:"notificationId"`
-	Body           string    `json:"body"`
-	ReceivedAt     time.Time `json:"receivedAt"`
+	From           string   `json:"from"`
+	To             []string `json:"to"`
+	Subject        string   `json:"subject"`
+	NotificationID string   `json:"notificationId"`
+	// Worker is the central worker that sent it (mailer.HeaderWorker).
+	Worker     string    `json:"worker,omitempty"`
+	Body       string    `json:"body"`
+	ReceivedAt time.Time `json:"receivedAt"`
 	// Raw is the message as received, headers and body, for the page.
 	Raw []byte `json:"-"`
+}
+
+// Attempt is one whole message the sink was sent, accepted or refused:
+// which notification, from which worker, from the connection's opening to
+// the sink's final reply. Tests check with it that no two workers ever
+// send one notification at once.
+type Attempt struct {
+	NotificationID, Worker string
+	Start, End             time.Time
+	Accepted               bool
 }
 
 // Sink is the SMTP server.
@@ -46,7 +58,10 @@ type Sink struct {
 	mu       sync.Mutex
 	messages []Message
 	reject   *smtp.SMTPError
-	onEmail  func(Message)
+	// rejectData refuses each message once it is read whole.
+	rejectData *smtp.SMTPError
+	attempts   []Attempt
+	onEmail    func(Message)
 	// hold, when set, is closed by the next message's session, which then
 	// holds its DATA reply until the sink closes (HoldNextData).
 	hold chan struct{}
@@ -65,7 +80,7 @@ func Start(addr string) (*Sink, error) {
 		return nil, fmt.Errorf("smtp sink: listen on %s: %w", addr, err)
 	}
 	s := &Sink{listener: ln, onEmail: func(Message) {}, closed: make(chan struct{})}
-	s.server = smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &session{sink: s}, nil }))
+	s.server = smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &session{sink: s, opened: time.Now()}, nil }))
 	s.server.Domain = "outpost-sink.local"
 	s.server.AllowInsecureAuth = true
 	s.server.ReadTimeout, s.server.WriteTimeout = time.Minute, time.Minute
@@ -146,6 +161,28 @@ func (s *Sink) Reject(code int, text string) {
 	s.reject = &smtp.SMTPError{Code: code, Message: text}
 }
 
+// RejectData makes every message fail with code and text once the sink
+// has read it whole, after DATA (a 4xx is transient, a 5xx permanent), so
+// that each refused attempt is recorded with its notification and worker
+// (see Attempts); code 0 accepts again.
+func (s *Sink) RejectData(code int, text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if code == 0 {
+		s.rejectData = nil
+		return
+	}
+	s.rejectData = &smtp.SMTPError{Code: code, Message: text}
+}
+
+// Attempts returns a copy of every whole message sent to the sink,
+// accepted or refused after DATA, in the order of their final replies.
+func (s *Sink) Attempts() []Attempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Attempt(nil), s.attempts...)
+}
+
 // OnEmail calls f for every message received (the dev stack logs them).
 func (s *Sink) OnEmail(f func(Message)) {
 	s.mu.Lock()
@@ -196,16 +233,30 @@ func (s *Sink) rejection() error {
 	return s.reject
 }
 
-func (s *Sink) receive(m Message) {
+// receive keeps m, or refuses it under RejectData, and records the
+// attempt that sent it, which began when its connection opened.
+func (s *Sink) receive(m Message, opened time.Time) error {
 	s.mu.Lock()
+	refused := s.rejectData
+	s.attempts = append(s.attempts, Attempt{
+		NotificationID: m.NotificationID, Worker: m.Worker,
+		Start: opened, End: time.Now(), Accepted: refused == nil,
+	})
+	if refused != nil {
+		s.mu.Unlock()
+		return refused
+	}
 	s.messages = append(s.messages, m)
 	onEmail := s.onEmail
 	s.mu.Unlock()
 	onEmail(m)
+	return nil
 }
 
 type session struct {
-	sink     *Sink
+	sink *Sink
+	// opened is when the connection was accepted.
+	opened   time.Time
 	from     string
 	to       []string
 	loggedIn bool
@@ -297,13 +348,13 @@ func (ss *session) Data(r io.Reader) error {
 	if err != nil {
 		subject = msg.Header.Get("Subject")
 	}
-	ss.sink.receive(Message{
+	return ss.sink.receive(Message{
 		From: ss.from, To: ss.to, Subject: subject, Body: string(body),
-		NotificationID: msg.Header.Get(mailer.HeaderNotificationID), ReceivedAt: time.Now().UTC(),
-		Raw: raw,
-	})
-	return nil
+		NotificationID: msg.Header.Get(mailer.HeaderNotificationID), Worker: msg.Header.Get(mailer.HeaderWorker),
+		ReceivedAt: time.Now().UTC(), Raw: raw,
+	}, ss.opened)
 }
 
-func (ss *session) Reset()        { ss.from, ss.to = "", nil }
+// Reset ends a message: the connection's next one begins now.
+func (ss *session) Reset()        { ss.from, ss.to, ss.opened = "", nil, time.Now() }
 func (ss *session) Logout() error { return nil }

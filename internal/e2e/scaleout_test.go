@@ -1,0 +1,314 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/site"
+)
+
+// scaleOutLoad is how many notifications and cached calls
+// TestTwoCentralWorkersDeliverOnceThroughKills sends: 400 and 100 by
+// default (CI), the full 2,000 and 500 with OUTPOST_E2E_FULL=1.
+func scaleOutLoad() (notifications, calls int) {
+	if os.Getenv("OUTPOST_E2E_FULL") == "1" {
+		return 2000, 500
+	}
+	return 400, 100
+}
+
+// Two `outpost central` processes share one PostgreSQL central store (each
+// its own config and folder, as on two hosts). The SMTP server refuses
+// every message after DATA and the target answers 503 while notifications
+// and cached calls arrive, so items are retried (those still being handed
+// off at the recovery may go through at once); one worker is SIGKILLed
+// twice while they fail, then both recover and it is SIGKILLed a third time
+// while the retries deliver (restarted each time, as systemd would,
+// again if it exits at start-up). Each kill must land while the killed
+// worker had sent attempts and items were undelivered. Every item is
+// delivered exactly once; no two attempts of one notification ever ran at
+// once (the SMTP server records each attempt's worker, from the email's
+// X-Outpost-Worker, and when it began and ended); every notification's
+// audit trail is whole; the KPIs count every item delivered and nothing
+// queued; the site's buffer is empty. Cached calls' attempts run on the
+// site's worker, so they cannot overlap across central workers: they are
+// counted at the target, once each.
+func TestTwoCentralWorkersDeliverOnceThroughKills(t *testing.T) {
+	notes, calls := scaleOutLoad()
+	s := newStack(t, func(c *config.Config) {
+		c.Central.SMTP.RetryInterval, c.Central.SMTP.MaxRetries = 3*time.Second, 1000
+		erp := c.Site.ExternalSystems["erp"]
+		erp.RetryInterval, erp.MaxRetries = 3*time.Second, 1000
+		c.Site.ExternalSystems["erp"] = erp
+	}, withoutCentral(), withPostgresCentral())
+	sink := s.sinks[0]
+	sink.RejectData(451, "relay busy, try again later")
+	s.demo.FailNext(math.MaxInt32, http.StatusServiceUnavailable)
+	startA := s.supervisedCentralProcess()
+	a := startA()
+	s.supervisedCentralProcess()()
+
+	began := time.Now()
+	ids, skus := s.postLoad(notes, calls)
+	t.Logf("%d notifications and %d cached calls acknowledged in %s", notes, calls, time.Since(began).Round(time.Second))
+
+	// kill SIGKILLs worker A once ready(stats) holds, checks it had sent
+	// attempts and that items were still undelivered, and starts it again.
+	kill := func(n int, ready func(attemptStats) bool) {
+		t.Helper()
+		testutil.WaitFor(t, 5*time.Minute, func() bool { return ready(countAttempts(sink, ids)) },
+			func() string { return fmt.Sprintf("kill %d: attempts so far %+v", n, countAttempts(sink, ids)) })
+		a.kill()
+		at := countAttempts(sink, ids)
+		require.NotZero(t, at.byWorker[a.workerPrefix()], "kill %d: the killed worker had sent attempts", n)
+		require.NotZero(t, at.undelivered, "kill %d: it landed while items were being retried", n)
+		t.Logf("kill %d after %s: %+v", n, time.Since(began).Round(time.Second), at.summary())
+		a = startA()
+	}
+	kill(1, func(at attemptStats) bool { return at.retried >= notes/4 })
+	first := countAttempts(sink, ids).total
+	kill(2, func(at attemptStats) bool { return at.total >= first+notes/2 })
+	sink.RejectData(0, "")
+	s.demo.Recover()
+	kill(3, func(at attemptStats) bool { return at.delivered >= notes/10 })
+
+	testutil.WaitFor(t, 10*time.Minute, func() bool { return countAttempts(sink, ids).delivered == notes },
+		func() string {
+			return fmt.Sprintf("every notification delivered: %+v", countAttempts(sink, ids).summary())
+		})
+	s.waitStatus(contract.StatusDelivered, 5*time.Minute, ids...)
+	for _, id := range skus {
+		s.waitOperation(id, contract.StatusDelivered, 5*time.Minute)
+	}
+	t.Logf("all delivered %s after the first post: %+v", time.Since(began).Round(time.Second), countAttempts(sink, ids).summary())
+
+	requireNoOverlappingAttempts(t, sink, ids)
+	received := s.received()
+	for _, id := range ids {
+		require.Equal(t, 1, received[id], "emails for %s", id)
+	}
+	for i := range calls {
+		require.Equal(t, 1, s.successesFor(fmt.Sprintf("scale-%d", i)), "call scale-%d reached the target once", i)
+	}
+	s.requireWholeAuditTrails(sink, ids)
+	kpis, err := s.centralStore().KPIs(t.Context(), centralstore.KPIQuery{Now: time.Now(), StuckAge: time.Hour, Window: time.Hour})
+	require.NoError(t, err)
+	for kind, want := range map[string]int{contract.KindNotification: notes, contract.KindExternalCall: calls} {
+		k := kpis.Global.Kind(kind)
+		require.Equal(t, want, k.Delivered, "%s delivered in the last hour", kind)
+		require.Zero(t, k.Queue, "%s queued", kind)
+		require.Zero(t, k.Parked, "%s parked", kind)
+	}
+	depth, err := s.daemon.Client.BufferDepth(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, depth, "the site's buffer drained")
+}
+
+// postLoad posts notes notifications and calls cached calls (sku
+// scale-<i>) to the site API from 16 clients and returns the ids of both,
+// each answered 202.
+func (s *stack) postLoad(notes, calls int) (noteIDs, callIDs []string) {
+	s.t.Helper()
+	noteIDs, callIDs = make([]string, notes), make([]string, calls)
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}
+	defer httpc.CloseIdleConnections()
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range notes {
+		g.Go(func() error {
+			n := site.Notification{List: "ops", Subject: fmt.Sprintf("scale-out %d", i), Body: "pump 3", Script: "e2e-scale"}
+			id, code, err := postNotification(s.t.Context(), httpc, s.siteURL, n)
+			if err == nil && code != http.StatusAccepted {
+				err = fmt.Errorf("notification %d answered %d", i, code)
+			}
+			noteIDs[i] = id
+			return err
+		})
+	}
+	for i := range calls {
+		g.Go(func() error {
+			var res site.CallResult
+			req := site.CallRequest{System: "erp", Method: "createOrder", Params: map[string]any{"sku": fmt.Sprintf("scale-%d", i)}, Script: "e2e-scale"}
+			code, err := postJSON(s.t.Context(), httpc, s.siteURL+"/v1/calls", req, &res)
+			if err == nil && code != http.StatusAccepted {
+				err = fmt.Errorf("call %d answered %d: %s", i, code, res.Error)
+			}
+			callIDs[i] = res.ID
+			return err
+		})
+	}
+	require.NoError(s.t, g.Wait())
+	return noteIDs, callIDs
+}
+
+// postJSON posts body and decodes the answer into out.
+func postJSON(ctx context.Context, httpc *http.Client, url string, body, out any) (int, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+}
+
+// workerPrefix is how the identity of this `outpost central` process
+// begins (pid@host@task queue).
+func (p *siteProcess) workerPrefix() string { return fmt.Sprintf("%d@", p.cmd.Process.Pid) }
+
+// attemptStats sums the SMTP server's attempts of a test's notifications.
+type attemptStats struct {
+	total, delivered int
+	// retried counts notifications with more than one attempt.
+	retried int
+	// undelivered counts notifications attempted and not yet accepted.
+	undelivered int
+	// byWorker counts attempts by worker pid prefix ("1234@").
+	byWorker map[string]int
+}
+
+func (a attemptStats) summary() string {
+	return fmt.Sprintf("%d attempts, %d delivered, %d retried, %d attempted and undelivered, %d workers",
+		a.total, a.delivered, a.retried, a.undelivered, len(a.byWorker))
+}
+
+func countAttempts(sink *smtpsink.Sink, ids []string) attemptStats {
+	ours := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		ours[id] = true
+	}
+	st := attemptStats{byWorker: map[string]int{}}
+	perItem, accepted := map[string]int{}, map[string]bool{}
+	for _, a := range sink.Attempts() {
+		if !ours[a.NotificationID] {
+			continue
+		}
+		st.total++
+		perItem[a.NotificationID]++
+		accepted[a.NotificationID] = accepted[a.NotificationID] || a.Accepted
+		pid, _, _ := bytes.Cut([]byte(a.Worker), []byte("@"))
+		st.byWorker[string(pid)+"@"]++
+	}
+	for id, n := range perItem {
+		if n > 1 {
+			st.retried++
+		}
+		if accepted[id] {
+			st.delivered++
+		} else {
+			st.undelivered++
+		}
+	}
+	return st
+}
+
+// requireNoOverlappingAttempts checks, for each notification, that every
+// attempt named its worker, that one was accepted, and that no two were
+// open at the SMTP server at once; that at least a quarter of them were
+// refused first; and that attempts came from several workers.
+func requireNoOverlappingAttempts(t *testing.T, sink *smtpsink.Sink, ids []string) {
+	t.Helper()
+	byID := map[string][]smtpsink.Attempt{}
+	workers := map[string]bool{}
+	for _, a := range sink.Attempts() {
+		byID[a.NotificationID] = append(byID[a.NotificationID], a)
+		workers[a.Worker] = true
+	}
+	overlaps, retried := 0, 0
+	for _, id := range ids {
+		attempts := byID[id]
+		slices.SortFunc(attempts, func(x, y smtpsink.Attempt) int { return x.Start.Compare(y.Start) })
+		accepted := 0
+		for i, a := range attempts {
+			require.NotEmpty(t, a.Worker, "%s: attempt %d names no worker", id, i)
+			if a.Accepted {
+				accepted++
+			}
+			if i > 0 && a.Start.Before(attempts[i-1].End) {
+				overlaps++
+				t.Errorf("%s: attempt by %s [%s, %s] began before the attempt by %s ended [%s, %s]", id,
+					a.Worker, a.Start.Format(time.StampMicro), a.End.Format(time.StampMicro),
+					attempts[i-1].Worker, attempts[i-1].Start.Format(time.StampMicro), attempts[i-1].End.Format(time.StampMicro))
+			}
+		}
+		require.Equal(t, 1, accepted, "%s: accepted attempts", id)
+		if len(attempts) > 1 {
+			retried++
+		}
+	}
+	require.Zero(t, overlaps, "attempts of one notification open at once")
+	// Those handed off after the recovery may go through at once; most
+	// were refused first.
+	require.GreaterOrEqual(t, retried, len(ids)/4, "notifications refused before they were accepted")
+	require.GreaterOrEqual(t, len(workers), 3, "attempts came from worker A before and after its kills and from worker B: %v", workers)
+}
+
+// requireWholeAuditTrails checks each notification's audit trail: one
+// Enqueued, one delivered Attempt, one Terminal Delivered, and a failed
+// Attempt for each attempt the SMTP server refused (the workflow records
+// each failed attempt, refused or timed out with its worker killed; an
+// attempt killed before it reached the server adds one more).
+func (s *stack) requireWholeAuditTrails(sink *smtpsink.Sink, ids []string) {
+	s.t.Helper()
+	refusedAt := map[string]int{}
+	for _, a := range sink.Attempts() {
+		if !a.Accepted {
+			refusedAt[a.NotificationID]++
+		}
+	}
+	store := s.centralStore()
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, id := range ids {
+		g.Go(func() error {
+			events, err := store.ListAuditEvents(s.t.Context(), id)
+			if err != nil {
+				return err
+			}
+			counts := map[string]int{}
+			for _, e := range events {
+				counts[string(e.Event)+" "+string(e.Status)]++
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			refused := 0 // failed attempts
+			for key, n := range counts {
+				if key != "Attempt Delivered" && strings.HasPrefix(key, "Attempt ") {
+					refused += n
+				}
+			}
+			if counts["Enqueued Pending"] != 1 || counts["Attempt Delivered"] != 1 || counts["Terminal Delivered"] != 1 || refused < refusedAt[id] {
+				return fmt.Errorf("%s: audit trail %v, %d attempts refused at the SMTP server", id, counts, refusedAt[id])
+			}
+			return nil
+		})
+	}
+	require.NoError(s.t, g.Wait())
+}
