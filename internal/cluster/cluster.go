@@ -146,8 +146,9 @@ func (c *Cluster) Frontends() []string {
 // TLS is what a client of the frontends needs.
 func (c *Cluster) TLS() TLSFiles { return c.tls }
 
-// Postgres is the PostgreSQL holding Temporal's databases; a caller may
-// create its own database there (the central store, say).
+// Postgres is the PostgreSQL holding Temporal's databases: a caller may
+// create its own database there (the central store, say), and the fault
+// tests stop and restart it.
 func (c *Cluster) Postgres() *pgserver.Server { return c.pg }
 
 // ServerPIDs are the process ids of the running server processes, node 0
@@ -188,9 +189,6 @@ func (c *Cluster) Restart(ctx context.Context, node int) error {
 	}
 	return c.AwaitMembers(ctx, Nodes)
 }
-
-// Postgres is the cluster's persistence: tests stop and restart it.
-func (c *Cluster) Postgres() *pgserver.Server { return c.pg }
 
 // Stop ends every node and PostgreSQL; the data stays in Options.Dir.
 func (c *Cluster) Stop() {
