@@ -8,7 +8,6 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 )
 
@@ -32,16 +31,11 @@ Example:
   outpost calls list --kind DatabaseWrite --target historian --limit 200 --json | jq '.calls[].operationId'`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		var f centralstore.CallFilter
-		var status, from, to, after string
-		fs.StringVar(&status, "status", "", "only this status: "+joinStatusNames())
+		var pf pageFlags
+		pf.register(fs, "the site made")
 		fs.StringVar(&f.Kind, "kind", "", "only this kind: ExternalCall or DatabaseWrite")
 		fs.StringVar(&f.Site, "site", "", "only this source site")
 		fs.StringVar(&f.Target, "target", "", "only this `TARGET`: a call's system.method or a write's database name")
-		fs.StringVar(&from, "from", "", "only those the site made at or after this `TIME` (UTC)")
-		fs.StringVar(&to, "to", "", "only those the site made before this `TIME` (UTC)")
-		fs.IntVar(&f.Limit, "limit", 50, "at most `N` per page (up to 1000)")
-		fs.StringVar(&after, "after", "", "the page after this `TOKEN` (printed at the end of the previous page)")
-		asJSON := fs.Bool("json", false, "print the page as JSON (its next token in \"next\")")
 		op, err := loadOperator(fs, args)
 		if err != nil {
 			return err
@@ -50,19 +44,9 @@ Example:
 		if len(op.args) > 0 {
 			return fmt.Errorf("%w: calls list takes no arguments, got %q (filters are flags)", ErrUsage, op.args[0])
 		}
-		f.Status = contract.Status(status)
-		if f.CreatedFrom, err = parseUTC("from", from); err != nil {
+		f.Limit = pf.limit
+		if f.Status, f.CreatedFrom, f.CreatedTo, f.After, err = pf.window(); err != nil {
 			return err
-		}
-		if f.CreatedTo, err = parseUTC("to", to); err != nil {
-			return err
-		}
-		if after != "" {
-			c, err := centralstore.ParseCursor(after)
-			if err != nil {
-				return fmt.Errorf("%w: --after: %v", ErrUsage, err)
-			}
-			f.After = &c
 		}
 		store, _, err := openCentralToRead(ctx, op.cfg, fs)
 		if err != nil {
@@ -76,7 +60,7 @@ Example:
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if pf.asJSON {
 			return writeJSON(env.Stdout, page)
 		}
 		printCalls(env.Stdout, page)

@@ -34,18 +34,13 @@ Example:
   outpost notifications list --status Delivered --limit 200 --json | jq '.notifications[].subject'`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		var f centralstore.NotificationFilter
-		var status, from, to, after string
-		fs.StringVar(&status, "status", "", "only this status: "+joinStatusNames())
+		var pf pageFlags
+		pf.register(fs, "central got")
 		fs.StringVar(&f.Site, "site", "", "only this source site")
 		fs.StringVar(&f.List, "list", "", "only this notification list")
 		fs.StringVar(&f.Type, "type", "", "only this type: Email, Teams or Webhook")
-		fs.StringVar(&from, "from", "", "only those central got at or after this `TIME` (UTC)")
-		fs.StringVar(&to, "to", "", "only those central got before this `TIME` (UTC)")
 		fs.StringVar(&f.Query, "q", "", "only those whose subject contains this `WORD`")
 		fs.BoolVar(&f.StuckOnly, "stuck", false, "only Pending or Retrying ones older than central.stuck_age")
-		fs.IntVar(&f.Limit, "limit", 50, "at most `N` per page (up to 1000)")
-		fs.StringVar(&after, "after", "", "the page after this `TOKEN` (printed at the end of the previous page)")
-		asJSON := fs.Bool("json", false, "print the page as JSON (its next token in \"next\")")
 		op, err := loadOperator(fs, args)
 		if err != nil {
 			return err
@@ -54,19 +49,9 @@ Example:
 		if len(op.args) > 0 {
 			return fmt.Errorf("%w: notifications list takes no arguments, got %q (filters are flags)", ErrUsage, op.args[0])
 		}
-		f.Status = contract.Status(status)
-		if f.CreatedFrom, err = parseUTC("from", from); err != nil {
+		f.Limit = pf.limit
+		if f.Status, f.CreatedFrom, f.CreatedTo, f.After, err = pf.window(); err != nil {
 			return err
-		}
-		if f.CreatedTo, err = parseUTC("to", to); err != nil {
-			return err
-		}
-		if after != "" {
-			c, err := centralstore.ParseCursor(after)
-			if err != nil {
-				return fmt.Errorf("%w: --after: %v", ErrUsage, err)
-			}
-			f.After = &c
 		}
 		store, central, err := openCentralToRead(ctx, op.cfg, fs)
 		if err != nil {
@@ -81,7 +66,7 @@ Example:
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if pf.asJSON {
 			return writeJSON(env.Stdout, page)
 		}
 		printNotifications(env.Stdout, page)
@@ -141,6 +126,44 @@ Example:
 }
 
 // parseUTC reads a --from or --to time, UTC, as the outbox page does.
+// pageFlags are the flags the paged lists share: --status, --from, --to,
+// --limit, --after and --json.
+type pageFlags struct {
+	status, from, to, after string
+	limit                   int
+	asJSON                  bool
+}
+
+// register adds the flags to fs; when says what --from and --to count
+// from ("central got", "the site made").
+func (p *pageFlags) register(fs *flag.FlagSet, when string) {
+	fs.StringVar(&p.status, "status", "", "only this status: "+joinStatusNames())
+	fs.StringVar(&p.from, "from", "", "only those "+when+" at or after this `TIME` (UTC)")
+	fs.StringVar(&p.to, "to", "", "only those "+when+" before this `TIME` (UTC)")
+	fs.IntVar(&p.limit, "limit", 50, "at most `N` per page (up to 1000)")
+	fs.StringVar(&p.after, "after", "", "the page after this `TOKEN` (printed at the end of the previous page)")
+	fs.BoolVar(&p.asJSON, "json", false, "print the page as JSON (its next token in \"next\")")
+}
+
+// window is the page the flags ask for: status, time range and cursor;
+// its errors name the flag.
+func (p *pageFlags) window() (status contract.Status, from, to time.Time, after *centralstore.Cursor, err error) {
+	if from, err = parseUTC("from", p.from); err != nil {
+		return "", from, to, nil, err
+	}
+	if to, err = parseUTC("to", p.to); err != nil {
+		return "", from, to, nil, err
+	}
+	if p.after != "" {
+		c, err := centralstore.ParseCursor(p.after)
+		if err != nil {
+			return "", from, to, nil, fmt.Errorf("%w: --after: %v", ErrUsage, err)
+		}
+		after = &c
+	}
+	return contract.Status(p.status), from, to, after, nil
+}
+
 func parseUTC(name, v string) (time.Time, error) {
 	t, err := outbox.ParseTime(name, v)
 	if err != nil {
