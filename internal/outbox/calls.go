@@ -81,20 +81,8 @@ func parseCallFilter(q url.Values) (centralstore.CallFilter, error) {
 	f.Status, f.Kind = contract.Status(q.Get("status")), q.Get("kind")
 	f.Site, f.Target = strings.TrimSpace(q.Get("site")), strings.TrimSpace(q.Get("target"))
 	var err error
-	if f.CreatedFrom, err = ParseTime("from", q.Get("from")); err != nil {
-		return f, err
-	}
-	if f.CreatedTo, err = ParseTime("to", q.Get("to")); err != nil {
-		return f, err
-	}
-	if after := q.Get("after"); after != "" {
-		c, err := centralstore.ParseCursor(after)
-		if err != nil {
-			return f, badf("after: %v", err)
-		}
-		f.After = &c
-	}
-	return f, nil
+	f.CreatedFrom, f.CreatedTo, f.After, err = pageWindow(q)
+	return f, err
 }
 
 const callsHTML = `{{template "head" "Calls and writes · "}}

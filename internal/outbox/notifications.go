@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -62,20 +63,27 @@ func parseNotificationFilter(q url.Values) (centralstore.NotificationFilter, err
 	f.Type, f.Site, f.List = strings.TrimSpace(q.Get("type")), strings.TrimSpace(q.Get("site")), strings.TrimSpace(q.Get("list"))
 	f.Query, f.StuckOnly = strings.TrimSpace(q.Get("q")), q.Get("stuck") != ""
 	var err error
-	if f.CreatedFrom, err = ParseTime("from", q.Get("from")); err != nil {
-		return f, err
+	f.CreatedFrom, f.CreatedTo, f.After, err = pageWindow(q)
+	return f, err
+}
+
+// pageWindow reads the time range and cursor both paged lists take (from,
+// to, after); its errors name the parameter.
+func pageWindow(q url.Values) (from, to time.Time, after *centralstore.Cursor, err error) {
+	if from, err = ParseTime("from", q.Get("from")); err != nil {
+		return from, to, nil, err
 	}
-	if f.CreatedTo, err = ParseTime("to", q.Get("to")); err != nil {
-		return f, err
+	if to, err = ParseTime("to", q.Get("to")); err != nil {
+		return from, to, nil, err
 	}
-	if after := q.Get("after"); after != "" {
-		c, err := centralstore.ParseCursor(after)
+	if a := q.Get("after"); a != "" {
+		c, err := centralstore.ParseCursor(a)
 		if err != nil {
-			return f, badf("after: %v", err)
+			return from, to, nil, badf("after: %v", err)
 		}
-		f.After = &c
+		after = &c
 	}
-	return f, nil
+	return from, to, after, nil
 }
 
 const notificationsHTML = `{{template "head" "Notifications · "}}
