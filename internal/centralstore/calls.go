@@ -2,7 +2,6 @@ package centralstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -42,36 +41,17 @@ type CallPage struct {
 // operation_id), one page at a time: each page is a seek on an index, as
 // fast at the ten-millionth row as at the first.
 func (s *Store) ListCalls(ctx context.Context, f CallFilter) (CallPage, error) {
-	if f.Limit <= 0 {
-		f.Limit = defaultPageSize
-	}
-	f.Limit = min(f.Limit, maxPageSize)
+	f.Limit = pageSize(f.Limit)
 	where, args, err := callWhere(f)
 	if err != nil {
 		return CallPage{}, err
 	}
-	var page CallPage
-	err = s.eachRow(ctx, s.reads, listCallsSQL(where)+s.limitClause(), append(args, f.Limit+1), func(rows *sql.Rows) error {
-		c, err := scanSiteCall(rows)
-		if err != nil {
-			return err
-		}
-		page.Calls = append(page.Calls, c)
-		return nil
-	})
+	calls, next, err := listPage(ctx, s, listCallsSQL(where), args, f.Limit, scanSiteCall,
+		func(c contract.TrackedOperation) Cursor { return Cursor{CreatedAt: c.CreatedAt, ID: c.OperationID} })
 	if err != nil {
 		return CallPage{}, fmt.Errorf("list calls: %w", err)
 	}
-	if len(page.Calls) > f.Limit {
-		page.Calls = page.Calls[:f.Limit]
-		last := page.Calls[f.Limit-1]
-		page.Next = &Cursor{CreatedAt: last.CreatedAt, ID: last.OperationID}
-		page.NextToken = page.Next.String()
-	}
-	if page.Calls == nil {
-		page.Calls = []contract.TrackedOperation{}
-	}
-	return page, nil
+	return CallPage{Calls: calls, Next: next, NextToken: next.token()}, nil
 }
 
 // listCallsSQL is the list query, newest first, before its limit.

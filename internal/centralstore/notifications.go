@@ -45,6 +45,14 @@ type Cursor struct {
 // String is the cursor as a URL- and shell-safe token.
 func (c Cursor) String() string { return c.CreatedAt.UTC().Format(time.RFC3339Nano) + "_" + c.ID }
 
+// token is c as the next page's token, "" for none.
+func (c *Cursor) token() string {
+	if c == nil {
+		return ""
+	}
+	return c.String()
+}
+
 // ParseCursor reads a Cursor.String token.
 func ParseCursor(s string) (Cursor, error) {
 	at, id, ok := strings.Cut(s, "_")
@@ -70,40 +78,51 @@ const (
 	maxPageSize     = 1000
 )
 
+// pageSize is a requested page size within bounds: the default for 0.
+func pageSize(limit int) int {
+	if limit <= 0 {
+		return defaultPageSize
+	}
+	return min(limit, maxPageSize)
+}
+
+// listPage runs a list query newest first (its statement without the
+// limit) for one page of limit rows: it reads one row more to know whether
+// another page follows, and returns the cursor after the last row shown
+// (nil on the last page). Rows is never nil, so JSON says [].
+func listPage[T any](ctx context.Context, s *Store, query string, args []any, limit int,
+	scan func(scanner) (T, error), cursorOf func(T) Cursor) (rows []T, next *Cursor, err error) {
+	rows = []T{}
+	err = s.eachRow(ctx, s.reads, query+s.limitClause(), append(args, limit+1), func(r *sql.Rows) error {
+		row, err := scan(r)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
+		return nil
+	})
+	if err != nil || len(rows) <= limit {
+		return rows, nil, err
+	}
+	rows = rows[:limit]
+	c := cursorOf(rows[limit-1])
+	return rows, &c, nil
+}
+
 // ListNotifications lists the notifications matching f, every status, newest
 // first, one page at a time.
 func (s *Store) ListNotifications(ctx context.Context, f NotificationFilter) (NotificationPage, error) {
-	if f.Limit <= 0 {
-		f.Limit = defaultPageSize
-	}
-	f.Limit = min(f.Limit, maxPageSize)
+	f.Limit = pageSize(f.Limit)
 	where, args, err := notificationWhere(f)
 	if err != nil {
 		return NotificationPage{}, err
 	}
-	q := listNotificationsSQL(where) + s.limitClause()
-	var page NotificationPage
-	err = s.eachRow(ctx, s.reads, q, append(args, f.Limit+1), func(rows *sql.Rows) error {
-		n, err := scanNotification(rows)
-		if err != nil {
-			return err
-		}
-		page.Notifications = append(page.Notifications, n)
-		return nil
-	})
+	notifications, next, err := listPage(ctx, s, listNotificationsSQL(where), args, f.Limit, scanNotification,
+		func(n Notification) Cursor { return Cursor{CreatedAt: n.CreatedAt, ID: n.NotificationID} })
 	if err != nil {
 		return NotificationPage{}, fmt.Errorf("list notifications: %w", err)
 	}
-	if len(page.Notifications) > f.Limit {
-		page.Notifications = page.Notifications[:f.Limit]
-		last := page.Notifications[f.Limit-1]
-		page.Next = &Cursor{CreatedAt: last.CreatedAt, ID: last.NotificationID}
-		page.NextToken = page.Next.String()
-	}
-	if page.Notifications == nil {
-		page.Notifications = []Notification{}
-	}
-	return page, nil
+	return NotificationPage{Notifications: notifications, Next: next, NextToken: next.token()}, nil
 }
 
 // listNotificationsSQL is the list query, newest first, before its limit.

@@ -431,7 +431,7 @@ func (s *Store) terminalError(ctx context.Context, id string) error {
 // ErrTerminal is returned for a change to a row that is already terminal.
 var ErrTerminal = errors.New("row is terminal")
 
-func scanNotification(row interface{ Scan(...any) error }) (Notification, error) {
+func scanNotification(row scanner) (Notification, error) {
 	var n Notification
 	var status, targets string
 	var enqueued, created time.Time
