@@ -128,7 +128,6 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	opts.MaxHeartbeatThrottleInterval = heartbeat.Every
 	// Named here, not left to the SDK, so each email carries it too.
 	opts.Identity = workerIdentity()
-	cfg.Mailer.Worker = opts.Identity
 	w := worker.New(tc, contract.CentralTaskQueue, opts)
 	notification := workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}
 	w.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
@@ -149,7 +148,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	}
 	w.RegisterActivity(&activities.NotificationActivities{
 		Store:    store,
-		Adapters: NewAdapters(cfg.Mailer, log.Named("webhook")),
+		Adapters: NewAdapters(cfg.Mailer, opts.Identity, log.Named("webhook")),
 		Link: func(id string) string {
 			return operator.WebUIURL(cfg.TemporalUIURL, cfg.Namespace, contract.NotificationWorkflowID(id), "")
 		},

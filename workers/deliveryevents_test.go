@@ -119,7 +119,7 @@ func TestDeliveryEventsCountTheAuditRows(t *testing.T) {
 	}, "created"))
 	notify := &activities.NotificationActivities{
 		Store:    store,
-		Adapters: NewAdapters(mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone, Timeout: 10 * time.Second}, nil),
+		Adapters: NewAdapters(mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone, Timeout: 10 * time.Second}, "", nil),
 		Policy:   contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
 	}
 	var ts testsuite.WorkflowTestSuite

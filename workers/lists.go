@@ -44,10 +44,11 @@ func SeedLists(ctx context.Context, store *centralstore.Store, lists map[string]
 
 // NewAdapters are the delivery adapters of a central worker: email through
 // central.smtp (or a list's smtp channel), Teams and Webhook over HTTP.
+// worker names the central worker in each email (mailer.HeaderWorker);
 // log receives the Webhook adapter's warnings (a channel's plain secret).
-func NewAdapters(mail mailer.Config, log *zap.Logger) delivery.Adapters {
+func NewAdapters(mail mailer.Config, worker string, log *zap.Logger) delivery.Adapters {
 	return delivery.Adapters{
-		contract.NotificationTypeEmail:   mailer.New(mail),
+		contract.NotificationTypeEmail:   mailer.New(mail).WithWorker(worker),
 		contract.NotificationTypeTeams:   delivery.NewTeams(nil, nil),
 		contract.NotificationTypeWebhook: delivery.NewWebhook(nil, nil, log),
 	}

@@ -42,7 +42,7 @@ func TestAuditNotificationParkedThenRetriedByOperator(t *testing.T) {
 		"attempt/3 Attempt Parked",
 		"terminal/Parked/3 Terminal Parked",
 		"operator/1 OperatorRetry Pending ana relay back",
-		"attempt/4 Attempt Delivered",
+		"attempt/4/Delivered Attempt Delivered",
 		"terminal/Delivered Terminal Delivered",
 	})
 }

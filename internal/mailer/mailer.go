@@ -43,18 +43,26 @@ type Config struct {
 	// accepts late must not be taken for one that refused, or the email is
 	// sent again. Timeout when zero.
 	FinalReplyTimeout time.Duration
-	// Worker is the identity of the central worker that sends (its
-	// Temporal worker identity), put in HeaderWorker; none when empty.
-	Worker string
 }
 
 // Mailer sends notifications.
 type Mailer struct {
 	cfg Config
+	// worker names the sending central worker (WithWorker); "" for none.
+	worker string
 }
 
 // New returns a Mailer for cfg.
 func New(cfg Config) *Mailer { return &Mailer{cfg: cfg} }
+
+// WithWorker is m naming in HeaderWorker the central worker that sends
+// (its Temporal worker identity): who sent each copy of an email is then
+// in the mailbox. It is the running process's, not configuration.
+func (m *Mailer) WithWorker(worker string) *Mailer {
+	named := *m
+	named.worker = worker
+	return &named
+}
 
 // Email is one message to send.
 type Email struct {
@@ -158,8 +166,8 @@ func (m *Mailer) message(e Email, bodyWritten func() error) (*mail.Msg, error) {
 	// mail systems that deduplicate on Message-ID drop it.
 	msg.SetMessageIDWithValue(e.ID + "@outpost")
 	msg.SetGenHeader(HeaderNotificationID, e.ID)
-	if m.cfg.Worker != "" {
-		msg.SetGenHeader(HeaderWorker, m.cfg.Worker)
+	if m.worker != "" {
+		msg.SetGenHeader(HeaderWorker, m.worker)
 	}
 	msg.SetBodyWriter(mail.TypeTextPlain, func(w io.Writer) (int64, error) {
 		n, err := io.WriteString(w, e.Body)

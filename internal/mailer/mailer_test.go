@@ -157,7 +157,7 @@ func TestSendNamesItsWorker(t *testing.T) {
 	require.NoError(t, err)
 	defer sink.Close()
 	m := mailer.New(mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone,
-		Timeout: 5 * time.Second, Worker: "4242@central-a@outpost-central"})
+		Timeout: 5 * time.Second}).WithWorker("4242@central-a@outpost-central")
 	sink.RejectData(451, "try again later")
 	var sendErr *mailer.SendError
 	require.ErrorAs(t, m.Send(context.Background(), email), &sendErr)
