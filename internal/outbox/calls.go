@@ -39,16 +39,23 @@ func (h *handler) calls(w http.ResponseWriter, r *http.Request, who identity) {
 	}
 	data := callsData{pageData: h.pageData(w, r, who), Statuses: contract.Statuses(), Kinds: contract.CallKinds()}
 	data.Page, err = h.store.ListCalls(r.Context(), filter)
-	switch {
-	case errors.Is(err, centralstore.ErrInvalidFilter):
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	case err != nil:
-		http.Error(w, "central store: "+err.Error(), http.StatusInternalServerError)
+	if listFailed(w, err) {
 		return
 	}
 	data.Form, data.Next = echoFilter(q, callKeys, "calls", data.Page.NextToken)
 	render(w, "calls", data)
+}
+
+// listFailed answers a list's store error, if any: 400 for a filter the
+// store refuses, 500 otherwise.
+func listFailed(w http.ResponseWriter, err error) bool {
+	switch {
+	case errors.Is(err, centralstore.ErrInvalidFilter):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case err != nil:
+		http.Error(w, "central store: "+err.Error(), http.StatusInternalServerError)
+	}
+	return err != nil
 }
 
 // echoFilter is the filter parameters keys of q for the form, and the link

@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -39,12 +38,7 @@ func (h *handler) notifications(w http.ResponseWriter, r *http.Request, who iden
 	data := notificationsData{pageData: h.pageData(w, r, who), Statuses: contract.Statuses()}
 	filter.Now, filter.StuckAge = data.Now, h.opts.StuckAge
 	data.Page, err = h.store.ListNotifications(r.Context(), filter)
-	switch {
-	case errors.Is(err, centralstore.ErrInvalidFilter):
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	case err != nil:
-		http.Error(w, "central store: "+err.Error(), http.StatusInternalServerError)
+	if listFailed(w, err) {
 		return
 	}
 	data.Form, data.Next = echoFilter(q, notificationKeys, "notifications", data.Page.NextToken)
