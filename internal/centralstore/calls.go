@@ -68,8 +68,8 @@ func callWhere(f CallFilter) (string, []any, error) {
 	where, args := []string{"1 = 1"}, []any{}
 	add := func(cond string, vals ...any) { where, args = append(where, cond), append(args, vals...) }
 	if f.Status != "" {
-		if !slices.Contains(contract.Statuses(), f.Status) {
-			return "", nil, fmt.Errorf("%w: status %q is not one of %s", ErrInvalidFilter, f.Status, joinStatuses(contract.Statuses()))
+		if err := checkStatus(f.Status); err != nil {
+			return "", nil, err
 		}
 		add("status = ?", string(f.Status))
 	}

@@ -131,13 +131,21 @@ func listNotificationsSQL(where string) string {
 		` ORDER BY created_at DESC, notification_id DESC`
 }
 
+// checkStatus refuses a status filter that names no status.
+func checkStatus(status contract.Status) error {
+	if !slices.Contains(contract.Statuses(), status) {
+		return fmt.Errorf("%w: status %q is not one of %s", ErrInvalidFilter, status, joinStatuses(contract.Statuses()))
+	}
+	return nil
+}
+
 // notificationWhere is the WHERE clause of f.
 func notificationWhere(f NotificationFilter) (string, []any, error) {
 	where, args := []string{"1 = 1"}, []any{}
 	add := func(cond string, vals ...any) { where, args = append(where, cond), append(args, vals...) }
 	if f.Status != "" {
-		if !slices.Contains(contract.Statuses(), f.Status) {
-			return "", nil, fmt.Errorf("%w: status %q is not one of %s", ErrInvalidFilter, f.Status, joinStatuses(contract.Statuses()))
+		if err := checkStatus(f.Status); err != nil {
+			return "", nil, err
 		}
 		add("status = ?", string(f.Status))
 	}
