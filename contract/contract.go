@@ -9,6 +9,7 @@ package contract
 
 import (
 	"encoding/json"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -56,7 +57,16 @@ const (
 	// with signal SignalSubmit: how sites hand off while a central worker
 	// of an earlier generation polls, and how sites of earlier versions
 	// and air-gap imports always do.
-	WorkflowCachedCall         = "CachedCallWorkflow"
+	WorkflowCachedCall = "CachedCallWorkflow"
+	// WorkflowTelemetryIngest is one of TelemetryIngestShards long-running
+	// workflows that take sites' telemetry batches by signal
+	// (SignalTelemetryBatch) and mirror what arrived together in one
+	// central-store write. A site uses it while every central worker knows
+	// it (GenerationSignalsTelemetry).
+	WorkflowTelemetryIngest = "TelemetryIngestWorkflow"
+	// WorkflowIngestTelemetry ingests one telemetry batch, the site waiting
+	// for its result: how sites send while a central worker of an earlier
+	// generation polls, and how sites of earlier versions always do.
 	WorkflowIngestTelemetry    = "IngestTelemetryWorkflow"
 	WorkflowReconcileSite      = "ReconcileSiteWorkflow"
 	WorkflowPurge              = "PurgeWorkflow"
@@ -76,6 +86,10 @@ const GenerationStartsNotifications = 3
 // GenerationStartsCalls is the first generation of central workers that
 // run WorkflowCachedCallStarted.
 const GenerationStartsCalls = 4
+
+// GenerationSignalsTelemetry is the first generation of central workers
+// that run WorkflowTelemetryIngest.
+const GenerationSignalsTelemetry = 5
 
 // CentralGeneration is the generation named by a central worker's build id;
 // 0 for a build id Outpost did not set (a worker before generation 2
@@ -131,6 +145,19 @@ func TelemetryWorkflowID(siteID string, seq int64) string {
 	return telemetryIDPrefix + siteID + "/" + strconv.FormatInt(seq, 10)
 }
 
+// TelemetryIngestShards is how many WorkflowTelemetryIngest workflows
+// share the sites' telemetry: enough that central's workers write several
+// at once, few enough that each write takes many sites' batches together.
+const TelemetryIngestShards = 8
+
+// TelemetryIngestWorkflowID is the ingest workflow siteID signals its
+// telemetry batches to: always the same one for a site.
+func TelemetryIngestWorkflowID(siteID string) string {
+	h := fnv.New32a()
+	h.Write([]byte(siteID))
+	return telemetryIDPrefix + "ingest-" + strconv.Itoa(int(h.Sum32()%TelemetryIngestShards))
+}
+
 // ReconcileScheduleID is the id of the Temporal Schedule that reconciles siteID.
 func ReconcileScheduleID(siteID string) string { return reconcileIDPrefix + siteID }
 
@@ -176,6 +203,9 @@ const (
 	SignalRetry = "retry"
 	// SignalDiscard ends a parked operation as Discarded; payload OperatorAction.
 	SignalDiscard = "discard"
+	// SignalTelemetryBatch carries one TelemetryBatch to a
+	// WorkflowTelemetryIngest.
+	SignalTelemetryBatch = "telemetry-batch"
 	// QueryStatus answers the operation's current OperationStatus.
 	QueryStatus = "status"
 )

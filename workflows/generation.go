@@ -22,9 +22,11 @@ import (
 // notifications that way. Generation 4 makes a notification's first
 // attempt a local activity (generationFirstAttemptLocal) and runs
 // contract.WorkflowCachedCallStarted, which sites look for the same way
-// (contract.GenerationStartsCalls). Raise the number
+// (contract.GenerationStartsCalls). Generation 5 runs
+// contract.WorkflowTelemetryIngest, which sites then signal their
+// telemetry to (contract.GenerationSignalsTelemetry). Raise the number
 // when a change must tell workers of this code from workers before it.
-const WorkerBuildID = contract.CentralBuildIDPrefix + "4"
+const WorkerBuildID = contract.CentralBuildIDPrefix + "5"
 
 // generationFirstAttemptLocal is the first generation whose notifications
 // make their first attempt (RecordAndDeliverNotification) as a local

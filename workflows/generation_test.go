@@ -7,7 +7,8 @@ import "testing"
 // generation 3: past the version check, short of the local first attempt.
 func TestGenerationOf(t *testing.T) {
 	for id, want := range map[string]int{
-		WorkerBuildID:                      4,
+		WorkerBuildID:                      5,
+		"outpost-workflows-4":              4,
 		"outpost-workflows-2":              2,
 		"":                                 3,
 		"aa47428fb6ac0ff8a7ae231f5b24c072": 0, // the SDK's default: an older worker

@@ -28,6 +28,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 			replayer.RegisterWorkflowWithOptions(notification.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 			replayer.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 			replayer.RegisterWorkflowWithOptions(workflows.CachedCallWorkflowStarted, workflow.RegisterOptions{Name: contract.WorkflowCachedCallStarted})
+			replayer.RegisterWorkflowWithOptions(workflows.TelemetryIngestWorkflow, workflow.RegisterOptions{Name: contract.WorkflowTelemetryIngest})
 			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, file))
 		})
 	}

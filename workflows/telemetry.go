@@ -52,6 +52,80 @@ func IngestTelemetryWorkflow(ctx workflow.Context, batch contract.TelemetryBatch
 	return changed, nil
 }
 
+// batchesPerIngestRun bounds one TelemetryIngestWorkflow run's history: a
+// signal is an event, so after this many batches the run continues as new.
+const batchesPerIngestRun = 1000
+
+// TelemetryIngestWorkflow takes the telemetry batches sites signal to it
+// (contract.SignalTelemetryBatch) and mirrors in one central-store write
+// every batch that arrived by the time the last write finished: with many
+// sites sending at once, one Temporal workflow task and one transaction
+// carry many batches, where IngestTelemetryWorkflow costs a workflow and a
+// transaction each. A batch is durable once Temporal accepted its signal,
+// which is when the site forgets it. The run never ends on a failing
+// store (storeWrite waits for it) and continues as new only with nothing
+// left unwritten. A cancel request does not end it: nothing would start it
+// again until a site sends. Terminating it drops the batches it had not
+// written yet, which reconciliation pulls from their sites again.
+//
+// It has no input: contract.TelemetryIngestWorkflowID names its shard.
+func TelemetryIngestWorkflow(ctx workflow.Context) error {
+	batches := workflow.GetSignalChannel(ctx, contract.SignalTelemetryBatch)
+	for taken := 0; taken < batchesPerIngestRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested(); {
+		var first contract.TelemetryBatch
+		batches.Receive(ctx, &first)
+		arrived := append([]contract.TelemetryBatch{first}, waitingBatches(batches)...)
+		mirrorBatches(ctx, arrived)
+		taken += len(arrived)
+	}
+	// Batches signalled during the last write belong to this run: a run
+	// that continued as new without them would lose them.
+	for arrived := waitingBatches(batches); len(arrived) > 0; arrived = waitingBatches(batches) {
+		mirrorBatches(ctx, arrived)
+	}
+	return workflow.NewContinueAsNewError(ctx, TelemetryIngestWorkflow)
+}
+
+// waitingBatches takes every batch already signalled, without blocking.
+func waitingBatches(batches workflow.ReceiveChannel) []contract.TelemetryBatch {
+	var waiting []contract.TelemetryBatch
+	for {
+		var batch contract.TelemetryBatch
+		if !batches.ReceiveAsync(&batch) {
+			return waiting
+		}
+		waiting = append(waiting, batch)
+	}
+}
+
+// mirrorBatches writes batches' rows to central's site_calls with their
+// audit events: all in one local activity while the store answers; after
+// that fails, batch by batch through storeWrite, which waits for the store
+// however long it is away (an activity's input is kept in the history, and
+// each batch is within Temporal's size limit where all of them may not be).
+// A batch the store refuses for good is logged and left to reconciliation,
+// which pulls its rows from the site again: failing the run would lose
+// every other batch signalled to it.
+func mirrorBatches(ctx workflow.Context, batches []contract.TelemetryBatch) {
+	var rows []contract.TrackedOperation
+	for _, b := range batches {
+		rows = append(rows, b.Rows...)
+	}
+	err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.MirrorSiteCalls, rows).Get(ctx, nil)
+	if err == nil {
+		return
+	}
+	log := workflow.GetLogger(ctx)
+	log.Warn("telemetry write failing; writing batch by batch until the store answers",
+		"batches", len(batches), "changes", len(rows), "error", err)
+	for _, b := range batches {
+		if err := storeWrite(ctx, mirrorActs.MirrorSiteCalls, b.Rows, nil); err != nil {
+			log.Error("central store refused a telemetry batch; the site's reconciliation will pull its rows again",
+				"site", b.SiteID, "changes", len(b.Rows), "error", err)
+		}
+	}
+}
+
 // pagesPerRun bounds one reconciliation run's history; a longer backlog
 // continues as new.
 const pagesPerRun = 50

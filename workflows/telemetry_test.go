@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,6 +55,7 @@ func seqRows(from, to int64) []contract.TrackedOperation {
 func (s *telemetrySuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: contract.WorkflowIngestTelemetry})
+	s.env.RegisterWorkflowWithOptions(workflows.TelemetryIngestWorkflow, workflow.RegisterOptions{Name: contract.WorkflowTelemetryIngest})
 	s.env.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})
 	s.env.RegisterActivity(&activities.MirrorActivities{})
 	site := &onsite.SiteActivities{}
@@ -120,6 +122,125 @@ func (s *telemetrySuite) TestIngestFailsWhenMirrorFails() {
 	err := s.env.GetWorkflowError()
 	s.Require().Error(err, "the site must keep its outbox when central did not persist the batch")
 	s.Contains(err.Error(), "mirror 3 tracking rows of site plant-1")
+}
+
+// signalBatches signals batches to the ingest workflow.
+func (s *telemetrySuite) signalBatches(batches ...contract.TelemetryBatch) {
+	// The test environment queues at most a few hundred callbacks a turn:
+	// a hundred signals a millisecond.
+	for i, chunk := range slices.Collect(slices.Chunk(batches, 100)) {
+		s.env.RegisterDelayedCallback(func() {
+			for _, b := range chunk {
+				s.env.SignalWorkflow(contract.SignalTelemetryBatch, b)
+			}
+		}, time.Duration(i)*time.Millisecond)
+	}
+}
+
+// ingestRecorder answers MirrorSiteCalls and records each write.
+type ingestRecorder struct {
+	// fail answers a write with an error instead, when it returns one.
+	fail func(rows []contract.TrackedOperation) error
+	// written calls back after each write with the rows written so far.
+	written func(rows int)
+	writes  [][]contract.TrackedOperation
+	rows    int
+}
+
+func (s *telemetrySuite) recordMirrors(r *ingestRecorder) *ingestRecorder {
+	s.env.OnActivity(mirrorActs.MirrorSiteCalls, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, rows []contract.TrackedOperation) (int, error) {
+			if r.fail != nil {
+				if err := r.fail(rows); err != nil {
+					return 0, err
+				}
+			}
+			r.writes = append(r.writes, rows)
+			r.rows += len(rows)
+			if r.written != nil {
+				r.written(r.rows)
+			}
+			return len(rows), nil
+		})
+	return r
+}
+
+// runIngest runs the ingest workflow until the test environment's run
+// timeout: it never ends by itself.
+func (s *telemetrySuite) runIngest() {
+	s.env.SetWorkflowRunTimeout(time.Hour)
+	s.env.ExecuteWorkflow(contract.WorkflowTelemetryIngest)
+	s.Require().True(s.env.IsWorkflowCompleted())
+}
+
+func siteBatch(site string, from, to int64) contract.TelemetryBatch {
+	rows := seqRows(from, to)
+	for i := range rows {
+		rows[i].SourceSiteID = site
+		rows[i].OperationID = fmt.Sprintf("%s-%s", site, rows[i].OperationID)
+	}
+	return contract.TelemetryBatch{SiteID: site, Rows: rows}
+}
+
+// Batches of several sites that arrive together are written together: one
+// store write for all of them.
+func (s *telemetrySuite) TestIngestWritesBatchesThatArriveTogetherAtOnce() {
+	a, b, c := siteBatch("plant-1", 1, 3), siteBatch("plant-2", 1, 2), siteBatch("plant-1", 4, 4)
+	rec := s.recordMirrors(&ingestRecorder{})
+	s.signalBatches(a, b, c)
+	s.runIngest()
+
+	all := slices.Concat(a.Rows, b.Rows, c.Rows)
+	s.Equal([][]contract.TrackedOperation{all}, rec.writes, "one write of every batch, in the order they arrived")
+}
+
+// A run continues as new after batchesPerIngestRun batches, and only once
+// every batch signalled to it is written, those that arrived during its
+// last write included.
+func (s *telemetrySuite) TestIngestContinuesAsNewWithNothingUnwritten() {
+	var batches []contract.TelemetryBatch
+	for i := range int64(1000) {
+		batches = append(batches, siteBatch(fmt.Sprintf("plant-%d", i%7), i+1, i+1))
+	}
+	late := []contract.TelemetryBatch{siteBatch("plant-late", 1, 2), siteBatch("plant-late", 3, 3)}
+	rec := s.recordMirrors(&ingestRecorder{written: func(rows int) {
+		if rows == 1000 { // during the write that fills the run
+			for _, b := range late {
+				s.env.SignalWorkflow(contract.SignalTelemetryBatch, b)
+			}
+		}
+	}})
+	s.signalBatches(batches...)
+	s.runIngest()
+
+	var canErr *workflow.ContinueAsNewError
+	s.Require().ErrorAs(s.env.GetWorkflowError(), &canErr)
+	s.Equal(1003, rec.rows, "every batch written before the run continued as new, the late ones too")
+}
+
+// While the store fails, the ingest writes batch by batch and waits for the
+// store; a batch the store refuses for good is left to reconciliation, and
+// the other batches are written all the same.
+func (s *telemetrySuite) TestIngestWaitsForTheStoreAndSkipsARefusedBatch() {
+	good1, bad, good2 := siteBatch("plant-1", 1, 2), siteBatch("plant-bad", 1, 1), siteBatch("plant-2", 1, 2)
+	failures := 0
+	rec := s.recordMirrors(&ingestRecorder{
+		fail: func(rows []contract.TrackedOperation) error {
+			switch {
+			case rows[0].SourceSiteID == "plant-bad" || len(rows) == 5 && failures >= 3:
+				return temporal.NewNonRetryableApplicationError("row refused", "Test", nil)
+			case failures < 3:
+				failures++
+				return errors.New("database is down")
+			}
+			return nil
+		},
+	})
+	s.signalBatches(good1, bad, good2)
+	s.runIngest()
+
+	s.Require().ErrorContains(s.env.GetWorkflowError(), "deadline exceeded", "a refused batch does not fail the run: it runs on")
+	s.Equal([][]contract.TrackedOperation{good1.Rows, good2.Rows}, rec.writes)
 }
 
 // onReconcile mocks central's cursor, the site's pages (answered by the

@@ -386,7 +386,7 @@ func (f *fleet) telemetry(ctx context.Context, workers *centralWorkers) (in inge
 	}
 	f.r.step("fleet: every site's telemetry sender at once, %s changes in %s batches of up to %d, to %s",
 		thousands(int64(in.changes)), thousands(int64(in.batches)), f.batch, plural(len(workers.procs), "central worker"))
-	if in.first, in.took, in.use, err = f.timeTelemetry(ctx, workers, in.batches); err != nil {
+	if in.first, in.took, in.use, err = f.timeTelemetry(ctx, workers, store, in.batches, per); err != nil {
 		return in, err
 	}
 	f.r.step("fleet: bulk upsert, second half")
@@ -448,9 +448,10 @@ func (f *fleet) outboxes(ctx context.Context, in *ingest) ([]contract.TelemetryB
 }
 
 // timeTelemetry starts every site's telemetry sender and waits until they
-// have had batches persisted by central. first is how long the first send
-// took to come; took and use run from it to the last batch persisted.
-func (f *fleet) timeTelemetry(ctx context.Context, workers *centralWorkers, batches int) (first, took time.Duration, use usage, err error) {
+// sent their batches and central's store holds every site's per calls
+// Delivered. first is how long the first send took to come; took and use
+// run from it to the last change written.
+func (f *fleet) timeTelemetry(ctx context.Context, workers *centralWorkers, store *centralstore.Store, batches, per int) (first, took time.Duration, use usage, err error) {
 	started := time.Now()
 	for _, s := range f.sites {
 		f.bg.run(ctx, s.telemetry.Run, nil)
@@ -475,10 +476,16 @@ func (f *fleet) timeTelemetry(ctx context.Context, workers *centralWorkers, batc
 	if err != nil {
 		return 0, 0, usage{}, err
 	}
-	err = waitFor(ctx, drainTimeout(batches*f.batch), nil, func(context.Context) (bool, error) {
-		return count((*sitedaemon.Telemetry).Batches) >= batches, nil
+	delivered, want := 0, per*len(f.sites)
+	err = waitFor(ctx, drainTimeout(batches*f.batch), nil, func(ctx context.Context) (bool, error) {
+		if count((*sitedaemon.Telemetry).Batches) < batches {
+			return false, nil
+		}
+		delivered, err = f.deliveredInSiteCalls(ctx, store)
+		return delivered == want, err
 	}, func() string {
-		return fmt.Sprintf("%s of %s telemetry batches persisted", thousands(int64(count((*sitedaemon.Telemetry).Batches))), thousands(int64(batches)))
+		return fmt.Sprintf("%s of %s telemetry batches sent, %s of %s calls Delivered in site_calls",
+			thousands(int64(count((*sitedaemon.Telemetry).Batches))), thousands(int64(batches)), thousands(int64(delivered)), thousands(int64(want)))
 	})
 	if err != nil {
 		return 0, 0, usage{}, fmt.Errorf("fleet telemetry: %w", err)
@@ -503,17 +510,27 @@ func (f *fleet) requireIngested(ctx context.Context, store *centralstore.Store, 
 			return errors.Join(err, fmt.Errorf("fleet telemetry: site %s's cursor is at %d of %d", s.id, cursor, last))
 		}
 	}
-	var got int
-	err := store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM site_calls
-		WHERE source_site_id LIKE 'fleet-%' AND operation_id NOT LIKE ? AND status = ?`,
-		rawPrefix+"%", string(contract.StatusDelivered)).Scan(&got)
+	got, err := f.deliveredInSiteCalls(ctx, store)
 	if err != nil {
-		return fmt.Errorf("fleet telemetry: count the ingested calls: %w", err)
+		return err
 	}
 	if want := per * len(f.sites); got != want {
 		return fmt.Errorf("fleet telemetry: %d of %d cached calls Delivered in site_calls", got, want)
 	}
 	return nil
+}
+
+// deliveredInSiteCalls is how many of the sites' cached calls site_calls
+// holds Delivered.
+func (f *fleet) deliveredInSiteCalls(ctx context.Context, store *centralstore.Store) (int, error) {
+	var got int
+	err := store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM site_calls
+		WHERE source_site_id LIKE 'fleet-%' AND operation_id NOT LIKE ? AND status = ?`,
+		rawPrefix+"%", string(contract.StatusDelivered)).Scan(&got)
+	if err != nil {
+		return 0, fmt.Errorf("fleet telemetry: count the ingested calls: %w", err)
+	}
+	return got, nil
 }
 
 // cpuMark is the CPU time used so far by the workers, the dev server, this

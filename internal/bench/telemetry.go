@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -54,9 +55,7 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 		thousands(int64(n)), telemetrySites, size, r.opts.Parallelism, telemetryRounds)
 	times, err := alternate(telemetryRounds,
 		func(round int) (time.Duration, error) {
-			return timeBatches(ctx, roundOf(ingested, round), r.opts.Parallelism, func(ctx context.Context, b contract.TelemetryBatch) error {
-				return sitedaemon.IngestTelemetry(ctx, srv.client(), b)
-			})
+			return ingestRound(ctx, srv.client(), store, "ingested", roundOf(ingested, round), r.opts.Parallelism)
 		},
 		func(round int) (time.Duration, error) {
 			return timeBatches(ctx, roundOf(upserted, round), 1, func(ctx context.Context, b contract.TelemetryBatch) error {
@@ -152,6 +151,39 @@ func timeBatches(ctx context.Context, batches []contract.TelemetryBatch, paralle
 	return time.Since(start), err
 }
 
+// ingestRound sends batches as site daemons do (sitedaemon.IngestTelemetry,
+// parallel at once) and returns how long until central's store held every
+// row of them: Temporal has a batch before central wrote it.
+func ingestRound(ctx context.Context, tc client.Client, store *centralstore.Store, side string, batches []contract.TelemetryBatch, parallel int) (time.Duration, error) {
+	before, err := countMirrored(ctx, store, side)
+	if err != nil {
+		return 0, err
+	}
+	want := before
+	for _, b := range batches {
+		want += len(b.Rows)
+	}
+	start := time.Now()
+	_, err = timeBatches(ctx, batches, parallel, func(ctx context.Context, b contract.TelemetryBatch) error {
+		return sitedaemon.IngestTelemetry(ctx, tc, b)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for {
+		got, err := countMirrored(ctx, store, side)
+		switch {
+		case err != nil:
+			return 0, err
+		case got >= want:
+			return time.Since(start), nil
+		case time.Since(start) > 5*time.Minute:
+			return 0, fmt.Errorf("telemetry: %d of %d %s changes reached site_calls in 5 minutes", got-before, want-before, side)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // requireMirrored checks that every change of side's batches reached
 // site_calls: a rate of rows that were lost would mean nothing.
 func requireMirrored(ctx context.Context, store *centralstore.Store, side string, batches []contract.TelemetryBatch) error {
@@ -159,13 +191,22 @@ func requireMirrored(ctx context.Context, store *centralstore.Store, side string
 	for _, b := range batches {
 		want += len(b.Rows)
 	}
-	var got int
-	err := store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM site_calls WHERE operation_id LIKE '`+side+`-%'`).Scan(&got)
+	got, err := countMirrored(ctx, store, side)
 	if err != nil {
-		return fmt.Errorf("telemetry: count the %s changes: %w", side, err)
+		return err
 	}
 	if got != want {
 		return fmt.Errorf("telemetry: %d of %d %s changes reached site_calls", got, want, side)
 	}
 	return nil
+}
+
+// countMirrored is how many of side's changes site_calls holds.
+func countMirrored(ctx context.Context, store *centralstore.Store, side string) (int, error) {
+	var got int
+	err := store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM site_calls WHERE operation_id LIKE '`+side+`-%'`).Scan(&got)
+	if err != nil {
+		return 0, fmt.Errorf("telemetry: count the %s changes: %w", side, err)
+	}
+	return got, nil
 }

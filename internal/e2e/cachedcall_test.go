@@ -315,6 +315,18 @@ func TestTelemetryBatchesTenThousandCalls(t *testing.T) {
 		n, burst.Round(time.Millisecond), elapsed.Round(time.Millisecond), batches, attempts, limit, firstBatch.Round(time.Millisecond))
 	require.LessOrEqual(t, batches, limit, "telemetry is batched")
 	require.GreaterOrEqual(t, batches, int64(changes/batch), "no batch exceeds telemetry_batch changes")
+
+	// Central's workers are of this code's generation: the batches went as
+	// signals to the site's ingest workflow.
+	wid := contract.TelemetryIngestWorkflowID(s.cfg.Site.ID)
+	signalled := 0
+	for _, ev := range s.history(wid) {
+		if ev.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			signalled++
+		}
+	}
+	require.Positive(t, signalled, "telemetry batches signalled to %s", wid)
+	s.recordHistory(wid, "telemetry_ingest.json")
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -33,7 +33,9 @@ const (
 // notification's workflow is started with its submission as the input
 // (contract.WorkflowNotificationStarted), and from
 // contract.GenerationStartsCalls a cached call's
-// (contract.WorkflowCachedCallStarted), instead of signalling them. A site
+// (contract.WorkflowCachedCallStarted), instead of signalling them; from
+// contract.GenerationSignalsTelemetry telemetry batches are signalled to
+// central's ingest workflows instead of each starting one. A site
 // upgraded before central so keeps signalling, which central's older
 // workers understand; any doubt (no poller listed, an error) answers
 // generation 0: signal.
@@ -64,6 +66,12 @@ func (c *startCheck) startsCalls(ctx context.Context) bool {
 	return c.centralGeneration(ctx) >= contract.GenerationStartsCalls
 }
 
+// signalsTelemetry reports whether telemetry batches are signalled to
+// central's ingest workflows.
+func (c *startCheck) signalsTelemetry(ctx context.Context) bool {
+	return c.centralGeneration(ctx) >= contract.GenerationSignalsTelemetry
+}
+
 // centralGeneration answers, asking Temporal when the last answer is
 // stale. Hand-offs running meanwhile wait for the one question.
 func (c *startCheck) centralGeneration(ctx context.Context) int {
@@ -74,13 +82,13 @@ func (c *startCheck) centralGeneration(ctx context.Context) int {
 	}
 	generation := c.ask(ctx)
 	if !c.asked || generation != c.generation {
-		c.log.Info(fmt.Sprintf("notifications are now handed off as %s, cached calls as %s",
-			notificationWorkflowType(generation), callWorkflowType(generation)),
+		c.log.Info(fmt.Sprintf("notifications are now handed off as %s, cached calls as %s, telemetry to %s",
+			notificationWorkflowType(generation), callWorkflowType(generation), telemetryWorkflowType(generation)),
 			zap.Int("centralGeneration", generation), zap.String("why", "the generations of the workers polling "+contract.CentralTaskQueue))
 	}
 	c.asked, c.generation = true, generation
 	c.validTill = c.now().Add(startCheckNoFor)
-	if generation >= contract.GenerationStartsCalls {
+	if generation >= contract.GenerationSignalsTelemetry {
 		c.validTill = c.now().Add(startCheckYesFor)
 	}
 	return generation
@@ -133,4 +141,13 @@ func callWorkflowType(generation int) string {
 		return contract.WorkflowCachedCallStarted
 	}
 	return contract.WorkflowCachedCall
+}
+
+// telemetryWorkflowType names the workflow a telemetry batch goes to while
+// central's workers are of generation.
+func telemetryWorkflowType(generation int) string {
+	if generation >= contract.GenerationSignalsTelemetry {
+		return contract.WorkflowTelemetryIngest
+	}
+	return contract.WorkflowIngestTelemetry
 }

@@ -25,7 +25,7 @@ import (
 // The generation of central's workers is the lowest any poller names; an
 // empty list (central down or not yet polling) or a worker without this
 // code's build id gives 0. Notifications are started with their input from
-// generation 3, cached calls from 4.
+// generation 3, cached calls from 4; telemetry is signalled from 5.
 func TestLowestGeneration(t *testing.T) {
 	poller := func(buildID string) *taskqueuepb.PollerInfo {
 		return &taskqueuepb.PollerInfo{WorkerVersionCapabilities: &commonpb.WorkerVersionCapabilities{BuildId: buildID}}
@@ -36,25 +36,31 @@ func TestLowestGeneration(t *testing.T) {
 		want          int
 		notifications string
 		calls         string
+		telemetry     string
 	}{
-		{"no worker", nil, 0, contract.WorkflowNotification, contract.WorkflowCachedCall},
-		{"generation 3", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3")}, 3, contract.WorkflowNotificationStarted, contract.WorkflowCachedCall},
+		{"no worker", nil, 0, contract.WorkflowNotification, contract.WorkflowCachedCall, contract.WorkflowIngestTelemetry},
+		{"generation 3", []*taskqueuepb.PollerInfo{poller("outpost-workflows-3")}, 3, contract.WorkflowNotificationStarted, contract.WorkflowCachedCall, contract.WorkflowIngestTelemetry},
 		{"generations 3 and 4", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), poller("outpost-workflows-3")}, 3,
-			contract.WorkflowNotificationStarted, contract.WorkflowCachedCall},
+			contract.WorkflowNotificationStarted, contract.WorkflowCachedCall, contract.WorkflowIngestTelemetry},
 		{"generation 4", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), poller("outpost-workflows-4")}, 4,
-			contract.WorkflowNotificationStarted, contract.WorkflowCachedCallStarted},
+			contract.WorkflowNotificationStarted, contract.WorkflowCachedCallStarted, contract.WorkflowIngestTelemetry},
+		{"generation 5", []*taskqueuepb.PollerInfo{poller("outpost-workflows-5"), poller("outpost-workflows-5")}, 5,
+			contract.WorkflowNotificationStarted, contract.WorkflowCachedCallStarted, contract.WorkflowTelemetryIngest},
+		{"generations 4 and 5", []*taskqueuepb.PollerInfo{poller("outpost-workflows-5"), poller("outpost-workflows-4")}, 4,
+			contract.WorkflowNotificationStarted, contract.WorkflowCachedCallStarted, contract.WorkflowIngestTelemetry},
 		{"one of generation 2", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), poller("outpost-workflows-2")}, 2,
-			contract.WorkflowNotification, contract.WorkflowCachedCall},
+			contract.WorkflowNotification, contract.WorkflowCachedCall, contract.WorkflowIngestTelemetry},
 		{"one before generation 2", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), poller("aa47428fb6ac0ff8a7ae231f5b24c072")}, 0,
-			contract.WorkflowNotification, contract.WorkflowCachedCall},
+			contract.WorkflowNotification, contract.WorkflowCachedCall, contract.WorkflowIngestTelemetry},
 		{"one without a build id", []*taskqueuepb.PollerInfo{poller("outpost-workflows-4"), {Identity: "old"}}, 0,
-			contract.WorkflowNotification, contract.WorkflowCachedCall},
+			contract.WorkflowNotification, contract.WorkflowCachedCall, contract.WorkflowIngestTelemetry},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := lowestGeneration(tc.pollers)
 			require.Equal(t, tc.want, got)
 			require.Equal(t, tc.notifications, notificationWorkflowType(got))
 			require.Equal(t, tc.calls, callWorkflowType(got))
+			require.Equal(t, tc.telemetry, telemetryWorkflowType(got))
 		})
 	}
 }
@@ -152,9 +158,17 @@ func TestStartCheckAnswersStandAWhile(t *testing.T) {
 	answer(contract.CentralBuildIDPrefix + "4")
 	now = now.Add(startCheckNoFor)
 	require.True(t, c.startsCalls(ctx))
+	require.False(t, c.signalsTelemetry(ctx))
+	require.Equal(t, 4, tc.asked, "generation 4 stands 10 s")
+	require.Equal(t, 1, logs.FilterMessageSnippet("cached calls as "+contract.WorkflowCachedCallStarted).Len())
+
+	answer(contract.CentralBuildIDPrefix + "5")
+	now = now.Add(startCheckNoFor)
+	require.True(t, c.signalsTelemetry(ctx))
 	now = now.Add(startCheckYesFor - time.Second)
 	require.True(t, c.startsNotifications(ctx))
 	require.True(t, c.startsCalls(ctx))
-	require.Equal(t, 4, tc.asked, "generation 4 stands a minute")
-	require.Equal(t, 1, logs.FilterMessageSnippet("cached calls as "+contract.WorkflowCachedCallStarted).Len())
+	require.True(t, c.signalsTelemetry(ctx))
+	require.Equal(t, 5, tc.asked, "generation 5 stands a minute")
+	require.Equal(t, 1, logs.FilterMessageSnippet("telemetry to "+contract.WorkflowTelemetryIngest).Len())
 }

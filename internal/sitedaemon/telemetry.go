@@ -34,8 +34,8 @@ type Telemetry struct {
 	store *sitestore.Store
 	opts  TelemetryOptions
 	log   *zap.Logger
-	// send delivers one batch and returns once central persisted it; tests
-	// replace it, the daemon uses ingest.
+	// send delivers one batch and returns once Temporal or central has it
+	// for good; tests replace it.
 	send func(context.Context, contract.TelemetryBatch) error
 	// batches counts round trips done: batches central persisted and the
 	// cursor moved past.
@@ -55,7 +55,13 @@ type Telemetry struct {
 // NewTelemetry returns a sender over store.
 func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOptions, log *zap.Logger) *Telemetry {
 	t := &Telemetry{store: store, opts: opts, log: log}
-	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error { return IngestTelemetry(ctx, tc, batch) }
+	starts := newStartCheck(tc, log)
+	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error {
+		if starts.signalsTelemetry(ctx) {
+			return IngestTelemetry(ctx, tc, batch)
+		}
+		return ingestTelemetryByWorkflow(ctx, tc, batch)
+	}
 	return t
 }
 
@@ -182,9 +188,33 @@ func fitBytes(rows []contract.TrackedOperation, max int) []contract.TrackedOpera
 	return rows
 }
 
-// IngestTelemetry runs the batch's ingest workflow and waits until central
-// persisted it. A resend of the same batch joins the run already under way.
+// IngestTelemetry hands the batch to central's ingest workflow for the
+// batch's site (contract.TelemetryIngestWorkflowID), starting it if it is
+// not running, and returns once Temporal has the batch: from then on it is
+// as durable there as on the site, and central's workers write it to the
+// store with the other sites' batches that arrive meanwhile. A resend of
+// the same batch writes nothing twice (a row is kept only when it is newer,
+// and audit event ids are fixed).
 func IngestTelemetry(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	id := contract.TelemetryIngestWorkflowID(batch.SiteID)
+	_, err := tc.SignalWithStartWorkflow(ctx, id, contract.SignalTelemetryBatch, batch, client.StartWorkflowOptions{
+		ID:            id,
+		TaskQueue:     contract.CentralTaskQueue,
+		StaticSummary: contract.Summary("Telemetry ingest: sites' tracking changes, written to the central store as they arrive"),
+	}, contract.WorkflowTelemetryIngest)
+	if err != nil {
+		return fmt.Errorf("signal telemetry ingest %s: %w", id, err)
+	}
+	return nil
+}
+
+// ingestTelemetryByWorkflow runs one ingest workflow for the batch and
+// waits until central persisted it: how a site sends while a central worker
+// from before contract.GenerationSignalsTelemetry polls. A resend of the
+// same batch joins the run already under way.
+func ingestTelemetryByWorkflow(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	last := batch.Rows[len(batch.Rows)-1].Seq
