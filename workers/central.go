@@ -25,6 +25,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/operator"
 	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -243,7 +244,7 @@ func EnsureSearchAttributes(ctx context.Context, tc client.Client, namespace str
 		return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
 	}
 	missing := map[string]enums.IndexedValueType{}
-	for _, key := range contract.SearchAttributes {
+	for _, key := range temporalcontract.SearchAttributes {
 		if _, ok := existing.GetCustomAttributes()[key.GetName()]; !ok {
 			missing[key.GetName()] = enums.INDEXED_VALUE_TYPE_KEYWORD
 		}

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // CachedCallWorkflow delivers one cached call handed off by SignalWithStart
@@ -193,8 +194,8 @@ func (c *cachedCall) onSite(ctx workflow.Context, activity any, in any) error {
 	}
 	c.state = row
 	setDetails(ctx, row.Status, row.RetryCount, row.LastError)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.AttrStatus.ValueSet(string(row.Status))); err != nil {
-		return fmt.Errorf("set %s: %w", contract.AttrStatus.GetName(), err)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, temporalcontract.AttrStatus.ValueSet(string(row.Status))); err != nil {
+		return fmt.Errorf("set %s: %w", temporalcontract.AttrStatus.GetName(), err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -149,7 +150,7 @@ func (s *notificationSuite) setup(timeout time.Duration) {
 	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(s.attempt)
 	s.env.OnActivity(notificationActs.RecordAndDeliverNotification, mock.Anything, mock.Anything).Return(s.recordAndDeliver)
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(contract.AttrStatus); ok {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(temporalcontract.AttrStatus); ok {
 			s.statusAttrs = append(s.statusAttrs, v)
 		}
 	}).Return(nil)
@@ -220,7 +221,7 @@ func (s *notificationSuite) recordAndDeliver(ctx context.Context, in contract.Re
 		NotificationID: recorded.State.NotificationID, RetryCount: recorded.State.RetryCount, Attempt: in.Attempt,
 	})
 	if err != nil {
-		return contract.RecordAndDeliverResult{}, contract.WithRecorded(err, recorded)
+		return contract.RecordAndDeliverResult{}, temporalcontract.WithRecorded(err, recorded)
 	}
 	res.Delivery = &delivery
 	return res, nil

@@ -1,4 +1,9 @@
-package onsite
+// Package callstate holds the cached-call state rules: what status, last
+// error and next attempt a call gets after each attempt. The site's
+// immediate attempt (site.Client), its retries (the site's
+// DeliverCachedCall activity) and CachedCallWorkflow all follow them. It is
+// pure: no I/O, no clock of its own.
+package callstate
 
 import (
 	"errors"
@@ -8,10 +13,6 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
-
-// The cached-call state rules: what status, last error and next attempt a
-// call gets after each attempt. The site's immediate attempt (site.Client),
-// its retries (DeliverCachedCall) and CachedCallWorkflow all follow them.
 
 // NextAttemptAt is when an attempt that failed at at with err is tried
 // again: one interval later, or later when the target asked for more
@@ -62,26 +63,26 @@ func RetryOutcome(err error, retries, maxRetries int) (contract.Status, string) 
 	case permanent:
 		return status, "permanent failure: " + err.Error()
 	default:
-		return status, exhausted(maxRetries, err.Error())
+		return status, Exhausted(maxRetries, err.Error())
 	}
 }
 
-// exhausted is the last error of a call parked because its retries are used up.
-func exhausted(maxRetries int, lastError string) string {
+// Exhausted is the last error of a call parked because its retries are used up.
+func Exhausted(maxRetries int, lastError string) string {
 	return fmt.Sprintf("retries exhausted (%d): %s", maxRetries, lastError)
 }
 
-// immediateWasLast reports whether row's failed immediate attempt (recorded
+// ImmediateWasLast reports whether row's failed immediate attempt (recorded
 // on the site: Pending with an attempt time) was the last attempt policy
 // allows, that is, it allows no retries. The workflow asks for a first
 // retry all the same, so its commands do not depend on the policy. A
 // Pending row without an attempt time never finished its immediate
 // attempt: the retry stands in for it.
-func immediateWasLast(row contract.TrackedOperation, policy contract.RetryPolicy) bool {
+func ImmediateWasLast(row contract.TrackedOperation, policy contract.RetryPolicy) bool {
 	return row.Status == contract.StatusPending && row.LastAttemptAt != nil && row.RetryCount >= policy.MaxRetries
 }
 
-// retryable reports whether a call in status s takes a delivery attempt.
-func retryable(s contract.Status) bool {
+// Retryable reports whether a call in status s takes a delivery attempt.
+func Retryable(s contract.Status) bool {
 	return s == contract.StatusPending || s == contract.StatusRetrying
 }
