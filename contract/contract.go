@@ -11,6 +11,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -212,9 +213,16 @@ const (
 	StatusExported Status = "Exported"
 )
 
-// Statuses lists every status, in lifecycle order.
+// Statuses lists every status, in lifecycle order, the site-only Exported
+// included. Each call returns a new slice.
 func Statuses() []Status {
-	return []Status{StatusForwarding, StatusPending, StatusRetrying, StatusParked, StatusDelivered, StatusDiscarded, StatusFailed}
+	return []Status{StatusForwarding, StatusExported, StatusPending, StatusRetrying, StatusParked, StatusDelivered, StatusDiscarded, StatusFailed}
+}
+
+// CentralStatuses lists the statuses central answers and filters by: all
+// but Exported, which only a site answers. Each call returns a new slice.
+func CentralStatuses() []Status {
+	return slices.DeleteFunc(Statuses(), func(s Status) bool { return s == StatusExported })
 }
 
 // Terminal reports whether no further delivery will happen without an

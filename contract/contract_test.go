@@ -1,6 +1,12 @@
 package contract_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -104,4 +110,34 @@ func TestCentralGeneration(t *testing.T) {
 			t.Errorf("CentralGeneration(%q) = %d, want %d", id, got, want)
 		}
 	}
+}
+
+// Statuses lists every Status constant the package declares, and
+// CentralStatuses all of them but the site-only Exported.
+func TestStatusesListsEveryStatus(t *testing.T) {
+	t.Parallel()
+	files, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	require.NoError(t, err)
+	var declared []contract.Status
+	for _, file := range files["contract"].Files {
+		for _, decl := range file.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if typ, ok := vs.Type.(*ast.Ident); ok && typ.Name == "Status" {
+					for _, v := range vs.Values {
+						s, err := strconv.Unquote(v.(*ast.BasicLit).Value)
+						require.NoError(t, err)
+						declared = append(declared, contract.Status(s))
+					}
+				}
+			}
+		}
+	}
+	require.Len(t, declared, 8, "the Status constants this test found")
+	require.ElementsMatch(t, declared, contract.Statuses())
+	require.ElementsMatch(t, slices.DeleteFunc(declared, func(s contract.Status) bool { return s == contract.StatusExported }), contract.CentralStatuses())
 }

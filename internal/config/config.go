@@ -4,14 +4,14 @@
 package config
 
 import (
+	"github.com/outpost-dev/outpost/internal/httpserve"
+
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -309,19 +309,9 @@ const (
 )
 
 // IsLoopback reports whether a listen address (host:port) is reachable
-// from this host only: a loopback IP or localhost. An empty host listens on
-// every interface.
-func IsLoopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil || host == "" {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// from this host only; `config check` asks it the way the servers do
+// (httpserve.IsLoopback).
+func IsLoopback(listen string) bool { return httpserve.IsLoopback(listen) }
 
 // MaxBodyBytesLimit is the largest site.max_body_bytes: a body of that size,
 // even written as JSON escapes (6 bytes a character), keeps a notification's
