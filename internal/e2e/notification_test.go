@@ -25,8 +25,8 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/payloadcipher"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/internal/testutil"
@@ -473,7 +473,7 @@ func TestPayloadsAreEncryptedInHistory(t *testing.T) {
 		for _, plain := range []string{"secret subject", `"listName"`, "ops@example.com"} {
 			require.NotContains(t, string(data), plain, "event %s", event.GetEventType())
 		}
-		payloads += strings.Count(string(data), codec.Encoding)
+		payloads += strings.Count(string(data), payloadcipher.Encoding)
 	}
 	require.Positive(t, payloads, "the payloads are marked encrypted")
 }
