@@ -159,7 +159,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	}
 	var reg *targets.Registry
 	if len(opts.ExternalSystems)+len(opts.Databases) > 0 {
-		if err := siteconfig.CheckTargets(opts.ExternalSystems, opts.Databases); err != nil {
+		if err := targets.Check(opts.ExternalSystems, opts.Databases); err != nil {
 			return nil, fmt.Errorf("site options: %w", err)
 		}
 		reg = targets.New(opts.ExternalSystems, opts.Databases)
