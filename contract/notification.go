@@ -157,18 +157,6 @@ const ErrTypeTerminalRow = "TerminalRow"
 // workflow records the row itself, waiting out the store's outage.
 const ErrTypeRowUnrecorded = "RowUnrecorded"
 
-// AfterFailedAttempt is the status after a failed attempt, with retries the
-// number of retries made so far counting this attempt (0 for a first
-// attempt): Parked when the failure is permanent or the retries are used
-// up, Retrying otherwise. A notification's first attempt is central's; a
-// cached call's is the site's immediate attempt, so its retries start at 1.
-func AfterFailedAttempt(retries, maxRetries int, permanent bool) Status {
-	if permanent || retries >= maxRetries {
-		return StatusParked
-	}
-	return StatusRetrying
-}
-
 // Notification types: a list's type picks the adapter that delivers to it.
 const (
 	NotificationTypeEmail   = "Email"   // SMTP to addresses

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/callstate"
 	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
@@ -151,7 +152,7 @@ func (c *cachedCall) retryUntilSettled(ctx workflow.Context) error {
 		if err := c.onSite(ctx, siteActs.DeliverCachedCall, in); err != nil {
 			return err
 		}
-		if c.state.Status != contract.StatusRetrying && c.state.Status != contract.StatusPending {
+		if !callstate.Retryable(c.state.Status) {
 			return nil
 		}
 		if err := workflow.Sleep(ctx, c.untilNextAttempt(ctx)); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/callstate"
 	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
@@ -329,7 +330,7 @@ func attemptOptions(timeout time.Duration) workflow.ActivityOptions {
 func (n *notification) failed(ctx workflow.Context, attemptErr error) (retry bool, err error) {
 	now := workflow.Now(ctx)
 	n.state.LastAttemptAt = &now
-	next := contract.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(attemptErr))
+	next := callstate.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(attemptErr))
 	if next == contract.StatusParked {
 		return false, n.update(ctx, contract.NotificationUpdate{Status: contract.StatusParked, RetryCount: n.state.RetryCount,
 			LastError: parkReason(attemptErr, n.policy.MaxRetries), Attempt: n.attempts})

@@ -620,23 +620,6 @@ func (s *notificationSuite) TestUpdatesCarryTheAuditFields() {
 	}, got)
 }
 
-func TestAfterFailedAttempt(t *testing.T) {
-	cases := []struct {
-		retryCount, maxRetries int
-		permanent              bool
-		want                   contract.Status
-	}{
-		{0, 3, false, contract.StatusRetrying},
-		{2, 3, false, contract.StatusRetrying},
-		{3, 3, false, contract.StatusParked},
-		{0, 0, false, contract.StatusParked},
-		{0, 3, true, contract.StatusParked},
-	}
-	for _, c := range cases {
-		require.Equal(t, c.want, contract.AfterFailedAttempt(c.retryCount, c.maxRetries, c.permanent), "%+v", c)
-	}
-}
-
 // The status query answers Pending, with the id and the site's time, from
 // the workflow's first moment: before the central row is written (here the
 // store is briefly down) it answered a zero state.

@@ -150,19 +150,24 @@ func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in contract.Reso
 	defer heartbeat.While(ctx)()
 	defer a.lock(in.OperationID)()
 	row, err := a.operation(ctx, in.OperationID)
-	if err != nil || row.Status.Terminal() {
+	if err != nil {
 		return row, err
 	}
-	if row.Status != contract.StatusParked && !in.Cancelled {
-		return row, nil // only a parked call waits for an operator
+	event := callstate.OperatorDiscard
+	switch {
+	case in.Cancelled:
+		event = callstate.Cancelled
+	case in.Retry:
+		event = callstate.OperatorRetry
 	}
-	attempt := sitestore.Attempt{
-		OperationID: in.OperationID, Status: contract.StatusDiscarded, RetryCount: row.RetryCount,
-		LastError: row.LastError,
+	status, ok := callstate.Next(row.Status, event, row.RetryCount, 0)
+	if !ok {
+		return row, nil // only a parked call waits for an operator; a final one takes nothing
 	}
-	if in.Retry {
+	attempt := sitestore.Attempt{OperationID: in.OperationID, Status: status, RetryCount: row.RetryCount, LastError: row.LastError}
+	if status == contract.StatusRetrying {
 		now := a.now()
-		attempt.Status, attempt.RetryCount, attempt.NextAttemptAt = contract.StatusRetrying, 0, &now
+		attempt.RetryCount, attempt.NextAttemptAt = 0, &now
 	}
 	return a.Store.RecordAttempt(ctx, attempt)
 }
