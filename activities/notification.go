@@ -17,6 +17,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/delivery"
 	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // NotificationActivities delivers notifications and keeps the central
@@ -140,7 +141,7 @@ func (a *NotificationActivities) RecordAndDeliverNotification(ctx context.Contex
 		NotificationID: row.NotificationID, RetryCount: row.RetryCount, Attempt: in.Attempt,
 	})
 	if err != nil {
-		return contract.RecordAndDeliverResult{}, contract.WithRecorded(err, res.Recorded)
+		return contract.RecordAndDeliverResult{}, temporalcontract.WithRecorded(err, res.Recorded)
 	}
 	res.Delivery = &delivery
 	return res, nil

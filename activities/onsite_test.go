@@ -20,6 +20,7 @@ import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/callstate"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
@@ -46,7 +47,7 @@ func TestImmediateOutcome(t *testing.T) {
 			contract.StatusFailed, `method: system "erp" has no method "nope"`},
 	}
 	for _, c := range cases {
-		status, lastError := onsite.ImmediateOutcome(c.err)
+		status, lastError := callstate.ImmediateOutcome(c.err)
 		require.Equal(t, c.wantStatus, status, c.name)
 		require.Equal(t, c.wantError, lastError, c.name)
 	}
@@ -75,7 +76,7 @@ func TestRetryOutcome(t *testing.T) {
 		{"invalid", invalid, 1, 3, contract.StatusParked, `permanent failure: connection: unknown database "gone"`},
 	}
 	for _, c := range cases {
-		status, lastError := onsite.RetryOutcome(c.err, c.retries, c.maxRetries)
+		status, lastError := callstate.RetryOutcome(c.err, c.retries, c.maxRetries)
 		require.Equal(t, c.wantStatus, status, c.name)
 		require.Equal(t, c.wantError, lastError, c.name)
 	}
@@ -508,7 +509,7 @@ func TestNextAttemptAtHonoursRetryAfter(t *testing.T) {
 		"Retry-After past ten intervals": {&targets.Failure{Status: 503, RetryAfter: time.Hour}, 10 * interval},
 		"wrapped":                        {fmt.Errorf("call: %w", &targets.Failure{Status: 429, RetryAfter: 2 * time.Minute}), 2 * time.Minute},
 	} {
-		require.Equal(t, at.Add(tc.want), onsite.NextAttemptAt(at, interval, tc.err), name)
+		require.Equal(t, at.Add(tc.want), callstate.NextAttemptAt(at, interval, tc.err), name)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // SettleActivities find operations whose workflows were terminated before
@@ -31,9 +32,9 @@ type SettleActivities struct {
 // site. An operation already settled is left out.
 func (a *SettleActivities) SettleTerminated(ctx context.Context, siteID string) (contract.SettleTerminatedResult, error) {
 	var out contract.SettleTerminatedResult
-	status := contract.AttrStatus.GetName()
+	status := temporalcontract.AttrStatus.GetName()
 	query := fmt.Sprintf(`ExecutionStatus="Terminated" AND %s=%q AND %s IN (%q, %q, %q)`,
-		contract.AttrSite.GetName(), siteID, status, contract.StatusPending, contract.StatusRetrying, contract.StatusParked)
+		temporalcontract.AttrSite.GetName(), siteID, status, contract.StatusPending, contract.StatusRetrying, contract.StatusParked)
 	var token []byte
 	for {
 		resp, err := a.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})

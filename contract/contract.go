@@ -8,15 +8,14 @@
 package contract
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/google/uuid"
-
-	"go.temporal.io/sdk/temporal"
 )
 
 // Task queues.
@@ -126,8 +125,22 @@ func NotificationIDFromWorkflowID(workflowID string) (id string, ok bool) {
 // no dashes, upper case) name no operation: accepting them would make one
 // operation answer to several ids.
 func IsOperationID(id string) bool {
-	u, err := uuid.Parse(id)
-	return err == nil && u.String() == id
+	if len(id) != 36 {
+		return false
+	}
+	for i := range len(id) {
+		switch ch := id[i]; i {
+		case 8, 13, 18, 23:
+			if ch != '-' {
+				return false
+			}
+		default:
+			if !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // CachedCallWorkflowID is the workflow id of tracked operation id.
@@ -210,17 +223,6 @@ const (
 	QueryStatus = "status"
 )
 
-// Search attributes (all Keyword) kept current by every Outpost workflow.
-var (
-	AttrStatus = temporal.NewSearchAttributeKeyKeyword("OutpostStatus")
-	AttrKind   = temporal.NewSearchAttributeKeyKeyword("OutpostKind")
-	AttrSite   = temporal.NewSearchAttributeKeyKeyword("OutpostSite")
-	AttrTarget = temporal.NewSearchAttributeKeyKeyword("OutpostTarget")
-)
-
-// SearchAttributes lists every search attribute Outpost registers.
-var SearchAttributes = []temporal.SearchAttributeKeyKeyword{AttrStatus, AttrKind, AttrSite, AttrTarget}
-
 // Status is the lifecycle state of an operation.
 type Status string
 
@@ -241,9 +243,16 @@ const (
 	StatusExported Status = "Exported"
 )
 
-// Statuses lists every status, in lifecycle order.
+// Statuses lists every status, in lifecycle order, the site-only Exported
+// included. Each call returns a new slice.
 func Statuses() []Status {
-	return []Status{StatusForwarding, StatusPending, StatusRetrying, StatusParked, StatusDelivered, StatusDiscarded, StatusFailed}
+	return []Status{StatusForwarding, StatusExported, StatusPending, StatusRetrying, StatusParked, StatusDelivered, StatusDiscarded, StatusFailed}
+}
+
+// CentralStatuses lists the statuses central answers and filters by: all
+// but Exported, which only a site answers. Each call returns a new slice.
+func CentralStatuses() []Status {
+	return slices.DeleteFunc(Statuses(), func(s Status) bool { return s == StatusExported })
 }
 
 // Terminal reports whether no further delivery will happen without an
@@ -277,12 +286,29 @@ type OperatorAction struct {
 // idempotencyNamespace is the UUID namespace of ids derived from
 // idempotency keys (a random constant: changing it would give a key
 // another id).
-var idempotencyNamespace = uuid.MustParse("6f0b3a52-9d3e-4c8a-b1f4-2a7d5e9c0b61")
+var idempotencyNamespace = [16]byte{0x6f, 0x0b, 0x3a, 0x52, 0x9d, 0x3e, 0x4c, 0x8a, 0xb1, 0xf4, 0x2a, 0x7d, 0x5e, 0x9c, 0x0b, 0x61}
 
 // IdempotentOperationID is the id of the operation a caller named with
 // key: the same site, kind and key always give the same id, so a script
 // that retries a request makes no second operation, and the same operation
 // exported twice is recognisably one.
 func IdempotentOperationID(siteID, kind, key string) string {
-	return uuid.NewSHA1(idempotencyNamespace, []byte(siteID+"\x00"+kind+"\x00"+key)).String()
+	return nameBasedUUID(idempotencyNamespace, siteID+"\x00"+kind+"\x00"+key)
+}
+
+// nameBasedUUID is the version 5 (SHA-1) UUID of name in namespace, per
+// RFC 9562 section 5.5, in its canonical form. It is written here rather
+// than taken from a UUID package so that the contract links only the
+// standard library; TestIdempotentOperationIDIsUUID5 checks it against
+// github.com/google/uuid.
+func nameBasedUUID(namespace [16]byte, name string) string {
+	h := sha1.New()
+	h.Write(namespace[:])
+	h.Write([]byte(name))
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // the RFC's variant
+	s := hex.EncodeToString(u[:])
+	return s[:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
 }

@@ -1,11 +1,6 @@
 package contract
 
-import (
-	"errors"
-	"time"
-
-	"go.temporal.io/sdk/temporal"
-)
+import "time"
 
 // NotificationSubmission is what a site hands to central for one notification:
 // the payload of SignalSubmit on workflow NotificationWorkflowID(NotificationID).
@@ -161,46 +156,6 @@ const ErrTypeTerminalRow = "TerminalRow"
 // could not record the central row: nothing was attempted, and the
 // workflow records the row itself, waiting out the store's outage.
 const ErrTypeRowUnrecorded = "RowUnrecorded"
-
-// WithRecorded is the failure of a first attempt (RecordAndDeliverInput)
-// that recorded the row and then failed to deliver: err with the recorded
-// row and policy as its details, which the workflow takes instead of
-// recording the row again. Its message, type, retryability and asked delay
-// are err's: they make the row's last error and its next status.
-func WithRecorded(err error, recorded RecordNotificationResult) error {
-	msg, errType := err.Error(), ""
-	opts := temporal.ApplicationErrorOptions{Details: []any{recorded}}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		msg, errType = appErr.Message(), appErr.Type()
-		opts.NonRetryable, opts.NextRetryDelay, opts.Cause = appErr.NonRetryable(), appErr.NextRetryDelay(), appErr.Unwrap()
-	}
-	return temporal.NewApplicationErrorWithOptions(msg, errType, opts)
-}
-
-// RecordedBy is the row and policy a failed first attempt carries
-// (WithRecorded); false for any other failure, including one whose details
-// are something else (a TerminalRow failure's row state).
-func RecordedBy(err error) (RecordNotificationResult, bool) {
-	var appErr *temporal.ApplicationError
-	var recorded RecordNotificationResult
-	if !errors.As(err, &appErr) || !appErr.HasDetails() || appErr.Details(&recorded) != nil || recorded.State.NotificationID == "" {
-		return RecordNotificationResult{}, false
-	}
-	return recorded, true
-}
-
-// AfterFailedAttempt is the status after a failed attempt, with retries the
-// number of retries made so far counting this attempt (0 for a first
-// attempt): Parked when the failure is permanent or the retries are used
-// up, Retrying otherwise. A notification's first attempt is central's; a
-// cached call's is the site's immediate attempt, so its retries start at 1.
-func AfterFailedAttempt(retries, maxRetries int, permanent bool) Status {
-	if permanent || retries >= maxRetries {
-		return StatusParked
-	}
-	return StatusRetrying
-}
 
 // Notification types: a list's type picks the adapter that delivers to it.
 const (

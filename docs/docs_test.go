@@ -45,6 +45,24 @@ func TestReadmeAndCIRunTheSameTests(t *testing.T) {
 	}
 }
 
+// hygieneChecks are the commands .ci/run runs before the tests, each of
+// which must fail CI when it reports anything.
+var hygieneChecks = []string{"go mod tidy -diff", "gofmt -l .", "go vet ./..."}
+
+func TestCIChecksHygieneBeforeTests(t *testing.T) {
+	text := read(t, "../.ci/run")
+	tests := strings.Index(text, testCommand)
+	if tests < 0 {
+		t.Fatalf(".ci/run does not run %q", testCommand)
+	}
+	for _, check := range hygieneChecks {
+		at := strings.Index(text, check)
+		if at < 0 || at > tests {
+			t.Errorf(".ci/run does not run %q before the tests: an untidy module, unformatted file or vet finding must fail CI first", check)
+		}
+	}
+}
+
 func TestLinksResolve(t *testing.T) {
 	for _, file := range documents(t) {
 		for _, link := range links(read(t, file)) {

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/callstate"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
@@ -185,10 +185,10 @@ func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, p pro
 func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Request) (CallResult, error) {
 	res, attemptErr := c.targets.Execute(ctx, req)
 	at := c.now()
-	status, lastError := onsite.ImmediateOutcome(attemptErr)
+	status, lastError := callstate.ImmediateOutcome(attemptErr)
 	attempt := sitestore.Attempt{OperationID: id, Status: status, LastError: lastError, At: &at, Immediate: true}
 	if status == contract.StatusPending {
-		next := onsite.NextAttemptAt(at, c.targets.Policy(req).Interval, attemptErr)
+		next := callstate.NextAttemptAt(at, c.targets.Policy(req).Interval, attemptErr)
 		attempt.NextAttemptAt = &next
 	}
 	// The caller may have given up; the outcome must be recorded regardless.

@@ -17,13 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/operator"
 	"github.com/outpost-dev/outpost/internal/siteconfig"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
@@ -99,9 +94,10 @@ type Options struct {
 	// Instance and Script are the default provenance of this client's calls.
 	Instance string
 	Script   string
-	// Temporal answers Status for operations already handed to central. May
-	// be nil: Status then answers only for buffered operations.
-	Temporal client.Client
+	// Central answers Status for operations already handed to central
+	// (temporalcentral.New asks it through a Temporal client). May be nil:
+	// Status then answers only for buffered operations.
+	Central Central
 	// MaxBodyBytes limits a notification body; DefaultMaxBodyBytes when 0.
 	MaxBodyBytes int
 	// Now is the clock; time.Now when nil.
@@ -163,7 +159,7 @@ func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	}
 	var reg *targets.Registry
 	if len(opts.ExternalSystems)+len(opts.Databases) > 0 {
-		if err := siteconfig.CheckTargets(opts.ExternalSystems, opts.Databases); err != nil {
+		if err := targets.Check(opts.ExternalSystems, opts.Databases); err != nil {
 			return nil, fmt.Errorf("site options: %w", err)
 		}
 		reg = targets.New(opts.ExternalSystems, opts.Databases)
@@ -373,13 +369,13 @@ func (c *Client) Status(ctx context.Context, id string) (contract.NotificationSt
 	if c.unknown.has(id) {
 		return contract.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
 	}
-	if c.opts.Temporal == nil {
+	if c.opts.Central == nil {
 		if exported.CentralStatus != "" {
 			return receiptState(id, exported), nil
 		}
-		return contract.NotificationState{}, fmt.Errorf("notification %s has left the site and no Temporal client is configured to ask central", id)
+		return contract.NotificationState{}, fmt.Errorf("notification %s has left the site and no central is configured to ask (Options.Central)", id)
 	}
-	state, err := queryCentral(ctx, c.opts.Temporal, id)
+	state, err := c.opts.Central.NotificationState(ctx, id)
 	var unreachable *UnreachableError
 	switch {
 	case errors.As(err, &unreachable) && exported.CentralStatus != "":
@@ -415,70 +411,19 @@ func forwardingState(m sitestore.Message, exported sitestore.ExportState) contra
 	return st
 }
 
+// Central answers for a notification that has left the site: its state,
+// an error wrapping ErrNotFound when central never had it, or an
+// *UnreachableError when central could not be asked. The SDK declares it
+// so that a script links no Temporal client unless it asks central.
+type Central interface {
+	NotificationState(ctx context.Context, id string) (contract.NotificationState, error)
+}
+
 // UnreachableError says central could not be asked.
 type UnreachableError struct{ Err error }
 
 func (e *UnreachableError) Error() string { return "central is unreachable: " + e.Err.Error() }
 func (e *UnreachableError) Unwrap() error { return e.Err }
-
-// queryCentral asks the notification's workflow for its state. A workflow
-// closed other than cleanly (terminated, timed out, cancelled, failed)
-// rejects the query: its last state may be stale (a terminated Parked one
-// stays Parked in its history), so central's row answers, and a workflow
-// terminated before it finished answers Discarded (EndedUnfinished).
-func queryCentral(ctx context.Context, tc client.Client, id string) (contract.NotificationState, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	wid := contract.NotificationWorkflowID(id)
-	resp, err := tc.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-		WorkflowID: wid, QueryType: contract.QueryStatus,
-		QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_COMPLETED_CLEANLY,
-	})
-	var notFound *serviceerror.NotFound
-	switch {
-	case errors.As(err, &notFound):
-		return lookupCentral(ctx, tc, id)
-	case err != nil:
-		return contract.NotificationState{}, &UnreachableError{Err: fmt.Errorf("status query of %s: %w", wid, err)}
-	case resp.QueryRejected != nil:
-		row, err := lookupCentral(ctx, tc, id)
-		if err != nil {
-			return row, err
-		}
-		return *operator.EndedUnfinished(operator.State{Notification: &row}, resp.QueryRejected.GetStatus()).Notification, nil
-	}
-	st, err := operator.DecodeState(wid, resp.QueryResult.Get)
-	if err != nil {
-		return contract.NotificationState{}, fmt.Errorf("status query of %s: decode: %w", wid, err)
-	}
-	return *st.Notification, nil
-}
-
-// lookupCentral reads the notification's central row through
-// LookupNotificationWorkflow: the answer once its workflow has passed the
-// namespace's retention, and the way to tell an id central never had.
-func lookupCentral(ctx context.Context, tc client.Client, id string) (contract.NotificationState, error) {
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       contract.LookupNotificationWorkflowID(id),
-		TaskQueue:                contract.CentralTaskQueue,
-		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowExecutionTimeout: time.Minute,
-		StaticSummary:            "Status of notification " + id,
-	}, contract.WorkflowLookupNotification, id)
-	if err != nil {
-		return contract.NotificationState{}, &UnreachableError{Err: err}
-	}
-	var state contract.NotificationState
-	err = run.Get(ctx, &state)
-	var appErr *temporal.ApplicationError
-	switch {
-	case errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeNotFound:
-		return contract.NotificationState{}, fmt.Errorf("notification %s: %w", id, ErrNotFound)
-	case err != nil:
-		return contract.NotificationState{}, &UnreachableError{Err: fmt.Errorf("read central's row of %s: %w", id, err)}
-	}
-	return state, nil
-}
 
 func (c *Client) now() time.Time {
 	if c.opts.Now == nil {

@@ -24,7 +24,8 @@ import (
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/operator"
 	"github.com/outpost-dev/outpost/internal/outbox"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/internal/schedule"
+	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -228,7 +229,7 @@ func EnsurePurgeSchedule(ctx context.Context, tc client.Client) error {
 		ID: id, Workflow: contract.WorkflowPurge, TaskQueue: contract.CentralTaskQueue,
 		WorkflowRunTimeout: 6 * time.Hour,
 	}
-	return temporalclient.EnsureSchedule(ctx, tc, client.ScheduleOptions{
+	return schedule.Ensure(ctx, tc, client.ScheduleOptions{
 		ID: id, Spec: spec, Action: action, Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,
 		Note: "Deletes terminal notifications and site_calls rows and audit_log rows past central.retention; trigger it to purge now.",
 	})
@@ -244,7 +245,7 @@ func EnsureSearchAttributes(ctx context.Context, tc client.Client, namespace str
 		return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
 	}
 	missing := map[string]enums.IndexedValueType{}
-	for _, key := range contract.SearchAttributes {
+	for _, key := range temporalcontract.SearchAttributes {
 		if _, ok := existing.GetCustomAttributes()[key.GetName()]; !ok {
 			missing[key.GetName()] = enums.INDEXED_VALUE_TYPE_KEYWORD
 		}

@@ -8,6 +8,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/callstate"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // CachedCallWorkflow delivers one cached call handed off by SignalWithStart
@@ -150,7 +152,7 @@ func (c *cachedCall) retryUntilSettled(ctx workflow.Context) error {
 		if err := c.onSite(ctx, siteActs.DeliverCachedCall, in); err != nil {
 			return err
 		}
-		if c.state.Status != contract.StatusRetrying && c.state.Status != contract.StatusPending {
+		if !callstate.Retryable(c.state.Status) {
 			return nil
 		}
 		if err := workflow.Sleep(ctx, c.untilNextAttempt(ctx)); err != nil {
@@ -193,8 +195,8 @@ func (c *cachedCall) onSite(ctx workflow.Context, activity any, in any) error {
 	}
 	c.state = row
 	setDetails(ctx, row.Status, row.RetryCount, row.LastError)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.AttrStatus.ValueSet(string(row.Status))); err != nil {
-		return fmt.Errorf("set %s: %w", contract.AttrStatus.GetName(), err)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, temporalcontract.AttrStatus.ValueSet(string(row.Status))); err != nil {
+		return fmt.Errorf("set %s: %w", temporalcontract.AttrStatus.GetName(), err)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -101,7 +102,7 @@ func (s *cachedCallSuite) SetupTest() {
 	s.env.SetActivityTaskQueue(contract.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
 	s.statusAttrs, s.delivers, s.deliverAt, s.resolves, s.resolvesAt = nil, nil, nil, nil, nil
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(contract.AttrStatus); ok {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(temporalcontract.AttrStatus); ok {
 			s.statusAttrs = append(s.statusAttrs, v)
 		}
 	}).Return(nil)

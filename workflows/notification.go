@@ -11,6 +11,8 @@ import (
 
 	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/callstate"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // changeRecordInFirstAttempt versions how NotificationWorkflow starts: from
@@ -166,7 +168,7 @@ func (n *notification) recordInFirstAttempt(ctx workflow.Context, sub contract.N
 // records the row, which the attempt may or may not have done, and the row
 // says what happened: Delivered when the lost attempt delivered.
 func (n *notification) afterFailedFirstAttempt(ctx workflow.Context, sub contract.NotificationSubmission, attemptErr error) (contract.NotificationState, error) {
-	if recorded, ok := contract.RecordedBy(attemptErr); ok {
+	if recorded, ok := temporalcontract.RecordedBy(attemptErr); ok {
 		n.takeRecorded(recorded)
 	} else if err := n.record(ctx, sub); err != nil {
 		return contract.NotificationState{}, err
@@ -328,7 +330,7 @@ func attemptOptions(timeout time.Duration) workflow.ActivityOptions {
 func (n *notification) failed(ctx workflow.Context, attemptErr error) (retry bool, err error) {
 	now := workflow.Now(ctx)
 	n.state.LastAttemptAt = &now
-	next := contract.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(attemptErr))
+	next := callstate.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(attemptErr))
 	if next == contract.StatusParked {
 		return false, n.update(ctx, contract.NotificationUpdate{Status: contract.StatusParked, RetryCount: n.state.RetryCount,
 			LastError: parkReason(attemptErr, n.policy.MaxRetries), Attempt: n.attempts})
@@ -402,8 +404,8 @@ func terminalRow(err error) (contract.NotificationState, bool) {
 
 func (n *notification) setStatusAttr(ctx workflow.Context) error {
 	setDetails(ctx, n.state.Status, n.state.RetryCount, n.state.LastError)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.AttrStatus.ValueSet(string(n.state.Status))); err != nil {
-		return fmt.Errorf("set %s: %w", contract.AttrStatus.GetName(), err)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, temporalcontract.AttrStatus.ValueSet(string(n.state.Status))); err != nil {
+		return fmt.Errorf("set %s: %w", temporalcontract.AttrStatus.GetName(), err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -149,7 +150,7 @@ func (s *notificationSuite) setup(timeout time.Duration) {
 	s.env.OnActivity(notificationActs.DeliverNotification, mock.Anything, mock.Anything).Return(s.attempt)
 	s.env.OnActivity(notificationActs.RecordAndDeliverNotification, mock.Anything, mock.Anything).Return(s.recordAndDeliver)
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(contract.AttrStatus); ok {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(temporalcontract.AttrStatus); ok {
 			s.statusAttrs = append(s.statusAttrs, v)
 		}
 	}).Return(nil)
@@ -220,7 +221,7 @@ func (s *notificationSuite) recordAndDeliver(ctx context.Context, in contract.Re
 		NotificationID: recorded.State.NotificationID, RetryCount: recorded.State.RetryCount, Attempt: in.Attempt,
 	})
 	if err != nil {
-		return contract.RecordAndDeliverResult{}, contract.WithRecorded(err, recorded)
+		return contract.RecordAndDeliverResult{}, temporalcontract.WithRecorded(err, recorded)
 	}
 	res.Delivery = &delivery
 	return res, nil
@@ -617,23 +618,6 @@ func (s *notificationSuite) TestUpdatesCarryTheAuditFields() {
 		{contract.StatusPending, 0, &ana, 1, t0.Add(time.Hour)},
 		{contract.StatusRetrying, 3, nil, 0, t0.Add(time.Hour)},
 	}, got)
-}
-
-func TestAfterFailedAttempt(t *testing.T) {
-	cases := []struct {
-		retryCount, maxRetries int
-		permanent              bool
-		want                   contract.Status
-	}{
-		{0, 3, false, contract.StatusRetrying},
-		{2, 3, false, contract.StatusRetrying},
-		{3, 3, false, contract.StatusParked},
-		{0, 0, false, contract.StatusParked},
-		{0, 3, true, contract.StatusParked},
-	}
-	for _, c := range cases {
-		require.Equal(t, c.want, contract.AfterFailedAttempt(c.retryCount, c.maxRetries, c.permanent), "%+v", c)
-	}
 }
 
 // The status query answers Pending, with the id and the site's time, from

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/callstate"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
@@ -74,7 +75,7 @@ func (a *SiteActivities) DeliverCachedCall(ctx context.Context, in contract.Deli
 func (a *SiteActivities) RetryOnSite(ctx context.Context, id string) (contract.TrackedOperation, error) {
 	defer a.lock(id)()
 	row, err := a.operation(ctx, id)
-	if err != nil || !retryable(row.Status) || row.NextAttemptAt == nil || row.NextAttemptAt.After(a.now()) {
+	if err != nil || !callstate.Retryable(row.Status) || row.NextAttemptAt == nil || row.NextAttemptAt.After(a.now()) {
 		return row, err // not due (any more): a retry made meanwhile moved it on
 	}
 	handedOff, err := a.Store.HandedOff(ctx, id)
@@ -98,13 +99,13 @@ func (a *SiteActivities) retry(ctx context.Context, in contract.DeliverCachedCal
 	if err != nil {
 		return row, err
 	}
-	if row.RetryCount != in.RetryCount || !retryable(row.Status) {
+	if row.RetryCount != in.RetryCount || !callstate.Retryable(row.Status) {
 		return row, nil
 	}
-	if immediateWasLast(row, in.Policy) {
+	if callstate.ImmediateWasLast(row, in.Policy) {
 		// Park on the immediate attempt's error, without calling the target.
 		return a.Store.RecordAttempt(ctx, sitestore.Attempt{OperationID: in.OperationID, Status: contract.StatusParked,
-			RetryCount: row.RetryCount, LastError: exhausted(in.Policy.MaxRetries, row.LastError)})
+			RetryCount: row.RetryCount, LastError: callstate.Exhausted(in.Policy.MaxRetries, row.LastError)})
 	}
 	payload, err := a.Store.OperationPayload(ctx, in.OperationID)
 	if err != nil && !errors.Is(err, sitestore.ErrNotFound) {
@@ -115,10 +116,10 @@ func (a *SiteActivities) retry(ctx context.Context, in contract.DeliverCachedCal
 	outcome := a.deliver(ctx, in.OperationID, payload, err)
 	at := a.now()
 	retries := in.RetryCount + 1
-	status, lastError := RetryOutcome(outcome, retries, in.Policy.MaxRetries)
+	status, lastError := callstate.RetryOutcome(outcome, retries, in.Policy.MaxRetries)
 	attempt := sitestore.Attempt{OperationID: in.OperationID, Status: status, RetryCount: retries, LastError: lastError, At: &at}
 	if status == contract.StatusRetrying {
-		next := NextAttemptAt(at, in.Policy.Interval, outcome)
+		next := callstate.NextAttemptAt(at, in.Policy.Interval, outcome)
 		attempt.NextAttemptAt = &next
 	}
 	return a.Store.RecordAttempt(ctx, attempt)
@@ -149,19 +150,24 @@ func (a *SiteActivities) ResolveParkedCall(ctx context.Context, in contract.Reso
 	defer heartbeat.While(ctx)()
 	defer a.lock(in.OperationID)()
 	row, err := a.operation(ctx, in.OperationID)
-	if err != nil || row.Status.Terminal() {
+	if err != nil {
 		return row, err
 	}
-	if row.Status != contract.StatusParked && !in.Cancelled {
-		return row, nil // only a parked call waits for an operator
+	event := callstate.OperatorDiscard
+	switch {
+	case in.Cancelled:
+		event = callstate.Cancelled
+	case in.Retry:
+		event = callstate.OperatorRetry
 	}
-	attempt := sitestore.Attempt{
-		OperationID: in.OperationID, Status: contract.StatusDiscarded, RetryCount: row.RetryCount,
-		LastError: row.LastError,
+	status, ok := callstate.Next(row.Status, event, row.RetryCount, 0)
+	if !ok {
+		return row, nil // only a parked call waits for an operator; a final one takes nothing
 	}
-	if in.Retry {
+	attempt := sitestore.Attempt{OperationID: in.OperationID, Status: status, RetryCount: row.RetryCount, LastError: row.LastError}
+	if status == contract.StatusRetrying {
 		now := a.now()
-		attempt.Status, attempt.RetryCount, attempt.NextAttemptAt = contract.StatusRetrying, 0, &now
+		attempt.RetryCount, attempt.NextAttemptAt = 0, &now
 	}
 	return a.Store.RecordAttempt(ctx, attempt)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/site/temporalcentral"
 )
 
 // The fleet section's rule for a dev server that is the bottleneck: in the
@@ -168,7 +169,7 @@ func (f *fleet) startSite(ctx context.Context, id, path string) (*fleetSite, err
 	s := &fleetSite{
 		id: id, store: store,
 		client: site.New(store, reg, site.Options{
-			SiteID: id, Node: benchNode, Script: benchScript, Temporal: f.tc, MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake,
+			SiteID: id, Node: benchNode, Script: benchScript, Central: temporalcentral.New(f.tc), MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake,
 		}),
 		telemetry: sitedaemon.NewTelemetry(store, f.tc, sitedaemon.TelemetryOptions{
 			SiteID: id, Batch: opts.TelemetryBatch, Delay: opts.TelemetryDelay,

@@ -133,8 +133,8 @@ func listNotificationsSQL(where string) string {
 
 // checkStatus refuses a status filter that names no status.
 func checkStatus(status contract.Status) error {
-	if !slices.Contains(contract.Statuses(), status) {
-		return fmt.Errorf("%w: status %q is not one of %s", ErrInvalidFilter, status, joinStatuses(contract.Statuses()))
+	if !slices.Contains(contract.CentralStatuses(), status) {
+		return fmt.Errorf("%w: status %q is not one of %s", ErrInvalidFilter, status, joinStatuses(contract.CentralStatuses()))
 	}
 	return nil
 }

@@ -18,11 +18,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outpost-dev/outpost/internal/cluster"
-	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/logging"
+	"github.com/outpost-dev/outpost/internal/payloadcipher"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 )
@@ -191,7 +191,7 @@ func devUIURL(cfg config.Config) string {
 // kept, so the histories the dev server stores stay readable on the next.
 func devKey(dir string) (config.EncryptionKey, error) {
 	key := config.EncryptionKey{ID: devKeyID, File: filepath.Join(dir, devKeyFile)}
-	secret, err := codec.NewSecret()
+	secret, err := payloadcipher.NewSecret()
 	if err != nil {
 		return key, err
 	}

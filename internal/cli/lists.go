@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/delivery"
 )
@@ -236,7 +237,7 @@ func checkArgCount(name string, args []string, n int) error {
 func (d *definitions) listOrNew(ctx context.Context, name string) (centralstore.List, bool, error) {
 	l, err := d.store.GetList(ctx, name)
 	if errors.Is(err, centralstore.ErrNotFound) {
-		return centralstore.List{Name: name, Type: "Email", TypeData: "{}"}, false, nil
+		return centralstore.List{Name: name, Type: contract.NotificationTypeEmail, TypeData: "{}"}, false, nil
 	}
 	return l, err == nil, err
 }

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -170,23 +169,21 @@ func (d *definitions) planChannel(ctx context.Context, p *applyPlan, channels ma
 	if err != nil {
 		return fmt.Errorf("channel %q: settings: %w", name, err)
 	}
-	want, err := delivery.CheckChannel(centralstore.Channel{Name: name, Type: fc.Type, Settings: settings, Description: fc.Description})
+	old, existed := channels[name]
+	change, err := delivery.PlanChannel(old, centralstore.Channel{Name: name, Type: fc.Type, Settings: settings, Description: fc.Description}, existed)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if note := delivery.WebhookSecretNote(want); note != "" {
+	if note := delivery.WebhookSecretNote(change.Channel); note != "" {
 		p.lines = append(p.lines, note)
 	}
-	old, existed := channels[name]
-	channels[name] = want // lists later in the file may use it
-	diff := delivery.ChannelDiff(old, want, existed)
-	if diff == "" {
+	channels[name] = change.Channel // lists later in the file may use it
+	if change.Diff == "" {
 		p.lines = append(p.lines, "channel "+name+": unchanged")
 		return nil
 	}
-	p.lines = append(p.lines, "channel "+name+": "+diff)
-	want.UpdatedBy, want.UpdatedAt = d.operator, time.Now()
-	p.writes = append(p.writes, func(ctx context.Context) error { return d.store.PutChannel(ctx, want, diff) })
+	p.lines = append(p.lines, "channel "+name+": "+change.Diff)
+	p.writes = append(p.writes, func(ctx context.Context) error { return change.Write(ctx, d.store, d.operator) })
 	return nil
 }
 
@@ -195,24 +192,22 @@ func (d *definitions) planList(ctx context.Context, p *applyPlan, channels map[s
 	if err != nil {
 		return fmt.Errorf("list %q: type_data: %w", name, err)
 	}
-	want, err := delivery.CheckList(centralstore.List{Name: name, Type: fl.Type, Targets: fl.Targets, Channel: fl.Channel,
-		TypeData: typeData, Description: fl.Description}, channels)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
 	old, err := d.store.GetList(ctx, name)
 	existed := err == nil
 	if err != nil && !errors.Is(err, centralstore.ErrNotFound) {
 		return err
 	}
-	diff := delivery.ListDiff(old, want, existed)
-	if diff == "" {
+	change, err := delivery.PlanList(old, centralstore.List{Name: name, Type: fl.Type, Targets: fl.Targets, Channel: fl.Channel,
+		TypeData: typeData, Description: fl.Description}, existed, channels)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if change.Diff == "" {
 		p.lines = append(p.lines, "list "+name+": unchanged")
 		return nil
 	}
-	p.lines = append(p.lines, "list "+name+": "+diff)
-	want.UpdatedBy, want.UpdatedAt = d.operator, time.Now()
-	p.writes = append(p.writes, func(ctx context.Context) error { return d.store.PutList(ctx, want, diff) })
+	p.lines = append(p.lines, "list "+name+": "+change.Diff)
+	p.writes = append(p.writes, func(ctx context.Context) error { return change.Write(ctx, d.store, d.operator) })
 	return nil
 }
 

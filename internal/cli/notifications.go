@@ -174,7 +174,7 @@ func parseUTC(name, v string) (time.Time, error) {
 
 func joinStatusNames() string {
 	var names []string
-	for _, s := range contract.Statuses() {
+	for _, s := range contract.CentralStatuses() {
 		names = append(names, string(s))
 	}
 	return strings.Join(names, ", ")

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/outpost-dev/outpost/internal/targets"
+
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -406,86 +408,15 @@ func (c *checker) pageAuth(cfg Central) {
 	}
 }
 
-var targetNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// CheckTargets checks external systems and databases given in code (the
-// SDK's site.Options) by the rules `config check` applies to a file's.
-func CheckTargets(systems map[string]ExternalSystem, databases map[string]Database) error {
-	c := &checker{}
-	c.targets("", systems, databases)
-	if len(c.problems) > 0 {
-		return c.problems
-	}
-	return nil
-}
-
-// targets checks a site's external systems and databases, their paths
-// under prefix.
+// targets checks the site's external systems and databases by their own
+// rules (targets.Check), placing each problem under prefix at its line.
 func (c *checker) targets(prefix string, systems map[string]ExternalSystem, databases map[string]Database) {
-	for _, name := range sortedKeys(systems) {
-		c.externalSystem(prefix+"external_systems."+name, name, systems[name])
+	var problems targets.Problems
+	if !errors.As(targets.Check(systems, databases), &problems) {
+		return
 	}
-	for _, name := range sortedKeys(databases) {
-		c.database(prefix+"databases."+name, name, databases[name])
-	}
-}
-
-func (c *checker) targetName(path, name string) {
-	if !targetNameRE.MatchString(name) {
-		c.add(path, "name %q must be 1-64 letters, digits, '_' or '-'", name)
-	}
-}
-
-func (c *checker) externalSystem(path, name string, e ExternalSystem) {
-	c.targetName(path, name)
-	if u, err := url.Parse(e.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		c.add(path+".base_url", "%q must be an http:// or https:// URL", e.BaseURL)
-	}
-	if len(e.Methods) == 0 {
-		c.add(path+".methods", "at least one method is required, e.g. createOrder: {verb: POST, path: /orders}")
-	}
-	for _, m := range sortedKeys(e.Methods) {
-		mp := path + ".methods." + m
-		c.targetName(mp, m)
-		c.oneOf(mp+".verb", e.Methods[m].Verb, "GET", "POST", "PUT", "PATCH", "DELETE")
-		if p := e.Methods[m].Path; p != "" && !strings.HasPrefix(p, "/") {
-			c.add(mp+".path", "%q must start with /", p)
-		}
-	}
-	c.positiveDuration(path+".timeout", e.Timeout)
-	c.retries(path, e.MaxRetries, e.RetryInterval)
-}
-
-func (c *checker) database(path, name string, d Database) {
-	c.targetName(path, name)
-	switch d.Driver {
-	case DriverSQLite:
-		c.nonEmpty(path+".dsn", d.DSN)
-	case DriverSQLServer:
-		if u, err := url.Parse(d.DSN); err != nil || u.Scheme != "sqlserver" {
-			c.add(path+".dsn", "must be a sqlserver:// URL, e.g. sqlserver://outpost@db:1433?database=plant")
-		} else if _, set := u.User.Password(); set {
-			c.add(path+".dsn", "must not contain the password: name its variable in password_env")
-		}
-	default:
-		c.add(path+".driver", "%q is not a driver: use %s or %s", d.Driver, DriverSQLite, DriverSQLServer)
-	}
-	c.allow(path+".allow", d.Driver, d.Allow)
-	c.positiveDuration(path+".timeout", d.Timeout)
-	c.retries(path, d.MaxRetries, d.RetryInterval)
-}
-
-// allow checks a database's extra statement classes against its driver.
-func (c *checker) allow(path, driver string, classes []string) {
-	valid := []string{AllowDDL, AllowPragma, AllowAttach}
-	if driver == DriverSQLServer {
-		valid = []string{AllowDDL, AllowExec}
-	}
-	for i, class := range classes {
-		if !slices.Contains(valid, class) {
-			c.add(fmt.Sprintf("%s[%d]", path, i), "%q is not a statement class of a %s database: use %s",
-				class, driver, strings.Join(valid, ", "))
-		}
+	for _, p := range problems {
+		c.add(prefix+p.Path, "%s", p.Message)
 	}
 }
 

@@ -4,17 +4,16 @@
 package config
 
 import (
+	"github.com/outpost-dev/outpost/internal/httpserve"
+	"github.com/outpost-dev/outpost/internal/targets"
+
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"net/url"
 	"os"
-	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Config is the whole file.
@@ -225,73 +224,13 @@ const (
 	ReplicationSync  = "sync"
 )
 
-// ExternalSystem is an HTTP system a cached call goes to. Fields left out of
-// an entry take the defaults below.
-type ExternalSystem struct {
-	// BaseURL is prefixed to every method's path, e.g.
-	// https://erp.plant.local/api. Required.
-	BaseURL string `yaml:"base_url"`
-	// Methods maps a method name to its HTTP verb and path. Required.
-	Methods map[string]Method `yaml:"methods"`
-	// Timeout bounds one attempt. Default 30s.
-	Timeout time.Duration `yaml:"timeout"`
-	// AuthHeader is the request header that carries the secret. Default Authorization.
-	AuthHeader string `yaml:"auth_header"`
-	// AuthEnv names the environment variable holding the header's value
-	// (e.g. "Bearer ..."). Default empty: no auth header.
-	AuthEnv string `yaml:"auth_env"`
-	// IdempotencyHeader carries the operation's id on every attempt, so the
-	// system can recognise a retry of a request it already processed.
-	// Default Idempotency-Key.
-	IdempotencyHeader string `yaml:"idempotency_header"`
-	// MaxRetries is how many retries follow a failed immediate attempt before
-	// the call parks. Default 10.
-	MaxRetries int `yaml:"max_retries"`
-	// RetryInterval is the fixed time between attempts. Default 1m.
-	RetryInterval time.Duration `yaml:"retry_interval"`
-}
-
-// Method is one operation of an external system.
-type Method struct {
-	// Verb is GET, POST, PUT, PATCH or DELETE. Default POST.
-	Verb string `yaml:"verb"`
-	// Path is appended to base_url; each {name} in it is replaced by the
-	// call's parameter of that name. Other parameters go in the JSON body
-	// (POST, PUT, PATCH) or the query string (GET, DELETE). Default "".
-	Path string `yaml:"path"`
-}
-
-// Database is a database a cached write goes to. Fields left out of an entry
-// take the defaults below.
-type Database struct {
-	// Driver is sqlite or sqlserver. Default sqlite.
-	Driver string `yaml:"driver"`
-	// DSN is the SQLite file path (opened read-write, never created) or the
-	// SQL Server URL without its password. Required.
-	DSN string `yaml:"dsn"`
-	// PasswordEnv names the variable holding the SQL Server password.
-	// Default empty: the DSN carries no password.
-	PasswordEnv string `yaml:"password_env"`
-	// Timeout bounds one attempt, including waiting for a lock. Default 30s.
-	Timeout time.Duration `yaml:"timeout"`
-	// MaxRetries is how many retries follow a failed immediate attempt before
-	// the write parks. Default 10.
-	MaxRetries int `yaml:"max_retries"`
-	// RetryInterval is the fixed time between attempts. Default 1m.
-	RetryInterval time.Duration `yaml:"retry_interval"`
-	// Allow lists the statement classes a write may run beside INSERT,
-	// UPDATE, DELETE (REPLACE, MERGE): ddl (CREATE, DROP, ALTER, …), pragma
-	// and attach (ATTACH, DETACH; SQLite), exec (stored procedures; SQL
-	// Server). Default none: scripts change data, not the database.
-	Allow []string `yaml:"allow"`
-}
-
-// Statement classes a Database may allow.
-const (
-	AllowDDL    = "ddl"
-	AllowPragma = "pragma"
-	AllowAttach = "attach"
-	AllowExec   = "exec"
+// The site's target definitions are package targets' own, with their yaml
+// tags and the defaults an entry's left-out fields take; the file's
+// external_systems and databases are read straight into them.
+type (
+	ExternalSystem = targets.ExternalSystem
+	Method         = targets.Method
+	Database       = targets.Database
 )
 
 // SMTP TLS modes (central.smtp.tls).
@@ -309,59 +248,22 @@ const (
 )
 
 // IsLoopback reports whether a listen address (host:port) is reachable
-// from this host only: a loopback IP or localhost. An empty host listens on
-// every interface.
-func IsLoopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil || host == "" {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// from this host only; `config check` asks it the way the servers do
+// (httpserve.IsLoopback).
+func IsLoopback(listen string) bool { return httpserve.IsLoopback(listen) }
 
 // MaxBodyBytesLimit is the largest site.max_body_bytes: a body of that size,
 // even written as JSON escapes (6 bytes a character), keeps a notification's
 // hand-off under Temporal's 2 MB payload limit.
 const MaxBodyBytesLimit = 256 << 10
 
-// DefaultIdempotencyHeader is ExternalSystem.IdempotencyHeader's default.
-const DefaultIdempotencyHeader = "Idempotency-Key"
+// DefaultExternalSystem is an external system entry with only the defaults
+// (targets.DefaultExternalSystem).
+func DefaultExternalSystem() ExternalSystem { return targets.DefaultExternalSystem() }
 
-// DefaultExternalSystem is an external system entry with only the defaults.
-func DefaultExternalSystem() ExternalSystem {
-	return ExternalSystem{Timeout: 30 * time.Second, AuthHeader: "Authorization", IdempotencyHeader: DefaultIdempotencyHeader,
-		MaxRetries: 10, RetryInterval: time.Minute}
-}
-
-// DefaultDatabase is a database entry with only the defaults.
-func DefaultDatabase() Database {
-	return Database{Driver: DriverSQLite, Timeout: 30 * time.Second, MaxRetries: 10, RetryInterval: time.Minute}
-}
-
-// UnmarshalYAML fills the fields an entry leaves out with their defaults.
-func (e *ExternalSystem) UnmarshalYAML(n *yaml.Node) error {
-	type plain ExternalSystem
-	*e = DefaultExternalSystem()
-	return n.Decode((*plain)(e))
-}
-
-// UnmarshalYAML fills the fields an entry leaves out with their defaults.
-func (m *Method) UnmarshalYAML(n *yaml.Node) error {
-	type plain Method
-	*m = Method{Verb: "POST"}
-	return n.Decode((*plain)(m))
-}
-
-// UnmarshalYAML fills the fields an entry leaves out with their defaults.
-func (d *Database) UnmarshalYAML(n *yaml.Node) error {
-	type plain Database
-	*d = DefaultDatabase()
-	return n.Decode((*plain)(d))
-}
+// DefaultDatabase is a database entry with only the defaults
+// (targets.DefaultDatabase).
+func DefaultDatabase() Database { return targets.DefaultDatabase() }
 
 // Central configures the central worker.
 type Central struct {

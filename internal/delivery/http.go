@@ -1,6 +1,8 @@
 package delivery
 
 import (
+	"github.com/outpost-dev/outpost/internal/httpanswer"
+
 	"bytes"
 	"context"
 	"errors"
@@ -8,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -72,37 +73,23 @@ func (p poster) post(ctx context.Context, target string, body []byte, header htt
 	return p.classify(target, resp, answer)
 }
 
-// classify reads an answer: 2xx delivered; 408, 429 and 5xx transient
-// (waiting Retry-After when given); anything else permanent.
+// classify reads an answer by httpanswer's rule: 2xx delivered; 408, 429
+// and 5xx transient (waiting Retry-After when given, up to MaxRetryAfter);
+// anything else permanent.
 func (p poster) classify(target string, resp *http.Response, answer []byte) error {
 	code := resp.StatusCode
-	if code >= 200 && code < 300 {
+	ok, permanent := httpanswer.Classify(code)
+	if ok {
 		return nil
 	}
 	err := fmt.Errorf("POST %s: %s: %s", redactURL(target), resp.Status, strings.TrimSpace(string(answer)))
-	if code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500 {
-		return &Error{RetryAfter: retryAfter(resp.Header.Get("Retry-After"), p.now()), Err: err}
+	if !permanent {
+		return &Error{RetryAfter: min(httpanswer.RetryAfter(resp.Header.Get("Retry-After"), p.now()), MaxRetryAfter), Err: err}
 	}
 	if code >= 300 && code < 400 {
 		err = fmt.Errorf("%w (redirected to %s: put the final URL in the list)", err, redactURL(resp.Header.Get("Location")))
 	}
 	return &Error{Permanent: true, Err: err}
-}
-
-// retryAfter reads a Retry-After header: seconds or an HTTP date, capped
-// at MaxRetryAfter; 0 when absent or unreadable.
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.Atoi(v); err == nil {
-		d = time.Duration(secs) * time.Second
-	} else if at, err := http.ParseTime(v); err == nil {
-		d = at.Sub(now)
-	}
-	return min(max(d, 0), MaxRetryAfter)
 }
 
 // stripURL drops the URL (with a Teams URL's signature) from a client

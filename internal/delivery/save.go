@@ -21,30 +21,70 @@ func SaveList(ctx context.Context, store *centralstore.Store, old, changed centr
 	if err != nil {
 		return "", err
 	}
-	changed, err = CheckList(changed, channels)
+	change, err := PlanList(old, changed, existed, channels)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	diff := ListDiff(old, changed, existed)
-	if diff == "" {
-		return "", nil
-	}
-	changed.UpdatedBy, changed.UpdatedAt = by, time.Now()
-	return diff, store.PutList(ctx, changed, diff)
+	return change.Diff, change.Write(ctx, store, by)
 }
 
 // SaveChannel is SaveList for a delivery channel.
 func SaveChannel(ctx context.Context, store *centralstore.Store, old, changed centralstore.Channel, existed bool, by string) (string, error) {
-	changed, err := CheckChannel(changed)
+	change, err := PlanChannel(old, changed, existed)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	diff := ChannelDiff(old, changed, existed)
-	if diff == "" {
-		return "", nil
+	return change.Diff, change.Write(ctx, store, by)
+}
+
+// ListChange is a checked list and what writing it over the stored one
+// changes: Diff is "" when nothing does, and Write then writes nothing.
+type ListChange struct {
+	List centralstore.List
+	Diff string
+}
+
+// PlanList checks changed (CheckList, against channels) and says what
+// writing it over old (existed: old is in the store) changes.
+func PlanList(old, changed centralstore.List, existed bool, channels map[string]centralstore.Channel) (ListChange, error) {
+	checked, err := CheckList(changed, channels)
+	if err != nil {
+		return ListChange{}, err
 	}
-	changed.UpdatedBy, changed.UpdatedAt = by, time.Now()
-	return diff, store.PutChannel(ctx, changed, diff)
+	return ListChange{List: checked, Diff: ListDiff(old, checked, existed)}, nil
+}
+
+// Write writes the change as by's, audited with its diff.
+func (c ListChange) Write(ctx context.Context, store *centralstore.Store, by string) error {
+	if c.Diff == "" {
+		return nil
+	}
+	c.List.UpdatedBy, c.List.UpdatedAt = by, time.Now()
+	return store.PutList(ctx, c.List, c.Diff)
+}
+
+// ChannelChange is ListChange for a delivery channel.
+type ChannelChange struct {
+	Channel centralstore.Channel
+	Diff    string
+}
+
+// PlanChannel is PlanList for a delivery channel.
+func PlanChannel(old, changed centralstore.Channel, existed bool) (ChannelChange, error) {
+	checked, err := CheckChannel(changed)
+	if err != nil {
+		return ChannelChange{}, err
+	}
+	return ChannelChange{Channel: checked, Diff: ChannelDiff(old, checked, existed)}, nil
+}
+
+// Write writes the change as by's, audited with its diff.
+func (c ChannelChange) Write(ctx context.Context, store *centralstore.Store, by string) error {
+	if c.Diff == "" {
+		return nil
+	}
+	c.Channel.UpdatedBy, c.Channel.UpdatedAt = by, time.Now()
+	return store.PutChannel(ctx, c.Channel, c.Diff)
 }
 
 // ChannelsByName reads every channel, for CheckList.

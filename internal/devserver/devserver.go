@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/pinned"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // toolModule is the module, relative to the repository root, that pins the CLI.
@@ -72,8 +72,8 @@ func Start(ctx context.Context, opts Options) (*testsuite.DevServer, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	attrs := make([]temporal.SearchAttributeUpdate, 0, len(contract.SearchAttributes))
-	for _, key := range contract.SearchAttributes {
+	attrs := make([]temporal.SearchAttributeUpdate, 0, len(temporalcontract.SearchAttributes))
+	for _, key := range temporalcontract.SearchAttributes {
 		attrs = append(attrs, key.ValueSet(""))
 	}
 	devOpts := testsuite.DevServerOptions{

@@ -15,7 +15,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/airgap"
 	"github.com/outpost-dev/outpost/internal/airgapsync"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/internal/siteconfig"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
@@ -34,7 +33,7 @@ func TestAirgapRoundTrip(t *testing.T) {
 
 	// The site: the SDK on the site file, no Temporal client at all.
 	c, err := site.Open(ctx, s.cfg.Site.Store, site.Options{SiteID: "ship-7", Node: "node-a",
-		ExternalSystems: siteconfig.ExternalSystems(map[string]config.ExternalSystem{"erp": testSystem(s.demo.URL() + "/api")})})
+		ExternalSystems: map[string]config.ExternalSystem{"erp": testSystem(s.demo.URL() + "/api")}})
 	require.NoError(t, err)
 	var ids []string
 	for i := range notifications {

@@ -19,6 +19,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workers"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -35,7 +36,7 @@ func TestClusterDeliversOnceThroughANodeKill(t *testing.T) {
 	attrs, err := s.client.OperatorService().ListSearchAttributes(t.Context(),
 		&operatorservice.ListSearchAttributesRequest{Namespace: s.cfg.Temporal.Namespace})
 	require.NoError(t, err)
-	for _, key := range contract.SearchAttributes {
+	for _, key := range temporalcontract.SearchAttributes {
 		require.Contains(t, attrs.GetCustomAttributes(), key.GetName(), "registered by central on SQL visibility")
 	}
 

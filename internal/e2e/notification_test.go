@@ -25,11 +25,12 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
+	"github.com/outpost-dev/outpost/internal/payloadcipher"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // Every notification submitted through the site API arrives once and ends
@@ -90,7 +91,7 @@ func requireOneStatusUpsert(t *testing.T, events []*historypb.HistoryEvent) {
 			upserted = append(upserted, slices.Sorted(maps.Keys(attrs.GetSearchAttributes().GetIndexedFields()))...)
 		}
 	}
-	require.Equal(t, []string{contract.AttrStatus.GetName()}, upserted, "search attributes upserted, in order")
+	require.Equal(t, []string{temporalcontract.AttrStatus.GetName()}, upserted, "search attributes upserted, in order")
 }
 
 // requireStartedWithInput checks that the site started workflow wid with
@@ -407,7 +408,7 @@ func TestLostDeliveryCompletionEndsDelivered(t *testing.T) {
 	desc, err := s.client.DescribeWorkflowExecution(t.Context(), contract.NotificationWorkflowID(id), "")
 	require.NoError(t, err)
 	require.Equal(t, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.WorkflowExecutionInfo.Status)
-	attr := desc.WorkflowExecutionInfo.SearchAttributes.IndexedFields[contract.AttrStatus.GetName()]
+	attr := desc.WorkflowExecutionInfo.SearchAttributes.IndexedFields[temporalcontract.AttrStatus.GetName()]
 	require.NotNil(t, attr)
 	require.Contains(t, string(attr.Data), "Delivered")
 }
@@ -472,7 +473,7 @@ func TestPayloadsAreEncryptedInHistory(t *testing.T) {
 		for _, plain := range []string{"secret subject", `"listName"`, "ops@example.com"} {
 			require.NotContains(t, string(data), plain, "event %s", event.GetEventType())
 		}
-		payloads += strings.Count(string(data), codec.Encoding)
+		payloads += strings.Count(string(data), payloadcipher.Encoding)
 	}
 	require.Positive(t, payloads, "the payloads are marked encrypted")
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/outbox"
-	"github.com/outpost-dev/outpost/internal/siteconfig"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/tracing"
 	"github.com/outpost-dev/outpost/workers"
@@ -34,7 +33,7 @@ func SiteDaemon(s config.Site) sitedaemon.Options {
 		PollerCheckInterval: s.PollerCheckInterval, HolderGrace: s.HolderGrace,
 		Peer: sitedaemon.PeerOptions{Address: s.Peer.Address, SecretEnv: s.Peer.SecretEnv, Prefer: s.Peer.Prefer, CAFile: s.Peer.CAFile,
 			Sync: s.Replication == config.ReplicationSync, FailoverAfter: s.FailoverAfter},
-		ExternalSystems: siteconfig.ExternalSystems(s.ExternalSystems), Databases: siteconfig.Databases(s.Databases),
+		ExternalSystems: s.ExternalSystems, Databases: s.Databases,
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/logging"
+	"github.com/outpost-dev/outpost/internal/payloadcipher"
 	"github.com/outpost-dev/outpost/internal/tracing"
 )
 
@@ -39,7 +39,7 @@ func TemporalOptions(cfg config.Temporal, logger *zap.Logger) (client.Options, e
 		if err != nil {
 			return client.Options{}, err
 		}
-		opts.DataConverter = codec.DataConverter(c)
+		opts.DataConverter = payloadcipher.DataConverter(c)
 	}
 	return opts, nil
 }
@@ -87,20 +87,20 @@ func describeTLS(cfg config.Temporal) string {
 
 // PayloadCodec reads the configured keys into the codec every client uses,
 // and central's codec server serves.
-func PayloadCodec(keys []config.EncryptionKey) (*codec.AESGCM, error) {
-	parsed := make([]codec.Key, 0, len(keys))
+func PayloadCodec(keys []config.EncryptionKey) (*payloadcipher.AESGCM, error) {
+	parsed := make([]payloadcipher.Key, 0, len(keys))
 	for _, k := range keys {
 		text, err := k.Secret()
 		if err != nil {
 			return nil, fmt.Errorf("temporal.encryption_keys: %w", err)
 		}
-		secret, err := codec.ParseSecret(text)
+		secret, err := payloadcipher.ParseSecret(text)
 		if err != nil {
 			return nil, fmt.Errorf("temporal.encryption_keys: key %q: %w", k.ID, err)
 		}
-		parsed = append(parsed, codec.Key{ID: k.ID, Secret: secret})
+		parsed = append(parsed, payloadcipher.Key{ID: k.ID, Secret: secret})
 	}
-	c, err := codec.New(parsed)
+	c, err := payloadcipher.New(parsed)
 	if err != nil {
 		return nil, fmt.Errorf("temporal.encryption_keys: %w", err)
 	}

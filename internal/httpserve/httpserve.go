@@ -100,8 +100,7 @@ func (c *slotConn) Close() error {
 
 // IsLoopback reports whether a listen address (host:port) is reachable
 // from this host only: a loopback IP or localhost. An empty host listens on
-// every interface. (Package config has its own copy for `config check`: it
-// imports nothing of the project.)
+// every interface. `config check` asks it too, through config.IsLoopback.
 func IsLoopback(listen string) bool {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil || host == "" {

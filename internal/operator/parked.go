@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // Filter narrows the parked operations: every field set must match.
@@ -34,7 +35,7 @@ func (f Filter) Empty() bool {
 // site, target, older-than), so a command can prefix its flag's dashes.
 func (f Filter) Query(now time.Time) (string, error) {
 	clauses := []string{
-		fmt.Sprintf("%s=%q", contract.AttrStatus.GetName(), string(contract.StatusParked)),
+		fmt.Sprintf("%s=%q", temporalcontract.AttrStatus.GetName(), string(contract.StatusParked)),
 		// A workflow terminated while parked keeps its OutpostStatus.
 		`ExecutionStatus="Running"`,
 	}
@@ -47,9 +48,9 @@ func (f Filter) Query(now time.Time) (string, error) {
 		kind = contract.Kinds()[i]
 	}
 	for _, c := range []struct{ flag, attr, value string }{
-		{"site", contract.AttrSite.GetName(), f.Site},
-		{"kind", contract.AttrKind.GetName(), kind},
-		{"target", contract.AttrTarget.GetName(), f.Target},
+		{"site", temporalcontract.AttrSite.GetName(), f.Site},
+		{"kind", temporalcontract.AttrKind.GetName(), kind},
+		{"target", temporalcontract.AttrTarget.GetName(), f.Target},
 	} {
 		if c.value == "" {
 			continue
@@ -122,8 +123,8 @@ func (f Filter) Matches(it Item, now time.Time) bool {
 func ItemOf(ex *Execution) Item {
 	return Item{
 		Kind: KindOf(ex.ID, ex.SearchAttributes), ID: OperationID(ex.ID), WorkflowID: ex.ID, RunID: ex.RunID,
-		Site: Keyword(ex.SearchAttributes, contract.AttrSite), Target: Keyword(ex.SearchAttributes, contract.AttrTarget),
-		Status: contract.Status(Keyword(ex.SearchAttributes, contract.AttrStatus)), ReceivedAt: ex.Started,
+		Site: Keyword(ex.SearchAttributes, temporalcontract.AttrSite), Target: Keyword(ex.SearchAttributes, temporalcontract.AttrTarget),
+		Status: contract.Status(Keyword(ex.SearchAttributes, temporalcontract.AttrStatus)), ReceivedAt: ex.Started,
 	}
 }
 

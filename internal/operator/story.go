@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // Temporal is the part of the Temporal client the operator tools use;
@@ -105,7 +106,7 @@ func Keyword(sa *commonpb.SearchAttributes, key temporal.SearchAttributeKeyKeywo
 
 // KindOf is the operation's kind: OutpostKind, else what the id says.
 func KindOf(workflowID string, sa *commonpb.SearchAttributes) string {
-	if k := Keyword(sa, contract.AttrKind); k != "" {
+	if k := Keyword(sa, temporalcontract.AttrKind); k != "" {
 		return k
 	}
 	if strings.HasPrefix(workflowID, notificationPrefix) {
@@ -235,9 +236,9 @@ func StoryOf(ctx context.Context, tc Temporal, webUI, namespace, id string) (*St
 	s := &Story{
 		OperationID: OperationID(ex.ID),
 		Kind:        KindOf(ex.ID, ex.SearchAttributes),
-		Status:      contract.Status(Keyword(ex.SearchAttributes, contract.AttrStatus)),
-		Site:        Keyword(ex.SearchAttributes, contract.AttrSite),
-		Target:      Keyword(ex.SearchAttributes, contract.AttrTarget),
+		Status:      contract.Status(Keyword(ex.SearchAttributes, temporalcontract.AttrStatus)),
+		Site:        Keyword(ex.SearchAttributes, temporalcontract.AttrSite),
+		Target:      Keyword(ex.SearchAttributes, temporalcontract.AttrTarget),
 		ReceivedAt:  ex.Started,
 		Workflow: WorkflowView{
 			ID: ex.ID, RunID: ex.RunID, Type: ex.Type, Status: ex.Status.String(), TaskQueue: ex.TaskQueue,

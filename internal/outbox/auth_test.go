@@ -17,8 +17,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/codec"
 	"github.com/outpost-dev/outpost/internal/outbox"
+	"github.com/outpost-dev/outpost/internal/payloadcipher"
 )
 
 func hash(t *testing.T, password string) string {
@@ -191,7 +191,7 @@ func TestCodecServer(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	key := bytes.Repeat([]byte{7}, 32)
-	c, err := codec.New([]codec.Key{{ID: "k1", Secret: key}})
+	c, err := payloadcipher.New([]payloadcipher.Key{{ID: "k1", Secret: key}})
 	require.NoError(t, err)
 	srv := httptest.NewServer(f.handlerWith(&signals{}, func(o *outbox.Options) {
 		o.Auth = users(t)

@@ -37,7 +37,7 @@ func (h *handler) calls(w http.ResponseWriter, r *http.Request, who identity) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	data := callsData{pageData: h.pageData(w, r, who), Statuses: contract.Statuses(), Kinds: contract.CallKinds()}
+	data := callsData{pageData: h.pageData(w, r, who), Statuses: contract.CentralStatuses(), Kinds: contract.CallKinds()}
 	data.Page, err = h.store.ListCalls(r.Context(), filter)
 	if listFailed(w, err) {
 		return

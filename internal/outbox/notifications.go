@@ -35,7 +35,7 @@ func (h *handler) notifications(w http.ResponseWriter, r *http.Request, who iden
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	data := notificationsData{pageData: h.pageData(w, r, who), Statuses: contract.Statuses()}
+	data := notificationsData{pageData: h.pageData(w, r, who), Statuses: contract.CentralStatuses()}
 	filter.Now, filter.StuckAge = data.Now, h.opts.StuckAge
 	data.Page, err = h.store.ListNotifications(r.Context(), filter)
 	if listFailed(w, err) {

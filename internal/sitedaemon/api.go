@@ -117,7 +117,7 @@ func (a *API) postNotification(w http.ResponseWriter, r *http.Request) {
 		a.log.Error("buffer notification", zap.Error(err))
 		writeError(w, http.StatusInternalServerError, "the site could not store the notification: "+err.Error())
 	default:
-		writeJSON(w, http.StatusAccepted, Accepted{ID: id, Status: "Forwarding"})
+		writeJSON(w, http.StatusAccepted, Accepted{ID: id, Status: string(contract.StatusForwarding)})
 	}
 }
 
@@ -131,34 +131,36 @@ var (
 
 func (a *API) postCall(w http.ResponseWriter, r *http.Request) {
 	var req site.CallRequest
-	if err := decodeStrict(w, r, callRequest, &req); err != nil {
-		writeError(w, statusOf(err), err.Error())
+	if !decodeCached(w, r, callRequest, &req, &req.IdempotencyKey) {
 		return
 	}
-	if err := takeIdempotencyKey(r, &req.IdempotencyKey); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	req.SubmittedBy = tokenHolder(r)
-	req.TraceParent = traceParentOf(r.Context())
+	req.SubmittedBy, req.TraceParent = tokenHolder(r), traceParentOf(r.Context())
 	id, attempt, err := a.client.BeginCall(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
 }
 
 func (a *API) postWrite(w http.ResponseWriter, r *http.Request) {
 	var req site.WriteRequest
-	if err := decodeStrict(w, r, writeRequest, &req); err != nil {
-		writeError(w, statusOf(err), err.Error())
+	if !decodeCached(w, r, writeRequest, &req, &req.IdempotencyKey) {
 		return
 	}
-	if err := takeIdempotencyKey(r, &req.IdempotencyKey); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	req.SubmittedBy = tokenHolder(r)
-	req.TraceParent = traceParentOf(r.Context())
+	req.SubmittedBy, req.TraceParent = tokenHolder(r), traceParentOf(r.Context())
 	id, attempt, err := a.client.BeginWrite(r.Context(), req)
 	a.runCachedCall(w, r, id, attempt, err)
+}
+
+// decodeCached reads a call or write request into req and the
+// Idempotency-Key header into key; false when it answered the error.
+func decodeCached(w http.ResponseWriter, r *http.Request, spec request, req any, key *string) bool {
+	if err := decodeStrict(w, r, spec, req); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return false
+	}
+	if err := takeIdempotencyKey(r, key); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return false
+	}
+	return true
 }
 
 // runCachedCall makes a tracked call's immediate attempt (err is the

@@ -25,6 +25,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/site/temporalcentral"
 )
 
 // Daemon is the site daemon: the store, the forwarder, the local HTTP API,
@@ -86,7 +87,7 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, traces tra
 		PollInterval: opts.PollInterval, RedactFields: opts.RedactFields, HideSubject: opts.HideSubject, Traces: traces,
 	}, log.Named("forwarder"))
 	c := site.New(store, reg, site.Options{
-		SiteID: opts.ID, Node: opts.Node, Temporal: tc, MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake, Admit: d.role.admit,
+		SiteID: opts.ID, Node: opts.Node, Central: temporalcentral.New(tc), MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake, Admit: d.role.admit,
 	})
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {

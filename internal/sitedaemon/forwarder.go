@@ -25,6 +25,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // ForwarderOptions tunes the forwarder (site config).
@@ -572,10 +573,10 @@ func NotificationStartOptions(sub contract.NotificationSubmission, hideSubject b
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		StaticSummary:         contract.Summary(summary),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			contract.AttrKind.ValueSet(contract.KindNotification),
-			contract.AttrSite.ValueSet(sub.SourceSiteID),
-			contract.AttrTarget.ValueSet(sub.ListName),
-			contract.AttrStatus.ValueSet(string(contract.StatusPending)),
+			temporalcontract.AttrKind.ValueSet(contract.KindNotification),
+			temporalcontract.AttrSite.ValueSet(sub.SourceSiteID),
+			temporalcontract.AttrTarget.ValueSet(sub.ListName),
+			temporalcontract.AttrStatus.ValueSet(string(contract.StatusPending)),
 		),
 	}
 }
@@ -598,10 +599,10 @@ func CachedCallStartOptions(sub contract.CachedCallSubmission) client.StartWorkf
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		StaticSummary:         contract.Summary(fmt.Sprintf("%s %s from %s", verb, sub.Target, sub.SiteID)),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			contract.AttrKind.ValueSet(sub.Kind),
-			contract.AttrSite.ValueSet(sub.SiteID),
-			contract.AttrTarget.ValueSet(sub.Target),
-			contract.AttrStatus.ValueSet(string(status)),
+			temporalcontract.AttrKind.ValueSet(sub.Kind),
+			temporalcontract.AttrSite.ValueSet(sub.SiteID),
+			temporalcontract.AttrTarget.ValueSet(sub.Target),
+			temporalcontract.AttrStatus.ValueSet(string(status)),
 		),
 	}
 }

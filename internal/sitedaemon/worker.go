@@ -13,7 +13,7 @@ import (
 	activityheartbeat "github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/temporalclient"
+	"github.com/outpost-dev/outpost/internal/schedule"
 )
 
 // siteWorker is the site's Temporal worker (cached-call deliveries,
@@ -113,7 +113,7 @@ func (s *siteWorker) stop() {
 // one's interval and action in line with the config.
 func ensureReconcileSchedule(ctx context.Context, tc client.Client, siteID string, every time.Duration) error {
 	id := contract.ReconcileScheduleID(siteID)
-	return temporalclient.EnsureSchedule(ctx, tc, client.ScheduleOptions{
+	return schedule.Ensure(ctx, tc, client.ScheduleOptions{
 		ID:      id,
 		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
 		Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,

@@ -15,25 +15,6 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-func TestClassifyHTTPStatus(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		code          int
-		ok, permanent bool
-	}{
-		{200, true, false}, {201, true, false}, {204, true, false}, {299, true, false},
-		{100, false, true}, {101, false, true}, {301, false, true}, {304, false, true},
-		{400, false, true}, {401, false, true}, {403, false, true}, {404, false, true}, {410, false, true}, {422, false, true},
-		{408, false, false}, {429, false, false},
-		{500, false, false}, {502, false, false}, {503, false, false}, {504, false, false}, {599, false, false},
-		{600, false, true},
-	} {
-		ok, permanent := classifyHTTPStatus(tt.code)
-		require.Equal(t, tt.ok, ok, tt.code)
-		require.Equal(t, tt.permanent, permanent, tt.code)
-	}
-}
-
 func TestSQLiteCodeIsTransient(t *testing.T) {
 	t.Parallel()
 	for code, want := range map[int]bool{

@@ -52,6 +52,13 @@ func (f *Failure) Error() string {
 // Unwrap returns the underlying error.
 func (f *Failure) Unwrap() error { return f.Err }
 
+// Transient reports whether a later attempt may succeed.
+func (f *Failure) Transient() bool { return !f.Permanent }
+
+// AskedWait is how long the target asked to wait before the next attempt
+// (RetryAfter).
+func (f *Failure) AskedWait() time.Duration { return f.RetryAfter }
+
 // Result is a successful attempt.
 type Result struct {
 	// HTTPStatus is the target's 2xx status (ExternalCall).

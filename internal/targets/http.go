@@ -1,6 +1,8 @@
 package targets
 
 import (
+	"github.com/outpost-dev/outpost/internal/httpanswer"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -181,21 +182,9 @@ func queryValue(v any) string {
 	return fmt.Sprint(v)
 }
 
-// classifyHTTPStatus says whether code is a success and, if not, whether
-// retrying cannot help.
-func classifyHTTPStatus(code int) (ok, permanent bool) {
-	switch {
-	case code >= 200 && code < 300:
-		return true, false
-	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500 && code < 600:
-		return false, false
-	}
-	return false, true
-}
-
 // outcome turns a response into a Result or a *Failure.
 func outcome(resp *http.Response, body []byte, secret string) (Result, error) {
-	ok, permanent := classifyHTTPStatus(resp.StatusCode)
+	ok, permanent := httpanswer.Classify(resp.StatusCode)
 	if ok {
 		return Result{HTTPStatus: resp.StatusCode, Body: jsonBody(body)}, nil
 	}
@@ -213,14 +202,7 @@ func retryAfter(resp *http.Response, now time.Time) time.Duration {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return 0
 	}
-	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs > 0 {
-		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second
-	}
-	if at, err := http.ParseTime(v); err == nil && at.After(now) {
-		return at.Sub(now)
-	}
-	return 0
+	return httpanswer.RetryAfter(resp.Header.Get("Retry-After"), now)
 }
 
 // jsonBody is body as JSON: itself when it is JSON, else a JSON string.

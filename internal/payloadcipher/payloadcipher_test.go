@@ -1,4 +1,4 @@
-package codec
+package payloadcipher
 
 import (
 	"bytes"

@@ -1,9 +1,9 @@
-// Package codec encrypts every Temporal payload Outpost writes (workflow
+// Package payloadcipher encrypts every Temporal payload Outpost writes (workflow
 // inputs, signals, query answers, activity inputs and results, memos) with
 // AES-256-GCM, so nothing of a notification or call is readable in a
 // workflow history without the key. Several keys may be configured: the
 // first encrypts, every one decrypts (rotation); a payload names its key.
-package codec
+package payloadcipher
 
 import (
 	"crypto/aes"

@@ -1,4 +1,4 @@
-package onsite
+package callstate
 
 import (
 	"errors"
@@ -89,7 +89,7 @@ func TestWhichStatusesTakeAnAttempt(t *testing.T) {
 		contract.StatusDiscarded: false, contract.StatusFailed: false,
 	}
 	for status, attempt := range want {
-		require.Equal(t, attempt, retryable(status), status)
+		require.Equal(t, attempt, Retryable(status), status)
 	}
 }
 
@@ -106,6 +106,6 @@ func TestImmediateWasLast(t *testing.T) {
 		{"the immediate attempt never finished: the retry stands in for it", contract.TrackedOperation{Status: contract.StatusPending}, 0, false},
 		{"retrying on the site already", contract.TrackedOperation{Status: contract.StatusRetrying, LastAttemptAt: &attempted, RetryCount: 2}, 2, false},
 	} {
-		require.Equal(t, c.want, immediateWasLast(c.row, contract.RetryPolicy{MaxRetries: c.max}), c.name)
+		require.Equal(t, c.want, ImmediateWasLast(c.row, contract.RetryPolicy{MaxRetries: c.max}), c.name)
 	}
 }

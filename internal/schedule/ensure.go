@@ -1,7 +1,6 @@
-// Package temporalclient is what Outpost does with a connected Temporal
-// client beyond the SDK (schedules). Connecting from the config file is
-// internal/fromconfig's DialTemporal and LazyTemporal.
-package temporalclient
+// Package schedule keeps Outpost's Temporal Schedules (central's daily
+// purge, each site's reconciliation) as their owners describe them.
+package schedule
 
 import (
 	"context"
@@ -12,11 +11,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// EnsureSchedule creates the schedule opts describe, or brings an existing
+// Ensure creates the schedule opts describe, or brings an existing
 // one's spec, action and overlap policy in line with opts. Operators see,
 // pause and trigger schedules on the Web UI's Schedules page; an update
 // keeps a pause.
-func EnsureSchedule(ctx context.Context, tc client.Client, opts client.ScheduleOptions) error {
+func Ensure(ctx context.Context, tc client.Client, opts client.ScheduleOptions) error {
 	_, err := tc.ScheduleClient().Create(ctx, opts)
 	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
 		if err != nil {

@@ -1,0 +1,74 @@
+package docs
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/outpost-dev/outpost/"
+
+// imports maps every package of the module (tests aside) to its direct
+// imports.
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "../...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	all := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		all[strings.TrimPrefix(fields[0], module)] = fields[1:]
+	}
+	return all
+}
+
+// The import rules docs/ARCHITECTURE.md states, checked.
+func TestArchitectureImportRules(t *testing.T) {
+	t.Parallel()
+	all := imports(t)
+	if len(all) < 40 {
+		t.Fatalf("go list found %d packages: the rules below would check nothing", len(all))
+	}
+	// Only the edge imports the config file's package.
+	edge := []string{"internal/cli", "internal/fromconfig", "internal/siteconfig", "internal/bench", "internal/cluster"}
+	for pkg, deps := range all {
+		if slices.Contains(deps, module+"internal/config") && !slices.Contains(edge, pkg) {
+			t.Errorf("%s imports internal/config: only the edge (%s) may; take options instead", pkg, strings.Join(edge, ", "))
+		}
+	}
+	// config imports nothing of Outpost but httpserve and targets.
+	for _, dep := range all["internal/config"] {
+		if strings.HasPrefix(dep, module) && dep != module+"internal/httpserve" && dep != module+"internal/targets" {
+			t.Errorf("internal/config imports %s", dep)
+		}
+	}
+	// Workflows are deterministic: no I/O package.
+	for _, dep := range all["workflows"] {
+		if slices.Contains([]string{"net", "net/http", "database/sql", "os", "os/exec", "math/rand", "math/rand/v2"}, dep) {
+			t.Errorf("workflows imports %s: workflows do no I/O", dep)
+		}
+	}
+	// The SDK links no central code and no Temporal client.
+	for _, dep := range all["site"] {
+		if strings.HasPrefix(dep, "go.temporal.io/") || slices.Contains([]string{module + "workflows", module + "activities",
+			module + "activities/onsite", module + "workers", module + "internal/sitedaemon", module + "internal/centralstore"}, dep) {
+			t.Errorf("site imports %s", dep)
+		}
+	}
+	// contract, callstate and httpanswer are leaves.
+	for _, leaf := range []string{"contract", "internal/httpanswer"} {
+		for _, dep := range all[leaf] {
+			if strings.Contains(dep, ".") {
+				t.Errorf("%s imports %s: it imports only the standard library", leaf, dep)
+			}
+		}
+	}
+	for _, dep := range all["internal/callstate"] {
+		if strings.Contains(dep, ".") && dep != module+"contract" {
+			t.Errorf("internal/callstate imports %s: it imports only the standard library and contract", dep)
+		}
+	}
+}
