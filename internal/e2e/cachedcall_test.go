@@ -60,6 +60,8 @@ func TestCachedCallRecoversAfterFailures(t *testing.T) {
 	require.Equal(t, failures, row.RetryCount)
 	wid := contract.CachedCallWorkflowID(res.ID)
 	s.recordHistory(wid, "cachedcall_recovers.json")
+	s.waitMirror(res.ID, contract.StatusDelivered)
+	s.recordHistory(contract.TelemetryIngestWorkflowID(s.cfg.Site.ID), "telemetry_ingest.json")
 	requireStartedWithInput(t, s.client, wid, contract.WorkflowCachedCallStarted, s.history(wid))
 	requireHeartbeatTimeouts(t, s.history(wid), failures)
 
@@ -326,7 +328,6 @@ func TestTelemetryBatchesTenThousandCalls(t *testing.T) {
 		}
 	}
 	require.Positive(t, signalled, "telemetry batches signalled to %s", wid)
-	s.recordHistory(wid, "telemetry_ingest.json")
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
