@@ -9,7 +9,6 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/callstate"
-	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // CachedCallWorkflow delivers one cached call handed off by SignalWithStart
@@ -195,8 +194,5 @@ func (c *cachedCall) onSite(ctx workflow.Context, activity any, in any) error {
 	}
 	c.state = row
 	setDetails(ctx, row.Status, row.RetryCount, row.LastError)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, temporalcontract.AttrStatus.ValueSet(string(row.Status))); err != nil {
-		return fmt.Errorf("set %s: %w", temporalcontract.AttrStatus.GetName(), err)
-	}
-	return nil
+	return setStatusAttr(ctx, row.Status, taskGeneration(ctx))
 }

@@ -1,9 +1,12 @@
 package workflows
 
 import (
+	"fmt"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // WorkerBuildID is the build id central workers run under
@@ -24,7 +27,9 @@ import (
 // contract.WorkflowCachedCallStarted, which sites look for the same way
 // (contract.GenerationStartsCalls). Generation 5 runs
 // contract.WorkflowTelemetryIngest, which sites then signal their
-// telemetry to (contract.GenerationSignalsTelemetry). Raise the number
+// telemetry to (contract.GenerationSignalsTelemetry), and leaves out the
+// search-attribute upsert of a Delivered that never left the happy path
+// (generationQuietDelivery). Raise the number
 // when a change must tell workers of this code from workers before it.
 const WorkerBuildID = contract.CentralBuildIDPrefix + "5"
 
@@ -35,6 +40,14 @@ const WorkerBuildID = contract.CentralBuildIDPrefix + "5"
 // is one workflow task of 7 events instead of two tasks and an activity,
 // 12 events. That halves what a notification costs the Temporal server.
 const generationFirstAttemptLocal = 4
+
+// generationQuietDelivery is the first generation that does not upsert
+// OutpostStatus=Delivered on a workflow whose attribute still reads
+// Pending, the value the site set at start: a billed action and a
+// visibility write saved on every operation delivered without trouble. Such
+// a workflow is found by ExecutionStatus="Completed"; one that was ever
+// Retrying or Parked reads Delivered at its end as before.
+const generationQuietDelivery = 5
 
 // taskGeneration is the generation of this code that completed the current
 // workflow task, or that completes it now (see WorkerBuildID): what a
@@ -71,3 +84,29 @@ func versionMarkersRetired(generation int) bool { return generation >= 2 }
 // worker of generation completed makes its first attempt as a local
 // activity.
 func firstAttemptLocal(generation int) bool { return generation >= generationFirstAttemptLocal }
+
+// deliveryQuiet reports whether a workflow task of generation leaves out
+// the OutpostStatus upsert of a Delivered that never left the happy path.
+func deliveryQuiet(generation int) bool { return generation >= generationQuietDelivery }
+
+// setStatusAttr upserts OutpostStatus=status, unless the current task's
+// generation is deliveryQuiet: then a Delivered on a workflow whose
+// attribute still reads Pending is left unannounced (the attribute and the
+// workflow's completion say it).
+func setStatusAttr(ctx workflow.Context, status contract.Status, generation int) error {
+	if status == contract.StatusDelivered && shownStatus(ctx) == contract.StatusPending && deliveryQuiet(generation) {
+		return nil
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, temporalcontract.AttrStatus.ValueSet(string(status))); err != nil {
+		return fmt.Errorf("set %s: %w", temporalcontract.AttrStatus.GetName(), err)
+	}
+	return nil
+}
+
+// shownStatus is the workflow's OutpostStatus as the start set it or the
+// last upsert changed it; empty when it has none (a workflow started by an
+// older site).
+func shownStatus(ctx workflow.Context) contract.Status {
+	status, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(temporalcontract.AttrStatus)
+	return contract.Status(status)
+}

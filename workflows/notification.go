@@ -77,7 +77,7 @@ func (w NotificationWorkflow) deliverSubmission(ctx workflow.Context, sub contra
 	generation func(workflow.Context) int) (contract.NotificationState, error) {
 	// Pending from the first moment: the status query must not answer a
 	// zero state while the central row is being written.
-	n := &notification{siteID: sub.SourceSiteID, state: contract.NotificationState{
+	n := &notification{siteID: sub.SourceSiteID, generation: generation, state: contract.NotificationState{
 		NotificationID: sub.NotificationID, Status: contract.StatusPending, SiteEnqueuedAt: sub.SiteEnqueuedAt,
 	}}
 	if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.NotificationState, error) {
@@ -239,6 +239,9 @@ type notification struct {
 	// attempts and operatorActions count this run's delivery attempts and
 	// operator actions; they name the audit events (no extra commands).
 	attempts, operatorActions int
+	// generation is that of the worker completing the current workflow
+	// task (taskGeneration, or a test's).
+	generation func(workflow.Context) int
 }
 
 // run delivers, then while the notification is parked waits for the
@@ -404,10 +407,7 @@ func terminalRow(err error) (contract.NotificationState, bool) {
 
 func (n *notification) setStatusAttr(ctx workflow.Context) error {
 	setDetails(ctx, n.state.Status, n.state.RetryCount, n.state.LastError)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, temporalcontract.AttrStatus.ValueSet(string(n.state.Status))); err != nil {
-		return fmt.Errorf("set %s: %w", temporalcontract.AttrStatus.GetName(), err)
-	}
-	return nil
+	return setStatusAttr(ctx, n.state.Status, n.generation(ctx))
 }
 
 // setDetails puts why the operation waits in the workflow's current

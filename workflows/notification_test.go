@@ -727,3 +727,41 @@ func (s *notificationSuite) currentDetails() string {
 	s.Require().NoError(v.Get(&md))
 	return md.GetCurrentDetails()
 }
+
+// From generation 5 a notification delivered without leaving the happy
+// path upserts no OutpostStatus: the attribute keeps the Pending its site
+// set at start, and the workflow's completion says Delivered (one billed
+// action and one visibility write less). One that was ever Retrying ends
+// Delivered as before, and a worker of generation 4 upserts Delivered
+// either way, as its recorded histories do.
+func TestDeliveredWithoutUpsertFromGeneration5(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		generation int
+		failures   int
+		want       []string
+	}{
+		{"generation 5, first attempt", 5, 0, nil},
+		{"generation 5, after a retry", 5, 1, []string{"Retrying", "Delivered"}},
+		{"generation 4, first attempt", 4, 0, []string{"Delivered"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &notificationSuite{generation: tc.generation, started: true}
+			s.SetT(t)
+			s.setup(policy.AttemptTimeout)
+			require.NoError(t, s.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(
+				temporalcontract.AttrStatus.ValueSet(string(contract.StatusPending)))))
+			s.recordAs(contract.StatusPending)
+			attempts := 0
+			s.deliver = func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+				if attempts++; attempts <= tc.failures {
+					return contract.DeliverNotificationResult{}, transient
+				}
+				return delivered(), nil
+			}
+			s.execute()
+			require.Equal(t, contract.StatusDelivered, s.result().Status)
+			require.Equal(t, tc.want, s.statusAttrs)
+		})
+	}
+}

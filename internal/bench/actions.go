@@ -166,7 +166,7 @@ func notificationActions(ctx context.Context, e *endToEnd, box *mailbox, bare ac
 	}
 	row := compare(SectionEndToEnd, "Temporal actions per delivered notification", float64(got.total), "actions",
 		Figure{Name: "start + 1 activity (the bare workflow's history)", Value: float64(bare.total), Unit: "actions"})
-	return row.atMost(4).withDetail("%s; history %d events, %s bytes (bare workflow: %s; %d events, %s bytes)",
+	return row.atMost(2).withDetail("%s; history %d events, %s bytes (bare workflow: %s; %d events, %s bytes)",
 		got, got.events, thousands(int64(got.bytes)), bare, bare.events, thousands(int64(bare.bytes))), nil
 }
 
@@ -200,7 +200,7 @@ func callActions(ctx context.Context, e *endToEnd, bare actionCount) (Row, error
 	least := bare.plus("timer", 1)
 	row := compare(SectionEndToEnd, "Temporal actions per cached call delivered on its first retry", float64(got.total), "actions",
 		Figure{Name: "start + timer + 1 activity (bare history + the retry interval)", Value: float64(least.total), Unit: "actions"})
-	return row.withDetail("%s; history %d events, %s bytes", got, got.events, thousands(int64(got.bytes))), nil
+	return row.atMost(3).withDetail("%s; history %d events, %s bytes", got, got.events, thousands(int64(got.bytes))), nil
 }
 
 // waitCallClosed waits until cached call workflow wid exists (the site

@@ -236,7 +236,7 @@ func StoryOf(ctx context.Context, tc Temporal, webUI, namespace, id string) (*St
 	s := &Story{
 		OperationID: OperationID(ex.ID),
 		Kind:        KindOf(ex.ID, ex.SearchAttributes),
-		Status:      contract.Status(Keyword(ex.SearchAttributes, temporalcontract.AttrStatus)),
+		Status:      shownStatus(*ex),
 		Site:        Keyword(ex.SearchAttributes, temporalcontract.AttrSite),
 		Target:      Keyword(ex.SearchAttributes, temporalcontract.AttrTarget),
 		ReceivedAt:  ex.Started,
@@ -274,6 +274,18 @@ func StoryOf(ctx context.Context, tc Temporal, webUI, namespace, id string) (*St
 		s.FinishedAt = ex.Closed
 	}
 	return s, nil
+}
+
+// shownStatus is the operation's status as its workflow's search
+// attributes tell it. A workflow that completed while its OutpostStatus
+// still read Pending, the site's value at start, delivered without ever
+// leaving the happy path: central leaves that Delivered unannounced.
+func shownStatus(ex Execution) contract.Status {
+	status := contract.Status(Keyword(ex.SearchAttributes, temporalcontract.AttrStatus))
+	if status == contract.StatusPending && ex.Status == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		return contract.StatusDelivered
+	}
+	return status
 }
 
 func (s *Story) apply(st State) {
