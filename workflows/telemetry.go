@@ -74,28 +74,38 @@ func TelemetryIngestWorkflow(ctx workflow.Context) error {
 	for taken := 0; taken < batchesPerIngestRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested(); {
 		var first contract.TelemetryBatch
 		batches.Receive(ctx, &first)
-		arrived := append([]contract.TelemetryBatch{first}, waitingBatches(batches)...)
+		arrived := append([]contract.TelemetryBatch{first}, waitingBatches(batches, len(first.Rows))...)
 		mirrorBatches(ctx, arrived)
 		taken += len(arrived)
 	}
 	// Batches signalled during the last write belong to this run: a run
 	// that continued as new without them would lose them.
-	for arrived := waitingBatches(batches); len(arrived) > 0; arrived = waitingBatches(batches) {
+	for arrived := waitingBatches(batches, 0); len(arrived) > 0; arrived = waitingBatches(batches, 0) {
 		mirrorBatches(ctx, arrived)
 	}
 	return workflow.NewContinueAsNewError(ctx, TelemetryIngestWorkflow)
 }
 
-// waitingBatches takes every batch already signalled, without blocking.
-func waitingBatches(batches workflow.ReceiveChannel) []contract.TelemetryBatch {
+// rowsPerIngestWrite bounds one write's rows: the batches of a fleet that
+// sent while the last write ran may hold hundreds of thousands, and one
+// write of them all would hold every row, its SQL arguments and its audit
+// events in the worker's memory at once. A signal not yet taken stays
+// encoded until its turn.
+const rowsPerIngestWrite = 5000
+
+// waitingBatches takes batches already signalled, without blocking, while
+// they and taken rows stay within rowsPerIngestWrite.
+func waitingBatches(batches workflow.ReceiveChannel, taken int) []contract.TelemetryBatch {
 	var waiting []contract.TelemetryBatch
-	for {
+	for taken < rowsPerIngestWrite {
 		var batch contract.TelemetryBatch
 		if !batches.ReceiveAsync(&batch) {
 			return waiting
 		}
 		waiting = append(waiting, batch)
+		taken += len(batch.Rows)
 	}
+	return waiting
 }
 
 // mirrorBatches writes batches' rows to central's site_calls with their

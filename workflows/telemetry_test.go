@@ -194,6 +194,18 @@ func (s *telemetrySuite) TestIngestWritesBatchesThatArriveTogetherAtOnce() {
 	s.Equal([][]contract.TrackedOperation{all}, rec.writes, "one write of every batch, in the order they arrived")
 }
 
+// Batches that arrive together are written together up to about 5,000 rows
+// a write: a fleet's backlog is not held in memory all at once.
+func (s *telemetrySuite) TestIngestBoundsTheRowsOfOneWrite() {
+	a, b, c := siteBatch("plant-1", 1, 3000), siteBatch("plant-2", 1, 3000), siteBatch("plant-3", 1, 3000)
+	rec := s.recordMirrors(&ingestRecorder{})
+	s.signalBatches(a, b, c)
+	s.runIngest()
+
+	s.Equal([][]contract.TrackedOperation{slices.Concat(a.Rows, b.Rows), c.Rows}, rec.writes,
+		"the write stops taking batches once it holds 5,000 rows")
+}
+
 // A run continues as new after batchesPerIngestRun batches, and only once
 // every batch signalled to it is written, those that arrived during its
 // last write included.
