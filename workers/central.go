@@ -68,6 +68,9 @@ type CentralOptions struct {
 	// PageHosts are the names, beside localhost, IP addresses and the host
 	// of Listen, the outbox page answers to; it refuses others with 421.
 	PageHosts []string
+	// Region is the one region this worker serves and how its work is
+	// routed; the zero Region is none (outpost-central, as without regions).
+	Region contract.Region
 }
 
 // StoreOptions say which central store to open: a SQLite file at Path, or
