@@ -166,9 +166,14 @@ const TelemetryIngestShards = 8
 // TelemetryIngestWorkflowID is the ingest workflow siteID signals its
 // telemetry batches to: always the same one for a site.
 func TelemetryIngestWorkflowID(siteID string) string {
+	return telemetryIDPrefix + "ingest-" + ingestShard(siteID)
+}
+
+// ingestShard is the shard of the ingest workflows siteID's batches go to.
+func ingestShard(siteID string) string {
 	h := fnv.New32a()
 	h.Write([]byte(siteID))
-	return telemetryIDPrefix + "ingest-" + strconv.Itoa(int(h.Sum32()%TelemetryIngestShards))
+	return strconv.Itoa(int(h.Sum32() % TelemetryIngestShards))
 }
 
 // ReconcileScheduleID is the id of the Temporal Schedule that reconciles siteID.

@@ -20,10 +20,13 @@ var (
 	AttrKind   = temporal.NewSearchAttributeKeyKeyword("OutpostKind")
 	AttrSite   = temporal.NewSearchAttributeKeyKeyword("OutpostSite")
 	AttrTarget = temporal.NewSearchAttributeKeyKeyword("OutpostTarget")
+	// AttrRegion names the region (contract.Region) whose central workers
+	// own the workflow; set at start, only for a site with a region.
+	AttrRegion = temporal.NewSearchAttributeKeyKeyword("OutpostRegion")
 )
 
 // SearchAttributes lists every search attribute Outpost registers.
-var SearchAttributes = []temporal.SearchAttributeKeyKeyword{AttrStatus, AttrKind, AttrSite, AttrTarget}
+var SearchAttributes = []temporal.SearchAttributeKeyKeyword{AttrStatus, AttrKind, AttrSite, AttrTarget, AttrRegion}
 
 // WithRecorded is the failure of a first attempt (RecordAndDeliverInput)
 // that recorded the row and then failed to deliver: err with the recorded

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
@@ -29,7 +30,8 @@ import (
 	"github.com/outpost-dev/outpost/workflows"
 )
 
-// Central is the central worker on task queue outpost-central.
+// Central is the central worker on its region's task queue
+// (outpost-central without a region).
 type Central struct {
 	worker worker.Worker
 	store  *centralstore.Store
@@ -68,6 +70,9 @@ type CentralOptions struct {
 	// PageHosts are the names, beside localhost, IP addresses and the host
 	// of Listen, the outbox page answers to; it refuses others with 421.
 	PageHosts []string
+	// Region is the one region this worker serves and how its work is
+	// routed; the zero Region is none (outpost-central, as without regions).
+	Region contract.Region
 }
 
 // StoreOptions say which central store to open: a SQLite file at Path, or
@@ -112,7 +117,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	if err != nil {
 		return nil, err
 	}
-	if err := EnsurePurgeSchedule(ctx, tc); err != nil {
+	if err := EnsurePurgeSchedule(ctx, tc, cfg.Region); err != nil {
 		store.Close()
 		return nil, err
 	}
@@ -128,8 +133,12 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	// one per 0.8 × heartbeat.Timeout (the SDK's batching).
 	opts.MaxHeartbeatThrottleInterval = heartbeat.Every
 	// Named here, not left to the SDK, so each email carries it too.
-	opts.Identity = workerIdentity()
-	w := worker.New(tc, contract.CentralTaskQueue, opts)
+	queue := cfg.Region.TaskQueue()
+	opts.Identity = workerIdentity(queue)
+	// A workflow of another region that reaches this queue by mistake (a
+	// site configured with the wrong namespace) is refused, never run.
+	opts.Interceptors = append(opts.Interceptors, workflows.RegionGuard(cfg.Region.Name))
+	w := worker.New(tc, queue, opts)
 	notification := workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}
 	w.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	w.RegisterWorkflowWithOptions(notification.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
@@ -164,16 +173,16 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	return &Central{worker: w, store: store, http: page}, nil
 }
 
-// workerIdentity is the identity this process's central worker polls with,
-// in the SDK's own form (pid@host@task queue): Temporal's history names it
-// in each attempt's ActivityTaskStarted event, and the mailer in each
-// email's mailer.HeaderWorker.
-func workerIdentity() string {
+// workerIdentity is the identity this process's central worker polls queue
+// with, in the SDK's own form (pid@host@task queue): Temporal's history
+// names it in each attempt's ActivityTaskStarted event, and the mailer in
+// each email's mailer.HeaderWorker.
+func workerIdentity(queue string) string {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown-host"
 	}
-	return fmt.Sprintf("%d@%s@%s", os.Getpid(), host, contract.CentralTaskQueue)
+	return fmt.Sprintf("%d@%s@%s", os.Getpid(), host, queue)
 }
 
 // notificationPolicy is the retry policy of a notification's delivery.
@@ -215,19 +224,23 @@ func (c *Central) Run(ctx context.Context) error {
 	return errors.Join(c.http.shutdown(), <-served)
 }
 
-// EnsurePurgeSchedule creates the Temporal Schedule outpost-purge, which runs
-// PurgeWorkflow on outpost-central daily at 03:00 UTC (skipping a run while
-// the previous one is still going), or brings an existing one's spec and
-// action in line. Operators see it, pause it and trigger it on the Web UI's
-// Schedules page; an update keeps a pause.
-func EnsurePurgeSchedule(ctx context.Context, tc client.Client) error {
-	id := contract.PurgeScheduleID
+// EnsurePurgeSchedule creates the region's Temporal Schedule (outpost-purge,
+// or outpost-purge-<region>), which runs PurgeWorkflow on the region's task
+// queue daily at 03:00 UTC (skipping a run while the previous one is still
+// going), or brings an existing one's spec and action in line. Operators
+// see it, pause it and trigger it on the Web UI's Schedules page; an update
+// keeps a pause.
+func EnsurePurgeSchedule(ctx context.Context, tc client.Client, region contract.Region) error {
+	id := region.PurgeScheduleID()
 	spec := client.ScheduleSpec{Calendars: []client.ScheduleCalendarSpec{{
 		Hour: []client.ScheduleRange{{Start: 3}}, Comment: "daily at 03:00 UTC",
 	}}}
 	action := &client.ScheduleWorkflowAction{
-		ID: id, Workflow: contract.WorkflowPurge, TaskQueue: contract.CentralTaskQueue,
+		ID: id, Workflow: contract.WorkflowPurge, TaskQueue: region.TaskQueue(),
 		WorkflowRunTimeout: 6 * time.Hour,
+	}
+	if region.Name != "" {
+		action.TypedSearchAttributes = temporal.NewSearchAttributes(temporalcontract.AttrRegion.ValueSet(region.Name))
 	}
 	return schedule.Ensure(ctx, tc, client.ScheduleOptions{
 		ID: id, Spec: spec, Action: action, Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,

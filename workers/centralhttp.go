@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/httpserve"
@@ -65,7 +69,7 @@ func startCentralHTTP(cfg CentralOptions, store *centralstore.Store, tc client.C
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", page)
-	mux.Handle("GET /metrics", MetricsHandler(store, cfg.StuckAge, registry, events))
+	mux.Handle("GET /metrics", metricsHandler(store, cfg.StuckAge, registry, events, cfg.Region.Name))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", centralReadyz(store, tc))
 	return &centralHTTP{listener: ln, server: httpserve.Server(mux)}, nil
@@ -76,10 +80,35 @@ func startCentralHTTP(cfg CentralOptions, store *centralstore.Store, tc client.C
 // the central store at scrape time) in registry and serves the registry.
 // Exported so `outpost bench` can time a scrape on a big store.
 func MetricsHandler(store *centralstore.Store, stuckAge time.Duration, registry *prometheus.Registry, events *prometheus.CounterVec) http.Handler {
+	return metricsHandler(store, stuckAge, registry, events, "")
+}
+
+// metricsHandler is MetricsHandler of a central worker of region: every
+// metric it serves carries the label region="<region>" (none without one),
+// so one Prometheus can tell the regions' centrals apart.
+func metricsHandler(store *centralstore.Store, stuckAge time.Duration, registry *prometheus.Registry, events *prometheus.CounterVec, region string) http.Handler {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry.MustRegister(events)
 	registry.MustRegister(&kpiCollector{store: store, stuckAge: stuckAge, lastScrape: time.Now()}, &airgapCollector{store: store})
-	return promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	var gatherer prometheus.Gatherer = registry
+	if region != "" {
+		gatherer = withLabel(registry, "region", region)
+	}
+	return promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})
+}
+
+// withLabel gathers g's metrics with the label name=value added to each.
+func withLabel(g prometheus.Gatherer, name, value string) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		families, err := g.Gather()
+		for _, family := range families {
+			for _, m := range family.GetMetric() {
+				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)})
+				slices.SortFunc(m.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+			}
+		}
+		return families, err
+	})
 }
 
 // outboxPage builds the outbox page with its sign-in and codec server, its

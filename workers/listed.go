@@ -17,8 +17,13 @@ import (
 // only once it sees such workers there, so the bench and the tests start
 // their sites after this.
 func AwaitListed(ctx context.Context, tc client.Client, buildID string) error {
+	return AwaitListedOn(ctx, tc, contract.CentralTaskQueue, buildID)
+}
+
+// AwaitListedOn is AwaitListed on queue: a region's central task queue.
+func AwaitListedOn(ctx context.Context, tc client.Client, queue, buildID string) error {
 	for {
-		resp, err := tc.DescribeTaskQueue(ctx, contract.CentralTaskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+		resp, err := tc.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
 		if err == nil {
 			for _, p := range resp.GetPollers() {
 				if p.GetWorkerVersionCapabilities().GetBuildId() == buildID {
@@ -29,7 +34,7 @@ func AwaitListed(ctx context.Context, tc client.Client, buildID string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("wait for Temporal to list a central worker (%s) on %s: %w (last error: %v)",
-				buildID, contract.CentralTaskQueue, ctx.Err(), err)
+				buildID, queue, ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

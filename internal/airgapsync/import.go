@@ -28,6 +28,9 @@ type Importer struct {
 	// HideSubject keeps subjects out of workflow summaries, as the site's
 	// forwarder does (site.list_only_summary).
 	HideSubject bool
+	// Region is the region of the central that imports (central.region):
+	// imported notifications go to its task queue, marked OutpostRegion.
+	Region contract.Region
 }
 
 // ImportOptions says how to import.
@@ -306,7 +309,7 @@ func (im *Importer) handOffNotification(ctx context.Context, e airgap.Entry) (ai
 	}
 	err := retryTransient(ctx, time.Second, func() error {
 		_, err := im.Temporal.SignalWithStartWorkflow(ctx, contract.NotificationWorkflowID(sub.NotificationID), contract.SignalSubmit, sub,
-			sitedaemon.NotificationStartOptions(sub, im.HideSubject), contract.WorkflowNotification)
+			sitedaemon.InRegion(sitedaemon.NotificationStartOptions(sub, im.HideSubject), im.Region), contract.WorkflowNotification)
 		return err
 	})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/airgap"
 	"github.com/outpost-dev/outpost/internal/airgapsync"
 	"github.com/outpost-dev/outpost/internal/config"
@@ -220,7 +221,8 @@ func runImport(ctx context.Context, env Env, fs *flag.FlagSet, op *operatorRun, 
 	defer store.Close()
 	// Summaries follow site.workflow_summary of the file given, as the
 	// site's own forwarder would have written them.
-	im := &airgapsync.Importer{Store: store, HideSubject: op.cfg.Site.WorkflowSummary == config.SummaryListOnly}
+	im := &airgapsync.Importer{Store: store, HideSubject: op.cfg.Site.WorkflowSummary == config.SummaryListOnly,
+		Region: contract.Region{Name: op.cfg.Central.Region, OwnQueue: op.cfg.Central.RegionQueue}}
 	if !*f.verifyOnly { // verifying hands nothing to Temporal: it need not be up
 		tc, err := fromconfig.DialTemporal(op.cfg.Temporal, op.log, nil, nil)
 		if err != nil {

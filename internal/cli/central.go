@@ -118,7 +118,8 @@ func runCentral(ctx context.Context, cfg config.Config, log *zap.Logger) error {
 		return err
 	}
 	log.Info("central worker running", zap.String("temporal", cfg.Temporal.Address),
-		zap.String("namespace", cfg.Temporal.Namespace), zap.String("store", cfg.Central.Store.Driver))
+		zap.String("namespace", cfg.Temporal.Namespace), zap.String("taskQueue", opts.Region.TaskQueue()),
+		zap.String("region", opts.Region.Name), zap.String("store", cfg.Central.Store.Driver))
 	return central.Run(ctx)
 }
 

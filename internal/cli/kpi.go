@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
@@ -24,7 +25,7 @@ import (
 var kpiCommand = command{
 	name:    "kpi",
 	summary: "print the outbox KPIs from the central store",
-	usage:   "[--config FILE] [--window 1h] [--since TIME] [--json]",
+	usage:   "[--config FILE] [--region R] [--window 1h] [--since TIME] [--json]",
 	help: `Reads the central store named in the config and prints, globally and per
 source site, for each kind (Notification, ExternalCall, DatabaseWrite):
 
@@ -39,20 +40,29 @@ source site, for each kind (Notification, ExternalCall, DatabaseWrite):
 Sites with nothing queued, parked or delivered in the window are left out.
 --json prints the same report as JSON (ages and durations in seconds).
 
+Each region's central keeps its own store: --region R reads the store of a
+config whose central.region is R, and refuses any other config, so a
+region's numbers are never another's (docs/regions.md).
+
 Example:
   outpost kpi --config /etc/outpost/outpost.yaml --window 24h
   outpost kpi --config /etc/outpost/outpost.yaml --since 2026-11-23T06:00
-  outpost kpi --config /etc/outpost/outpost.yaml --json | jq '.global.total.parked'`,
+  outpost kpi --config /etc/outpost/outpost.yaml --json | jq '.global.total.parked'
+  outpost kpi --config /etc/outpost/central-eu.yaml --region eu`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		asJSON := fs.Bool("json", false, "print JSON instead of a table")
 		window := fs.Duration("window", time.Hour, "count deliveries within this `DURATION` before now")
 		sinceFlag := fs.String("since", "", "also count deliveries since this `TIME` (UTC: 2026-01-31T14:05), the previous sample's")
+		region := fs.String("region", "", "only this `REGION`'s KPIs: the config's central must serve it (central.region)")
 		return withConfigOrDevStack(fs, args, "config `FILE` naming the central store (omitted: "+devConfigDoc+")", func(cfg config.Config, _ *zap.Logger) error {
 			if *window <= 0 {
 				return fmt.Errorf("%w: --window must be positive, got %s", ErrUsage, *window)
 			}
 			since, err := parseUTC("since", *sinceFlag)
 			if err != nil {
+				return err
+			}
+			if err := checkKPIRegion(*region, cfg.Central.Region); err != nil {
 				return err
 			}
 			central, err := centralToRead(cfg, fs.Lookup("config").Value.String() != "")
@@ -63,6 +73,30 @@ Example:
 			return runKPI(ctx, env.Stdout, central, q, *asJSON)
 		})
 	},
+}
+
+// checkKPIRegion refuses --region R (want) for a config whose central
+// serves another region (served): its store holds that region's rows.
+func checkKPIRegion(want, served string) error {
+	if want == "" {
+		return nil
+	}
+	if err := contract.CheckRegionName(want); err != nil {
+		return fmt.Errorf("%w: --%v", ErrUsage, err)
+	}
+	if want != served {
+		return fmt.Errorf("%w: --region %s: this config's central serves %s (central.region), and its store holds that region's rows: give region %s's config with --config",
+			ErrUsage, want, regionWords(served), want)
+	}
+	return nil
+}
+
+// regionWords names a region in a message: `region "eu"`, or "no region".
+func regionWords(name string) string {
+	if name == "" {
+		return "no region"
+	}
+	return fmt.Sprintf("region %q", name)
 }
 
 // centralToRead is the central config whose store the command reads: the
@@ -120,14 +154,18 @@ func runKPI(ctx context.Context, w io.Writer, cfg config.Central, q centralstore
 	if asJSON {
 		return writeJSON(w, report)
 	}
-	return printKPIs(w, report, q.StuckAge, q.Window)
+	return printKPIs(w, cfg.Region, report, q.StuckAge, q.Window)
 }
 
 // printKPIs writes report as one table: the global rows first, then each
 // site's, every group ending with its total ("all").
-func printKPIs(w io.Writer, report centralstore.KPIReport, stuckAge, window time.Duration) error {
-	fmt.Fprintf(w, "Outbox at %s (stuck: queued longer than %s; delivered: last %s)\n\n",
-		report.At.Format(time.RFC3339), outbox.FormatAge(stuckAge), outbox.FormatAge(window))
+func printKPIs(w io.Writer, region string, report centralstore.KPIReport, stuckAge, window time.Duration) error {
+	title := "Outbox"
+	if region != "" {
+		title = "Region " + region + ": outbox"
+	}
+	fmt.Fprintf(w, "%s at %s (stuck: queued longer than %s; delivered: last %s)\n\n",
+		title, report.At.Format(time.RFC3339), outbox.FormatAge(stuckAge), outbox.FormatAge(window))
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	sinceColumn := ""

@@ -190,3 +190,25 @@ func writeFile(t *testing.T, content string) string {
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
 	return path
 }
+
+// A region's KPIs are in its own central's store: --region reads the store
+// of a config whose central serves that region, says so above the table,
+// and refuses another region's config rather than report its numbers.
+func TestKPIRegion(t *testing.T) {
+	t.Parallel()
+	path := kpiConfig(t)
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, append(raw, []byte("  region: eu\n")...), 0o644))
+
+	stdout, _, err := run(t, "kpi", "--config", path, "--region", "eu")
+	require.NoError(t, err)
+	require.Contains(t, stdout, "Region eu: outbox at ")
+	require.Contains(t, stdout, "plant-1")
+
+	_, _, err = run(t, "kpi", "--config", path, "--region", "us")
+	require.ErrorIs(t, err, ErrUsage)
+	require.ErrorContains(t, err, `--region us: this config's central serves region "eu"`)
+	_, _, err = run(t, "kpi", "--config", path, "--region", "EU")
+	require.ErrorContains(t, err, `region "EU": want 1-63 lower-case letters`)
+}

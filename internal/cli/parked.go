@@ -17,7 +17,7 @@ import (
 var parkedListCommand = command{
 	name:    "parked list",
 	summary: "list parked notifications, calls and writes",
-	usage:   "[--config FILE] [--site S] [--kind K] [--target T] [--older-than DURATION] [--json]",
+	usage:   "[--config FILE] [--site S] [--kind K] [--target T] [--region R] [--older-than DURATION] [--json]",
 	help: `Lists the operations parked at central (waiting for an operator's retry
 or discard), oldest first: kind, operation id, site, target, when central got
 it, when it parked (its last attempt), retry count and last error. Filters
@@ -38,7 +38,8 @@ The same list is in the Temporal Web UI with the query
 
 Example:
   outpost parked list --config /etc/outpost/outpost.yaml --site plant-1
-  outpost parked list --kind ExternalCall --target erp.createOrder --older-than 2h --json`,
+  outpost parked list --kind ExternalCall --target erp.createOrder --older-than 2h --json
+  outpost parked list --region eu          # only region eu's (OutpostRegion="eu")`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		var f operator.Filter
 		registerFilter(fs, &f)
@@ -49,7 +50,7 @@ Example:
 		}
 		defer op.close()
 		if len(op.args) > 0 {
-			return fmt.Errorf("%w: parked list takes no arguments, got %q (filters are flags: --site, --kind, --target, --older-than)", ErrUsage, op.args[0])
+			return fmt.Errorf("%w: parked list takes no arguments, got %q (filters are flags: --site, --kind, --target, --region, --older-than)", ErrUsage, op.args[0])
 		}
 		now := time.Now()
 		query, err := filterQuery(f, now)
@@ -140,7 +141,7 @@ its site.`, `  outpost parked discard call/9b1c6a0e-5f0d-4a43-9d43-8f1f0c2b7e11 
 	return command{
 		name:    "parked " + signal,
 		summary: strings.ToLower(verb) + " parked items: by id, by filter, or --all",
-		usage:   "[--config FILE] [--operator NAME] [--reason TEXT] [--yes] [ID ... | --site S --kind K --target T --older-than D | --all]",
+		usage:   "[--config FILE] [--operator NAME] [--reason TEXT] [--yes] [ID ... | --site S --kind K --target T --region R --older-than D | --all]",
 		help: verb + ` parked operations: the ids given (with or without their notification/
 or call/ prefix), or every parked operation matching the filters (as for
 'outpost parked list'), or with --all every parked operation. With neither
@@ -196,6 +197,7 @@ func registerFilter(fs *flag.FlagSet, f *operator.Filter) {
 	fs.StringVar(&f.Site, "site", "", "only this site (OutpostSite)")
 	fs.StringVar(&f.Kind, "kind", "", "only this kind: Notification, ExternalCall or DatabaseWrite (OutpostKind)")
 	fs.StringVar(&f.Target, "target", "", "only this target: a notification list, system.method or database (OutpostTarget)")
+	fs.StringVar(&f.Region, "region", "", "only this region's operations (OutpostRegion; docs/regions.md)")
 	fs.DurationVar(&f.OlderThan, "older-than", 0, "only items central got at least this long ago, e.g. 2h (counts from the workflow's start)")
 }
 

@@ -19,6 +19,9 @@ import (
 // on a host without that file (a central host), so nothing is created.
 type parkedOnSite struct {
 	store *sitestore.Store
+	// region is the site's (site.region): its parked operations are that
+	// region's.
+	region string
 }
 
 // openParkedOnSite opens the site store of cfg when its file exists.
@@ -33,7 +36,7 @@ func openParkedOnSite(ctx context.Context, cfg config.Site) (*parkedOnSite, erro
 	if err != nil {
 		return nil, fmt.Errorf("read what is parked on the site (site.store %s): %w", cfg.Store, err)
 	}
-	return &parkedOnSite{store: store}, nil
+	return &parkedOnSite{store: store, region: cfg.Region}, nil
 }
 
 func (p *parkedOnSite) close() {
@@ -56,7 +59,7 @@ func (p *parkedOnSite) list(ctx context.Context, f operator.Filter, now time.Tim
 		it := operator.Item{
 			Kind: m.Category, ID: m.ID, Site: m.Provenance.SiteID, Target: m.Target, Status: contract.StatusParked,
 			ReceivedAt: m.CreatedAt, ParkedAt: m.LastAttemptAt, RetryCount: m.RetryCount, LastError: m.LastError,
-			ParkedOn: "site",
+			ParkedOn: "site", Region: p.region,
 		}
 		if f.Matches(it, now) {
 			items = append(items, it)

@@ -273,6 +273,9 @@ func TestParkedFilterQuery(t *testing.T) {
 			want: `OutpostStatus="Parked" AND ExecutionStatus="Running" AND OutpostSite="plant-1" AND OutpostKind="ExternalCall"` +
 				` AND OutpostTarget="erp.createOrder" AND StartTime < "2026-05-01T08:00:00Z"`,
 		},
+		{name: "region", filter: operator.Filter{Region: "eu", Site: "plant-1"},
+			want: `OutpostStatus="Parked" AND ExecutionStatus="Running" AND OutpostSite="plant-1" AND OutpostRegion="eu"`},
+		{name: "bad region", filter: operator.Filter{Region: "EU"}, wantErr: `--region "EU": want 1-63 lower-case letters, digits and '-'`},
 		{name: "bad kind", filter: operator.Filter{Kind: "Email"}, wantErr: `--kind "Email": want Notification, ExternalCall, DatabaseWrite`},
 		{name: "double quote", filter: operator.Filter{Site: `x" OR OutpostSite!="`}, wantErr: "quotes, backslashes"},
 		{name: "single quote", filter: operator.Filter{Target: `o'neil`}, wantErr: "quotes, backslashes"},
@@ -540,4 +543,16 @@ func TestParkedOnTheSiteIsListedAndRequeued(t *testing.T) {
 	parked, err := store.ListParkedOnSite(ctx)
 	require.NoError(t, err)
 	require.Empty(t, parked)
+}
+
+// --region keeps, of the operations parked on a site, those of the region
+// the site's config names.
+func TestParkedRegionFilterMatchesTheSitesRegion(t *testing.T) {
+	t.Parallel()
+	f := operator.Filter{Region: "eu"}
+	require.True(t, f.Matches(operator.Item{Site: "plant-1", Region: "eu"}, time.Now()))
+	require.False(t, f.Matches(operator.Item{Site: "plant-1", Region: "us"}, time.Now()))
+	require.False(t, f.Matches(operator.Item{Site: "plant-1"}, time.Now()), "a site without a region is in none")
+	require.True(t, operator.Filter{}.Matches(operator.Item{Region: "us"}, time.Now()))
+	require.False(t, f.Empty())
 }

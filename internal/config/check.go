@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/targets"
 
 	"crypto/tls"
@@ -293,6 +294,9 @@ func (c *checker) validate(cfg Config) {
 	}
 	c.peer(cfg.Site)
 	c.targets("site.", cfg.Site.ExternalSystems, cfg.Site.Databases)
+	c.region("site", cfg.Site.Region, cfg.Site.RegionQueue)
+	c.region("central", cfg.Central.Region, cfg.Central.RegionQueue)
+	c.siteInCentralsRegion(cfg)
 
 	c.centralStore(cfg.Central.Store)
 	c.hostPort("central.listen", cfg.Central.Listen)
@@ -328,6 +332,48 @@ func (c *checker) validate(cfg Config) {
 	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "console", "json")
 	c.otlpEndpoint("telemetry.otlp_endpoint", cfg.Telemetry.OTLPEndpoint)
+}
+
+// region checks a section's region name and that a region queue has a region.
+func (c *checker) region(section, name string, ownQueue bool) {
+	if name != "" {
+		if err := contract.CheckRegionName(name); err != nil {
+			c.add(section+".region", "%s", err)
+		}
+	}
+	if ownQueue && name == "" {
+		c.add(section+".region_queue", "needs %s.region: the queue is outpost-central-<region>", section)
+	}
+}
+
+// siteInCentralsRegion refuses, in a file with both a site and a central
+// section, a site whose work this central would not take: another region
+// (its worker refuses the site's workflows) or the same region routed
+// another way (the site hands off to a queue nobody polls).
+func (c *checker) siteInCentralsRegion(cfg Config) {
+	_, hasSite := c.lines["site"]
+	_, hasCentral := c.lines["central"]
+	if !hasSite || !hasCentral {
+		return
+	}
+	site, central := cfg.Site, cfg.Central
+	if site.Region != central.Region {
+		c.add("site.region", "site is in %s but this file's central serves %s: set both to the region that owns this site's work",
+			regionWords(site.Region), regionWords(central.Region))
+		return
+	}
+	if site.Region != "" && site.RegionQueue != central.RegionQueue {
+		c.add("site.region_queue", "%t here but central.region_queue is %t: both must route region %s the same way",
+			site.RegionQueue, central.RegionQueue, site.Region)
+	}
+}
+
+// regionWords names a region in a message: `region "eu"`, or "no region".
+func regionWords(name string) string {
+	if name == "" {
+		return "no region"
+	}
+	return fmt.Sprintf("region %q", name)
 }
 
 // otlpEndpoint checks a collector's address: empty (tracing off) or an

@@ -101,6 +101,19 @@ type Site struct {
 	ID string `yaml:"id"`
 	// Node names this node of the site (provenance, HLC chain). Default "node-a".
 	Node string `yaml:"node"`
+	// Region names the region whose central workers own this site's work
+	// (1-63 lower-case letters, digits and '-'): its notifications, calls
+	// and telemetry go to that region's central, and every workflow it
+	// starts carries it as OutpostRegion. temporal.namespace is then the
+	// region's namespace, or, with RegionQueue, a namespace regions share.
+	// Default none: outpost-central in temporal.namespace, as without
+	// regions.
+	Region string `yaml:"region"`
+	// RegionQueue hands the region's work to task queue
+	// outpost-central-<region> in a namespace regions share, instead of
+	// outpost-central in the region's own namespace. Needs Region; must
+	// match the region's central.region_queue. Default false.
+	RegionQueue bool `yaml:"region_queue"`
 	// Store is the site SQLite file. Default "outpost-site.db".
 	Store string `yaml:"store"`
 	// Listen is the local HTTP API address. Default 127.0.0.1:8480.
@@ -269,6 +282,16 @@ func DefaultDatabase() Database { return targets.DefaultDatabase() }
 type Central struct {
 	Store CentralStore `yaml:"store"`
 	SMTP  SMTP         `yaml:"smtp"`
+	// Region names the one region this central process serves: its worker
+	// polls only that region's task queue and refuses a workflow of
+	// another region (OutpostRegion), and its purge schedule is the
+	// region's own (outpost-purge-<region>). Default none: outpost-central,
+	// as without regions.
+	Region string `yaml:"region"`
+	// RegionQueue polls task queue outpost-central-<region> in a namespace
+	// regions share, instead of outpost-central in the region's own
+	// namespace (temporal.namespace). Needs Region. Default false.
+	RegionQueue bool `yaml:"region_queue"`
 	// Listen is where the central worker serves its outbox page, /metrics,
 	// /healthz and /readyz. Default 127.0.0.1:8481.
 	Listen string `yaml:"listen"`

@@ -414,3 +414,28 @@ site:
 	require.Equal(t, "http://demo.example:80/api", cfg.Site.ExternalSystems["demo"].BaseURL, "an explicit base_url stays")
 	require.Equal(t, "other.db", cfg.Site.Databases["historian"].DSN, "an explicit dsn stays")
 }
+
+// A region must be a valid namespace and task-queue name, and a file with
+// both sections must have its site in a region its central serves, routed
+// the same way.
+func TestRegionsAreChecked(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(strings.NewReader("site:\n  region: eu\n  region_queue: true\ncentral:\n  region: eu\n  region_queue: true\n"), Default())
+	require.NoError(t, err)
+	require.Equal(t, "eu", cfg.Site.Region)
+	require.True(t, cfg.Central.RegionQueue)
+	_, err = Parse(strings.NewReader("site:\n  region: eu\n"), Default())
+	require.NoError(t, err, "a site alone names any region")
+	for _, tc := range []struct{ yaml, want string }{
+		{"site:\n  region: EU-West\n", `site.region (line 2): region "EU-West": want 1-63 lower-case letters, digits and '-'`},
+		{"central:\n  region: eu_1\n", `central.region (line 2): region "eu_1": want 1-63 lower-case letters, digits and '-'`},
+		{"site:\n  region_queue: true\n", "site.region_queue (line 2): needs site.region: the queue is outpost-central-<region>"},
+		{"site:\n  region: eu\ncentral:\n  region: us\n", `site.region (line 2): site is in region "eu" but this file's central serves region "us"`},
+		{"site:\n  region: eu\ncentral:\n  listen: 127.0.0.1:8481\n", `site.region (line 2): site is in region "eu" but this file's central serves no region`},
+		{"site:\n  id: p\ncentral:\n  region: us\n", `site.region: site is in no region but this file's central serves region "us"`},
+		{"site:\n  region: eu\n  region_queue: true\ncentral:\n  region: eu\n", "site.region_queue (line 3): true here but central.region_queue is false: both must route region eu the same way"},
+	} {
+		_, err := Parse(strings.NewReader(tc.yaml), Default())
+		require.ErrorContains(t, err, tc.want, tc.yaml)
+	}
+}

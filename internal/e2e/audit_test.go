@@ -153,7 +153,7 @@ func (s *stack) requirePurgeSchedule() {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(s.t, workers.EnsurePurgeSchedule(ctx, s.client), "ensuring an existing schedule updates it")
+	require.NoError(s.t, workers.EnsurePurgeSchedule(ctx, s.client, contract.Region{}), "ensuring an existing schedule updates it")
 	h := s.client.ScheduleClient().GetHandle(ctx, contract.PurgeScheduleID)
 	desc, err := h.Describe(ctx)
 	require.NoError(s.t, err)

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/outpost-dev/outpost/activities"
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/outbox"
@@ -23,7 +24,7 @@ import (
 // SiteDaemon is the site daemon's options from the file's site section.
 func SiteDaemon(s config.Site) sitedaemon.Options {
 	return sitedaemon.Options{
-		ID: s.ID, Node: s.Node, Store: s.Store, CommitBatch: s.CommitBatch, CommitDelay: s.CommitDelay,
+		ID: s.ID, Node: s.Node, Region: contract.Region{Name: s.Region, OwnQueue: s.RegionQueue}, Store: s.Store, CommitBatch: s.CommitBatch, CommitDelay: s.CommitDelay,
 		Listen: s.Listen, APIHosts: s.APIHosts, APITokens: s.APITokens, TLSCertFile: s.TLSCertFile, TLSKeyFile: s.TLSKeyFile,
 		MetricsNeedToken: s.MetricsNeedToken, RedactFields: s.RedactFields, HideSubject: s.WorkflowSummary == config.SummaryListOnly,
 		ForwardInterval: s.ForwardInterval, ForwardBatch: s.ForwardBatch, ForwardParallelism: s.ForwardParallelism,
@@ -62,7 +63,7 @@ func Central(c config.Central, t config.Temporal) (workers.CentralOptions, error
 		Store: store, Mailer: mail, MailRetryInterval: c.SMTP.RetryInterval, MailMaxRetries: c.SMTP.MaxRetries,
 		Listen: c.Listen, TemporalUIURL: c.TemporalUIURL, Namespace: t.Namespace, StuckAge: c.StuckAge,
 		Retention: activities.Retention(c.Retention), Lists: c.Lists, PageAuth: auth, CodecOrigins: c.CodecOriginList(),
-		PageHosts: c.PageHosts,
+		PageHosts: c.PageHosts, Region: contract.Region{Name: c.Region, OwnQueue: c.RegionQueue},
 	}
 	if len(t.EncryptionKeys) > 0 { // a nil *AESGCM in the interface would not read as "no codec"
 		if opts.Codec, err = PayloadCodec(t.EncryptionKeys); err != nil {

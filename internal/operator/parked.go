@@ -21,13 +21,15 @@ import (
 // Filter narrows the parked operations: every field set must match.
 type Filter struct {
 	Site, Kind, Target string
+	// Region keeps the operations of one region (OutpostRegion).
+	Region string
 	// OlderThan keeps operations central got at least this long ago.
 	OlderThan time.Duration
 }
 
 // Empty reports whether the filter matches every parked operation.
 func (f Filter) Empty() bool {
-	return f.Site == "" && f.Kind == "" && f.Target == "" && f.OlderThan == 0
+	return f.Site == "" && f.Kind == "" && f.Target == "" && f.Region == "" && f.OlderThan == 0
 }
 
 // Query is the visibility query of parked operations matching f, with
@@ -47,10 +49,16 @@ func (f Filter) Query(now time.Time) (string, error) {
 		}
 		kind = contract.Kinds()[i]
 	}
+	if f.Region != "" {
+		if err := contract.CheckRegionName(f.Region); err != nil {
+			return "", err
+		}
+	}
 	for _, c := range []struct{ flag, attr, value string }{
 		{"site", temporalcontract.AttrSite.GetName(), f.Site},
 		{"kind", temporalcontract.AttrKind.GetName(), kind},
 		{"target", temporalcontract.AttrTarget.GetName(), f.Target},
+		{"region", temporalcontract.AttrRegion.GetName(), f.Region},
 	} {
 		if c.value == "" {
 			continue
@@ -92,13 +100,15 @@ func indexFold(list []string, s string) int {
 
 // Item is one parked operation, as `outpost parked list` prints it.
 type Item struct {
-	Kind       string          `json:"kind"`
-	ID         string          `json:"id"`
-	WorkflowID string          `json:"workflowId"`
-	RunID      string          `json:"runId"`
-	Site       string          `json:"site"`
-	Target     string          `json:"target"`
-	Status     contract.Status `json:"status"`
+	Kind       string `json:"kind"`
+	ID         string `json:"id"`
+	WorkflowID string `json:"workflowId"`
+	RunID      string `json:"runId"`
+	Site       string `json:"site"`
+	Target     string `json:"target"`
+	// Region is the region that owns it (OutpostRegion); empty for none.
+	Region string          `json:"region,omitempty"`
+	Status contract.Status `json:"status"`
 	// ReceivedAt is when central got it (its workflow started).
 	ReceivedAt time.Time `json:"receivedAt"`
 	// ParkedAt is its last attempt, from the status query.
@@ -116,7 +126,7 @@ type Item struct {
 // Matches reports whether an item listed without a query (one parked on
 // its site) passes the filter, OlderThan counted from ReceivedAt.
 func (f Filter) Matches(it Item, now time.Time) bool {
-	return (f.Site == "" || f.Site == it.Site) && (f.Kind == "" || strings.EqualFold(f.Kind, it.Kind)) &&
+	return (f.Site == "" || f.Site == it.Site) && (f.Kind == "" || strings.EqualFold(f.Kind, it.Kind)) && (f.Region == "" || f.Region == it.Region) &&
 		(f.Target == "" || f.Target == it.Target) && (f.OlderThan <= 0 || now.Sub(it.ReceivedAt) >= f.OlderThan)
 }
 
@@ -124,6 +134,7 @@ func ItemOf(ex *Execution) Item {
 	return Item{
 		Kind: KindOf(ex.ID, ex.SearchAttributes), ID: OperationID(ex.ID), WorkflowID: ex.ID, RunID: ex.RunID,
 		Site: Keyword(ex.SearchAttributes, temporalcontract.AttrSite), Target: Keyword(ex.SearchAttributes, temporalcontract.AttrTarget),
+		Region: Keyword(ex.SearchAttributes, temporalcontract.AttrRegion),
 		Status: contract.Status(Keyword(ex.SearchAttributes, temporalcontract.AttrStatus)), ReceivedAt: ex.Started,
 	}
 }

@@ -29,7 +29,7 @@ const (
 
 // startCheck tells the forwarder how central's workers take a hand-off:
 // the lowest generation named in the build ids of the workers polling
-// contract.CentralTaskQueue. From contract.GenerationStartsNotifications a
+// the central task queue of the site's region (contract.Region.TaskQueue). From contract.GenerationStartsNotifications a
 // notification's workflow is started with its submission as the input
 // (contract.WorkflowNotificationStarted), and from
 // contract.GenerationStartsCalls a cached call's
@@ -40,9 +40,11 @@ const (
 // workers understand; any doubt (no poller listed, an error) answers
 // generation 0: signal.
 type startCheck struct {
-	tc  client.Client
-	log *zap.Logger
-	now func() time.Time
+	tc client.Client
+	// queue is the central task queue of the site's region.
+	queue string
+	log   *zap.Logger
+	now   func() time.Time
 
 	mu         sync.Mutex
 	asked      bool
@@ -51,8 +53,8 @@ type startCheck struct {
 	deniedSaid bool
 }
 
-func newStartCheck(tc client.Client, log *zap.Logger) *startCheck {
-	return &startCheck{tc: tc, log: log, now: time.Now}
+func newStartCheck(tc client.Client, queue string, log *zap.Logger) *startCheck {
+	return &startCheck{tc: tc, queue: queue, log: log, now: time.Now}
 }
 
 // startsNotifications reports whether notifications are started with their
@@ -84,7 +86,7 @@ func (c *startCheck) centralGeneration(ctx context.Context) int {
 	if !c.asked || generation != c.generation {
 		c.log.Info(fmt.Sprintf("notifications are now handed off as %s, cached calls as %s, telemetry to %s",
 			notificationWorkflowType(generation), callWorkflowType(generation), telemetryWorkflowType(generation)),
-			zap.Int("centralGeneration", generation), zap.String("why", "the generations of the workers polling "+contract.CentralTaskQueue))
+			zap.Int("centralGeneration", generation), zap.String("why", "the generations of the workers polling "+c.queue))
 	}
 	c.asked, c.generation = true, generation
 	c.validTill = c.now().Add(startCheckNoFor)
@@ -96,13 +98,13 @@ func (c *startCheck) centralGeneration(ctx context.Context) int {
 
 // ask lists the workers polling central's task queue for workflow tasks.
 func (c *startCheck) ask(ctx context.Context) int {
-	resp, err := c.tc.DescribeTaskQueue(ctx, contract.CentralTaskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+	resp, err := c.tc.DescribeTaskQueue(ctx, c.queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
 	var denied *serviceerror.PermissionDenied
 	switch {
 	case errors.As(err, &denied) && !c.deniedSaid:
 		// Said once: the site works, at one billed action more each.
 		c.deniedSaid = true
-		c.log.Warn("this site's Temporal credentials may not list the workers of "+contract.CentralTaskQueue+
+		c.log.Warn("this site's Temporal credentials may not list the workers of "+c.queue+
 			" (DescribeTaskQueue): notifications and cached calls are handed off by signal, one Temporal action more each", zap.Error(err))
 		return 0
 	case err != nil:

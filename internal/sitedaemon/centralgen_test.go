@@ -3,6 +3,7 @@ package sitedaemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -115,11 +116,22 @@ type describeOnly struct {
 	resp  *workflowservice.DescribeTaskQueueResponse
 	err   error
 	asked int
+	queue string
 }
 
-func (d *describeOnly) DescribeTaskQueue(context.Context, string, enums.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
+func (d *describeOnly) DescribeTaskQueue(_ context.Context, queue string, _ enums.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
 	d.asked++
+	d.queue = queue
 	return d.resp, d.err
+}
+
+// A site in a region asks about its region's workers: the generation of
+// another region's central says nothing of how its own takes a hand-off.
+func TestStartCheckAsksTheRegionsQueue(t *testing.T) {
+	t.Parallel()
+	tc := &describeOnly{err: errors.New("no server")}
+	newStartCheck(tc, contract.Region{Name: "eu", OwnQueue: true}.TaskQueue(), zap.NewNop()).centralGeneration(context.Background())
+	require.Equal(t, "outpost-central-eu", tc.queue)
 }
 
 // An answer stands 10 s below generation 4 (central may be upgrading) and
@@ -130,7 +142,7 @@ func TestStartCheckAnswersStandAWhile(t *testing.T) {
 	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
 	core, logs := observer.New(zap.InfoLevel)
 	tc := &describeOnly{err: serviceerror.NewPermissionDenied("describe task queue not allowed", "")}
-	c := newStartCheck(tc, zap.New(core))
+	c := newStartCheck(tc, contract.CentralTaskQueue, zap.New(core))
 	c.now = func() time.Time { return now }
 
 	require.False(t, c.startsNotifications(ctx))

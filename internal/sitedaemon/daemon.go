@@ -85,9 +85,10 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, traces tra
 	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
 		Interval: opts.ForwardInterval, Batch: opts.ForwardBatch, Parallelism: opts.ForwardParallelism,
 		PollInterval: opts.PollInterval, RedactFields: opts.RedactFields, HideSubject: opts.HideSubject, Traces: traces,
+		Region: opts.Region,
 	}, log.Named("forwarder"))
 	c := site.New(store, reg, site.Options{
-		SiteID: opts.ID, Node: opts.Node, Central: temporalcentral.New(tc), MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake, Admit: d.role.admit,
+		SiteID: opts.ID, Node: opts.Node, Central: temporalcentral.NewInRegion(tc, opts.Region), MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake, Admit: d.role.admit,
 	})
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
@@ -105,7 +106,7 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, traces tra
 		return nil, err
 	}
 	d.Client, d.Forwarder, d.targets, d.listener = c, fwd, reg, ln
-	d.Telemetry = NewTelemetry(store, tc, TelemetryOptions{SiteID: opts.ID, Batch: opts.TelemetryBatch, Delay: opts.TelemetryDelay}, log.Named("telemetry"))
+	d.Telemetry = NewTelemetry(store, tc, TelemetryOptions{SiteID: opts.ID, Region: opts.Region, Batch: opts.TelemetryBatch, Delay: opts.TelemetryDelay}, log.Named("telemetry"))
 	return d, nil
 }
 
@@ -216,7 +217,7 @@ func (d *Daemon) work(ctx context.Context, role workerRole) error {
 	// One SiteActivities for the worker and the site's own retries: they
 	// share its per-call locks.
 	acts := &onsite.SiteActivities{Store: d.store, Targets: d.targets, Node: d.opts.Node}
-	sw := &siteWorker{tc: d.temporal, siteID: d.opts.ID, acts: acts, reconcileEvery: d.opts.ReconcileInterval, log: d.log.Named("worker")}
+	sw := &siteWorker{tc: d.temporal, siteID: d.opts.ID, region: d.opts.Region, acts: acts, reconcileEvery: d.opts.ReconcileInterval, log: d.log.Named("worker")}
 	g.Go(func() error { return runWorker(ctx, sw, role, d.opts.PollerCheckInterval, d.opts.ForwardInterval) })
 	g.Go(func() error { return runLocalRetries(ctx, d.store, acts, time.Second, d.log.Named("retries")) })
 	return g.Wait()

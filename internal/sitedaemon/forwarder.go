@@ -49,6 +49,8 @@ type ForwarderOptions struct {
 	// Traces receives a span per hand-off, in the trace of the call that
 	// buffered the row. Nil: no spans.
 	Traces trace.TracerProvider
+	// Region is the region whose central takes the hand-offs (InRegion).
+	Region contract.Region
 }
 
 // Forwarder hands buffered operations to central and deletes each on
@@ -90,7 +92,7 @@ func NewForwarder(store *sitestore.Store, reg *targets.Registry, tc client.Clien
 	}
 	return &Forwarder{
 		store: store, targets: reg, temporal: tc, opts: opts, tracer: handOffTracer(opts.Traces), log: log, now: time.Now, wake: make(chan struct{}, 1),
-		handoffs: newHandoffCounter(), starts: newStartCheck(tc, log),
+		handoffs: newHandoffCounter(), starts: newStartCheck(tc, opts.Region.TaskQueue(), log),
 	}
 }
 
@@ -509,7 +511,7 @@ func (f *Forwarder) handOff(ctx context.Context, m sitestore.Message) error {
 // as sites before did. Started while it runs, the workflow answers with
 // the running one (an ack, as a duplicate signal was).
 func (f *Forwarder) handOffNotification(ctx context.Context, sub contract.NotificationSubmission) error {
-	return f.startOrSignal(ctx, NotificationStartOptions(sub, f.opts.HideSubject), f.starts.startsNotifications(ctx),
+	return f.startOrSignal(ctx, InRegion(NotificationStartOptions(sub, f.opts.HideSubject), f.opts.Region), f.starts.startsNotifications(ctx),
 		contract.WorkflowNotificationStarted, contract.WorkflowNotification, sub)
 }
 
@@ -517,7 +519,7 @@ func (f *Forwarder) handOffNotification(ctx context.Context, sub contract.Notifi
 // input while every central worker knows that start (startCheck), and
 // otherwise signals the submission with the start, as handOffNotification.
 func (f *Forwarder) handOffCall(ctx context.Context, sub contract.CachedCallSubmission) error {
-	return f.startOrSignal(ctx, CachedCallStartOptions(sub), f.starts.startsCalls(ctx),
+	return f.startOrSignal(ctx, InRegion(CachedCallStartOptions(sub), f.opts.Region), f.starts.startsCalls(ctx),
 		contract.WorkflowCachedCallStarted, contract.WorkflowCachedCall, sub)
 }
 
@@ -605,4 +607,17 @@ func CachedCallStartOptions(sub contract.CachedCallSubmission) client.StartWorkf
 			temporalcontract.AttrStatus.ValueSet(string(status)),
 		),
 	}
+}
+
+// InRegion hands a start to region's central: its task queue, and
+// OutpostRegion among the search attributes, which its workers check
+// before they run the workflow. The zero Region leaves opts as they are.
+func InRegion(opts client.StartWorkflowOptions, region contract.Region) client.StartWorkflowOptions {
+	if region.Name == "" {
+		return opts
+	}
+	opts.TaskQueue = region.TaskQueue()
+	opts.TypedSearchAttributes = temporal.NewSearchAttributes(
+		opts.TypedSearchAttributes.Copy(), temporalcontract.AttrRegion.ValueSet(region.Name))
+	return opts
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/httpserve"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
@@ -19,6 +20,9 @@ type Options struct {
 	ID string
 	// Node names this node of the site (node).
 	Node string
+	// Region is the region whose central owns the site's work and how it
+	// is routed (region, region_queue); the zero Region is none.
+	Region contract.Region
 	// Store is the site SQLite file (store), opened with CommitBatch and CommitDelay.
 	Store       string
 	CommitBatch int

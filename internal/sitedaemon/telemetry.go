@@ -18,6 +18,8 @@ import (
 // TelemetryOptions tunes the telemetry sender (site config).
 type TelemetryOptions struct {
 	SiteID string
+	// Region is the region whose central ingests the batches.
+	Region contract.Region
 	// Batch is the most changes per batch; a full batch goes at once.
 	Batch int
 	// Delay is the longest a change waits for its batch to fill.
@@ -55,12 +57,12 @@ type Telemetry struct {
 // NewTelemetry returns a sender over store.
 func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOptions, log *zap.Logger) *Telemetry {
 	t := &Telemetry{store: store, opts: opts, log: log}
-	starts := newStartCheck(tc, log)
+	starts := newStartCheck(tc, opts.Region.TaskQueue(), log)
 	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error {
 		if starts.signalsTelemetry(ctx) {
-			return IngestTelemetry(ctx, tc, batch)
+			return IngestRegionTelemetry(ctx, tc, opts.Region, batch)
 		}
-		return ingestTelemetryByWorkflow(ctx, tc, batch)
+		return ingestTelemetryByWorkflow(ctx, tc, opts.Region, batch)
 	}
 	return t
 }
@@ -196,14 +198,21 @@ func fitBytes(rows []contract.TrackedOperation, max int) []contract.TrackedOpera
 // the same batch writes nothing twice (a row is kept only when it is newer,
 // and audit event ids are fixed).
 func IngestTelemetry(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
+	return IngestRegionTelemetry(ctx, tc, contract.Region{}, batch)
+}
+
+// IngestRegionTelemetry is IngestTelemetry to region's central: the
+// region's own ingest workflow (contract.Region.TelemetryIngestWorkflowID)
+// on its task queue.
+func IngestRegionTelemetry(ctx context.Context, tc client.Client, region contract.Region, batch contract.TelemetryBatch) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	id := contract.TelemetryIngestWorkflowID(batch.SiteID)
-	_, err := tc.SignalWithStartWorkflow(ctx, id, contract.SignalTelemetryBatch, batch, client.StartWorkflowOptions{
+	id := region.TelemetryIngestWorkflowID(batch.SiteID)
+	_, err := tc.SignalWithStartWorkflow(ctx, id, contract.SignalTelemetryBatch, batch, InRegion(client.StartWorkflowOptions{
 		ID:            id,
 		TaskQueue:     contract.CentralTaskQueue,
 		StaticSummary: contract.Summary("Telemetry ingest: sites' tracking changes, written to the central store as they arrive"),
-	}, contract.WorkflowTelemetryIngest)
+	}, region), contract.WorkflowTelemetryIngest)
 	if err != nil {
 		return fmt.Errorf("signal telemetry ingest %s: %w", id, err)
 	}
@@ -214,11 +223,11 @@ func IngestTelemetry(ctx context.Context, tc client.Client, batch contract.Telem
 // waits until central persisted it: how a site sends while a central worker
 // from before contract.GenerationSignalsTelemetry polls. A resend of the
 // same batch joins the run already under way.
-func ingestTelemetryByWorkflow(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
+func ingestTelemetryByWorkflow(ctx context.Context, tc client.Client, region contract.Region, batch contract.TelemetryBatch) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	last := batch.Rows[len(batch.Rows)-1].Seq
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	run, err := tc.ExecuteWorkflow(ctx, InRegion(client.StartWorkflowOptions{
 		ID:                       contract.TelemetryWorkflowID(batch.SiteID, last),
 		TaskQueue:                contract.CentralTaskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
@@ -226,7 +235,7 @@ func ingestTelemetryByWorkflow(ctx context.Context, tc client.Client, batch cont
 		// the rows are still in the outbox.
 		WorkflowExecutionTimeout: time.Minute,
 		StaticSummary:            contract.Summary(fmt.Sprintf("Telemetry from %s: %d tracking changes", batch.SiteID, len(batch.Rows))),
-	}, contract.WorkflowIngestTelemetry, batch)
+	}, region), contract.WorkflowIngestTelemetry, batch)
 	if err != nil {
 		return fmt.Errorf("start telemetry ingest: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 type siteWorker struct {
 	tc             client.Client
 	siteID         string
+	region         contract.Region
 	acts           *onsite.SiteActivities
 	reconcileEvery time.Duration
 	log            *zap.Logger
@@ -77,7 +78,7 @@ func (s *siteWorker) align(ctx context.Context, hold workerRole) error {
 		}
 	}
 	if !s.scheduled {
-		if err := ensureReconcileSchedule(ctx, s.tc, s.siteID, s.reconcileEvery); err != nil {
+		if err := ensureReconcileSchedule(ctx, s.tc, s.siteID, s.region, s.reconcileEvery); err != nil {
 			return err
 		}
 		s.scheduled = true
@@ -111,17 +112,20 @@ func (s *siteWorker) stop() {
 // ensureReconcileSchedule creates the schedule that runs
 // ReconcileSiteWorkflow for this site every interval, or brings an existing
 // one's interval and action in line with the config.
-func ensureReconcileSchedule(ctx context.Context, tc client.Client, siteID string, every time.Duration) error {
+func ensureReconcileSchedule(ctx context.Context, tc client.Client, siteID string, region contract.Region, every time.Duration) error {
 	id := contract.ReconcileScheduleID(siteID)
+	// The schedule's runs are the region's work: its queue, its OutpostRegion.
+	start := InRegion(client.StartWorkflowOptions{TaskQueue: contract.CentralTaskQueue}, region)
 	return schedule.Ensure(ctx, tc, client.ScheduleOptions{
 		ID:      id,
 		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
 		Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP,
 		Action: &client.ScheduleWorkflowAction{
-			ID:        id,
-			Workflow:  contract.WorkflowReconcileSite,
-			Args:      []any{contract.ReconcileInput{SiteID: siteID}},
-			TaskQueue: contract.CentralTaskQueue,
+			ID:                    id,
+			Workflow:              contract.WorkflowReconcileSite,
+			Args:                  []any{contract.ReconcileInput{SiteID: siteID}},
+			TaskQueue:             start.TaskQueue,
+			TypedSearchAttributes: start.TypedSearchAttributes,
 		},
 		Note: "Pulls tracking rows changed on site " + siteID + " into central's site_calls; trigger it to reconcile now.",
 	})

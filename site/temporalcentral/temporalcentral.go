@@ -19,12 +19,22 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/operator"
 	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // New is the site.Central that asks central through tc.
 func New(tc client.Client) site.Central { return central{client: tc} }
 
-type central struct{ client client.Client }
+// NewInRegion is the site.Central that asks region's central through tc:
+// a notification's lookup runs on the region's task queue, owned by it.
+func NewInRegion(tc client.Client, region contract.Region) site.Central {
+	return central{client: tc, region: region}
+}
+
+type central struct {
+	client client.Client
+	region contract.Region
+}
 
 // NotificationState asks the notification's workflow for its state. A workflow
 // closed other than cleanly (terminated, timed out, cancelled, failed)
@@ -43,11 +53,11 @@ func (c central) NotificationState(ctx context.Context, id string) (contract.Not
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
-		return lookupCentral(ctx, tc, id)
+		return lookupCentral(ctx, tc, c.region, id)
 	case err != nil:
 		return contract.NotificationState{}, &site.UnreachableError{Err: fmt.Errorf("status query of %s: %w", wid, err)}
 	case resp.QueryRejected != nil:
-		row, err := lookupCentral(ctx, tc, id)
+		row, err := lookupCentral(ctx, tc, c.region, id)
 		if err != nil {
 			return row, err
 		}
@@ -63,14 +73,18 @@ func (c central) NotificationState(ctx context.Context, id string) (contract.Not
 // lookupCentral reads the notification's central row through
 // LookupNotificationWorkflow: the answer once its workflow has passed the
 // namespace's retention, and the way to tell an id central never had.
-func lookupCentral(ctx context.Context, tc client.Client, id string) (contract.NotificationState, error) {
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+func lookupCentral(ctx context.Context, tc client.Client, region contract.Region, id string) (contract.NotificationState, error) {
+	opts := client.StartWorkflowOptions{
 		ID:                       contract.LookupNotificationWorkflowID(id),
-		TaskQueue:                contract.CentralTaskQueue,
+		TaskQueue:                region.TaskQueue(),
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowExecutionTimeout: time.Minute,
 		StaticSummary:            "Status of notification " + id,
-	}, contract.WorkflowLookupNotification, id)
+	}
+	if region.Name != "" {
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(temporalcontract.AttrRegion.ValueSet(region.Name))
+	}
+	run, err := tc.ExecuteWorkflow(ctx, opts, contract.WorkflowLookupNotification, id)
 	if err != nil {
 		return contract.NotificationState{}, &site.UnreachableError{Err: err}
 	}
