@@ -58,10 +58,11 @@ const (
 	// and air-gap imports always do.
 	WorkflowCachedCall = "CachedCallWorkflow"
 	// WorkflowTelemetryIngest is one of TelemetryIngestShards long-running
-	// workflows that take sites' telemetry batches by signal
-	// (SignalTelemetryBatch) and mirror what arrived together in one
-	// central-store write. A site uses it while every central worker knows
-	// it (GenerationSignalsTelemetry).
+	// workflows that take sites' telemetry batches by update
+	// (UpdateTelemetryBatch), write what arrived together in one
+	// central-store write and answer each update once its batch is written.
+	// A site uses it while every central worker knows it
+	// (GenerationTelemetryIngest).
 	WorkflowTelemetryIngest = "TelemetryIngestWorkflow"
 	// WorkflowIngestTelemetry ingests one telemetry batch, the site waiting
 	// for its result: how sites send while a central worker of an earlier
@@ -86,9 +87,9 @@ const GenerationStartsNotifications = 3
 // run WorkflowCachedCallStarted.
 const GenerationStartsCalls = 4
 
-// GenerationSignalsTelemetry is the first generation of central workers
+// GenerationTelemetryIngest is the first generation of central workers
 // that run WorkflowTelemetryIngest.
-const GenerationSignalsTelemetry = 5
+const GenerationTelemetryIngest = 5
 
 // CentralGeneration is the generation named by a central worker's build id;
 // 0 for a build id Outpost did not set (a worker before generation 2
@@ -160,10 +161,12 @@ func TelemetryWorkflowID(siteID string, seq int64) string {
 
 // TelemetryIngestShards is how many WorkflowTelemetryIngest workflows
 // share the sites' telemetry: enough that central's workers write several
-// at once, few enough that each write takes many sites' batches together.
-const TelemetryIngestShards = 8
+// at once and that Temporal's limit of 10 updates in flight per workflow
+// lets 160 sites send at once, few enough that each write takes many
+// sites' batches together.
+const TelemetryIngestShards = 16
 
-// TelemetryIngestWorkflowID is the ingest workflow siteID signals its
+// TelemetryIngestWorkflowID is the ingest workflow siteID sends its
 // telemetry batches to: always the same one for a site.
 func TelemetryIngestWorkflowID(siteID string) string {
 	return telemetryIDPrefix + "ingest-" + ingestShard(siteID)
@@ -211,7 +214,7 @@ func jsonLen(s string) int {
 	return len(b) - 2
 }
 
-// Signal and query names.
+// Signal, update and query names.
 const (
 	// SignalSubmit carries the operation from the site (SignalWithStart),
 	// except a notification started with its submission as its input
@@ -221,9 +224,9 @@ const (
 	SignalRetry = "retry"
 	// SignalDiscard ends a parked operation as Discarded; payload OperatorAction.
 	SignalDiscard = "discard"
-	// SignalTelemetryBatch carries one TelemetryBatch to a
-	// WorkflowTelemetryIngest.
-	SignalTelemetryBatch = "telemetry-batch"
+	// UpdateTelemetryBatch carries one TelemetryBatch to a
+	// WorkflowTelemetryIngest and completes once central wrote it.
+	UpdateTelemetryBatch = "telemetry-batch"
 	// QueryStatus answers the operation's current OperationStatus.
 	QueryStatus = "status"
 )

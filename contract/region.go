@@ -51,7 +51,7 @@ func (r Region) PurgeScheduleID() string {
 	return PurgeScheduleID + "-" + r.Name
 }
 
-// TelemetryIngestWorkflowID is the region's ingest workflow siteID signals
+// TelemetryIngestWorkflowID is the region's ingest workflow siteID sends
 // its telemetry batches to: two regions in one namespace never share one.
 func (r Region) TelemetryIngestWorkflowID(siteID string) string {
 	if r.Name == "" {

@@ -26,8 +26,8 @@ import (
 // attempt a local activity (generationFirstAttemptLocal) and runs
 // contract.WorkflowCachedCallStarted, which sites look for the same way
 // (contract.GenerationStartsCalls). Generation 5 runs
-// contract.WorkflowTelemetryIngest, which sites then signal their
-// telemetry to (contract.GenerationSignalsTelemetry), and leaves out the
+// contract.WorkflowTelemetryIngest, which sites then send their telemetry
+// to by update (contract.GenerationTelemetryIngest), and leaves out the
 // search-attribute upsert of a Delivered that never left the happy path
 // (generationQuietDelivery). Raise the number
 // when a change must tell workers of this code from workers before it.

@@ -52,60 +52,91 @@ func IngestTelemetryWorkflow(ctx workflow.Context, batch contract.TelemetryBatch
 	return changed, nil
 }
 
-// batchesPerIngestRun bounds one TelemetryIngestWorkflow run's history: a
-// signal is an event, so after this many batches the run continues as new.
+// batchesPerIngestRun bounds one TelemetryIngestWorkflow run's history
+// (each batch is an update: two events) below Temporal's 2,000 updates a
+// run; the run continues as new after this many.
 const batchesPerIngestRun = 1000
 
-// TelemetryIngestWorkflow takes the telemetry batches sites signal to it
-// (contract.SignalTelemetryBatch) and mirrors in one central-store write
-// every batch that arrived by the time the last write finished: with many
-// sites sending at once, one Temporal workflow task and one transaction
-// carry many batches, where IngestTelemetryWorkflow costs a workflow and a
-// transaction each. A batch is durable once Temporal accepted its signal,
-// which is when the site forgets it. The run never ends on a failing
-// store (storeWrite waits for it) and continues as new only with nothing
-// left unwritten. A cancel request does not end it: nothing would start it
-// again until a site sends. Terminating it drops the batches it had not
-// written yet, which reconciliation pulls from their sites again.
+// rowsPerIngestWrite bounds one write's rows: one write of every batch
+// waiting would hold all their rows, SQL arguments and audit events in the
+// worker's memory at once.
+const rowsPerIngestWrite = 5000
+
+// TelemetryIngestWorkflow takes the telemetry batches sites send it by
+// update (contract.UpdateTelemetryBatch) and writes every batch waiting,
+// up to rowsPerIngestWrite rows, in one central-store write: with many
+// sites sending at once, one workflow task and one transaction carry many
+// batches, where IngestTelemetryWorkflow costs a workflow and a
+// transaction each. Each update completes once its batch is written, and
+// only then does the site forget it, so a cancelled or terminated run
+// loses nothing: the sites send again. Temporal admits at most 10 updates
+// in flight per workflow, which bounds what a run holds and makes a site
+// wait when its shard is busy. A failing store is waited for (storeWrite).
 //
 // It has no input: contract.TelemetryIngestWorkflowID names its shard.
 func TelemetryIngestWorkflow(ctx workflow.Context) error {
-	batches := workflow.GetSignalChannel(ctx, contract.SignalTelemetryBatch)
-	for taken := 0; taken < batchesPerIngestRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested(); {
-		var first contract.TelemetryBatch
-		batches.Receive(ctx, &first)
-		arrived := append([]contract.TelemetryBatch{first}, waitingBatches(batches, len(first.Rows))...)
-		mirrorBatches(ctx, arrived)
-		taken += len(arrived)
+	in := &ingest{}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateTelemetryBatch, in.take,
+		workflow.UpdateHandlerOptions{Validator: validateTelemetryBatch})
+	if err != nil {
+		return fmt.Errorf("register update %s: %w", contract.UpdateTelemetryBatch, err)
 	}
-	// Batches signalled during the last write belong to this run: a run
-	// that continued as new without them would lose them.
-	for arrived := waitingBatches(batches, 0); len(arrived) > 0; arrived = waitingBatches(batches, 0) {
-		mirrorBatches(ctx, arrived)
+	for in.written < batchesPerIngestRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		if err := workflow.Await(ctx, func() bool { return len(in.pending) > 0 }); err != nil {
+			return err
+		}
+		in.writeNext(ctx)
 	}
-	return workflow.NewContinueAsNewError(ctx, TelemetryIngestWorkflow)
+	// Updates admitted meanwhile belong to this run: write their batches
+	// and let every handler answer before continuing as new.
+	for {
+		err := workflow.Await(ctx, func() bool { return len(in.pending) > 0 || workflow.AllHandlersFinished(ctx) })
+		if err != nil {
+			return err
+		}
+		if len(in.pending) == 0 {
+			return workflow.NewContinueAsNewError(ctx, TelemetryIngestWorkflow)
+		}
+		in.writeNext(ctx)
+	}
 }
 
-// rowsPerIngestWrite bounds one write's rows: the batches of a fleet that
-// sent while the last write ran may hold hundreds of thousands, and one
-// write of them all would hold every row, its SQL arguments and its audit
-// events in the worker's memory at once. A signal not yet taken stays
-// encoded until its turn.
-const rowsPerIngestWrite = 5000
+// ingest is a TelemetryIngestWorkflow run's batches: those taken and not
+// yet written, and how many were taken and written, in order.
+type ingest struct {
+	pending        []contract.TelemetryBatch
+	taken, written int
+}
 
-// waitingBatches takes batches already signalled, without blocking, while
-// they and taken rows stay within rowsPerIngestWrite.
-func waitingBatches(batches workflow.ReceiveChannel, taken int) []contract.TelemetryBatch {
-	var waiting []contract.TelemetryBatch
-	for taken < rowsPerIngestWrite {
-		var batch contract.TelemetryBatch
-		if !batches.ReceiveAsync(&batch) {
-			return waiting
-		}
-		waiting = append(waiting, batch)
-		taken += len(batch.Rows)
+// take is the update handler: it queues the batch and returns once the
+// batch is written.
+func (in *ingest) take(ctx workflow.Context, batch contract.TelemetryBatch) error {
+	in.pending = append(in.pending, batch)
+	in.taken++
+	mine := in.taken
+	return workflow.Await(ctx, func() bool { return in.written >= mine })
+}
+
+// writeNext writes the oldest pending batches, up to rowsPerIngestWrite
+// rows (one batch at least), and marks them written.
+func (in *ingest) writeNext(ctx workflow.Context) {
+	n, rows := 0, 0
+	for n < len(in.pending) && (n == 0 || rows+len(in.pending[n].Rows) <= rowsPerIngestWrite) {
+		rows += len(in.pending[n].Rows)
+		n++
 	}
-	return waiting
+	mirrorBatches(ctx, in.pending[:n])
+	in.pending = in.pending[n:]
+	in.written += n
+}
+
+// validateTelemetryBatch refuses, before anything is recorded, a batch
+// with no rows or no site.
+func validateTelemetryBatch(batch contract.TelemetryBatch) error {
+	if batch.SiteID == "" || len(batch.Rows) == 0 {
+		return fmt.Errorf("telemetry batch needs a site id and at least one row (site %q, %d rows)", batch.SiteID, len(batch.Rows))
+	}
+	return nil
 }
 
 // mirrorBatches writes batches' rows to central's site_calls with their
@@ -114,8 +145,8 @@ func waitingBatches(batches workflow.ReceiveChannel, taken int) []contract.Telem
 // however long it is away (an activity's input is kept in the history, and
 // each batch is within Temporal's size limit where all of them may not be).
 // A batch the store refuses for good is logged and left to reconciliation,
-// which pulls its rows from the site again: failing the run would lose
-// every other batch signalled to it.
+// which pulls its rows from the site again: failing the run would fail
+// every other batch sent to it.
 func mirrorBatches(ctx workflow.Context, batches []contract.TelemetryBatch) {
 	var rows []contract.TrackedOperation
 	for _, b := range batches {

@@ -34,8 +34,8 @@ const (
 // (contract.WorkflowNotificationStarted), and from
 // contract.GenerationStartsCalls a cached call's
 // (contract.WorkflowCachedCallStarted), instead of signalling them; from
-// contract.GenerationSignalsTelemetry telemetry batches are signalled to
-// central's ingest workflows instead of each starting one. A site
+// contract.GenerationTelemetryIngest telemetry batches go by update to
+// central's long-running ingest workflows instead of each starting one. A site
 // upgraded before central so keeps signalling, which central's older
 // workers understand; any doubt (no poller listed, an error) answers
 // generation 0: signal.
@@ -68,10 +68,10 @@ func (c *startCheck) startsCalls(ctx context.Context) bool {
 	return c.centralGeneration(ctx) >= contract.GenerationStartsCalls
 }
 
-// signalsTelemetry reports whether telemetry batches are signalled to
-// central's ingest workflows.
-func (c *startCheck) signalsTelemetry(ctx context.Context) bool {
-	return c.centralGeneration(ctx) >= contract.GenerationSignalsTelemetry
+// sendsToTelemetryIngest reports whether telemetry batches go by update to
+// central's long-running ingest workflows.
+func (c *startCheck) sendsToTelemetryIngest(ctx context.Context) bool {
+	return c.centralGeneration(ctx) >= contract.GenerationTelemetryIngest
 }
 
 // centralGeneration answers, asking Temporal when the last answer is
@@ -90,7 +90,7 @@ func (c *startCheck) centralGeneration(ctx context.Context) int {
 	}
 	c.asked, c.generation = true, generation
 	c.validTill = c.now().Add(startCheckNoFor)
-	if generation >= contract.GenerationSignalsTelemetry {
+	if generation >= contract.GenerationTelemetryIngest {
 		c.validTill = c.now().Add(startCheckYesFor)
 	}
 	return generation
@@ -148,7 +148,7 @@ func callWorkflowType(generation int) string {
 // telemetryWorkflowType names the workflow a telemetry batch goes to while
 // central's workers are of generation.
 func telemetryWorkflowType(generation int) string {
-	if generation >= contract.GenerationSignalsTelemetry {
+	if generation >= contract.GenerationTelemetryIngest {
 		return contract.WorkflowTelemetryIngest
 	}
 	return contract.WorkflowIngestTelemetry

@@ -59,7 +59,7 @@ func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOption
 	t := &Telemetry{store: store, opts: opts, log: log}
 	starts := newStartCheck(tc, opts.Region.TaskQueue(), log)
 	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error {
-		if starts.signalsTelemetry(ctx) {
+		if starts.sendsToTelemetryIngest(ctx) {
 			return IngestRegionTelemetry(ctx, tc, opts.Region, batch)
 		}
 		return ingestTelemetryByWorkflow(ctx, tc, opts.Region, batch)
@@ -192,11 +192,10 @@ func fitBytes(rows []contract.TrackedOperation, max int) []contract.TrackedOpera
 
 // IngestTelemetry hands the batch to central's ingest workflow for the
 // batch's site (contract.TelemetryIngestWorkflowID), starting it if it is
-// not running, and returns once Temporal has the batch: from then on it is
-// as durable there as on the site, and central's workers write it to the
-// store with the other sites' batches that arrive meanwhile. A resend of
-// the same batch writes nothing twice (a row is kept only when it is newer,
-// and audit event ids are fixed).
+// not running, and returns once central wrote the batch, with the other
+// sites' batches that arrived meanwhile. A resend of the same batch writes
+// nothing twice (a row is kept only when it is newer, and audit event ids
+// are fixed).
 func IngestTelemetry(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
 	return IngestRegionTelemetry(ctx, tc, contract.Region{}, batch)
 }
@@ -208,20 +207,31 @@ func IngestRegionTelemetry(ctx context.Context, tc client.Client, region contrac
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	id := region.TelemetryIngestWorkflowID(batch.SiteID)
-	_, err := tc.SignalWithStartWorkflow(ctx, id, contract.SignalTelemetryBatch, batch, InRegion(client.StartWorkflowOptions{
-		ID:            id,
-		TaskQueue:     contract.CentralTaskQueue,
-		StaticSummary: contract.Summary("Telemetry ingest: sites' tracking changes, written to the central store as they arrive"),
+	start := tc.NewWithStartWorkflowOperation(InRegion(client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                contract.CentralTaskQueue,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            contract.Summary("Telemetry ingest: sites' tracking changes, written to the central store as they arrive"),
 	}, region), contract.WorkflowTelemetryIngest)
+	handle, err := tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID: id, UpdateName: contract.UpdateTelemetryBatch, Args: []any{batch},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err == nil {
+		err = handle.Get(ctx, nil)
+	}
 	if err != nil {
-		return fmt.Errorf("signal telemetry ingest %s: %w", id, err)
+		return fmt.Errorf("telemetry ingest %s: %w", id, err)
 	}
 	return nil
 }
 
 // ingestTelemetryByWorkflow runs one ingest workflow for the batch and
 // waits until central persisted it: how a site sends while a central worker
-// from before contract.GenerationSignalsTelemetry polls. A resend of the
+// from before contract.GenerationTelemetryIngest polls. A resend of the
 // same batch joins the run already under way.
 func ingestTelemetryByWorkflow(ctx context.Context, tc client.Client, region contract.Region, batch contract.TelemetryBatch) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
