@@ -58,11 +58,10 @@ const (
 	// and air-gap imports always do.
 	WorkflowCachedCall = "CachedCallWorkflow"
 	// WorkflowTelemetryIngest is one of TelemetryIngestShards long-running
-	// workflows that take sites' telemetry batches by update
-	// (UpdateTelemetryBatch), write what arrived together in one
-	// central-store write and answer each update once its batch is written.
-	// A site uses it while every central worker knows it
-	// (GenerationTelemetryIngest).
+	// workflows that take sites' telemetry batches by signal
+	// (SignalTelemetryBatch), write what arrived together in one
+	// central-store write and answer QueryTelemetryWritten. A site uses it
+	// while every central worker knows it (GenerationTelemetryIngest).
 	WorkflowTelemetryIngest = "TelemetryIngestWorkflow"
 	// WorkflowIngestTelemetry ingests one telemetry batch, the site waiting
 	// for its result: how sites send while a central worker of an earlier
@@ -161,9 +160,9 @@ func TelemetryWorkflowID(siteID string, seq int64) string {
 
 // TelemetryIngestShards is how many WorkflowTelemetryIngest workflows
 // share the sites' telemetry: enough that central's workers write several
-// at once and that Temporal's limit of 10 updates in flight per workflow
-// lets 160 sites send at once, few enough that each write takes many
-// sites' batches together.
+// at once and that a run's history, which holds at most one unwritten
+// batch per site of its shard, stays small, few enough that each write
+// takes many sites' batches together.
 const TelemetryIngestShards = 16
 
 // TelemetryIngestWorkflowID is the ingest workflow siteID sends its
@@ -214,7 +213,7 @@ func jsonLen(s string) int {
 	return len(b) - 2
 }
 
-// Signal, update and query names.
+// Signal and query names.
 const (
 	// SignalSubmit carries the operation from the site (SignalWithStart),
 	// except a notification started with its submission as its input
@@ -224,9 +223,12 @@ const (
 	SignalRetry = "retry"
 	// SignalDiscard ends a parked operation as Discarded; payload OperatorAction.
 	SignalDiscard = "discard"
-	// UpdateTelemetryBatch carries one TelemetryBatch to a
-	// WorkflowTelemetryIngest and completes once central wrote it.
-	UpdateTelemetryBatch = "telemetry-batch"
+	// SignalTelemetryBatch carries one TelemetryBatch to a
+	// WorkflowTelemetryIngest.
+	SignalTelemetryBatch = "telemetry-batch"
+	// QueryTelemetryWritten asks a WorkflowTelemetryIngest run for the last
+	// change number of a site (the argument) it wrote.
+	QueryTelemetryWritten = "telemetry-written"
 	// QueryStatus answers the operation's current OperationStatus.
 	QueryStatus = "status"
 )

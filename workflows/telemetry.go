@@ -52,91 +52,84 @@ func IngestTelemetryWorkflow(ctx workflow.Context, batch contract.TelemetryBatch
 	return changed, nil
 }
 
-// batchesPerIngestRun bounds one TelemetryIngestWorkflow run's history
-// (each batch is an update: two events) below Temporal's 2,000 updates a
-// run; the run continues as new after this many.
+// batchesPerIngestRun bounds one TelemetryIngestWorkflow run's history: a
+// signal is an event, so after this many batches the run continues as new.
 const batchesPerIngestRun = 1000
 
 // rowsPerIngestWrite bounds one write's rows: one write of every batch
 // waiting would hold all their rows, SQL arguments and audit events in the
-// worker's memory at once.
+// worker's memory at once. A signal not yet taken stays encoded until its
+// turn.
 const rowsPerIngestWrite = 5000
 
-// TelemetryIngestWorkflow takes the telemetry batches sites send it by
-// update (contract.UpdateTelemetryBatch) and writes every batch waiting,
-// up to rowsPerIngestWrite rows, in one central-store write: with many
-// sites sending at once, one workflow task and one transaction carry many
+// TelemetryIngestWorkflow takes the telemetry batches sites signal to it
+// (contract.SignalTelemetryBatch) and writes every batch waiting, up to
+// rowsPerIngestWrite rows, in one central-store write: with many sites
+// sending at once, one workflow task and one transaction carry many
 // batches, where IngestTelemetryWorkflow costs a workflow and a
-// transaction each. Each update completes once its batch is written, and
-// only then does the site forget it, so a cancelled or terminated run
-// loses nothing: the sites send again. Temporal admits at most 10 updates
-// in flight per workflow, which bounds what a run holds and makes a site
-// wait when its shard is busy. A failing store is waited for (storeWrite).
+// transaction each. A site learns that its batch is written from the
+// query contract.QueryTelemetryWritten, and only then forgets it and sends
+// its next: so a run holds at most one unwritten batch per site, and a
+// cancelled or terminated run loses nothing (the sites send again). A
+// failing store is waited for (storeWrite); the run continues as new only
+// with nothing left unwritten.
 //
 // It has no input: contract.TelemetryIngestWorkflowID names its shard.
 func TelemetryIngestWorkflow(ctx workflow.Context) error {
-	in := &ingest{}
-	err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateTelemetryBatch, in.take,
-		workflow.UpdateHandlerOptions{Validator: validateTelemetryBatch})
-	if err != nil {
-		return fmt.Errorf("register update %s: %w", contract.UpdateTelemetryBatch, err)
+	in := &ingest{written: map[string]int64{}}
+	if err := workflow.SetQueryHandler(ctx, contract.QueryTelemetryWritten, in.writtenOf); err != nil {
+		return fmt.Errorf("register query %s: %w", contract.QueryTelemetryWritten, err)
 	}
-	for in.written < batchesPerIngestRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-		if err := workflow.Await(ctx, func() bool { return len(in.pending) > 0 }); err != nil {
-			return err
-		}
-		in.writeNext(ctx)
+	in.batches = workflow.GetSignalChannel(ctx, contract.SignalTelemetryBatch)
+	for taken := 0; taken < batchesPerIngestRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested(); {
+		var first contract.TelemetryBatch
+		in.batches.Receive(ctx, &first)
+		taken += in.write(ctx, append([]contract.TelemetryBatch{first}, in.waiting(len(first.Rows))...))
 	}
-	// Updates admitted meanwhile belong to this run: write their batches
-	// and let every handler answer before continuing as new.
-	for {
-		err := workflow.Await(ctx, func() bool { return len(in.pending) > 0 || workflow.AllHandlersFinished(ctx) })
-		if err != nil {
-			return err
-		}
-		if len(in.pending) == 0 {
-			return workflow.NewContinueAsNewError(ctx, TelemetryIngestWorkflow)
-		}
-		in.writeNext(ctx)
+	// Batches signalled during the last write belong to this run: a run
+	// that continued as new without them would drop them.
+	for arrived := in.waiting(0); len(arrived) > 0; arrived = in.waiting(0) {
+		in.write(ctx, arrived)
 	}
+	return workflow.NewContinueAsNewError(ctx, TelemetryIngestWorkflow)
 }
 
-// ingest is a TelemetryIngestWorkflow run's batches: those taken and not
-// yet written, and how many were taken and written, in order.
+// ingest is a TelemetryIngestWorkflow run: its signal channel and, by
+// site, the last change number it wrote.
 type ingest struct {
-	pending        []contract.TelemetryBatch
-	taken, written int
+	batches workflow.ReceiveChannel
+	written map[string]int64
 }
 
-// take is the update handler: it queues the batch and returns once the
-// batch is written.
-func (in *ingest) take(ctx workflow.Context, batch contract.TelemetryBatch) error {
-	in.pending = append(in.pending, batch)
-	in.taken++
-	mine := in.taken
-	return workflow.Await(ctx, func() bool { return in.written >= mine })
-}
+// writtenOf answers QueryTelemetryWritten: the last change number of site
+// this run wrote, 0 if none.
+func (in *ingest) writtenOf(site string) (int64, error) { return in.written[site], nil }
 
-// writeNext writes the oldest pending batches, up to rowsPerIngestWrite
-// rows (one batch at least), and marks them written.
-func (in *ingest) writeNext(ctx workflow.Context) {
-	n, rows := 0, 0
-	for n < len(in.pending) && (n == 0 || rows+len(in.pending[n].Rows) <= rowsPerIngestWrite) {
-		rows += len(in.pending[n].Rows)
-		n++
+// waiting takes batches already signalled, without blocking, while they
+// and taken rows stay within rowsPerIngestWrite.
+func (in *ingest) waiting(taken int) []contract.TelemetryBatch {
+	var waiting []contract.TelemetryBatch
+	for taken < rowsPerIngestWrite {
+		var batch contract.TelemetryBatch
+		if !in.batches.ReceiveAsync(&batch) {
+			return waiting
+		}
+		waiting = append(waiting, batch)
+		taken += len(batch.Rows)
 	}
-	mirrorBatches(ctx, in.pending[:n])
-	in.pending = in.pending[n:]
-	in.written += n
+	return waiting
 }
 
-// validateTelemetryBatch refuses, before anything is recorded, a batch
-// with no rows or no site.
-func validateTelemetryBatch(batch contract.TelemetryBatch) error {
-	if batch.SiteID == "" || len(batch.Rows) == 0 {
-		return fmt.Errorf("telemetry batch needs a site id and at least one row (site %q, %d rows)", batch.SiteID, len(batch.Rows))
+// write writes batches and records each site's last change written; it
+// returns how many batches it wrote.
+func (in *ingest) write(ctx workflow.Context, batches []contract.TelemetryBatch) int {
+	mirrorBatches(ctx, batches)
+	for _, b := range batches {
+		if len(b.Rows) > 0 {
+			in.written[b.SiteID] = max(in.written[b.SiteID], b.Rows[len(b.Rows)-1].Seq)
+		}
 	}
-	return nil
+	return len(batches)
 }
 
 // mirrorBatches writes batches' rows to central's site_calls with their

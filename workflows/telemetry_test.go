@@ -124,39 +124,16 @@ func (s *telemetrySuite) TestIngestFailsWhenMirrorFails() {
 	s.Contains(err.Error(), "mirror 3 tracking rows of site plant-1")
 }
 
-// sendBatches sends batches to the ingest workflow, each by an update, a
-// hundred a millisecond (the test environment queues at most a few hundred
-// callbacks a turn), and returns how each update ended, by batch: nil once
-// completed, the error if rejected or failed.
-func (s *telemetrySuite) sendBatches(batches ...contract.TelemetryBatch) map[int]*error {
-	ended := map[int]*error{}
+// signalBatches signals batches to the ingest workflow.
+func (s *telemetrySuite) signalBatches(batches ...contract.TelemetryBatch) {
+	// The test environment queues at most a few hundred callbacks a turn:
+	// a hundred signals a millisecond.
 	for i, chunk := range slices.Collect(slices.Chunk(batches, 100)) {
 		s.env.RegisterDelayedCallback(func() {
-			for j, b := range chunk {
-				s.sendBatch(b, 100*i+j, ended)
+			for _, b := range chunk {
+				s.env.SignalWorkflow(contract.SignalTelemetryBatch, b)
 			}
 		}, time.Duration(i)*time.Millisecond)
-	}
-	return ended
-}
-
-// sendBatch sends one batch as update n and records how it ended in ended.
-func (s *telemetrySuite) sendBatch(b contract.TelemetryBatch, n int, ended map[int]*error) {
-	s.env.UpdateWorkflow(contract.UpdateTelemetryBatch, fmt.Sprintf("batch-%d", n), &testsuite.TestUpdateCallback{
-		OnAccept: func() {},
-		OnReject: func(err error) { ended[n] = &err },
-		OnComplete: func(_ any, err error) {
-			ended[n] = &err
-		},
-	}, b)
-}
-
-// requireCompleted checks that every one of n updates completed without
-// error: each site may forget its batch.
-func (s *telemetrySuite) requireCompleted(ended map[int]*error, n int) {
-	s.Require().Len(ended, n, "updates ended")
-	for i, err := range ended {
-		s.Require().NoError(*err, "update %d", i)
 	}
 }
 
@@ -210,38 +187,43 @@ func siteBatch(site string, from, to int64) contract.TelemetryBatch {
 func (s *telemetrySuite) TestIngestWritesBatchesThatArriveTogetherAtOnce() {
 	a, b, c := siteBatch("plant-1", 1, 3), siteBatch("plant-2", 1, 2), siteBatch("plant-1", 4, 4)
 	rec := s.recordMirrors(&ingestRecorder{})
-	ended := s.sendBatches(a, b, c)
+	s.signalBatches(a, b, c)
 	s.runIngest()
 
 	all := slices.Concat(a.Rows, b.Rows, c.Rows)
 	s.Equal([][]contract.TrackedOperation{all}, rec.writes, "one write of every batch, in the order they arrived")
-	s.requireCompleted(ended, 3)
 }
 
-// Batches that arrive together are written together up to 5,000 rows a
-// write: a fleet's backlog is not held in memory all at once.
+// Batches that arrive together are written together up to about 5,000 rows
+// a write: a fleet's backlog is not held in memory all at once.
 func (s *telemetrySuite) TestIngestBoundsTheRowsOfOneWrite() {
 	a, b, c := siteBatch("plant-1", 1, 3000), siteBatch("plant-2", 1, 3000), siteBatch("plant-3", 1, 3000)
 	rec := s.recordMirrors(&ingestRecorder{})
-	ended := s.sendBatches(a, b, c)
+	s.signalBatches(a, b, c)
 	s.runIngest()
 
-	s.Equal([][]contract.TrackedOperation{a.Rows, b.Rows, c.Rows}, rec.writes,
-		"a write takes no batch that would carry it past 5,000 rows")
-	s.requireCompleted(ended, 3)
+	s.Equal([][]contract.TrackedOperation{slices.Concat(a.Rows, b.Rows), c.Rows}, rec.writes,
+		"the write stops taking batches once it holds 5,000 rows")
 }
 
-// An empty batch, or one without a site, is rejected before anything is
-// recorded.
-func (s *telemetrySuite) TestIngestRejectsAnEmptyBatch() {
-	rec := s.recordMirrors(&ingestRecorder{})
-	ended := s.sendBatches(contract.TelemetryBatch{SiteID: "plant-1"}, contract.TelemetryBatch{Rows: seqRows(1, 1)})
+// The ingest answers each site's last change written: how a site learns
+// that it may forget its batch and send the next.
+func (s *telemetrySuite) TestIngestAnswersWhatItWrote() {
+	s.recordMirrors(&ingestRecorder{})
+	s.signalBatches(siteBatch("plant-1", 1, 3), siteBatch("plant-2", 1, 2), siteBatch("plant-1", 4, 4))
+	written := map[string]int64{}
+	s.env.RegisterDelayedCallback(func() {
+		for _, site := range []string{"plant-1", "plant-2", "plant-9"} {
+			v, err := s.env.QueryWorkflow(contract.QueryTelemetryWritten, site)
+			s.Require().NoError(err)
+			var seq int64
+			s.Require().NoError(v.Get(&seq))
+			written[site] = seq
+		}
+	}, time.Minute)
 	s.runIngest()
 
-	s.Empty(rec.writes)
-	s.Require().Len(ended, 2)
-	s.ErrorContains(*ended[0], "needs a site id and at least one row")
-	s.ErrorContains(*ended[1], "needs a site id and at least one row")
+	s.Equal(map[string]int64{"plant-1": 4, "plant-2": 2, "plant-9": 0}, written)
 }
 
 // A run continues as new after batchesPerIngestRun batches, and only once
@@ -253,21 +235,19 @@ func (s *telemetrySuite) TestIngestContinuesAsNewWithNothingUnwritten() {
 		batches = append(batches, siteBatch(fmt.Sprintf("plant-%d", i%7), i+1, i+1))
 	}
 	late := []contract.TelemetryBatch{siteBatch("plant-late", 1, 2), siteBatch("plant-late", 3, 3)}
-	var ended map[int]*error
 	rec := s.recordMirrors(&ingestRecorder{written: func(rows int) {
 		if rows == 1000 { // during the write that fills the run
-			for i, b := range late {
-				s.sendBatch(b, 1000+i, ended)
+			for _, b := range late {
+				s.env.SignalWorkflow(contract.SignalTelemetryBatch, b)
 			}
 		}
 	}})
-	ended = s.sendBatches(batches...)
+	s.signalBatches(batches...)
 	s.runIngest()
 
 	var canErr *workflow.ContinueAsNewError
 	s.Require().ErrorAs(s.env.GetWorkflowError(), &canErr)
 	s.Equal(1003, rec.rows, "every batch written before the run continued as new, the late ones too")
-	s.requireCompleted(ended, 1002)
 }
 
 // While the store fails, the ingest writes batch by batch and waits for the
@@ -288,12 +268,11 @@ func (s *telemetrySuite) TestIngestWaitsForTheStoreAndSkipsARefusedBatch() {
 			return nil
 		},
 	})
-	ended := s.sendBatches(good1, bad, good2)
+	s.signalBatches(good1, bad, good2)
 	s.runIngest()
 
 	s.Require().ErrorContains(s.env.GetWorkflowError(), "deadline exceeded", "a refused batch does not fail the run: it runs on")
 	s.Equal([][]contract.TrackedOperation{good1.Rows, good2.Rows}, rec.writes)
-	s.requireCompleted(ended, 3) // the refused one too: reconciliation pulls its rows again
 }
 
 // onReconcile mocks central's cursor, the site's pages (answered by the

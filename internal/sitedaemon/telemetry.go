@@ -3,6 +3,7 @@ package sitedaemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -58,9 +59,10 @@ type Telemetry struct {
 func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOptions, log *zap.Logger) *Telemetry {
 	t := &Telemetry{store: store, opts: opts, log: log}
 	starts := newStartCheck(tc, opts.Region.TaskQueue(), log)
+	ingest := &ingestSender{tc: tc, region: opts.Region}
 	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error {
 		if starts.sendsToTelemetryIngest(ctx) {
-			return IngestRegionTelemetry(ctx, tc, opts.Region, batch)
+			return ingest.send(ctx, batch)
 		}
 		return ingestTelemetryByWorkflow(ctx, tc, opts.Region, batch)
 	}
@@ -197,36 +199,90 @@ func fitBytes(rows []contract.TrackedOperation, max int) []contract.TrackedOpera
 // nothing twice (a row is kept only when it is newer, and audit event ids
 // are fixed).
 func IngestTelemetry(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
-	return IngestRegionTelemetry(ctx, tc, contract.Region{}, batch)
+	return (&ingestSender{tc: tc}).send(ctx, batch)
 }
 
-// IngestRegionTelemetry is IngestTelemetry to region's central: the
-// region's own ingest workflow (contract.Region.TelemetryIngestWorkflowID)
-// on its task queue.
-func IngestRegionTelemetry(ctx context.Context, tc client.Client, region contract.Region, batch contract.TelemetryBatch) error {
+// ingestSender sends one site's batches to its region's ingest workflow
+// (contract.Region.TelemetryIngestWorkflowID) on the region's task queue,
+// one at a time. It remembers a batch signalled but not yet known to be
+// written (central's worker away, a timeout), so that the next send asks
+// about that one first instead of signalling again: while central is
+// away, a site adds nothing to the workflow's history.
+type ingestSender struct {
+	tc     client.Client
+	region contract.Region
+	// unconfirmed is the run and last change of the batch signalled last,
+	// until it is known written; empty otherwise.
+	unconfirmed struct {
+		runID string
+		last  int64
+	}
+}
+
+func (s *ingestSender) send(ctx context.Context, batch contract.TelemetryBatch) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	id := region.TelemetryIngestWorkflowID(batch.SiteID)
-	start := tc.NewWithStartWorkflowOperation(InRegion(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                contract.CentralTaskQueue,
-		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            contract.Summary("Telemetry ingest: sites' tracking changes, written to the central store as they arrive"),
-	}, region), contract.WorkflowTelemetryIngest)
-	handle, err := tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: contract.UpdateTelemetryBatch, Args: []any{batch},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
-	})
-	if err == nil {
-		err = handle.Get(ctx, nil)
+	id := s.region.TelemetryIngestWorkflowID(batch.SiteID)
+	if s.unconfirmed.runID != "" {
+		err := awaitWritten(ctx, s.tc, id, s.unconfirmed.runID, batch.SiteID, s.unconfirmed.last)
+		if err != nil && !errors.Is(err, errIngestEnded) {
+			return err
+		}
+		s.unconfirmed.runID = "" // written, or to be sent again below
 	}
+	run, err := s.tc.SignalWithStartWorkflow(ctx, id, contract.SignalTelemetryBatch, batch, InRegion(client.StartWorkflowOptions{
+		ID:            id,
+		TaskQueue:     contract.CentralTaskQueue,
+		StaticSummary: contract.Summary("Telemetry ingest: sites' tracking changes, written to the central store as they arrive"),
+	}, s.region), contract.WorkflowTelemetryIngest)
 	if err != nil {
-		return fmt.Errorf("telemetry ingest %s: %w", id, err)
+		return fmt.Errorf("signal telemetry ingest %s: %w", id, err)
 	}
+	s.unconfirmed.runID, s.unconfirmed.last = run.GetRunID(), batch.Rows[len(batch.Rows)-1].Seq
+	if err := awaitWritten(ctx, s.tc, id, s.unconfirmed.runID, batch.SiteID, s.unconfirmed.last); err != nil {
+		return err
+	}
+	s.unconfirmed.runID = ""
 	return nil
+}
+
+// errIngestEnded is awaitWritten's answer for a run that ended (terminated,
+// cancelled, failed) without writing the batch: it must be sent again.
+var errIngestEnded = errors.New("telemetry ingest ended before it wrote the batch")
+
+// awaitWritten waits until run of ingest workflow id wrote site's changes
+// up to last: its answer to QueryTelemetryWritten reaches last, or it
+// continued as new, which it does only once everything signalled to it is
+// written. Until then the site keeps the batch and sends no other, so an
+// ingest run holds at most one unwritten batch of each site.
+func awaitWritten(ctx context.Context, tc client.Client, id, runID, site string, last int64) error {
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		resp, err := tc.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+			WorkflowID: id, RunID: runID, QueryType: contract.QueryTelemetryWritten, Args: []any{site},
+			QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN,
+		})
+		if err != nil {
+			return fmt.Errorf("ask telemetry ingest %s whether it wrote changes up to %d: %w", id, last, err)
+		}
+		if rejected := resp.QueryRejected; rejected != nil {
+			if rejected.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+				return nil
+			}
+			return fmt.Errorf("%w: %s ended %s before changes up to %d", errIngestEnded, id, rejected.GetStatus(), last)
+		}
+		var written int64
+		if err := resp.QueryResult.Get(&written); err != nil {
+			return fmt.Errorf("read telemetry ingest %s's answer: %w", id, err)
+		}
+		if written >= last {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("telemetry ingest %s has not written changes up to %d: %w", id, last, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 }
 
 // ingestTelemetryByWorkflow runs one ingest workflow for the batch and

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -281,4 +282,33 @@ func TestTelemetryKeepsEachBatchWithinTheBlobLimit(t *testing.T) {
 	require.Greater(t, len(sent), 1, "%d changes of about 12 KB each do not fit one batch", 2*calls)
 	require.Eventually(t, func() bool { return tel.Batches() == int64(len(sent)) }, 5*time.Second, 10*time.Millisecond,
 		"every send's round trip is counted")
+}
+
+// While no central worker answers, a site's retries ask about the batch it
+// signalled instead of signalling it again: the ingest workflow's history
+// holds it once, however long central is away.
+func TestIngestSenderSignalsABatchOnceWhileCentralIsAway(t *testing.T) {
+	t.Parallel()
+	srv := startDevServer(t)
+	tc := srv.Client()
+	sender := &ingestSender{tc: tc}
+	batch := contract.TelemetryBatch{SiteID: "plant-1", Rows: []contract.TrackedOperation{{
+		OperationID: "op-1", Kind: contract.KindExternalCall, Status: contract.StatusDelivered, SourceSiteID: "plant-1", Seq: 7,
+	}}}
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := sender.send(ctx, batch)
+		cancel()
+		require.Error(t, err, "no central worker wrote the batch")
+	}
+	signals := 0
+	iter := tc.GetWorkflowHistory(context.Background(), contract.TelemetryIngestWorkflowID("plant-1"), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		if ev.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			signals++
+		}
+	}
+	require.Equal(t, 1, signals, "the batch signalled once")
 }
