@@ -44,10 +44,10 @@ func openCentral(t *testing.T) (*centralstore.Store, string) {
 type switchSender struct {
 	mu      sync.Mutex
 	failing bool
-	sent    []delivery.Delivery
+	sent    []delivery.Message
 }
 
-func (s *switchSender) Deliver(_ context.Context, d delivery.Delivery) error {
+func (s *switchSender) Deliver(_ context.Context, d delivery.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing {

@@ -172,19 +172,19 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in con
 // for this attempt (nil: there is none), and marks the row Delivered on
 // success.
 func (a *NotificationActivities) deliver(ctx context.Context, row centralstore.Notification, list *centralstore.List, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-	d, err := a.resolve(ctx, row, list)
+	msg, err := a.resolve(ctx, row, list)
 	if err != nil {
 		return contract.DeliverNotificationResult{}, err
 	}
-	adapter, err := a.Adapters.For(d.List)
+	adapter, err := a.Adapters.For(list.Type, list.Name)
 	if err == nil {
-		err = adapter.Deliver(ctx, d)
+		err = adapter.Deliver(ctx, msg)
 	}
 	if err != nil {
-		return contract.DeliverNotificationResult{}, classifyDeliveryError(row.NotificationID, d.List.Name, err)
+		return contract.DeliverNotificationResult{}, classifyDeliveryError(row.NotificationID, list.Name, err)
 	}
 	// The list's targets as written: an env: target's value may be a secret.
-	recipients := d.List.Targets
+	recipients := list.Targets
 	at := a.now()
 	res := contract.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
 	events := audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, row.SourceNode, in.Attempt, in.RetryCount, at, recipients)
@@ -245,35 +245,45 @@ func (a *NotificationActivities) writeUpdate(ctx context.Context, upd contract.N
 // and its channel as they are at this attempt: a change to the list takes
 // effect on the next attempt. What only an operator can fix fails
 // non-retryable.
-func (a *NotificationActivities) resolve(ctx context.Context, n centralstore.Notification, list *centralstore.List) (delivery.Delivery, error) {
+func (a *NotificationActivities) resolve(ctx context.Context, n centralstore.Notification, list *centralstore.List) (delivery.Message, error) {
 	if list == nil {
-		return delivery.Delivery{}, temporal.NewNonRetryableApplicationError(
+		return delivery.Message{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notification list %q does not exist at central: create it (outpost lists set), then retry", n.ListName),
 			contract.ErrTypeUnknownList, nil)
 	}
 	if len(list.Targets) == 0 {
-		return delivery.Delivery{}, temporal.NewNonRetryableApplicationError(
+		return delivery.Message{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notification list %q has no targets", list.Name), contract.ErrTypeNoRecipients, nil)
 	}
-	d := delivery.Delivery{Notification: n, List: *list}
+	msg := message(n, list.TypeData)
 	var err error
-	if d.Targets, err = delivery.ResolveTargets(list.Targets); err != nil {
-		return delivery.Delivery{}, misconfigured(list.Name, err)
+	if msg.Targets, err = delivery.ResolveTargets(list.Targets); err != nil {
+		return delivery.Message{}, misconfigured(list.Name, err)
 	}
 	if list.Channel != "" {
 		c, err := a.Store.GetChannel(ctx, list.Channel)
 		if errors.Is(err, centralstore.ErrNotFound) {
-			return delivery.Delivery{}, misconfigured(list.Name, fmt.Errorf("its channel %q does not exist", list.Channel))
+			return delivery.Message{}, misconfigured(list.Name, fmt.Errorf("its channel %q does not exist", list.Channel))
 		}
 		if err != nil {
-			return delivery.Delivery{}, err
+			return delivery.Message{}, err
 		}
-		d.Channel = &c
+		msg.Channel = &delivery.Channel{Name: c.Name, Settings: c.Settings}
 	}
 	if a.Link != nil {
-		d.Link = a.Link(n.NotificationID)
+		msg.Link = a.Link(n.NotificationID)
 	}
-	return d, nil
+	return msg, nil
+}
+
+// message is what the adapters deliver of n, a notification to a list with
+// listData as its type data.
+func message(n centralstore.Notification, listData string) delivery.Message {
+	return delivery.Message{
+		ID: n.NotificationID, Subject: n.Subject, Body: n.Body,
+		SourceSite: n.SourceSiteID, SourceInstance: n.SourceInstanceID, SourceScript: n.SourceScript,
+		SiteEnqueuedAt: n.SiteEnqueuedAt, List: n.ListName, ListData: listData,
+	}
 }
 
 func misconfigured(list string, err error) error {

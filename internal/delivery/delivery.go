@@ -17,37 +17,54 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/centralstore"
 )
 
-// Delivery is one attempt to deliver a notification.
-type Delivery struct {
-	Notification centralstore.Notification
-	// List is the list as resolved for this attempt; Targets its targets
-	// with every env: target read from the environment.
-	List    centralstore.List
+// Message is one attempt to deliver a notification, as the adapters take
+// it: the notification, its list's targets resolved for this attempt, and
+// the list's channel.
+type Message struct {
+	ID             string // the notification id
+	Subject        string
+	Body           string
+	SourceSite     string
+	SourceInstance string
+	SourceScript   string
+	SiteEnqueuedAt time.Time
+	// List names the notification's list; ListData is its type data
+	// (TeamsData, WebhookData) as JSON, "" for none.
+	List     string
+	ListData string
+	// Targets are the list's targets with every env: target read from the
+	// environment.
 	Targets []string
 	// Channel is the list's delivery channel; nil when it names none.
-	Channel *centralstore.Channel
+	Channel *Channel
 	// Link opens the notification in the Temporal Web UI ("" when unknown).
 	Link string
 }
 
+// Channel is a list's delivery channel as an adapter reads it.
+type Channel struct {
+	Name string
+	// Settings are its SMTPSettings or WebhookSettings as JSON.
+	Settings string
+}
+
 // Adapter delivers notifications of one type.
 type Adapter interface {
-	Deliver(ctx context.Context, d Delivery) error
+	Deliver(ctx context.Context, m Message) error
 }
 
 // Adapters maps a notification type to its adapter.
 type Adapters map[string]Adapter
 
-// For is the adapter of a list's type; a type this worker cannot deliver
-// is a permanent *Error.
-func (a Adapters) For(list centralstore.List) (Adapter, error) {
-	adapter, ok := a[list.Type]
+// For is the adapter of list, of type listType; a type this worker cannot
+// deliver is a permanent *Error.
+func (a Adapters) For(listType, list string) (Adapter, error) {
+	adapter, ok := a[listType]
 	if !ok {
 		return nil, &Error{Permanent: true, Err: fmt.Errorf("list %q has type %q, which this central worker cannot deliver (it knows %s)",
-			list.Name, list.Type, strings.Join(contract.NotificationTypes(), ", "))}
+			list, listType, strings.Join(contract.NotificationTypes(), ", "))}
 	}
 	return adapter, nil
 }

@@ -18,11 +18,13 @@ import (
 	"github.com/outpost-dev/outpost/internal/delivery"
 )
 
-func notification() centralstore.Notification {
-	return centralstore.Notification{
-		NotificationID: "0b6f2a1e-4f4e-4f7a-9d55-1c2b3a4d5e6f", ListName: "shift", Subject: "Pump 3 tripped",
-		Body: "Discharge pressure low", SourceSiteID: "plant-3", SourceScript: "pumps.py",
-		SiteEnqueuedAt: time.Date(2026, 11, 17, 6, 0, 0, 0, time.UTC),
+// message is a notification to list "shift" with targets and the list's
+// type data listData.
+func message(targets []string, listData string) delivery.Message {
+	return delivery.Message{
+		ID: "0b6f2a1e-4f4e-4f7a-9d55-1c2b3a4d5e6f", List: "shift", ListData: listData, Subject: "Pump 3 tripped",
+		Body: "Discharge pressure low", SourceSite: "plant-3", SourceScript: "pumps.py",
+		SiteEnqueuedAt: time.Date(2026, 11, 17, 6, 0, 0, 0, time.UTC), Targets: targets,
 	}
 }
 
@@ -65,12 +67,12 @@ func serve(t *testing.T, answers ...func(w http.ResponseWriter)) (*receiver, str
 // Teams requires, the subject, body, site and a link to the item.
 func TestTeamsPostsAnAdaptiveCard(t *testing.T) {
 	r, url := serve(t, status(http.StatusAccepted))
-	d := delivery.Delivery{Notification: notification(), Targets: []string{url}, Link: "http://ui/namespaces/default/workflows/x",
-		List: centralstore.List{Name: "shift", Type: contract.NotificationTypeTeams, TypeData: `{"style":"warning"}`}}
+	d := message([]string{url}, `{"style":"warning"}`)
+	d.Link = "http://ui/namespaces/default/workflows/x"
 	require.NoError(t, delivery.NewTeams(nil, nil).Deliver(context.Background(), d))
 	require.Len(t, r.bodies, 1)
 	require.Equal(t, "application/json", r.headers[0].Get("Content-Type"))
-	require.Equal(t, d.Notification.NotificationID, r.headers[0].Get(delivery.HeaderNotificationID))
+	require.Equal(t, d.ID, r.headers[0].Get(delivery.HeaderNotificationID))
 	requireAdaptiveCardMessage(t, r.bodies[0])
 	text := string(r.bodies[0])
 	for _, want := range []string{"Pump 3 tripped", "Discharge pressure low", "plant-3", `"warning"`, "http://ui/namespaces/default/workflows/x"} {
@@ -140,8 +142,7 @@ func TestHTTPAnswersAreClassified(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, url := serve(t, c.answer)
-			d := delivery.Delivery{Notification: notification(), Targets: []string{url},
-				List: centralstore.List{Name: "shift", Type: contract.NotificationTypeTeams}}
+			d := message([]string{url}, "")
 			err := delivery.NewTeams(nil, func() time.Time { return now }).Deliver(context.Background(), d)
 			var delErr *delivery.Error
 			require.ErrorAs(t, err, &delErr)
@@ -157,8 +158,7 @@ func TestUnreachableReceiverIsTransient(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	d := delivery.Delivery{Notification: notification(), Targets: []string{url},
-		List: centralstore.List{Name: "shift", Type: contract.NotificationTypeTeams}}
+	d := message([]string{url}, "")
 	err := delivery.NewTeams(nil, nil).Deliver(context.Background(), d)
 	var delErr *delivery.Error
 	require.ErrorAs(t, err, &delErr)
@@ -169,9 +169,8 @@ func TestUnreachableReceiverIsTransient(t *testing.T) {
 // says which variable to set.
 func TestWebhookWithoutSecretIsNotSent(t *testing.T) {
 	r, url := serve(t, status(http.StatusNoContent))
-	d := delivery.Delivery{Notification: notification(), Targets: []string{url},
-		List:    centralstore.List{Name: "shift", Type: contract.NotificationTypeWebhook},
-		Channel: &centralstore.Channel{Name: "hooks", Type: centralstore.ChannelWebhook, Settings: `{"secret_env":"OUTPOST_TEST_UNSET_SECRET"}`}}
+	d := message([]string{url}, "")
+	d.Channel = &delivery.Channel{Name: "hooks", Settings: `{"secret_env":"OUTPOST_TEST_UNSET_SECRET"}`}
 	err := delivery.NewWebhook(nil, nil, nil).Deliver(context.Background(), d)
 	var delErr *delivery.Error
 	require.ErrorAs(t, err, &delErr)
@@ -267,7 +266,7 @@ func TestCheckChannel(t *testing.T) {
 
 // An adapter for a type the worker does not know fails permanently.
 func TestUnknownTypeIsPermanent(t *testing.T) {
-	_, err := delivery.Adapters{}.For(centralstore.List{Name: "x", Type: "Pager"})
+	_, err := delivery.Adapters{}.For("Pager", "x")
 	var delErr *delivery.Error
 	require.True(t, errors.As(err, &delErr) && delErr.Permanent)
 }

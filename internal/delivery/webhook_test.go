@@ -19,8 +19,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/delivery"
 )
 
@@ -110,10 +108,10 @@ func serveVerified(t *testing.T, verifier *standardwebhooks.Webhook) (*libraryRe
 	return r, srv.URL + "/hook"
 }
 
-func webhookDelivery(url, typeData string) delivery.Delivery {
-	return delivery.Delivery{Notification: notification(), Targets: []string{url},
-		List:    centralstore.List{Name: "shift", Type: contract.NotificationTypeWebhook, TypeData: typeData},
-		Channel: &centralstore.Channel{Name: "hooks", Type: centralstore.ChannelWebhook, Settings: `{"secret_env":"HOOK_SECRET"}`}}
+func webhookDelivery(url, typeData string) delivery.Message {
+	m := message([]string{url}, typeData)
+	m.Channel = &delivery.Channel{Name: "hooks", Settings: `{"secret_env":"HOOK_SECRET"}`}
+	return m
 }
 
 // A receiver verifies Outpost's POST with the official library and the
@@ -133,7 +131,7 @@ func TestWebhookVerifiesWithTheStandardWebhooksLibrary(t *testing.T) {
 	require.Len(t, r.bodies, 2)
 	for i, header := range r.headers {
 		require.NoError(t, r.errs[i])
-		require.Equal(t, d.Notification.NotificationID, header.Get(standardwebhooks.HeaderWebhookID), "webhook-id is the notification id on every attempt")
+		require.Equal(t, d.ID, header.Get(standardwebhooks.HeaderWebhookID), "webhook-id is the notification id on every attempt")
 		require.Equal(t, "3", header.Get("X-Plant"))
 		require.Empty(t, header.Get(delivery.HeaderLegacySignature), "the legacy header is off by default")
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/wneessen/go-mail"
 
-	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/delivery"
 )
 
@@ -82,22 +81,21 @@ const HeaderNotificationID = "X-Outpost-Notification-Id"
 // copies of one notification in a mailbox, it tells which worker sent each.
 const HeaderWorker = "X-Outpost-Worker"
 
-// Deliver sends d's notification to its targets, through the list's smtp
-// channel when it names one, else through m's server.
-func (m *Mailer) Deliver(ctx context.Context, d delivery.Delivery) error {
+// Deliver sends msg to its targets, through the list's smtp channel when
+// it names one, else through m's server.
+func (m *Mailer) Deliver(ctx context.Context, msg delivery.Message) error {
 	through := m
-	if d.Channel != nil {
+	if msg.Channel != nil {
 		var err error
-		if through, err = m.forChannel(*d.Channel); err != nil {
+		if through, err = m.forChannel(*msg.Channel); err != nil {
 			return err
 		}
 	}
-	n := d.Notification
-	return through.Send(ctx, Email{ID: n.NotificationID, To: d.Targets, Subject: n.Subject, Body: n.Body})
+	return through.Send(ctx, Email{ID: msg.ID, To: msg.Targets, Subject: msg.Subject, Body: msg.Body})
 }
 
 // forChannel is a Mailer for an smtp channel's server, with m's timeouts.
-func (m *Mailer) forChannel(c centralstore.Channel) (*Mailer, error) {
+func (m *Mailer) forChannel(c delivery.Channel) (*Mailer, error) {
 	var s delivery.SMTPSettings
 	if err := json.Unmarshal([]byte(c.Settings), &s); err != nil {
 		return nil, &SendError{Permanent: true, Err: fmt.Errorf("channel %q: settings: %w", c.Name, err)}

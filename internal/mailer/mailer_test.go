@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/delivery"
 	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
@@ -102,13 +101,12 @@ func TestDeliverUsesTheListsChannel(t *testing.T) {
 	relay.RequireAuth("outpost", "relay-pass")
 	t.Setenv("OUTPOST_TEST_RELAY_PASSWORD", "relay-pass")
 
-	n := centralstore.Notification{NotificationID: "6f1c2d3e-0000-4000-8000-000000000001", Subject: "Pump 3 tripped", Body: "b"}
-	d := delivery.Delivery{Notification: n, Targets: []string{"ops@example.com"}}
+	d := delivery.Message{ID: "6f1c2d3e-0000-4000-8000-000000000001", Subject: "Pump 3 tripped", Body: "b", Targets: []string{"ops@example.com"}}
 	m := newMailer(t, central)
 	require.NoError(t, m.Deliver(context.Background(), d))
 	require.Len(t, central.Messages(), 1)
 
-	d.Channel = &centralstore.Channel{Name: "relay", Type: centralstore.ChannelSMTP, Settings: fmt.Sprintf(
+	d.Channel = &delivery.Channel{Name: "relay", Settings: fmt.Sprintf(
 		`{"host":"127.0.0.1","port":%d,"username":"outpost","password_env":"OUTPOST_TEST_RELAY_PASSWORD","from":"plant@example.com","tls":"none"}`, relay.Port())}
 	require.NoError(t, m.Deliver(context.Background(), d))
 	require.Len(t, central.Messages(), 1, "not through central.smtp")
