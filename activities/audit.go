@@ -1,3 +1,6 @@
+// Package activities holds the I/O behind Outpost's workflows besides a
+// notification's delivery (package notification): audit records, the
+// mirror of site tracking rows, settling terminated workflows and the purge.
 package activities
 
 import (

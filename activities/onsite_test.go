@@ -21,6 +21,7 @@ import (
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/callstate"
+	"github.com/outpost-dev/outpost/internal/centraltest"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
@@ -370,7 +371,7 @@ func TestCachedCallWithNoRetriesParksWithoutCallingAgain(t *testing.T) {
 	env.SetStartTime(siteT0)
 	env.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 	env.RegisterActivity(s.acts)
-	central, _ := openCentral(t)
+	central, _ := centraltest.Open(t)
 	env.RegisterActivity(&activities.AuditActivities{Store: central})
 	env.SetActivityTaskQueue(contract.SiteTaskQueue("plant-1"), s.acts.DeliverCachedCall, s.acts.ResolveParkedCall)
 	sub := contract.CachedCallSubmission{

@@ -69,3 +69,11 @@ func cutoff(now time.Time, retention time.Duration) time.Time {
 	}
 	return now.Add(-retention)
 }
+
+// utcNow reads the injected clock, time.Now when nil, in UTC.
+func utcNow(clock func() time.Time) time.Time {
+	if clock == nil {
+		return time.Now().UTC()
+	}
+	return clock().UTC()
+}

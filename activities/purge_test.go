@@ -12,6 +12,7 @@ import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/centraltest"
 )
 
 // The purge activity, run "a year later" by its clock on a real SQLite file,
@@ -19,7 +20,7 @@ import (
 func TestPurgeCentralStoreAYearLater(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store, _ := openCentral(t)
+	store, _ := centraltest.Open(t)
 	const day = 24 * time.Hour
 
 	notification := func(at time.Time, status contract.Status) string {

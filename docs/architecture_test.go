@@ -58,6 +58,13 @@ func TestArchitectureImportRules(t *testing.T) {
 			t.Errorf("site imports %s", dep)
 		}
 	}
+	// The SDK and the daemon take call-param redaction from internal/redact:
+	// the daemon calls nothing of the SDK's for it.
+	for _, pkg := range []string{"site", "internal/sitedaemon"} {
+		if !slices.Contains(all[pkg], module+"internal/redact") {
+			t.Errorf("%s does not import internal/redact: redaction has one home both use", pkg)
+		}
+	}
 	// contract, callstate and httpanswer are leaves.
 	for _, leaf := range []string{"contract", "internal/httpanswer"} {
 		for _, dep := range all[leaf] {

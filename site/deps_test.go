@@ -44,7 +44,7 @@ func TestSDKLinksNoCentralCode(t *testing.T) {
 	for _, central := range []string{
 		"github.com/outpost-dev/outpost/internal/centralstore",
 		"github.com/outpost-dev/outpost/internal/audit",
-		"github.com/outpost-dev/outpost/internal/mailer",
+		"github.com/outpost-dev/outpost/notification",
 		"github.com/wneessen/go-mail",
 		"github.com/outpost-dev/outpost/activities",
 		"github.com/outpost-dev/outpost/workers",

@@ -22,10 +22,10 @@ import (
 	"github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/operator"
 	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/internal/schedule"
+	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -44,7 +44,7 @@ type CentralOptions struct {
 	Store StoreOptions
 	// Mailer is how email is sent; MailRetryInterval and MailMaxRetries
 	// are the retry policy of a notification's delivery.
-	Mailer            mailer.Config
+	Mailer            notification.MailerConfig
 	MailRetryInterval time.Duration
 	MailMaxRetries    int
 	// Listen is where the outbox page, /metrics, /healthz and /readyz are served.
@@ -139,9 +139,9 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	// site configured with the wrong namespace) is refused, never run.
 	opts.Interceptors = append(opts.Interceptors, workflows.RegionGuard(cfg.Region.Name))
 	w := worker.New(tc, queue, opts)
-	notification := workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}
-	w.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
-	w.RegisterWorkflowWithOptions(notification.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
+	notify := workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}
+	w.RegisterWorkflowWithOptions(notify.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	w.RegisterWorkflowWithOptions(notify.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflowStarted, workflow.RegisterOptions{Name: contract.WorkflowCachedCallStarted})
 	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: contract.WorkflowIngestTelemetry})
@@ -157,7 +157,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		store.Close()
 		return nil, err
 	}
-	w.RegisterActivity(&activities.NotificationActivities{
+	w.RegisterActivity(&notification.Activities{
 		Store:    store,
 		Adapters: NewAdapters(cfg.Mailer, opts.Identity, log.Named("webhook")),
 		Link: func(id string) string {
@@ -176,7 +176,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 // workerIdentity is the identity this process's central worker polls queue
 // with, in the SDK's own form (pid@host@task queue): Temporal's history
 // names it in each attempt's ActivityTaskStarted event, and the mailer in
-// each email's mailer.HeaderWorker.
+// each email's notification.HeaderWorker.
 func workerIdentity(queue string) string {
 	host, err := os.Hostname()
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // eventKey is one (event, kind) of the audit log.
@@ -117,9 +117,9 @@ func TestDeliveryEventsCountTheAuditRows(t *testing.T) {
 	require.NoError(t, store.PutList(ctx, centralstore.List{
 		Name: "ops", Type: contract.NotificationTypeEmail, Targets: []string{"ops@example.com"}, TypeData: "{}", UpdatedBy: "test",
 	}, "created"))
-	notify := &activities.NotificationActivities{
+	notify := &notification.Activities{
 		Store:    store,
-		Adapters: NewAdapters(mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone, Timeout: 10 * time.Second}, "", nil),
+		Adapters: NewAdapters(notification.MailerConfig{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: notification.TLSNone, Timeout: 10 * time.Second}, "", nil),
 		Policy:   contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
 	}
 	var ts testsuite.WorkflowTestSuite

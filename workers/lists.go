@@ -9,8 +9,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
-	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // SeededBy is who a list created from central.lists was written by.
@@ -29,7 +28,7 @@ func SeedLists(ctx context.Context, store *centralstore.Store, lists map[string]
 		if !errors.Is(err, centralstore.ErrNotFound) {
 			return err
 		}
-		l, err := delivery.CheckList(centralstore.List{
+		l, err := notification.CheckList(centralstore.List{
 			Name: name, Type: contract.NotificationTypeEmail, Targets: targets, UpdatedBy: SeededBy,
 		}, nil)
 		if err != nil {
@@ -44,12 +43,12 @@ func SeedLists(ctx context.Context, store *centralstore.Store, lists map[string]
 
 // NewAdapters are the delivery adapters of a central worker: email through
 // central.smtp (or a list's smtp channel), Teams and Webhook over HTTP.
-// worker names the central worker in each email (mailer.HeaderWorker);
+// worker names the central worker in each email (notification.HeaderWorker);
 // log receives the Webhook adapter's warnings (a channel's plain secret).
-func NewAdapters(mail mailer.Config, worker string, log *zap.Logger) delivery.Adapters {
-	return delivery.Adapters{
-		contract.NotificationTypeEmail:   mailer.New(mail).WithWorker(worker),
-		contract.NotificationTypeTeams:   delivery.NewTeams(nil, nil),
-		contract.NotificationTypeWebhook: delivery.NewWebhook(nil, nil, log),
+func NewAdapters(mail notification.MailerConfig, worker string, log *zap.Logger) notification.Adapters {
+	return notification.Adapters{
+		contract.NotificationTypeEmail:   notification.NewMailer(mail).WithWorker(worker),
+		contract.NotificationTypeTeams:   notification.NewTeams(nil, nil),
+		contract.NotificationTypeWebhook: notification.NewWebhook(nil, nil, log),
 	}
 }

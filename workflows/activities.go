@@ -3,6 +3,7 @@ package workflows
 import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // The activities the workflows call, named by method value on nil
@@ -11,7 +12,7 @@ import (
 // activity's name is its method's name. Go-to-definition on a call leads
 // from the workflow to the activity.
 var (
-	notificationActs *activities.NotificationActivities
+	notificationActs *notification.Activities
 	auditActs        *activities.AuditActivities
 	mirrorActs       *activities.MirrorActivities
 	settleActs       *activities.SettleActivities

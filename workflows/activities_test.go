@@ -7,11 +7,12 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // The activities the tests mock, by method value as the workflows call them.
 var (
-	notificationActs *activities.NotificationActivities
+	notificationActs *notification.Activities
 	auditActs        *activities.AuditActivities
 	mirrorActs       *activities.MirrorActivities
 	settleActs       *activities.SettleActivities

@@ -77,7 +77,7 @@ func (w NotificationWorkflow) deliverSubmission(ctx workflow.Context, sub contra
 	generation func(workflow.Context) int) (contract.NotificationState, error) {
 	// Pending from the first moment: the status query must not answer a
 	// zero state while the central row is being written.
-	n := &notification{siteID: sub.SourceSiteID, generation: generation, state: contract.NotificationState{
+	n := &notificationRun{siteID: sub.SourceSiteID, generation: generation, state: contract.NotificationState{
 		NotificationID: sub.NotificationID, Status: contract.StatusPending, SiteEnqueuedAt: sub.SiteEnqueuedAt,
 	}}
 	if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.NotificationState, error) {
@@ -102,7 +102,7 @@ func (w NotificationWorkflow) deliverSubmission(ctx workflow.Context, sub contra
 // row's state and the policy in force. The write retries until the store
 // answers, and completes even if a cancel request arrives meanwhile: a
 // cancelled notification ends as a Discarded row, so the row must exist.
-func (n *notification) record(ctx workflow.Context, sub contract.NotificationSubmission) error {
+func (n *notificationRun) record(ctx workflow.Context, sub contract.NotificationSubmission) error {
 	var recorded contract.RecordNotificationResult
 	recordCtx, _ := workflow.NewDisconnectedContext(ctx)
 	if err := storeWrite(recordCtx, notificationActs.RecordNotification, sub, &recorded); err != nil {
@@ -112,13 +112,13 @@ func (n *notification) record(ctx workflow.Context, sub contract.NotificationSub
 	return nil
 }
 
-func (n *notification) takeRecorded(recorded contract.RecordNotificationResult) {
+func (n *notificationRun) takeRecorded(recorded contract.RecordNotificationResult) {
 	n.state, n.policy = recorded.State, recorded.Policy
 }
 
 // afterRecord delivers a notification whose central row is recorded, from
 // the state the row has.
-func (n *notification) afterRecord(ctx workflow.Context) (contract.NotificationState, error) {
+func (n *notificationRun) afterRecord(ctx workflow.Context) (contract.NotificationState, error) {
 	if n.state.Status.Terminal() {
 		// A resubmit of a notification central already finished: never deliver twice.
 		return n.state, n.setStatusAttr(ctx)
@@ -137,7 +137,7 @@ func (n *notification) afterRecord(ctx workflow.Context) (contract.NotificationS
 // that records the central row before it attempts (a local activity when
 // local), then goes on as the outcome says. A first attempt that delivers
 // costs no other command than the status upsert.
-func (n *notification) recordInFirstAttempt(ctx workflow.Context, sub contract.NotificationSubmission, timeout time.Duration,
+func (n *notificationRun) recordInFirstAttempt(ctx workflow.Context, sub contract.NotificationSubmission, timeout time.Duration,
 	local bool) (contract.NotificationState, error) {
 	var res contract.RecordAndDeliverResult
 	err := startFirstAttempt(ctx, contract.RecordAndDeliverInput{Submission: sub, Attempt: 1}, timeout, local).Get(ctx, &res)
@@ -167,7 +167,7 @@ func (n *notification) recordInFirstAttempt(ctx workflow.Context, sub contract.N
 // carries none (its outcome was lost: a timeout, a cancel) the workflow
 // records the row, which the attempt may or may not have done, and the row
 // says what happened: Delivered when the lost attempt delivered.
-func (n *notification) afterFailedFirstAttempt(ctx workflow.Context, sub contract.NotificationSubmission, attemptErr error) (contract.NotificationState, error) {
+func (n *notificationRun) afterFailedFirstAttempt(ctx workflow.Context, sub contract.NotificationSubmission, attemptErr error) (contract.NotificationState, error) {
 	if recorded, ok := temporalcontract.RecordedBy(attemptErr); ok {
 		n.takeRecorded(recorded)
 	} else if err := n.record(ctx, sub); err != nil {
@@ -219,7 +219,7 @@ func rowUnrecorded(err error) bool {
 // cancellation) as Discarded: a cancel from the Web UI must not leave the
 // row Parked or Retrying with nothing left to act on it. Any other outcome
 // stands.
-func (n *notification) endCancelled(ctx workflow.Context, err error) (contract.NotificationState, error) {
+func (n *notificationRun) endCancelled(ctx workflow.Context, err error) (contract.NotificationState, error) {
 	if !temporal.IsCanceledError(err) {
 		return n.state, err
 	}
@@ -231,8 +231,8 @@ func (n *notification) endCancelled(ctx workflow.Context, err error) (contract.N
 	return n.state, err // the state the update left
 }
 
-// notification is the workflow's state: a mirror of the central row.
-type notification struct {
+// notificationRun is the workflow's state: a mirror of the central row.
+type notificationRun struct {
 	state  contract.NotificationState
 	policy contract.RetryPolicy
 	siteID string
@@ -246,7 +246,7 @@ type notification struct {
 
 // run delivers, then while the notification is parked waits for the
 // operator.
-func (n *notification) run(ctx workflow.Context) (contract.NotificationState, error) {
+func (n *notificationRun) run(ctx workflow.Context) (contract.NotificationState, error) {
 	delivered, err := n.deliver(ctx)
 	if err != nil || delivered {
 		return n.state, err
@@ -257,7 +257,7 @@ func (n *notification) run(ctx workflow.Context) (contract.NotificationState, er
 // parked waits for the operator's retry or discard of the parked
 // notification: a retry delivers again, and parks again if that fails; a
 // discard ends it.
-func (n *notification) parked(ctx workflow.Context) (contract.NotificationState, error) {
+func (n *notificationRun) parked(ctx workflow.Context) (contract.NotificationState, error) {
 	retryCh := workflow.GetSignalChannel(ctx, contract.SignalRetry)
 	discardCh := workflow.GetSignalChannel(ctx, contract.SignalDiscard)
 	for {
@@ -287,10 +287,10 @@ func (n *notification) parked(ctx workflow.Context) (contract.NotificationState,
 
 // finished reports a terminal state: the central row's, when an update
 // found it terminal (adoptTerminalRow).
-func (n *notification) finished() bool { return n.state.Status.Terminal() }
+func (n *notificationRun) finished() bool { return n.state.Status.Terminal() }
 
 // deliver attempts delivery until it succeeds (true) or the notification parks (false).
-func (n *notification) deliver(ctx workflow.Context) (bool, error) {
+func (n *notificationRun) deliver(ctx workflow.Context) (bool, error) {
 	for {
 		res, err := n.attempt(ctx)
 		if err == nil {
@@ -304,7 +304,7 @@ func (n *notification) deliver(ctx workflow.Context) (bool, error) {
 }
 
 // attempt makes one delivery attempt.
-func (n *notification) attempt(ctx workflow.Context) (contract.DeliverNotificationResult, error) {
+func (n *notificationRun) attempt(ctx workflow.Context) (contract.DeliverNotificationResult, error) {
 	n.attempts++
 	var res contract.DeliverNotificationResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, attemptOptions(n.policy.AttemptTimeout)),
@@ -330,7 +330,7 @@ func attemptOptions(timeout time.Duration) workflow.ActivityOptions {
 // permanent or the retries are used up, otherwise Retrying, and then waits
 // the interval (or the longer delay the receiver asked for). retry is
 // false when it parked or the row was found terminal.
-func (n *notification) failed(ctx workflow.Context, attemptErr error) (retry bool, err error) {
+func (n *notificationRun) failed(ctx workflow.Context, attemptErr error) (retry bool, err error) {
 	now := workflow.Now(ctx)
 	n.state.LastAttemptAt = &now
 	next := callstate.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(attemptErr))
@@ -351,7 +351,7 @@ func (n *notification) failed(ctx workflow.Context, attemptErr error) (retry boo
 // activity marked the row Delivered with its audit events, unless that
 // write failed after the email went out: then the workflow writes both,
 // through the store write that retries until the store answers.
-func (n *notification) delivered(ctx workflow.Context, res contract.DeliverNotificationResult) error {
+func (n *notificationRun) delivered(ctx workflow.Context, res contract.DeliverNotificationResult) error {
 	n.state.DeliveredAt, n.state.ResolvedTargets, n.state.LastAttemptAt = &res.DeliveredAt, res.ResolvedTargets, &res.DeliveredAt
 	if res.Unrecorded {
 		return n.update(ctx, contract.NotificationUpdate{Status: contract.StatusDelivered, RetryCount: n.state.RetryCount,
@@ -364,7 +364,7 @@ func (n *notification) delivered(ctx workflow.Context, res contract.DeliverNotif
 // update writes a status change (upd's Status, RetryCount, LastError,
 // NextAttemptAt and audit fields) to the central row, then to the
 // workflow's state and search attribute.
-func (n *notification) update(ctx workflow.Context, upd contract.NotificationUpdate) error {
+func (n *notificationRun) update(ctx workflow.Context, upd contract.NotificationUpdate) error {
 	upd.NotificationID, upd.LastAttemptAt = n.state.NotificationID, n.state.LastAttemptAt
 	upd.SiteID, upd.At = n.siteID, workflow.Now(ctx)
 	err := storeWrite(ctx, notificationActs.UpdateNotification, upd, nil)
@@ -383,7 +383,7 @@ func (n *notification) update(ctx workflow.Context, upd contract.NotificationUpd
 // happens when an attempt delivered the email and marked the row Delivered
 // but its completion was lost (the worker or Temporal died after the
 // send): the workflow saw a timeout and tried to record Retrying.
-func (n *notification) adoptTerminalRow(ctx workflow.Context, row contract.NotificationState, wanted contract.Status) error {
+func (n *notificationRun) adoptTerminalRow(ctx workflow.Context, row contract.NotificationState, wanted contract.Status) error {
 	workflow.GetLogger(ctx).Info("central row already terminal; taking its state",
 		"notification", n.state.NotificationID, "row", row.Status, "wanted", wanted)
 	action := n.state.LastOperatorAction
@@ -405,7 +405,7 @@ func terminalRow(err error) (contract.NotificationState, bool) {
 	return row, true
 }
 
-func (n *notification) setStatusAttr(ctx workflow.Context) error {
+func (n *notificationRun) setStatusAttr(ctx workflow.Context) error {
 	setDetails(ctx, n.state.Status, n.state.RetryCount, n.state.LastError)
 	return setStatusAttr(ctx, n.state.Status, n.generation(ctx))
 }

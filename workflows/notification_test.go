@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -104,7 +104,7 @@ func newNotificationEnv(ts *testsuite.WorkflowTestSuite, timeout time.Duration, 
 	run, runStarted := workflows.NotificationWorkflow{AttemptTimeout: timeout}.AsGeneration(generation)
 	env.RegisterWorkflowWithOptions(run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterWorkflowWithOptions(runStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
-	env.RegisterActivity(&activities.NotificationActivities{})
+	env.RegisterActivity(&notification.Activities{})
 	if generation < 2 { // after registering: the environment refuses a workflow registered after a mock
 		env.OnGetVersion(mock.Anything, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	}

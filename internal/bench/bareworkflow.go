@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // bareTaskQueue is the bare baseline's own task queue.
@@ -43,11 +43,11 @@ func BareLocalWorkflow(ctx workflow.Context, in BareInput) error {
 // BareActivities sends the bare baseline's email with the central worker's
 // mailer, to the same recipients.
 type BareActivities struct {
-	Mailer *mailer.Mailer
+	Mailer *notification.Mailer
 	To     []string
 }
 
 // SendEmail sends one email.
 func (a *BareActivities) SendEmail(ctx context.Context, in BareInput) error {
-	return a.Mailer.Send(ctx, mailer.Email{ID: in.ID, To: a.To, Subject: in.Subject, Body: in.Body})
+	return a.Mailer.Send(ctx, notification.Email{ID: in.ID, To: a.To, Subject: in.Subject, Body: in.Body})
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
-	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/workers"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -308,7 +308,7 @@ func (e *endToEnd) startBare(cfg config.Central) error {
 	if err != nil {
 		return err
 	}
-	w.RegisterActivity(&BareActivities{Mailer: mailer.New(mail), To: cfg.Lists[benchList]})
+	w.RegisterActivity(&BareActivities{Mailer: notification.NewMailer(mail), To: cfg.Lists[benchList]})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start bare worker: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 var channelsLsCommand = command{
@@ -105,13 +105,13 @@ Example:
 	},
 }
 
-// putChannel writes changed (see delivery.SaveChannel) and prints what it did.
+// putChannel writes changed (see notification.SaveChannel) and prints what it did.
 func (d *definitions) putChannel(ctx context.Context, old, changed centralstore.Channel, existed bool) error {
-	diff, err := delivery.SaveChannel(ctx, d.store, old, changed, existed, d.operator)
+	diff, err := notification.SaveChannel(ctx, d.store, old, changed, existed, d.operator)
 	if err := d.report(err, "Channel", changed.Name, diff); err != nil {
 		return err
 	}
-	if note := delivery.WebhookSecretNote(changed); note != "" {
+	if note := notification.WebhookSecretNote(changed); note != "" {
 		fmt.Fprintln(d.env.Stdout, note)
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // The list and channel commands read and write the central store directly,
@@ -259,16 +259,16 @@ func (d *definitions) editTargets(ctx context.Context, edit func(l centralstore.
 	return d.putList(ctx, l, changed, true)
 }
 
-// putList writes changed (see delivery.SaveList) and prints what it did.
+// putList writes changed (see notification.SaveList) and prints what it did.
 func (d *definitions) putList(ctx context.Context, old, changed centralstore.List, existed bool) error {
-	diff, err := delivery.SaveList(ctx, d.store, old, changed, existed, d.operator)
+	diff, err := notification.SaveList(ctx, d.store, old, changed, existed, d.operator)
 	return d.report(err, "List", changed.Name, diff)
 }
 
 // report prints what a save did, or makes a refused definition a usage error.
 func (d *definitions) report(err error, what, name, diff string) error {
 	switch {
-	case errors.Is(err, delivery.ErrInvalid):
+	case errors.Is(err, notification.ErrInvalid):
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	case err != nil:
 		return err

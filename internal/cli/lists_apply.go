@@ -15,7 +15,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 var listsApplyCommand = command{
@@ -147,7 +147,7 @@ func (p *applyPlan) print(env Env) {
 // applying it changes.
 func (d *definitions) plan(ctx context.Context, file definitionsFile) (*applyPlan, error) {
 	p := &applyPlan{}
-	channels, err := delivery.ChannelsByName(ctx, d.store)
+	channels, err := notification.ChannelsByName(ctx, d.store)
 	if err != nil {
 		return nil, err
 	}
@@ -170,11 +170,11 @@ func (d *definitions) planChannel(ctx context.Context, p *applyPlan, channels ma
 		return fmt.Errorf("channel %q: settings: %w", name, err)
 	}
 	old, existed := channels[name]
-	change, err := delivery.PlanChannel(old, centralstore.Channel{Name: name, Type: fc.Type, Settings: settings, Description: fc.Description}, existed)
+	change, err := notification.PlanChannel(old, centralstore.Channel{Name: name, Type: fc.Type, Settings: settings, Description: fc.Description}, existed)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if note := delivery.WebhookSecretNote(change.Channel); note != "" {
+	if note := notification.WebhookSecretNote(change.Channel); note != "" {
 		p.lines = append(p.lines, note)
 	}
 	channels[name] = change.Channel // lists later in the file may use it
@@ -197,7 +197,7 @@ func (d *definitions) planList(ctx context.Context, p *applyPlan, channels map[s
 	if err != nil && !errors.Is(err, centralstore.ErrNotFound) {
 		return err
 	}
-	change, err := delivery.PlanList(old, centralstore.List{Name: name, Type: fl.Type, Targets: fl.Targets, Channel: fl.Channel,
+	change, err := notification.PlanList(old, centralstore.List{Name: name, Type: fl.Type, Targets: fl.Targets, Channel: fl.Channel,
 		TypeData: typeData, Description: fl.Description}, existed, channels)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)

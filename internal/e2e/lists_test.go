@@ -17,7 +17,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/internal/delivery"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // A list changed while its notification is Retrying (SMTP down) takes
@@ -125,7 +125,7 @@ func TestTeamsAndWebhookLists(t *testing.T) {
 	// The card's fields are checked in internal/delivery; here, that it is one.
 	require.Contains(t, string(posts[1].body), `"contentType":"application/vnd.microsoft.card.adaptive"`)
 	require.Contains(t, string(posts[1].body), "Pump 3 tripped")
-	require.Equal(t, teams, posts[1].header.Get(delivery.HeaderNotificationID))
+	require.Equal(t, teams, posts[1].header.Get(notification.HeaderNotificationID))
 
 	got := hook.received()
 	require.Len(t, got, 1)
@@ -135,7 +135,7 @@ func TestTeamsAndWebhookLists(t *testing.T) {
 	require.Equal(t, hooked, got[0].header.Get(standardwebhooks.HeaderWebhookID))
 	tampered := append(slices.Clone(got[0].body[:len(got[0].body)-1]), ' ', '}')
 	require.ErrorIs(t, verifier.Verify(tampered, got[0].header), standardwebhooks.ErrNoMatchingSignature)
-	var payload delivery.WebhookPayload
+	var payload notification.WebhookPayload
 	require.NoError(t, json.Unmarshal(got[0].body, &payload))
 	require.Equal(t, hooked, payload.NotificationID)
 	require.Equal(t, "plant-1", payload.SourceSite)

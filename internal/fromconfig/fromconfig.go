@@ -14,10 +14,10 @@ import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/outbox"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/tracing"
+	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -89,20 +89,20 @@ func CentralStore(s config.CentralStore) (workers.StoreOptions, error) {
 
 // smtpTLSModes translates central.smtp.tls into the mailer's modes.
 var smtpTLSModes = map[string]string{
-	config.SMTPTLSNone:          mailer.TLSNone,
-	config.SMTPTLSOpportunistic: mailer.TLSOpportunistic,
-	config.SMTPTLSStartTLS:      mailer.TLSStartTLS,
-	config.SMTPTLSImplicit:      mailer.TLSImplicit,
+	config.SMTPTLSNone:          notification.TLSNone,
+	config.SMTPTLSOpportunistic: notification.TLSOpportunistic,
+	config.SMTPTLSStartTLS:      notification.TLSStartTLS,
+	config.SMTPTLSImplicit:      notification.TLSImplicit,
 }
 
 // Mailer is the mailer of central.smtp, its password read from the
 // variable central.smtp.password_env names.
-func Mailer(s config.SMTP) (mailer.Config, error) {
+func Mailer(s config.SMTP) (notification.MailerConfig, error) {
 	tls, ok := smtpTLSModes[s.TLS]
 	if !ok {
-		return mailer.Config{}, fmt.Errorf("central.smtp.tls %q: want none, opportunistic, starttls or tls", s.TLS)
+		return notification.MailerConfig{}, fmt.Errorf("central.smtp.tls %q: want none, opportunistic, starttls or tls", s.TLS)
 	}
-	return mailer.Config{
+	return notification.MailerConfig{
 		Host: s.Host, Port: s.Port, Username: s.Username, Password: os.Getenv(s.PasswordEnv),
 		From: s.From, TLS: tls, Timeout: s.Timeout, FinalReplyTimeout: s.FinalReplyTimeout,
 	}, nil

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/config"
-	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/pgserver"
 	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -62,7 +62,7 @@ func TestCentralCarriesEveryField(t *testing.T) {
 	testutil.RequireCarried(t, c, opts,
 		c.SMTP.TLS, c.Store.DSN, "10.0.0.1", // parsed: checked below
 		c.SMTP.PasswordEnv, c.Store.PasswordEnv, c.PageAuth.SessionKeyEnv) // names of secrets: their values are carried
-	require.Equal(t, mailer.TLSImplicit, opts.Mailer.TLS)
+	require.Equal(t, notification.TLSImplicit, opts.Mailer.TLS)
 	require.Equal(t, "smtp-password", opts.Mailer.Password)
 	require.Equal(t, "sqlserver://outpost:db-password@db:1433", opts.Store.DSN)
 	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}, opts.PageAuth.TrustedProxies)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // listsData is what the lists page renders.
@@ -53,7 +53,7 @@ func (h *handler) setList(w http.ResponseWriter, r *http.Request, who identity) 
 		http.Error(w, "central store: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	diff, err := delivery.SaveList(r.Context(), h.store, old, changed, existed, who.Name)
+	diff, err := notification.SaveList(r.Context(), h.store, old, changed, existed, who.Name)
 	h.backToLists(w, r, listFlash(changed.Name, diff, err))
 }
 

@@ -48,7 +48,7 @@ type APIOptions struct {
 	// site.api_tokens); none: no token is asked for.
 	Tokens map[string]string
 	// RedactFields are call params GET /v1/operations/{id} never shows
-	// beside site.DefaultRedactFields (site.redact_fields).
+	// beside redact.DefaultFields (site.redact_fields).
 	RedactFields []string
 	// Traces, when set, receives a span per request that continues the
 	// caller's traceparent header, and each buffered notification keeps

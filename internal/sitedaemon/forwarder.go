@@ -22,9 +22,9 @@ import (
 
 	activityheartbeat "github.com/outpost-dev/outpost/activities/heartbeat"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/redact"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
-	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
@@ -40,7 +40,7 @@ type ForwarderOptions struct {
 	PollInterval time.Duration
 	// CallTimeout bounds one hand-off call to Temporal. Default 5s.
 	CallTimeout time.Duration
-	// RedactFields are call params hidden, beside site.DefaultRedactFields, in
+	// RedactFields are call params hidden, beside redact.DefaultFields, in
 	// the request view a call's hand-off carries for operators.
 	RedactFields []string
 	// HideSubject leaves a notification's subject out of its workflow
@@ -554,7 +554,7 @@ func (f *Forwarder) callSubmission(ctx context.Context, m sitestore.Message) (co
 	return contract.CachedCallSubmission{
 		OperationID: row.OperationID, Kind: row.Kind, Target: row.Target, SiteID: row.SourceSiteID,
 		Policy: policy, LastAttemptAt: row.LastAttemptAt, NextAttemptAt: row.NextAttemptAt,
-		LastError: row.LastError, CreatedAt: row.CreatedAt, Request: site.RequestView(req, f.opts.RedactFields),
+		LastError: row.LastError, CreatedAt: row.CreatedAt, Request: redact.RequestView(req, f.opts.RedactFields),
 		RetryCount: row.RetryCount, Status: row.Status,
 	}, nil
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // Message is one received email.
@@ -32,7 +32,7 @@ type Message struct {
 	To             []string `json:"to"`
 	Subject        string   `json:"subject"`
 	NotificationID string   `json:"notificationId"`
-	// Worker is the central worker that sent it (mailer.HeaderWorker).
+	// Worker is the central worker that sent it (notification.HeaderWorker).
 	Worker     string    `json:"worker,omitempty"`
 	Body       string    `json:"body"`
 	ReceivedAt time.Time `json:"receivedAt"`
@@ -350,7 +350,7 @@ func (ss *session) Data(r io.Reader) error {
 	}
 	return ss.sink.receive(Message{
 		From: ss.from, To: ss.to, Subject: subject, Body: string(body),
-		NotificationID: msg.Header.Get(mailer.HeaderNotificationID), Worker: msg.Header.Get(mailer.HeaderWorker),
+		NotificationID: msg.Header.Get(notification.HeaderNotificationID), Worker: msg.Header.Get(notification.HeaderWorker),
 		ReceivedAt: time.Now().UTC(), Raw: raw,
 	}, ss.opened)
 }

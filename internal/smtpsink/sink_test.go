@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outpost-dev/outpost/internal/mailer"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // send mails raw over SMTP to the sink.
@@ -44,9 +44,9 @@ func TestPageIsHTMLForABrowserAndJSONOtherwise(t *testing.T) {
 	require.NoError(t, err)
 	defer sink.Close()
 	first := "From: outpost@example.com\nTo: ops@example.com\nSubject: Pump 3 tripped\n" +
-		mailer.HeaderNotificationID + ": n-first\n\nPressure low\n"
+		notification.HeaderNotificationID + ": n-first\n\nPressure low\n"
 	second := "From: outpost@example.com\nTo: shift@example.com\nSubject: <script>alert(1)</script> & more\n" +
-		mailer.HeaderNotificationID + ": n-second\n\nBody with <b>markup</b>\n"
+		notification.HeaderNotificationID + ": n-second\n\nBody with <b>markup</b>\n"
 	send(t, sink, "outpost@example.com", "ops@example.com", first)
 	send(t, sink, "outpost@example.com", "shift@example.com", second)
 	page := httptest.NewServer(sink)

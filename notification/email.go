@@ -1,7 +1,4 @@
-// Package mailer sends one notification email over SMTP with go-mail and
-// says whether a failure is worth retrying. A Mailer is the delivery
-// adapter of Email lists.
-package mailer
+package notification
 
 import (
 	"context"
@@ -14,12 +11,9 @@ import (
 	"time"
 
 	"github.com/wneessen/go-mail"
-
-	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
 )
 
-// TLS modes of Config.TLS.
+// TLS modes of MailerConfig.TLS.
 const (
 	TLSNone          = "none"          // plain SMTP (a local relay or the dev sink)
 	TLSOpportunistic = "opportunistic" // STARTTLS when offered
@@ -27,8 +21,8 @@ const (
 	TLSImplicit      = "tls"           // TLS from the first byte (port 465)
 )
 
-// Config is how to reach the SMTP server.
-type Config struct {
+// MailerConfig is how to reach the SMTP server.
+type MailerConfig struct {
 	Host     string
 	Port     int
 	Username string // empty: no authentication
@@ -45,15 +39,17 @@ type Config struct {
 	FinalReplyTimeout time.Duration
 }
 
-// Mailer sends notifications.
+// Mailer sends one notification email over SMTP with go-mail and says
+// whether a failure is worth retrying: it is the delivery adapter of Email
+// lists.
 type Mailer struct {
-	cfg Config
+	cfg MailerConfig
 	// worker names the sending central worker (WithWorker); "" for none.
 	worker string
 }
 
-// New returns a Mailer for cfg.
-func New(cfg Config) *Mailer { return &Mailer{cfg: cfg} }
+// NewMailer returns a Mailer for cfg.
+func NewMailer(cfg MailerConfig) *Mailer { return &Mailer{cfg: cfg} }
 
 // WithWorker is m naming in HeaderWorker the central worker that sends
 // (its Temporal worker identity): who sent each copy of an email is then
@@ -74,31 +70,27 @@ type Email struct {
 	Body    string
 }
 
-// HeaderNotificationID carries the notification id on every email.
-const HeaderNotificationID = "X-Outpost-Notification-Id"
-
 // HeaderWorker names the central worker that sent the email, as Temporal's
 // history names it in the attempt's ActivityTaskStarted event: with two
 // copies of one notification in a mailbox, it tells which worker sent each.
 const HeaderWorker = "X-Outpost-Worker"
 
-// Deliver sends d's notification to its targets, through the list's smtp
-// channel when it names one, else through m's server.
-func (m *Mailer) Deliver(ctx context.Context, d delivery.Delivery) error {
+// Deliver sends msg to its targets, through the list's smtp channel when
+// it names one, else through m's server.
+func (m *Mailer) Deliver(ctx context.Context, msg Message) error {
 	through := m
-	if d.Channel != nil {
+	if msg.Channel != nil {
 		var err error
-		if through, err = m.forChannel(*d.Channel); err != nil {
+		if through, err = m.forChannel(*msg.Channel); err != nil {
 			return err
 		}
 	}
-	n := d.Notification
-	return through.Send(ctx, Email{ID: n.NotificationID, To: d.Targets, Subject: n.Subject, Body: n.Body})
+	return through.Send(ctx, Email{ID: msg.ID, To: msg.Targets, Subject: msg.Subject, Body: msg.Body})
 }
 
 // forChannel is a Mailer for an smtp channel's server, with m's timeouts.
-func (m *Mailer) forChannel(c centralstore.Channel) (*Mailer, error) {
-	var s delivery.SMTPSettings
+func (m *Mailer) forChannel(c Channel) (*Mailer, error) {
+	var s SMTPSettings
 	if err := json.Unmarshal([]byte(c.Settings), &s); err != nil {
 		return nil, &SendError{Permanent: true, Err: fmt.Errorf("channel %q: settings: %w", c.Name, err)}
 	}
@@ -108,7 +100,7 @@ func (m *Mailer) forChannel(c centralstore.Channel) (*Mailer, error) {
 	if s.PasswordEnv != "" {
 		cfg.Password = os.Getenv(s.PasswordEnv)
 	}
-	return New(cfg), nil
+	return NewMailer(cfg), nil
 }
 
 // Send delivers e. A *SendError says whether the failure is permanent, and
@@ -120,7 +112,7 @@ func (m *Mailer) Send(ctx context.Context, e Email) error {
 	}
 	conn, err := client.DialToSMTPClientWithContext(ctx)
 	if err != nil {
-		return classify(err)
+		return classifySMTP(err)
 	}
 	defer client.CloseWithSMTPClient(conn) //nolint:errcheck // the message's fate is already known
 	// go-mail heeds ctx only while dialling. An attempt whose context ends
@@ -136,7 +128,7 @@ func (m *Mailer) Send(ctx context.Context, e Email) error {
 		return err
 	}
 	if err := client.SendWithSMTPClient(conn, msg); err != nil {
-		return stopped(ctx, classify(err))
+		return stopped(ctx, classifySMTP(err))
 	}
 	return nil
 }
@@ -227,9 +219,9 @@ func (e *SendError) Error() string {
 
 func (e *SendError) Unwrap() error { return e.Err }
 
-// classify turns go-mail's error into a SendError by the SMTP reply code
+// classifySMTP turns go-mail's error into a SendError by the SMTP reply code
 // and the step that failed.
-func classify(err error) *SendError {
+func classifySMTP(err error) *SendError {
 	code := 0
 	var sendErr *mail.SendError
 	var protoErr *textproto.Error

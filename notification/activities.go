@@ -1,11 +1,17 @@
-// Package activities holds the I/O behind Outpost's workflows. Permanent
-// failures are classified here, once, as non-retryable application errors.
-package activities
+// Package notification is a notification's delivery at central: the
+// activities its workflow (workflows.NotificationWorkflow) runs, which
+// record the central row and pick, by the list's type, the adapter that
+// delivers (Email over SMTP, Teams, Webhook); the adapters; and the rules a
+// list or channel definition follows. An adapter's failure says whether it
+// is permanent; the activity turns it into Temporal's retryable or
+// non-retryable error at its boundary (classifyDeliveryError).
+package notification
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -15,18 +21,16 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
-	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
-// NotificationActivities delivers notifications and keeps the central
-// notifications table.
-type NotificationActivities struct {
+// Activities delivers notifications and keeps the central notifications
+// table. Workers register it; activity names are its method names.
+type Activities struct {
 	Store *centralstore.Store
 	// Adapters deliver each notification type; the list named by a
 	// notification, read from Store at every attempt, picks one.
-	Adapters delivery.Adapters
+	Adapters Adapters
 	// Link is a notification's address in the Temporal Web UI, for Teams
 	// cards and webhook payloads; none when nil.
 	Link func(notificationID string) string
@@ -36,19 +40,67 @@ type NotificationActivities struct {
 	Now func() time.Time
 }
 
-func (a *NotificationActivities) now() time.Time { return utcNow(a.Now) }
-
-// utcNow reads the injected clock, time.Now when nil, in UTC.
-func utcNow(clock func() time.Time) time.Time {
-	if clock == nil {
+// now reads the injected clock, time.Now when nil, in UTC.
+func (a *Activities) now() time.Time {
+	if a.Now == nil {
 		return time.Now().UTC()
 	}
-	return clock().UTC()
+	return a.Now().UTC()
+}
+
+// Message is one attempt to deliver a notification, as the adapters take
+// it: the notification, its list's targets resolved for this attempt, and
+// the list's channel.
+type Message struct {
+	ID             string // the notification id
+	Subject        string
+	Body           string
+	SourceSite     string
+	SourceInstance string
+	SourceScript   string
+	SiteEnqueuedAt time.Time
+	// List names the notification's list; ListData is its type data
+	// (TeamsData, WebhookData) as JSON, "" for none.
+	List     string
+	ListData string
+	// Targets are the list's targets with every env: target read from the
+	// environment.
+	Targets []string
+	// Channel is the list's delivery channel; nil when it names none.
+	Channel *Channel
+	// Link opens the notification in the Temporal Web UI ("" when unknown).
+	Link string
+}
+
+// Channel is a list's delivery channel as an adapter reads it.
+type Channel struct {
+	Name string
+	// Settings are its SMTPSettings or WebhookSettings as JSON.
+	Settings string
+}
+
+// Adapter delivers notifications of one type.
+type Adapter interface {
+	Deliver(ctx context.Context, m Message) error
+}
+
+// Adapters maps a notification type to its adapter.
+type Adapters map[string]Adapter
+
+// For is the adapter of list, of type listType; a type this worker cannot
+// deliver is a permanent *Error.
+func (a Adapters) For(listType, list string) (Adapter, error) {
+	adapter, ok := a[listType]
+	if !ok {
+		return nil, &Error{Permanent: true, Err: fmt.Errorf("list %q has type %q, which this central worker cannot deliver (it knows %s)",
+			list, listType, strings.Join(contract.NotificationTypes(), ", "))}
+	}
+	return adapter, nil
 }
 
 // RecordNotification inserts the central row unless it exists, and returns
 // the stored row with the retry policy in force.
-func (a *NotificationActivities) RecordNotification(ctx context.Context, sub contract.NotificationSubmission) (contract.RecordNotificationResult, error) {
+func (a *Activities) RecordNotification(ctx context.Context, sub contract.NotificationSubmission) (contract.RecordNotificationResult, error) {
 	list, err := a.findList(ctx, sub.ListName)
 	if err != nil {
 		return contract.RecordNotificationResult{}, err
@@ -62,14 +114,14 @@ func (a *NotificationActivities) RecordNotification(ctx context.Context, sub con
 
 // recorded is what the workflow takes from a recorded row: its state and
 // the policy in force.
-func (a *NotificationActivities) recorded(row centralstore.Notification) contract.RecordNotificationResult {
+func (a *Activities) recorded(row centralstore.Notification) contract.RecordNotificationResult {
 	return contract.RecordNotificationResult{State: StateOf(row), Policy: a.Policy}
 }
 
 // record inserts the central row of sub unless it exists, with its Enqueued
 // event, and returns the stored row. The row takes the type of list, its
 // notification list (nil: not there, yet; see listType).
-func (a *NotificationActivities) record(ctx context.Context, sub contract.NotificationSubmission, list *centralstore.List) (centralstore.Notification, error) {
+func (a *Activities) record(ctx context.Context, sub contract.NotificationSubmission, list *centralstore.List) (centralstore.Notification, error) {
 	typ, typeData := listType(list)
 	n := centralstore.Notification{
 		NotificationID:   sub.NotificationID,
@@ -101,7 +153,7 @@ func listType(list *centralstore.List) (string, string) {
 
 // findList reads the notification list named name as it is now; nil when
 // there is none.
-func (a *NotificationActivities) findList(ctx context.Context, name string) (*centralstore.List, error) {
+func (a *Activities) findList(ctx context.Context, name string) (*centralstore.List, error) {
 	list, err := a.Store.GetList(ctx, name)
 	if errors.Is(err, centralstore.ErrNotFound) {
 		return nil, nil
@@ -121,7 +173,7 @@ func (a *NotificationActivities) findList(ctx context.Context, name string) (*ce
 // after RecordNotification. A failure to record fails RowUnrecorded,
 // nothing attempted; a failed attempt carries the recorded row in its
 // details.
-func (a *NotificationActivities) RecordAndDeliverNotification(ctx context.Context, in contract.RecordAndDeliverInput) (contract.RecordAndDeliverResult, error) {
+func (a *Activities) RecordAndDeliverNotification(ctx context.Context, in contract.RecordAndDeliverInput) (contract.RecordAndDeliverResult, error) {
 	defer heartbeat.While(ctx)()
 	// One read of the list serves the row's type and the attempt.
 	list, err := a.findList(ctx, in.Submission.ListName)
@@ -150,7 +202,7 @@ func (a *NotificationActivities) RecordAndDeliverNotification(ctx context.Contex
 // DeliverNotification makes one delivery attempt and records a success. It
 // heartbeats while it works: a worker that dies mid-attempt is seen gone
 // within heartbeat.Timeout.
-func (a *NotificationActivities) DeliverNotification(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+func (a *Activities) DeliverNotification(ctx context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
 	defer heartbeat.While(ctx)()
 	row, err := a.Store.GetNotification(ctx, in.NotificationID)
 	if err != nil {
@@ -171,20 +223,20 @@ func (a *NotificationActivities) DeliverNotification(ctx context.Context, in con
 // deliver makes attempt in of row to list, its notification list as read
 // for this attempt (nil: there is none), and marks the row Delivered on
 // success.
-func (a *NotificationActivities) deliver(ctx context.Context, row centralstore.Notification, list *centralstore.List, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
-	d, err := a.resolve(ctx, row, list)
+func (a *Activities) deliver(ctx context.Context, row centralstore.Notification, list *centralstore.List, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+	msg, err := a.resolve(ctx, row, list)
 	if err != nil {
 		return contract.DeliverNotificationResult{}, err
 	}
-	adapter, err := a.Adapters.For(d.List)
+	adapter, err := a.Adapters.For(list.Type, list.Name)
 	if err == nil {
-		err = adapter.Deliver(ctx, d)
+		err = adapter.Deliver(ctx, msg)
 	}
 	if err != nil {
-		return contract.DeliverNotificationResult{}, classifyDeliveryError(row.NotificationID, d.List.Name, err)
+		return contract.DeliverNotificationResult{}, classifyDeliveryError(row.NotificationID, list.Name, err)
 	}
 	// The list's targets as written: an env: target's value may be a secret.
-	recipients := d.List.Targets
+	recipients := list.Targets
 	at := a.now()
 	res := contract.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
 	events := audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, row.SourceNode, in.Attempt, in.RetryCount, at, recipients)
@@ -203,7 +255,7 @@ func (a *NotificationActivities) deliver(ctx context.Context, row centralstore.N
 
 // UpdateNotification writes a status change decided by the workflow, then
 // audits the attempt or operator action it records.
-func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd contract.NotificationUpdate) error {
+func (a *Activities) UpdateNotification(ctx context.Context, upd contract.NotificationUpdate) error {
 	if upd.At.IsZero() {
 		upd.At = a.now()
 	}
@@ -217,7 +269,7 @@ func (a *NotificationActivities) UpdateNotification(ctx context.Context, upd con
 // otherwise a non-retryable TerminalRow failure whose details are the row's
 // state, which the workflow adopts: an attempt that delivered the email and
 // marked the row, but whose completion was lost, ends Delivered.
-func (a *NotificationActivities) applyUpdate(ctx context.Context, upd contract.NotificationUpdate, events []centralstore.AuditEvent) error {
+func (a *Activities) applyUpdate(ctx context.Context, upd contract.NotificationUpdate, events []centralstore.AuditEvent) error {
 	err := a.writeUpdate(ctx, upd, events)
 	if !errors.Is(err, centralstore.ErrTerminal) {
 		return err
@@ -234,7 +286,7 @@ func (a *NotificationActivities) applyUpdate(ctx context.Context, upd contract.N
 
 // writeUpdate is the store write of upd with its events: a Delivered row
 // also gets its delivery time and recipients.
-func (a *NotificationActivities) writeUpdate(ctx context.Context, upd contract.NotificationUpdate, events []centralstore.AuditEvent) error {
+func (a *Activities) writeUpdate(ctx context.Context, upd contract.NotificationUpdate, events []centralstore.AuditEvent) error {
 	if upd.Status == contract.StatusDelivered {
 		return a.Store.MarkNotificationDelivered(ctx, upd.NotificationID, upd.DeliveredAt, upd.ResolvedTargets, events...)
 	}
@@ -245,35 +297,45 @@ func (a *NotificationActivities) writeUpdate(ctx context.Context, upd contract.N
 // and its channel as they are at this attempt: a change to the list takes
 // effect on the next attempt. What only an operator can fix fails
 // non-retryable.
-func (a *NotificationActivities) resolve(ctx context.Context, n centralstore.Notification, list *centralstore.List) (delivery.Delivery, error) {
+func (a *Activities) resolve(ctx context.Context, n centralstore.Notification, list *centralstore.List) (Message, error) {
 	if list == nil {
-		return delivery.Delivery{}, temporal.NewNonRetryableApplicationError(
+		return Message{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notification list %q does not exist at central: create it (outpost lists set), then retry", n.ListName),
 			contract.ErrTypeUnknownList, nil)
 	}
 	if len(list.Targets) == 0 {
-		return delivery.Delivery{}, temporal.NewNonRetryableApplicationError(
+		return Message{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notification list %q has no targets", list.Name), contract.ErrTypeNoRecipients, nil)
 	}
-	d := delivery.Delivery{Notification: n, List: *list}
+	msg := message(n, list.TypeData)
 	var err error
-	if d.Targets, err = delivery.ResolveTargets(list.Targets); err != nil {
-		return delivery.Delivery{}, misconfigured(list.Name, err)
+	if msg.Targets, err = ResolveTargets(list.Targets); err != nil {
+		return Message{}, misconfigured(list.Name, err)
 	}
 	if list.Channel != "" {
 		c, err := a.Store.GetChannel(ctx, list.Channel)
 		if errors.Is(err, centralstore.ErrNotFound) {
-			return delivery.Delivery{}, misconfigured(list.Name, fmt.Errorf("its channel %q does not exist", list.Channel))
+			return Message{}, misconfigured(list.Name, fmt.Errorf("its channel %q does not exist", list.Channel))
 		}
 		if err != nil {
-			return delivery.Delivery{}, err
+			return Message{}, err
 		}
-		d.Channel = &c
+		msg.Channel = &Channel{Name: c.Name, Settings: c.Settings}
 	}
 	if a.Link != nil {
-		d.Link = a.Link(n.NotificationID)
+		msg.Link = a.Link(n.NotificationID)
 	}
-	return d, nil
+	return msg, nil
+}
+
+// message is what the adapters deliver of n, a notification to a list with
+// listData as its type data.
+func message(n centralstore.Notification, listData string) Message {
+	return Message{
+		ID: n.NotificationID, Subject: n.Subject, Body: n.Body,
+		SourceSite: n.SourceSiteID, SourceInstance: n.SourceInstanceID, SourceScript: n.SourceScript,
+		SiteEnqueuedAt: n.SiteEnqueuedAt, List: n.ListName, ListData: listData,
+	}
 }
 
 func misconfigured(list string, err error) error {
@@ -284,11 +346,11 @@ func misconfigured(list string, err error) error {
 // the activity's: non-retryable when permanent or uncertain, and carrying
 // the receiver's Retry-After, which the workflow waits at least.
 func classifyDeliveryError(id, list string, err error) error {
-	var sendErr *mailer.SendError
+	var sendErr *SendError
 	if errors.As(err, &sendErr) {
 		return classifySendError(id, sendErr)
 	}
-	var delErr *delivery.Error
+	var delErr *Error
 	if errors.As(err, &delErr) && delErr.Misconfigured {
 		return misconfigured(list, err)
 	}
@@ -302,7 +364,7 @@ func classifyDeliveryError(id, list string, err error) error {
 	return err
 }
 
-func classifySendError(id string, sendErr *mailer.SendError) error {
+func classifySendError(id string, sendErr *SendError) error {
 	if sendErr.Uncertain {
 		return temporal.NewNonRetryableApplicationError("delivery uncertain: the SMTP server received the whole message "+
 			"but did not confirm it within central.smtp.final_reply_timeout, so it may have been delivered; "+
@@ -317,7 +379,7 @@ func classifySendError(id string, sendErr *mailer.SendError) error {
 
 // LookupNotification reads a notification's central row as its status; an
 // id central has no row for fails non-retryable, ErrTypeNotFound.
-func (a *NotificationActivities) LookupNotification(ctx context.Context, id string) (contract.NotificationState, error) {
+func (a *Activities) LookupNotification(ctx context.Context, id string) (contract.NotificationState, error) {
 	row, err := a.Store.GetNotification(ctx, id)
 	if errors.Is(err, centralstore.ErrNotFound) {
 		return contract.NotificationState{}, temporal.NewNonRetryableApplicationError(

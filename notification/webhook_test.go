@@ -1,4 +1,4 @@
-package delivery_test
+package notification_test
 
 import (
 	"bytes"
@@ -19,9 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
+	"github.com/outpost-dev/outpost/notification"
 )
 
 // testSecret is a Standard Webhooks secret: whsec_ and 32 random bytes.
@@ -44,10 +42,10 @@ var standardVectors = []struct {
 func TestSignStandardMatchesThePublishedVectors(t *testing.T) {
 	t.Parallel()
 	for _, v := range standardVectors {
-		secret, err := delivery.ParseWebhookSecret(v.secret)
+		secret, err := notification.ParseWebhookSecret(v.secret)
 		require.NoError(t, err)
 		require.False(t, secret.Plain)
-		require.Equal(t, v.want, delivery.SignStandard(secret.Key, v.msgID, time.Unix(v.timestamp, 0), []byte(v.payload)), v.msgID)
+		require.Equal(t, v.want, notification.SignStandard(secret.Key, v.msgID, time.Unix(v.timestamp, 0), []byte(v.payload)), v.msgID)
 	}
 }
 
@@ -58,7 +56,7 @@ func TestParseWebhookSecret(t *testing.T) {
 		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", // 24 bytes, the least the specification allows
 		"whsec_yiR7kz24adVXUEsF+hg1WJx6ECBqNRVXM2OoV1d/dEHdjHHQbKYlM4Cm0zB0BC2Ar/j7CC7Jl2hruYw5sQ1LRQ==", // 64, the most
 	} {
-		s, err := delivery.ParseWebhookSecret(ok)
+		s, err := notification.ParseWebhookSecret(ok)
 		require.NoError(t, err, ok)
 		require.False(t, s.Plain)
 		require.GreaterOrEqual(t, len(s.Key), 24)
@@ -69,11 +67,11 @@ func TestParseWebhookSecret(t *testing.T) {
 		"whsec_+cobxsohXilkRBLU6wBP6g==":   "16 bytes",
 		"whsec_" + strings.Repeat("A", 88): "66 bytes",
 	} {
-		_, err := delivery.ParseWebhookSecret(bad)
+		_, err := notification.ParseWebhookSecret(bad)
 		require.ErrorContains(t, err, want, bad)
 		require.ErrorContains(t, err, "openssl rand -base64 32", bad)
 	}
-	plain, err := delivery.ParseWebhookSecret("s3cret-shared-with-the-receiver")
+	plain, err := notification.ParseWebhookSecret("s3cret-shared-with-the-receiver")
 	require.NoError(t, err)
 	require.True(t, plain.Plain)
 	require.Equal(t, []byte("s3cret-shared-with-the-receiver"), plain.Key)
@@ -110,10 +108,10 @@ func serveVerified(t *testing.T, verifier *standardwebhooks.Webhook) (*libraryRe
 	return r, srv.URL + "/hook"
 }
 
-func webhookDelivery(url, typeData string) delivery.Delivery {
-	return delivery.Delivery{Notification: notification(), Targets: []string{url},
-		List:    centralstore.List{Name: "shift", Type: contract.NotificationTypeWebhook, TypeData: typeData},
-		Channel: &centralstore.Channel{Name: "hooks", Type: centralstore.ChannelWebhook, Settings: `{"secret_env":"HOOK_SECRET"}`}}
+func webhookDelivery(url, typeData string) notification.Message {
+	m := message([]string{url}, typeData)
+	m.Channel = &notification.Channel{Name: "hooks", Settings: `{"secret_env":"HOOK_SECRET"}`}
+	return m
 }
 
 // A receiver verifies Outpost's POST with the official library and the
@@ -126,16 +124,16 @@ func TestWebhookVerifiesWithTheStandardWebhooksLibrary(t *testing.T) {
 	require.NoError(t, err)
 	r, url := serveVerified(t, verifier)
 	d := webhookDelivery(url, `{"headers":{"X-Plant":"3"}}`)
-	hook := delivery.NewWebhook(nil, nil, nil)
+	hook := notification.NewWebhook(nil, nil, nil)
 
 	require.NoError(t, hook.Deliver(context.Background(), d))
 	require.NoError(t, hook.Deliver(context.Background(), d), "a retry")
 	require.Len(t, r.bodies, 2)
 	for i, header := range r.headers {
 		require.NoError(t, r.errs[i])
-		require.Equal(t, d.Notification.NotificationID, header.Get(standardwebhooks.HeaderWebhookID), "webhook-id is the notification id on every attempt")
+		require.Equal(t, d.ID, header.Get(standardwebhooks.HeaderWebhookID), "webhook-id is the notification id on every attempt")
 		require.Equal(t, "3", header.Get("X-Plant"))
-		require.Empty(t, header.Get(delivery.HeaderLegacySignature), "the legacy header is off by default")
+		require.Empty(t, header.Get(notification.HeaderLegacySignature), "the legacy header is off by default")
 	}
 
 	tampered := bytes.Replace(r.bodies[0], []byte("Pump 3"), []byte("Pump 4"), 1)
@@ -149,9 +147,9 @@ func TestWebhookVerifiesWithTheStandardWebhooksLibrary(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	require.ErrorIs(t, r.errs[2], standardwebhooks.ErrNoMatchingSignature)
 
-	old := delivery.NewWebhook(nil, func() time.Time { return time.Now().Add(-10 * time.Minute) }, nil)
+	old := notification.NewWebhook(nil, func() time.Time { return time.Now().Add(-10 * time.Minute) }, nil)
 	err = old.Deliver(context.Background(), d)
-	var delErr *delivery.Error
+	var delErr *notification.Error
 	require.ErrorAs(t, err, &delErr)
 	require.True(t, delErr.Permanent, "the receiver's 401 parks the notification")
 	require.ErrorIs(t, r.errs[3], standardwebhooks.ErrMessageTooOld)
@@ -178,10 +176,10 @@ func TestWebhookLegacySignatureIsAListOption(t *testing.T) {
 	verifier, err := standardwebhooks.NewWebhook(testSecret)
 	require.NoError(t, err)
 	r, url := serveVerified(t, verifier)
-	require.NoError(t, delivery.NewWebhook(nil, nil, nil).Deliver(context.Background(), webhookDelivery(url, `{"legacy_signature":true}`)))
+	require.NoError(t, notification.NewWebhook(nil, nil, nil).Deliver(context.Background(), webhookDelivery(url, `{"legacy_signature":true}`)))
 	require.Len(t, r.bodies, 1)
 	require.NoError(t, r.errs[0])
-	legacy := r.headers[0].Get(delivery.HeaderLegacySignature)
+	legacy := r.headers[0].Get(notification.HeaderLegacySignature)
 	require.True(t, legacySignatureOK(testSecret, legacy, r.bodies[0]), legacy)
 	require.False(t, legacySignatureOK("another", legacy, r.bodies[0]))
 }
@@ -198,10 +196,10 @@ func TestWebhookPlainSecretKeepsWorkingWithAWarning(t *testing.T) {
 	r, url := serveVerified(t, verifier)
 	core, logs := observer.New(zap.WarnLevel)
 
-	require.NoError(t, delivery.NewWebhook(nil, nil, zap.New(core)).Deliver(context.Background(), webhookDelivery(url, "")))
+	require.NoError(t, notification.NewWebhook(nil, nil, zap.New(core)).Deliver(context.Background(), webhookDelivery(url, "")))
 	require.Len(t, r.bodies, 1)
 	require.NoError(t, r.errs[0])
-	require.True(t, legacySignatureOK(plain, r.headers[0].Get(delivery.HeaderLegacySignature), r.bodies[0]))
+	require.True(t, legacySignatureOK(plain, r.headers[0].Get(notification.HeaderLegacySignature), r.bodies[0]))
 	warnings := logs.All()
 	require.Len(t, warnings, 1)
 	require.Contains(t, warnings[0].Message, "not a whsec_ secret")
@@ -215,8 +213,8 @@ func TestWebhookPlainSecretKeepsWorkingWithAWarning(t *testing.T) {
 func TestWebhookWithInvalidSecretIsNotSent(t *testing.T) {
 	t.Setenv("HOOK_SECRET", "whsec_+cobxsohXilkRBLU6wBP6g==")
 	r, url := serve(t, status(http.StatusNoContent))
-	err := delivery.NewWebhook(nil, nil, nil).Deliver(context.Background(), webhookDelivery(url, ""))
-	var delErr *delivery.Error
+	err := notification.NewWebhook(nil, nil, nil).Deliver(context.Background(), webhookDelivery(url, ""))
+	var delErr *notification.Error
 	require.ErrorAs(t, err, &delErr)
 	require.True(t, delErr.Permanent)
 	require.True(t, delErr.Misconfigured, "the operator's to fix, not the receiver's refusal")

@@ -1,4 +1,4 @@
-package delivery
+package notification
 
 import (
 	"context"
@@ -80,34 +80,33 @@ type WebhookPayload struct {
 }
 
 // Deliver posts the signed payload to every target.
-func (a Webhook) Deliver(ctx context.Context, d Delivery) error {
-	secret, err := webhookSecret(d)
+func (a Webhook) Deliver(ctx context.Context, m Message) error {
+	secret, err := webhookSecret(m)
 	if err != nil {
 		return err
 	}
 	var data WebhookData
-	if err := json.Unmarshal([]byte(orEmpty(d.List.TypeData)), &data); err != nil {
-		return &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("list %q: type_data: %w", d.List.Name, err)}
+	if err := json.Unmarshal([]byte(orEmpty(m.ListData)), &data); err != nil {
+		return &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("list %q: type_data: %w", m.List, err)}
 	}
-	n := d.Notification
 	body, err := json.Marshal(WebhookPayload{
-		NotificationID: n.NotificationID, List: n.ListName, Subject: n.Subject, Body: n.Body,
-		SourceSite: n.SourceSiteID, SourceInstance: n.SourceInstanceID, SourceScript: n.SourceScript,
-		SiteEnqueuedAt: n.SiteEnqueuedAt, Link: d.Link,
+		NotificationID: m.ID, List: m.List, Subject: m.Subject, Body: m.Body,
+		SourceSite: m.SourceSite, SourceInstance: m.SourceInstance, SourceScript: m.SourceScript,
+		SiteEnqueuedAt: m.SiteEnqueuedAt, Link: m.Link,
 	})
 	if err != nil {
 		return &Error{Permanent: true, Err: err}
 	}
 	if secret.Plain {
-		a.warnPlain(d, secret)
+		a.warnPlain(m, secret)
 	}
 	header := http.Header{}
 	for k, v := range data.Headers {
 		header.Set(k, v)
 	}
-	header.Set(HeaderNotificationID, n.NotificationID)
-	sign(header, secret, data.LegacySignature || secret.Plain, n.NotificationID, a.poster.now(), body)
-	return a.poster.postAll(ctx, d.Targets, body, header)
+	header.Set(HeaderNotificationID, m.ID)
+	sign(header, secret, data.LegacySignature || secret.Plain, m.ID, a.poster.now(), body)
+	return a.poster.postAll(ctx, m.Targets, body, header)
 }
 
 // sign sets the signature headers of body, message id signed at: the
@@ -123,11 +122,11 @@ func sign(header http.Header, secret WebhookSecret, legacy bool, id string, at t
 	}
 }
 
-// warnPlain logs, at each delivery through d's channel while its secret is
+// warnPlain logs, at each delivery through m's channel while its secret is
 // plain, that it still works and how to replace it (never the secret).
-func (a Webhook) warnPlain(d Delivery, secret WebhookSecret) {
+func (a Webhook) warnPlain(m Message, secret WebhookSecret) {
 	a.log.Warn("webhook channel's secret is not a whsec_ secret: still sending X-Outpost-Signature, which the next release removes",
-		zap.String("channel", d.Channel.Name), zap.String("list", d.List.Name),
+		zap.String("channel", m.Channel.Name), zap.String("list", m.List),
 		zap.String("fix", "set $"+secret.Env+" on every central worker to a Standard Webhooks secret ("+makeSecretHint+") and give it to the receivers"))
 }
 
@@ -166,24 +165,24 @@ func ParseWebhookSecret(text string) (WebhookSecret, error) {
 	return WebhookSecret{Key: key, Text: text}, nil
 }
 
-// webhookSecret reads the signing secret of d's channel. Without one, or
+// webhookSecret reads the signing secret of m's channel. Without one, or
 // with one that is not valid, the POST is not sent: receivers must be able
 // to trust what arrives.
-func webhookSecret(d Delivery) (WebhookSecret, error) {
-	if d.Channel == nil {
-		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("webhook list %q %w", d.List.Name, errNoChannel)}
+func webhookSecret(m Message) (WebhookSecret, error) {
+	if m.Channel == nil {
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("webhook list %q %w", m.List, errNoChannel)}
 	}
 	var s WebhookSettings
-	if err := json.Unmarshal([]byte(d.Channel.Settings), &s); err != nil {
-		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: settings: %w", d.Channel.Name, err)}
+	if err := json.Unmarshal([]byte(m.Channel.Settings), &s); err != nil {
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: settings: %w", m.Channel.Name, err)}
 	}
 	text := os.Getenv(s.SecretEnv)
 	if text == "" {
-		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env) is not set on this central worker", d.Channel.Name, s.SecretEnv)}
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env) is not set on this central worker", m.Channel.Name, s.SecretEnv)}
 	}
 	secret, err := ParseWebhookSecret(text)
 	if err != nil {
-		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env): %w", d.Channel.Name, s.SecretEnv, err)}
+		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env): %w", m.Channel.Name, s.SecretEnv, err)}
 	}
 	secret.Env = s.SecretEnv
 	return secret, nil

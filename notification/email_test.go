@@ -1,4 +1,4 @@
-package mailer_test
+package notification_test
 
 import (
 	"context"
@@ -10,18 +10,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
-	"github.com/outpost-dev/outpost/internal/mailer"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/notification"
 )
 
-func newMailer(t *testing.T, sink *smtpsink.Sink) *mailer.Mailer {
+func newMailer(t *testing.T, sink *smtpsink.Sink) *notification.Mailer {
 	t.Helper()
-	return mailer.New(mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone, Timeout: 5 * time.Second})
+	return notification.NewMailer(notification.MailerConfig{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: notification.TLSNone, Timeout: 5 * time.Second})
 }
 
-var email = mailer.Email{ID: "0b0f6a43-7a3c-4c55-9d0c-2f0e8a9c8f11", To: []string{"ops@example.com"}, Subject: "Pump 3 tripped — ünïcode", Body: "Pressure low"}
+var email = notification.Email{ID: "0b0f6a43-7a3c-4c55-9d0c-2f0e8a9c8f11", To: []string{"ops@example.com"}, Subject: "Pump 3 tripped — ünïcode", Body: "Pressure low"}
 
 func TestSendDeliversWithNotificationID(t *testing.T) {
 	t.Parallel()
@@ -42,7 +40,7 @@ func TestSendClassifiesFailures(t *testing.T) {
 	sink, err := smtpsink.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	m := newMailer(t, sink)
-	var sendErr *mailer.SendError
+	var sendErr *notification.SendError
 
 	sink.Reject(550, "mailbox unavailable")
 	err = m.Send(context.Background(), email)
@@ -73,17 +71,17 @@ func TestSendWaitsForALateFinalReply(t *testing.T) {
 	defer sink.Close()
 	// The sink calls OnEmail before it answers the end of the message.
 	sink.OnEmail(func(smtpsink.Message) { time.Sleep(1500 * time.Millisecond) })
-	cfg := mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone,
+	cfg := notification.MailerConfig{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: notification.TLSNone,
 		Timeout: 500 * time.Millisecond, FinalReplyTimeout: 10 * time.Second}
 
-	require.NoError(t, mailer.New(cfg).Send(context.Background(), email), "accepted after Timeout")
+	require.NoError(t, notification.NewMailer(cfg).Send(context.Background(), email), "accepted after Timeout")
 	msgs := sink.Messages()
 	require.Len(t, msgs, 1)
 	require.Equal(t, email.Body, strings.TrimRight(msgs[0].Body, "\r\n"))
 
 	cfg.FinalReplyTimeout = 700 * time.Millisecond
-	err = mailer.New(cfg).Send(context.Background(), email)
-	var sendErr *mailer.SendError
+	err = notification.NewMailer(cfg).Send(context.Background(), email)
+	var sendErr *notification.SendError
 	require.ErrorAs(t, err, &sendErr)
 	require.True(t, sendErr.Uncertain, "%v", err)
 	require.False(t, sendErr.Permanent)
@@ -102,13 +100,12 @@ func TestDeliverUsesTheListsChannel(t *testing.T) {
 	relay.RequireAuth("outpost", "relay-pass")
 	t.Setenv("OUTPOST_TEST_RELAY_PASSWORD", "relay-pass")
 
-	n := centralstore.Notification{NotificationID: "6f1c2d3e-0000-4000-8000-000000000001", Subject: "Pump 3 tripped", Body: "b"}
-	d := delivery.Delivery{Notification: n, Targets: []string{"ops@example.com"}}
+	d := notification.Message{ID: "6f1c2d3e-0000-4000-8000-000000000001", Subject: "Pump 3 tripped", Body: "b", Targets: []string{"ops@example.com"}}
 	m := newMailer(t, central)
 	require.NoError(t, m.Deliver(context.Background(), d))
 	require.Len(t, central.Messages(), 1)
 
-	d.Channel = &centralstore.Channel{Name: "relay", Type: centralstore.ChannelSMTP, Settings: fmt.Sprintf(
+	d.Channel = &notification.Channel{Name: "relay", Settings: fmt.Sprintf(
 		`{"host":"127.0.0.1","port":%d,"username":"outpost","password_env":"OUTPOST_TEST_RELAY_PASSWORD","from":"plant@example.com","tls":"none"}`, relay.Port())}
 	require.NoError(t, m.Deliver(context.Background(), d))
 	require.Len(t, central.Messages(), 1, "not through central.smtp")
@@ -128,11 +125,11 @@ func TestSendStopsWhenItsContextEnds(t *testing.T) {
 	require.NoError(t, err)
 	defer sink.Close()
 	held := sink.HoldNextData()
-	cfg := mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone,
+	cfg := notification.MailerConfig{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: notification.TLSNone,
 		Timeout: 5 * time.Second, FinalReplyTimeout: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- mailer.New(cfg).Send(ctx, email) }()
+	go func() { done <- notification.NewMailer(cfg).Send(ctx, email) }()
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):
@@ -156,10 +153,10 @@ func TestSendNamesItsWorker(t *testing.T) {
 	sink, err := smtpsink.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	defer sink.Close()
-	m := mailer.New(mailer.Config{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: mailer.TLSNone,
+	m := notification.NewMailer(notification.MailerConfig{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: notification.TLSNone,
 		Timeout: 5 * time.Second}).WithWorker("4242@central-a@outpost-central")
 	sink.RejectData(451, "try again later")
-	var sendErr *mailer.SendError
+	var sendErr *notification.SendError
 	require.ErrorAs(t, m.Send(context.Background(), email), &sendErr)
 	require.False(t, sendErr.Permanent, "a 451 after DATA is transient")
 	sink.RejectData(0, "")

@@ -1,4 +1,4 @@
-package delivery
+package notification
 
 import (
 	"github.com/outpost-dev/outpost/internal/httpanswer"
@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// HeaderNotificationID carries the notification id on every Teams and
-// webhook POST: a receiver that sees the same id twice (a retry after an
+// HeaderNotificationID carries the notification id on every email, Teams
+// and webhook POST: a receiver that sees the same id twice (a retry after an
 // answer that never arrived) can drop the copy.
 const HeaderNotificationID = "X-Outpost-Notification-Id"
 

@@ -1,4 +1,4 @@
-package delivery
+package notification
 
 import (
 	"context"
@@ -21,24 +21,23 @@ func NewTeams(client *http.Client, now func() time.Time) Teams {
 }
 
 // Deliver posts the notification's card to every target.
-func (a Teams) Deliver(ctx context.Context, d Delivery) error {
+func (a Teams) Deliver(ctx context.Context, m Message) error {
 	var data TeamsData
-	if err := json.Unmarshal([]byte(orEmpty(d.List.TypeData)), &data); err != nil {
-		return &Error{Permanent: true, Err: fmt.Errorf("list %q: type_data: %w", d.List.Name, err)}
+	if err := json.Unmarshal([]byte(orEmpty(m.ListData)), &data); err != nil {
+		return &Error{Permanent: true, Err: fmt.Errorf("list %q: type_data: %w", m.List, err)}
 	}
-	body, err := json.Marshal(TeamsMessage(d, data))
+	body, err := json.Marshal(TeamsMessage(m, data))
 	if err != nil {
 		return &Error{Permanent: true, Err: err}
 	}
-	header := http.Header{HeaderNotificationID: {d.Notification.NotificationID}}
-	return a.poster.postAll(ctx, d.Targets, body, header)
+	header := http.Header{HeaderNotificationID: {m.ID}}
+	return a.poster.postAll(ctx, m.Targets, body, header)
 }
 
 // TeamsMessage is the message a Teams webhook takes: one Adaptive Card
 // attachment with the subject as its title, the body, where it came from,
 // and a button to the notification in the Web UI.
-func TeamsMessage(d Delivery, data TeamsData) map[string]any {
-	n := d.Notification
+func TeamsMessage(m Message, data TeamsData) map[string]any {
 	style := data.Style
 	if style == "" {
 		style = "attention"
@@ -49,19 +48,19 @@ func TeamsMessage(d Delivery, data TeamsData) map[string]any {
 		"version": "1.4",
 		"body": []any{
 			map[string]any{"type": "Container", "style": style, "bleed": true, "items": []any{
-				map[string]any{"type": "TextBlock", "text": n.Subject, "weight": "Bolder", "size": "Medium", "wrap": true},
+				map[string]any{"type": "TextBlock", "text": m.Subject, "weight": "Bolder", "size": "Medium", "wrap": true},
 			}},
-			map[string]any{"type": "TextBlock", "text": n.Body, "wrap": true},
+			map[string]any{"type": "TextBlock", "text": m.Body, "wrap": true},
 			map[string]any{"type": "FactSet", "facts": []any{
-				map[string]any{"title": "Site", "value": n.SourceSiteID},
-				map[string]any{"title": "Script", "value": n.SourceScript},
-				map[string]any{"title": "List", "value": n.ListName},
-				map[string]any{"title": "Notification", "value": n.NotificationID},
+				map[string]any{"title": "Site", "value": m.SourceSite},
+				map[string]any{"title": "Script", "value": m.SourceScript},
+				map[string]any{"title": "List", "value": m.List},
+				map[string]any{"title": "Notification", "value": m.ID},
 			}},
 		},
 	}
-	if d.Link != "" {
-		card["actions"] = []any{map[string]any{"type": "Action.OpenUrl", "title": "Open in Outpost", "url": d.Link}}
+	if m.Link != "" {
+		card["actions"] = []any{map[string]any{"type": "Action.OpenUrl", "title": "Open in Outpost", "url": m.Link}}
 	}
 	return map[string]any{
 		"type": "message",

@@ -1,4 +1,4 @@
-package delivery_test
+package notification_test
 
 import (
 	"context"
@@ -15,14 +15,16 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
-	"github.com/outpost-dev/outpost/internal/delivery"
+	"github.com/outpost-dev/outpost/notification"
 )
 
-func notification() centralstore.Notification {
-	return centralstore.Notification{
-		NotificationID: "0b6f2a1e-4f4e-4f7a-9d55-1c2b3a4d5e6f", ListName: "shift", Subject: "Pump 3 tripped",
-		Body: "Discharge pressure low", SourceSiteID: "plant-3", SourceScript: "pumps.py",
-		SiteEnqueuedAt: time.Date(2026, 11, 17, 6, 0, 0, 0, time.UTC),
+// message is a notification to list "shift" with targets and the list's
+// type data listData.
+func message(targets []string, listData string) notification.Message {
+	return notification.Message{
+		ID: "0b6f2a1e-4f4e-4f7a-9d55-1c2b3a4d5e6f", List: "shift", ListData: listData, Subject: "Pump 3 tripped",
+		Body: "Discharge pressure low", SourceSite: "plant-3", SourceScript: "pumps.py",
+		SiteEnqueuedAt: time.Date(2026, 11, 17, 6, 0, 0, 0, time.UTC), Targets: targets,
 	}
 }
 
@@ -65,12 +67,12 @@ func serve(t *testing.T, answers ...func(w http.ResponseWriter)) (*receiver, str
 // Teams requires, the subject, body, site and a link to the item.
 func TestTeamsPostsAnAdaptiveCard(t *testing.T) {
 	r, url := serve(t, status(http.StatusAccepted))
-	d := delivery.Delivery{Notification: notification(), Targets: []string{url}, Link: "http://ui/namespaces/default/workflows/x",
-		List: centralstore.List{Name: "shift", Type: contract.NotificationTypeTeams, TypeData: `{"style":"warning"}`}}
-	require.NoError(t, delivery.NewTeams(nil, nil).Deliver(context.Background(), d))
+	d := message([]string{url}, `{"style":"warning"}`)
+	d.Link = "http://ui/namespaces/default/workflows/x"
+	require.NoError(t, notification.NewTeams(nil, nil).Deliver(context.Background(), d))
 	require.Len(t, r.bodies, 1)
 	require.Equal(t, "application/json", r.headers[0].Get("Content-Type"))
-	require.Equal(t, d.Notification.NotificationID, r.headers[0].Get(delivery.HeaderNotificationID))
+	require.Equal(t, d.ID, r.headers[0].Get(notification.HeaderNotificationID))
 	requireAdaptiveCardMessage(t, r.bodies[0])
 	text := string(r.bodies[0])
 	for _, want := range []string{"Pump 3 tripped", "Discharge pressure low", "plant-3", `"warning"`, "http://ui/namespaces/default/workflows/x"} {
@@ -130,7 +132,7 @@ func TestHTTPAnswersAreClassified(t *testing.T) {
 	}{
 		{"429 seconds", status(429, "Retry-After", "5"), false, 5 * time.Second},
 		{"503 date", status(503, "Retry-After", now.Add(90*time.Second).Format(http.TimeFormat)), false, 90 * time.Second},
-		{"503 huge", status(503, "Retry-After", "999999"), false, delivery.MaxRetryAfter},
+		{"503 huge", status(503, "Retry-After", "999999"), false, notification.MaxRetryAfter},
 		{"500", status(500), false, 0},
 		{"408", status(408), false, 0},
 		{"400", status(400), true, 0},
@@ -140,10 +142,9 @@ func TestHTTPAnswersAreClassified(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, url := serve(t, c.answer)
-			d := delivery.Delivery{Notification: notification(), Targets: []string{url},
-				List: centralstore.List{Name: "shift", Type: contract.NotificationTypeTeams}}
-			err := delivery.NewTeams(nil, func() time.Time { return now }).Deliver(context.Background(), d)
-			var delErr *delivery.Error
+			d := message([]string{url}, "")
+			err := notification.NewTeams(nil, func() time.Time { return now }).Deliver(context.Background(), d)
+			var delErr *notification.Error
 			require.ErrorAs(t, err, &delErr)
 			require.Equal(t, c.permanent, delErr.Permanent)
 			require.Equal(t, c.retryAfter, delErr.RetryAfter)
@@ -157,10 +158,9 @@ func TestUnreachableReceiverIsTransient(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	d := delivery.Delivery{Notification: notification(), Targets: []string{url},
-		List: centralstore.List{Name: "shift", Type: contract.NotificationTypeTeams}}
-	err := delivery.NewTeams(nil, nil).Deliver(context.Background(), d)
-	var delErr *delivery.Error
+	d := message([]string{url}, "")
+	err := notification.NewTeams(nil, nil).Deliver(context.Background(), d)
+	var delErr *notification.Error
 	require.ErrorAs(t, err, &delErr)
 	require.False(t, delErr.Permanent)
 }
@@ -169,11 +169,10 @@ func TestUnreachableReceiverIsTransient(t *testing.T) {
 // says which variable to set.
 func TestWebhookWithoutSecretIsNotSent(t *testing.T) {
 	r, url := serve(t, status(http.StatusNoContent))
-	d := delivery.Delivery{Notification: notification(), Targets: []string{url},
-		List:    centralstore.List{Name: "shift", Type: contract.NotificationTypeWebhook},
-		Channel: &centralstore.Channel{Name: "hooks", Type: centralstore.ChannelWebhook, Settings: `{"secret_env":"OUTPOST_TEST_UNSET_SECRET"}`}}
-	err := delivery.NewWebhook(nil, nil, nil).Deliver(context.Background(), d)
-	var delErr *delivery.Error
+	d := message([]string{url}, "")
+	d.Channel = &notification.Channel{Name: "hooks", Settings: `{"secret_env":"OUTPOST_TEST_UNSET_SECRET"}`}
+	err := notification.NewWebhook(nil, nil, nil).Deliver(context.Background(), d)
+	var delErr *notification.Error
 	require.ErrorAs(t, err, &delErr)
 	require.True(t, delErr.Permanent)
 	require.Contains(t, err.Error(), "$OUTPOST_TEST_UNSET_SECRET")
@@ -182,10 +181,10 @@ func TestWebhookWithoutSecretIsNotSent(t *testing.T) {
 
 func TestResolveTargetsReadsTheEnvironment(t *testing.T) {
 	t.Setenv("OPS_TEAMS_URL", "https://teams.example/hook?sig=x")
-	got, err := delivery.ResolveTargets([]string{"https://a.example/", "env:OPS_TEAMS_URL"})
+	got, err := notification.ResolveTargets([]string{"https://a.example/", "env:OPS_TEAMS_URL"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"https://a.example/", "https://teams.example/hook?sig=x"}, got)
-	_, err = delivery.ResolveTargets([]string{"env:OUTPOST_TEST_UNSET_URL"})
+	_, err = notification.ResolveTargets([]string{"env:OUTPOST_TEST_UNSET_URL"})
 	require.ErrorContains(t, err, "$OUTPOST_TEST_UNSET_URL is not set")
 }
 
@@ -229,7 +228,7 @@ func TestCheckList(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := delivery.CheckList(c.list, channels)
+			got, err := notification.CheckList(c.list, channels)
 			if c.wantErr != "" {
 				require.ErrorContains(t, err, c.wantErr)
 				return
@@ -244,10 +243,10 @@ func TestCheckChannel(t *testing.T) {
 	ok := func(typ, settings string) centralstore.Channel {
 		return centralstore.Channel{Name: "c", Type: typ, Settings: settings}
 	}
-	got, err := delivery.CheckChannel(ok(centralstore.ChannelSMTP, `{"host":"relay","port":587,"from":"outpost@plant.example","password_env":"RELAY_PW"}`))
+	got, err := notification.CheckChannel(ok(centralstore.ChannelSMTP, `{"host":"relay","port":587,"from":"outpost@plant.example","password_env":"RELAY_PW"}`))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"host":"relay","port":587,"from":"outpost@plant.example","password_env":"RELAY_PW","tls":"starttls"}`, got.Settings)
-	_, err = delivery.CheckChannel(ok(centralstore.ChannelWebhook, `{"secret_env":"HOOK_SECRET"}`))
+	_, err = notification.CheckChannel(ok(centralstore.ChannelWebhook, `{"secret_env":"HOOK_SECRET"}`))
 	require.NoError(t, err)
 	for settings, want := range map[string]string{
 		`{"port":25,"from":"a@b.c"}`:                         "host is required",
@@ -256,18 +255,18 @@ func TestCheckChannel(t *testing.T) {
 		`{"host":"h","port":25,"from":"a@b.c","tls":"ssl"}`:  "tls \"ssl\"",
 		`{"host":"h","port":25,"from":"a@b.c","password":1}`: "unknown field",
 	} {
-		_, err := delivery.CheckChannel(ok(centralstore.ChannelSMTP, settings))
+		_, err := notification.CheckChannel(ok(centralstore.ChannelSMTP, settings))
 		require.ErrorContains(t, err, want, settings)
 	}
-	_, err = delivery.CheckChannel(ok(centralstore.ChannelWebhook, `{"secret":"inline"}`))
+	_, err = notification.CheckChannel(ok(centralstore.ChannelWebhook, `{"secret":"inline"}`))
 	require.ErrorContains(t, err, "unknown field")
-	_, err = delivery.CheckChannel(ok("pager", `{}`))
+	_, err = notification.CheckChannel(ok("pager", `{}`))
 	require.ErrorContains(t, err, `type "pager"`)
 }
 
 // An adapter for a type the worker does not know fails permanently.
 func TestUnknownTypeIsPermanent(t *testing.T) {
-	_, err := delivery.Adapters{}.For(centralstore.List{Name: "x", Type: "Pager"})
-	var delErr *delivery.Error
+	_, err := notification.Adapters{}.For("Pager", "x")
+	var delErr *notification.Error
 	require.True(t, errors.As(err, &delErr) && delErr.Permanent)
 }
