@@ -359,21 +359,13 @@ func (c *checker) siteInCentralsRegion(cfg Config) {
 	site, central := cfg.Site, cfg.Central
 	if site.Region != central.Region {
 		c.add("site.region", "site is in %s but this file's central serves %s: set both to the region that owns this site's work",
-			regionWords(site.Region), regionWords(central.Region))
+			contract.RegionWords(site.Region), contract.RegionWords(central.Region))
 		return
 	}
 	if site.Region != "" && site.RegionQueue != central.RegionQueue {
 		c.add("site.region_queue", "%t here but central.region_queue is %t: both must route region %s the same way",
 			site.RegionQueue, central.RegionQueue, site.Region)
 	}
-}
-
-// regionWords names a region in a message: `region "eu"`, or "no region".
-func regionWords(name string) string {
-	if name == "" {
-		return "no region"
-	}
-	return fmt.Sprintf("region %q", name)
 }
 
 // otlpEndpoint checks a collector's address: empty (tracing off) or an
