@@ -368,6 +368,20 @@ func (c *checker) siteInCentralsRegion(cfg Config) {
 	}
 }
 
+// pageUserRegions checks the regions a page user is limited to: valid
+// names, on a central that serves a region (on one that serves none, the
+// user could never use the page).
+func (c *checker) pageUserRegions(path string, regions []string, served string) {
+	if len(regions) > 0 && served == "" {
+		c.add(path, "this central serves no region (central.region), so a user limited to regions can never use its page: set central.region or remove regions")
+	}
+	for i, name := range regions {
+		if err := contract.CheckRegionName(name); err != nil {
+			c.add(fmt.Sprintf("%s[%d]", path, i), "%s", err)
+		}
+	}
+}
+
 // otlpEndpoint checks a collector's address: empty (tracing off) or an
 // http(s) URL of a host and port, which is all an OTLP/gRPC exporter dials.
 func (c *checker) otlpEndpoint(path, endpoint string) {
@@ -429,6 +443,7 @@ func (c *checker) pageAuth(cfg Central) {
 			c.add(path+".password_hash", "is not a bcrypt hash: make one with `outpost central hash-password`")
 		}
 		c.oneOf(path+".role", u.Role, "operator", "viewer")
+		c.pageUserRegions(path+".regions", u.Regions, cfg.Region)
 	}
 	if a.ProxyHeader != "" && len(a.TrustedProxies) == 0 {
 		c.add("central.page_auth.trusted_proxies", "name the proxy's addresses: proxy_header is trusted only from them")

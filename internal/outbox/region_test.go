@@ -1,7 +1,10 @@
 package outbox_test
 
 import (
+	"html"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,4 +68,62 @@ func TestPageWithoutARegionRefusesARegionFilter(t *testing.T) {
 	rec := get(t, h, "/calls?region=eu")
 	require.Equal(t, http.StatusBadRequest, rec.Code)
 	require.Contains(t, rec.Body.String(), "region eu: this page's central serves no region")
+}
+
+// A page user limited to regions uses only the pages of centrals serving
+// one of them: on another region's page they cannot sign in, and a session
+// from their own region's page (centrals sharing session_key_env) is
+// refused there, for reading and for retry alike, with nothing signalled.
+func TestPageUserLimitedToRegions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	auth := outbox.Auth{SessionKey: key, Users: map[string]outbox.User{
+		"ana": {PasswordHash: hash(t, "ana-pass"), Role: outbox.RoleOperator, Regions: []string{"eu"}},
+		"uma": {PasswordHash: hash(t, "uma-pass"), Role: outbox.RoleOperator, Regions: []string{"us", "apac"}},
+		"vic": {PasswordHash: hash(t, "vic-pass"), Role: outbox.RoleViewer},
+	}}
+	page := func(region string, tc *signals) *httptest.Server {
+		srv := httptest.NewServer(f.handlerWith(tc, func(o *outbox.Options) {
+			o.Auth, o.Region, o.Hosts = auth, contract.Region{Name: region, OwnQueue: true}, nil
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	euSignals := &signals{}
+	eu, us := page("eu", euSignals), page("us", &signals{})
+	retryURL := eu.URL + "/items/Notification/" + f.note + "/retry"
+	refusal := `uma may use the outbox pages of regions "us", "apac" only, and this page's central serves region "eu": open the page of a region uma may use`
+
+	code, body := signIn(t, newBrowser(t), eu.URL, "ana", "ana-pass")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `class="retry"`)
+	code, body = signIn(t, newBrowser(t), eu.URL, "vic", "vic-pass")
+	require.Equal(t, http.StatusOK, code, "a user of no region in particular uses every region's page")
+	require.Contains(t, body, "Pump 3")
+
+	uma := newBrowser(t)
+	code, body = signIn(t, uma, eu.URL, "uma", "uma-pass")
+	require.Equal(t, http.StatusForbidden, code)
+	require.Contains(t, html.UnescapeString(body), refusal)
+	require.NotContains(t, body, "Pump 3")
+	euURL, _ := url.Parse(eu.URL)
+	require.Empty(t, uma.Jar.Cookies(euURL), "no session on a page she may not use")
+
+	// Her session from us's page, carried to eu's.
+	code, _ = signIn(t, uma, us.URL, "uma", "uma-pass")
+	require.Equal(t, http.StatusOK, code)
+	usURL, _ := url.Parse(us.URL)
+	uma.Jar.SetCookies(euURL, uma.Jar.Cookies(usURL))
+	code, body = getBody(t, uma, eu.URL+"/")
+	require.Equal(t, http.StatusForbidden, code)
+	require.Contains(t, body, refusal)
+	require.NotContains(t, body, "Pump 3")
+	for _, target := range []string{retryURL, eu.URL + "/items/Notification/" + f.note + "/discard"} {
+		resp, err := uma.PostForm(target, url.Values{"reason": {"mine now"}})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, target)
+		require.Contains(t, readBody(t, resp), refusal, target)
+	}
+	require.Empty(t, euSignals.all(), "nothing is signalled for a user of another region")
 }
