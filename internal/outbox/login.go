@@ -36,11 +36,13 @@ func newSignInCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error)
 	return c, nil
 }
 
-// require serves next to requests whose identity has at least role; others
-// are sent to the login form (a GET with users configured), or refused.
+// require serves next to requests whose identity has at least role and may
+// use this region's page (identity.regionRefusal); others are sent to the
+// login form (a GET with users configured), or refused.
 func (h *handler) require(role Role, next func(http.ResponseWriter, *http.Request, identity)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := h.auth.identify(r)
+		refusal := id.regionRefusal(h.opts.Region.Name)
 		switch {
 		case !ok && r.Method == http.MethodGet && len(h.opts.Auth.Users) > 0:
 			http.Redirect(w, r, pagePath(r)+"login", http.StatusSeeOther)
@@ -48,8 +50,8 @@ func (h *handler) require(role Role, next func(http.ResponseWriter, *http.Reques
 			http.Error(w, "not signed in: sign in at "+pagePath(r)+"login", http.StatusUnauthorized)
 		case !ok:
 			http.Error(w, "not signed in: this page is served through an authenticating proxy; open it through the proxy", http.StatusUnauthorized)
-		case id.regionRefusal(h.opts.Region.Name) != "":
-			http.Error(w, id.regionRefusal(h.opts.Region.Name), http.StatusForbidden)
+		case refusal != "":
+			http.Error(w, refusal, http.StatusForbidden)
 		case role == RoleOperator && !id.CanAct():
 			http.Error(w, fmt.Sprintf("%s is a %s: retry, discard and changes to lists need the operator role", id.Name, id.Role), http.StatusForbidden)
 		default:
