@@ -59,3 +59,12 @@ func (r Region) TelemetryIngestWorkflowID(siteID string) string {
 	}
 	return telemetryIDPrefix + "ingest-" + r.Name + "-" + ingestShard(siteID)
 }
+
+// RegionWords names a region in a message: `region "eu"`, or "no region"
+// for the empty name.
+func RegionWords(name string) string {
+	if name == "" {
+		return "no region"
+	}
+	return fmt.Sprintf("region %q", name)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -271,6 +272,36 @@ func EnsureSearchAttributes(ctx context.Context, tc client.Client, namespace str
 		return fmt.Errorf("register search attributes %v in namespace %s (on Temporal Cloud, add them in the namespace settings): %w", keys(missing), namespace, err)
 	}
 	log.Info("registered search attributes", zap.Strings("names", keys(missing)))
+	return awaitSearchAttributesUsable(ctx, tc, namespace, keys(missing))
+}
+
+// searchAttributesDeadline bounds the wait for new search attributes to be
+// usable: the frontends refresh their namespace cache every 10s by default.
+const searchAttributesDeadline = time.Minute
+
+// awaitSearchAttributesUsable waits until a visibility query naming each of
+// names is accepted. On SQL visibility a new attribute's column mapping
+// reaches the frontends only with their next namespace refresh; until then
+// a schedule or workflow start carrying it is refused ("has no mapping
+// defined for search attribute"), and a fresh central of a region would
+// fail creating its purge schedule.
+func awaitSearchAttributesUsable(ctx context.Context, tc client.Client, namespace string, names []string) error {
+	ctx, cancel := context.WithTimeout(ctx, searchAttributesDeadline)
+	defer cancel()
+	for _, name := range names {
+		query := fmt.Sprintf("%s = %q", name, "")
+		for {
+			_, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: query})
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("search attribute %s registered in namespace %s but not yet usable (%v): start central again in a minute", name, namespace, err)
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
 	return nil
 }
 

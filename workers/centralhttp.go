@@ -121,7 +121,7 @@ func outboxPage(cfg CentralOptions, store *centralstore.Store, tc client.Client,
 	return outbox.New(store, tc, outbox.Options{
 		TemporalUIURL: cfg.TemporalUIURL, Namespace: cfg.Namespace, StuckAge: cfg.StuckAge,
 		Auth: cfg.PageAuth, CodecOrigins: cfg.CodecOrigins, Codec: cfg.Codec, Hosts: httpserve.HostNames(cfg.Listen, cfg.PageHosts),
-		Log: log, Metrics: registry,
+		Region: cfg.Region, Log: log, Metrics: registry,
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
@@ -61,14 +62,5 @@ func refuseOtherRegion(ctx workflow.Context, region string) string {
 		"on task queue %s of namespace %s; it is not run here and stays open. Fix the configuration of the site or tool that "+
 		"started it (site.region, site.region_queue, temporal.namespace), and run a central worker of region %q on this "+
 		"task queue to finish it",
-		info.WorkflowExecution.ID, owner, temporalcontract.AttrRegion.GetName(), regionWords(region), info.TaskQueueName, info.Namespace, owner)
-}
-
-// regionWords names a worker's region in a message: `region "eu"`, or
-// "no region".
-func regionWords(region string) string {
-	if region == "" {
-		return "no region"
-	}
-	return fmt.Sprintf("region %q", region)
+		info.WorkflowExecution.ID, owner, temporalcontract.AttrRegion.GetName(), contract.RegionWords(region), info.TaskQueueName, info.Namespace, owner)
 }

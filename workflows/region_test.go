@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
@@ -46,7 +47,7 @@ func TestRegionGuardRunsOnlyItsRegionsWork(t *testing.T) {
 			var panicked *temporal.PanicError
 			require.ErrorAs(t, env.GetWorkflowError(), &panicked, "a panic fails the workflow task: Temporal retries it, the workflow stays open")
 			require.Contains(t, panicked.Error(), `belongs to region "us"`)
-			require.Contains(t, panicked.Error(), "this central worker serves "+regionWords(tc.worker))
+			require.Contains(t, panicked.Error(), "this central worker serves "+contract.RegionWords(tc.worker))
 		})
 	}
 }

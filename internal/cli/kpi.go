@@ -86,17 +86,9 @@ func checkKPIRegion(want, served string) error {
 	}
 	if want != served {
 		return fmt.Errorf("%w: --region %s: this config's central serves %s (central.region), and its store holds that region's rows: give region %s's config with --config",
-			ErrUsage, want, regionWords(served), want)
+			ErrUsage, want, contract.RegionWords(served), want)
 	}
 	return nil
-}
-
-// regionWords names a region in a message: `region "eu"`, or "no region".
-func regionWords(name string) string {
-	if name == "" {
-		return "no region"
-	}
-	return fmt.Sprintf("region %q", name)
 }
 
 // centralToRead is the central config whose store the command reads: the

@@ -87,3 +87,27 @@ type failingDescribe struct{ *fakeTemporal }
 func (f *failingDescribe) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	return nil, serviceerror.NewPermissionDenied("permission denied", "")
 }
+
+// A notification of a region that shares the namespace ran on its region's
+// queue, so its attempts run there; one of a region that is a namespace of
+// its own ran on outpost-central, and says so.
+func TestStatusNamesTheRegionsQueue(t *testing.T) {
+	f := newFake()
+	shared := f.addNotification("n-eu", "plant-lyon", "ops", contract.StatusRetrying, 1)
+	shared.info.TaskQueue = contract.Region{Name: "eu", OwnQueue: true}.TaskQueue()
+	shared.info.SearchAttributes.IndexedFields["OutpostRegion"] = payload("eu")
+	own := f.addNotification("n-us", "plant-ohio", "ops", contract.StatusRetrying, 2)
+	own.info.SearchAttributes.IndexedFields["OutpostRegion"] = payload("us")
+	useFake(t, f)
+	cfg := quietConfig(t)
+
+	out, _, err := runWith(t, "", "status", "--config", cfg, "notification/n-eu")
+	require.NoError(t, err)
+	require.Contains(t, out, "on task queue outpost-central-eu; attempts run on outpost-central-eu")
+
+	out, _, err = runWith(t, "", "status", "--json", "--config", cfg, "notification/n-us")
+	require.NoError(t, err)
+	var story operator.Story
+	require.NoError(t, json.Unmarshal([]byte(out), &story))
+	require.Equal(t, contract.CentralTaskQueue, story.AttemptsRunOn)
+}

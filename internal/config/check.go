@@ -359,7 +359,7 @@ func (c *checker) siteInCentralsRegion(cfg Config) {
 	site, central := cfg.Site, cfg.Central
 	if site.Region != central.Region {
 		c.add("site.region", "site is in %s but this file's central serves %s: set both to the region that owns this site's work",
-			regionWords(site.Region), regionWords(central.Region))
+			contract.RegionWords(site.Region), contract.RegionWords(central.Region))
 		return
 	}
 	if site.Region != "" && site.RegionQueue != central.RegionQueue {
@@ -368,12 +368,18 @@ func (c *checker) siteInCentralsRegion(cfg Config) {
 	}
 }
 
-// regionWords names a region in a message: `region "eu"`, or "no region".
-func regionWords(name string) string {
-	if name == "" {
-		return "no region"
+// pageUserRegions checks the regions a page user is limited to: valid
+// names, on a central that serves a region (on one that serves none, the
+// user could never use the page).
+func (c *checker) pageUserRegions(path string, regions []string, served string) {
+	if len(regions) > 0 && served == "" {
+		c.add(path, "this central serves no region (central.region), so a user limited to regions can never use its page: set central.region or remove regions")
 	}
-	return fmt.Sprintf("region %q", name)
+	for i, name := range regions {
+		if err := contract.CheckRegionName(name); err != nil {
+			c.add(fmt.Sprintf("%s[%d]", path, i), "%s", err)
+		}
+	}
 }
 
 // otlpEndpoint checks a collector's address: empty (tracing off) or an
@@ -437,6 +443,7 @@ func (c *checker) pageAuth(cfg Central) {
 			c.add(path+".password_hash", "is not a bcrypt hash: make one with `outpost central hash-password`")
 		}
 		c.oneOf(path+".role", u.Role, "operator", "viewer")
+		c.pageUserRegions(path+".regions", u.Regions, cfg.Region)
 	}
 	if a.ProxyHeader != "" && len(a.TrustedProxies) == 0 {
 		c.add("central.page_auth.trusted_proxies", "name the proxy's addresses: proxy_header is trusted only from them")

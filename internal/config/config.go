@@ -379,6 +379,11 @@ type PageUser struct {
 	PasswordHash string `yaml:"password_hash"`
 	// Role is operator (may retry and discard) or viewer (sees only).
 	Role string `yaml:"role"`
+	// Regions limits the user to the pages of centrals serving one of these
+	// regions (central.region): on another region's page they are refused,
+	// and so cannot see, retry or discard its work. One page_auth can then
+	// serve every region's central. Default none: every region.
+	Regions []string `yaml:"regions"`
 }
 
 // Retention is how long central keeps terminal rows. Non-terminal rows are

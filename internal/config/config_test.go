@@ -439,3 +439,24 @@ func TestRegionsAreChecked(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.yaml)
 	}
 }
+
+// A page user's regions must be valid region names, and a central that
+// serves no region cannot have users limited to regions: none of them
+// could ever use its page.
+func TestPageUserRegionsAreChecked(t *testing.T) {
+	t.Parallel()
+	hash := "$2a$04$nXU1qPykziFMiobqNWK/3O235jKw7vXpfM5aVG0Ys5xVzayAoItCi" // bcrypt of "x", cost 4
+	user := func(regions string) string {
+		return "    users:\n      ana: {password_hash: \"" + hash + "\", role: operator, regions: " + regions + "}\n"
+	}
+	cfg, err := Parse(strings.NewReader("central:\n  region: eu\n  page_auth:\n"+user("[eu, us]")), Default())
+	require.NoError(t, err)
+	require.Equal(t, []string{"eu", "us"}, cfg.Central.PageAuth.Users["ana"].Regions)
+	_, err = Parse(strings.NewReader("central:\n  region: eu\n  page_auth:\n"+user("[us]")), Default())
+	require.NoError(t, err, "one page_auth may serve every region's central: ana is refused on eu's page")
+
+	_, err = Parse(strings.NewReader("central:\n  region: eu\n  page_auth:\n"+user("[eu, EU]")), Default())
+	require.ErrorContains(t, err, `central.page_auth.users.ana.regions[1] (line 5): region "EU": want 1-63 lower-case letters, digits and '-'`)
+	_, err = Parse(strings.NewReader("central:\n  page_auth:\n"+user("[eu]")), Default())
+	require.ErrorContains(t, err, "central.page_auth.users.ana.regions (line 4): this central serves no region (central.region), so a user limited to regions can never use its page: set central.region or remove regions")
+}

@@ -144,6 +144,36 @@ func (s *stack) requireOnce(ids map[string]time.Time) {
 	}
 }
 
+// awaitOpenNotificationsOf waits until visibility counts n open
+// notifications marked OutpostRegion=region: its backlog, waiting in its
+// queue.
+func (s *stack) awaitOpenNotificationsOf(region contract.Region, n int64, timeout time.Duration) {
+	s.t.Helper()
+	open := func() int64 {
+		resp, err := s.client.CountWorkflow(s.t.Context(), &workflowservice.CountWorkflowExecutionsRequest{
+			Query: fmt.Sprintf(`OutpostRegion=%q AND OutpostKind="Notification" AND ExecutionStatus="Running"`, region.Name),
+		})
+		require.NoError(s.t, err)
+		return resp.GetCount()
+	}
+	require.Eventually(s.t, func() bool { return open() == n }, timeout, 200*time.Millisecond,
+		"region %s's backlog: its %d notifications wait, open, in its queue (visibility says %d)", region.Name, n, open())
+}
+
+// requireSentByItsRegion requires each region's notifications (ids) sent
+// by a worker polling that region's queue.
+func (s *stack) requireSentByItsRegion(ids map[contract.Region]map[string]time.Time) {
+	s.t.Helper()
+	for _, m := range s.sinks[len(s.sinks)-1].Messages() {
+		for region, posted := range ids {
+			if _, ok := posted[m.NotificationID]; ok {
+				require.True(s.t, strings.HasSuffix(m.Worker, "@"+region.TaskQueue()),
+					"region %s's notification %s sent by %s", region.Name, m.NotificationID, m.Worker)
+			}
+		}
+	}
+}
+
 // Two regions in one namespace, each with its own central worker and task
 // queue: with region A's worker stopped under a paced load, region B's
 // notifications keep their end-to-end latency (p99 within 1.5× of the run
@@ -180,31 +210,14 @@ func TestRegionsKeepAnOutageInItsRegion(t *testing.T) {
 	for id := range down[0] {
 		require.Zero(t, got[id], "notification %s of region a delivered while a's worker was down", id)
 	}
-	openOfA := func() int64 {
-		resp, err := s.client.CountWorkflow(t.Context(), &workflowservice.CountWorkflowExecutionsRequest{
-			Query: `OutpostRegion="a" AND OutpostKind="Notification" AND ExecutionStatus="Running"`,
-		})
-		require.NoError(t, err)
-		return resp.GetCount()
-	}
-	require.Eventually(t, func() bool { return openOfA() == n }, 30*time.Second, 200*time.Millisecond,
-		"region a's backlog: its %d notifications wait, open, in a's queue (visibility says %d)", n, openOfA())
+	s.awaitOpenNotificationsOf(a, n, 30*time.Second)
 
 	s.startRegionCentral(a)
 	s.awaitDelivered(down[0], 2*time.Minute)
 	for _, ids := range append(up, down...) {
 		s.requireOnce(ids)
 	}
-	for _, m := range s.sinks[len(s.sinks)-1].Messages() {
-		_, ofA := down[0][m.NotificationID]
-		_, ofB := down[1][m.NotificationID]
-		switch {
-		case ofA:
-			require.True(t, strings.HasSuffix(m.Worker, "@"+a.TaskQueue()), "a's notification %s sent by %s", m.NotificationID, m.Worker)
-		case ofB:
-			require.True(t, strings.HasSuffix(m.Worker, "@"+b.TaskQueue()), "b's notification %s sent by %s", m.NotificationID, m.Worker)
-		}
-	}
+	s.requireSentByItsRegion(map[contract.Region]map[string]time.Time{a: down[0], b: down[1]})
 
 	resp, err := http.Get(centralB.url + "/metrics")
 	require.NoError(t, err)
@@ -213,6 +226,39 @@ func TestRegionsKeepAnOutageInItsRegion(t *testing.T) {
 	require.NoError(t, err)
 	require.Regexp(t, `outpost_central_delivered_last_hour\{[^}]*region="b"[^}]*\} `, string(body))
 	require.NotContains(t, string(body), `region="a"`)
+}
+
+// The same on the self-hosted cluster (two server processes on PostgreSQL,
+// SQL visibility, mutual TLS): with region a's worker stopped, region b's
+// notifications are delivered while a's wait, open, in a's queue; when a's
+// worker is back, each of a's is delivered once, by a worker of its region.
+func TestClusterRegionsKeepAnOutageInItsRegion(t *testing.T) {
+	s := newStack(t, nil, onCluster(), withoutCentral(), withoutSite())
+	a, b := contract.Region{Name: "a", OwnQueue: true}, contract.Region{Name: "b", OwnQueue: true}
+	centralA := s.startRegionCentral(a)
+	s.startRegionCentral(b)
+	siteA, _ := s.startRegionSite("plant-a", a)
+	siteB, _ := s.startRegionSite("plant-b", b)
+	sites := []*siteProc{siteA, siteB}
+	for _, warm := range pacedLoad(sites, 1, 0, "warm-up") {
+		s.awaitDelivered(warm, time.Minute)
+	}
+
+	centralA.stop()
+	const n = 20
+	down := pacedLoad(sites, n, 20*time.Millisecond, "a down")
+	s.awaitDelivered(down[1], time.Minute)
+	s.awaitOpenNotificationsOf(a, n, 30*time.Second)
+	got := s.received()
+	for id := range down[0] {
+		require.Zero(t, got[id], "notification %s of region a delivered while a's worker was down", id)
+	}
+
+	s.startRegionCentral(a)
+	s.awaitDelivered(down[0], time.Minute)
+	s.requireOnce(down[0])
+	s.requireOnce(down[1])
+	s.requireSentByItsRegion(map[contract.Region]map[string]time.Time{a: down[0], b: down[1]})
 }
 
 // A site misconfigured into another region's namespace (region b, the

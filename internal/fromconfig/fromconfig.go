@@ -124,7 +124,7 @@ func pageAuth(cfg config.PageAuth) (outbox.Auth, error) {
 	if len(cfg.Users) > 0 {
 		auth.Users = make(map[string]outbox.User, len(cfg.Users))
 		for name, u := range cfg.Users {
-			auth.Users[name] = outbox.User{PasswordHash: u.PasswordHash, Role: outbox.Role(u.Role)}
+			auth.Users[name] = outbox.User{PasswordHash: u.PasswordHash, Role: outbox.Role(u.Role), Regions: u.Regions}
 		}
 	}
 	if cfg.SessionKeyEnv != "" {

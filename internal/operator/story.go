@@ -191,7 +191,8 @@ type Story struct {
 	Request  json.RawMessage `json:"request,omitempty"`
 	Workflow WorkflowView    `json:"workflow"`
 	// AttemptsRunOn is the task queue delivery attempts run on: central's
-	// for notifications, the site's for calls and writes.
+	// (its region's, for a region with its own queue) for notifications, the
+	// site's for calls and writes.
 	AttemptsRunOn  string       `json:"attemptsRunOn"`
 	CurrentAttempt *AttemptView `json:"currentAttempt,omitempty"`
 	WebUI          string       `json:"webUI"`
@@ -244,7 +245,7 @@ func StoryOf(ctx context.Context, tc Temporal, webUI, namespace, id string) (*St
 			ID: ex.ID, RunID: ex.RunID, Type: ex.Type, Status: ex.Status.String(), TaskQueue: ex.TaskQueue,
 			StartedAt: ex.Started, ClosedAt: ex.Closed, HistoryLength: ex.HistoryLength,
 		},
-		AttemptsRunOn: contract.CentralTaskQueue,
+		AttemptsRunOn: centralQueueOf(*ex),
 		WebUI:         WebUIURL(webUI, namespace, ex.ID, ex.RunID),
 	}
 	if p := desc.GetExecutionConfig().GetUserMetadata().GetSummary(); p != nil {
@@ -274,6 +275,18 @@ func StoryOf(ctx context.Context, tc Temporal, webUI, namespace, id string) (*St
 		s.FinishedAt = ex.Closed
 	}
 	return s, nil
+}
+
+// centralQueueOf is the central queue a workflow's attempts run on: its
+// region's own queue when it names a region and ran on that queue (regions
+// sharing a namespace), else outpost-central (no region, or a region that
+// is a namespace of its own).
+func centralQueueOf(ex Execution) string {
+	region := contract.Region{Name: Keyword(ex.SearchAttributes, temporalcontract.AttrRegion), OwnQueue: true}
+	if region.Name != "" && ex.TaskQueue == region.TaskQueue() {
+		return ex.TaskQueue
+	}
+	return contract.CentralTaskQueue
 }
 
 // shownStatus is the operation's status as its workflow's search

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/outpost-dev/outpost/contract"
 )
 
 // Role is what a signed-in person may do on the page.
@@ -37,6 +39,9 @@ type User struct {
 	// or `outpost central hash-password`).
 	PasswordHash string
 	Role         Role
+	// Regions limits the user to the pages of centrals serving one of
+	// them (Options.Region); empty: every region's page.
+	Regions []string
 }
 
 // Auth says who may use the page. With neither Users nor ProxyHeader the
@@ -69,9 +74,29 @@ type identity struct {
 	Role Role
 	// ViaSession is true for a signed-in user, who can sign out.
 	ViaSession bool
+	// Regions are the regions whose pages the user may use; empty for all.
+	Regions []string
 }
 
 func (id identity) CanAct() bool { return id.Role == RoleOperator }
+
+// regionRefusal says why id may not use the page of a central serving
+// region, "" when they may: a user limited to regions uses only their pages.
+func (id identity) regionRefusal(region string) string {
+	if len(id.Regions) == 0 || (region != "" && slices.Contains(id.Regions, region)) {
+		return ""
+	}
+	quoted := make([]string, len(id.Regions))
+	for i, r := range id.Regions {
+		quoted[i] = strconv.Quote(r)
+	}
+	regions := "region " + quoted[0]
+	if len(quoted) > 1 {
+		regions = "regions " + strings.Join(quoted, ", ")
+	}
+	return fmt.Sprintf("%s may use the outbox pages of %s only, and this page's central serves %s: open the page of a region %s may use",
+		id.Name, regions, contract.RegionWords(region), id.Name)
+}
 
 const sessionCookie = "outpost_outbox_session"
 
@@ -140,7 +165,7 @@ func (a *authenticator) identify(r *http.Request) (identity, bool) {
 	}
 	if name, ok := a.sessionUser(r); ok {
 		if u, known := a.auth.Users[name]; known {
-			return identity{Name: name, Role: u.Role, ViaSession: true}, true
+			return identity{Name: name, Role: u.Role, ViaSession: true, Regions: u.Regions}, true
 		}
 	}
 	return identity{}, false

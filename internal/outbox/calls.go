@@ -25,7 +25,7 @@ type callsData struct {
 }
 
 // callKeys are the calls list's GET parameters.
-var callKeys = []string{"status", "kind", "site", "target", "from", "to", "after"}
+var callKeys = []string{"status", "kind", "site", "target", "from", "to", "region", "after"}
 
 // calls lists every cached call and database write central mirrors
 // (Delivered, Failed and Discarded too), newest first, a page at a time,
@@ -33,6 +33,9 @@ var callKeys = []string{"status", "kind", "site", "target", "from", "to", "after
 func (h *handler) calls(w http.ResponseWriter, r *http.Request, who identity) {
 	q := r.URL.Query()
 	filter, err := parseCallFilter(q)
+	if err == nil {
+		err = h.checkRegionFilter(q)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -92,16 +95,17 @@ func parseCallFilter(q url.Values) (centralstore.CallFilter, error) {
 	return f, err
 }
 
-const callsHTML = `{{template "head" "Calls and writes · "}}
+const callsHTML = `{{template "head" (.TitleFor "Calls and writes · ")}}
 <body>
 <p><a href="./" id="back">← Outbox</a></p>
-<h1>Calls and writes</h1>
+<h1>Calls and writes{{with .Region.Name}} · region {{.}}{{end}}</h1>
 <p class="sub">Every cached call and database write central mirrors from the sites, newest first, whatever its status. At {{utc .Now}}.</p>
 <form class="filter" method="get" action="">
   <label>Status<select name="status"><option value="">any</option>{{range .Statuses}}<option{{if eq (print .) (index $.Form "status")}} selected{{end}}>{{.}}</option>{{end}}</select></label>
   <label>Kind<select name="kind"><option value="">any</option>{{range .Kinds}}<option{{if eq . (index $.Form "kind")}} selected{{end}}>{{.}}</option>{{end}}</select></label>
   <label>Site<input name="site" value="{{index .Form "site"}}" size="10"></label>
   <label>Target<input name="target" value="{{index .Form "target"}}" size="16"></label>
+  {{template "regionFilter" .}}
   <label>Created from (UTC)<input type="datetime-local" name="from" value="{{index .Form "from"}}"></label>
   <label>to (UTC)<input type="datetime-local" name="to" value="{{index .Form "to"}}"></label>
   <button type="submit">Filter</button> <a href="calls">Clear</a>

@@ -18,13 +18,14 @@ const (
 	signInSucceeded = "succeeded"
 	signInFailed    = "failed"
 	signInThrottled = "throttled"
+	signInRefused   = "refused"
 )
 
 // newSignInCounter counts sign-ins by outcome, registered in reg when set.
 func newSignInCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outpost_central_signins_total",
-		Help: "Sign-ins on the outbox page's form by outcome: succeeded, failed (wrong name or password) or throttled (refused unchecked after repeated failures).",
+		Help: "Sign-ins on the outbox page's form by outcome: succeeded, failed (wrong name or password), throttled (refused unchecked after repeated failures) or refused (a user limited to other regions than the page's central serves).",
 	}, []string{"outcome"})
 	if reg == nil {
 		return c, nil
@@ -35,11 +36,13 @@ func newSignInCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error)
 	return c, nil
 }
 
-// require serves next to requests whose identity has at least role; others
-// are sent to the login form (a GET with users configured), or refused.
+// require serves next to requests whose identity has at least role and may
+// use this region's page (identity.regionRefusal); others are sent to the
+// login form (a GET with users configured), or refused.
 func (h *handler) require(role Role, next func(http.ResponseWriter, *http.Request, identity)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := h.auth.identify(r)
+		refusal := id.regionRefusal(h.opts.Region.Name)
 		switch {
 		case !ok && r.Method == http.MethodGet && len(h.opts.Auth.Users) > 0:
 			http.Redirect(w, r, pagePath(r)+"login", http.StatusSeeOther)
@@ -47,6 +50,8 @@ func (h *handler) require(role Role, next func(http.ResponseWriter, *http.Reques
 			http.Error(w, "not signed in: sign in at "+pagePath(r)+"login", http.StatusUnauthorized)
 		case !ok:
 			http.Error(w, "not signed in: this page is served through an authenticating proxy; open it through the proxy", http.StatusUnauthorized)
+		case refusal != "":
+			http.Error(w, refusal, http.StatusForbidden)
 		case role == RoleOperator && !id.CanAct():
 			http.Error(w, fmt.Sprintf("%s is a %s: retry, discard and changes to lists need the operator role", id.Name, id.Role), http.StatusForbidden)
 		default:
@@ -93,6 +98,12 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.throttle.succeed(userKey)
+	if refusal := h.userRegionRefusal(name); refusal != "" {
+		h.signIns.WithLabelValues(signInRefused).Inc()
+		h.log.Warn("outbox sign-in refused: another region's user", zap.String("user", name), zap.String("address", addr))
+		renderLogin(w, http.StatusForbidden, refusal)
+		return
+	}
 	h.signIns.WithLabelValues(signInSucceeded).Inc()
 	value, expires := h.auth.newSession(name)
 	base := pagePath(r)
@@ -101,6 +112,13 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode,
 	})
 	http.Redirect(w, r, base, http.StatusSeeOther)
+}
+
+// userRegionRefusal says why the user name may not sign in to this
+// region's page, "" when they may.
+func (h *handler) userRegionRefusal(name string) string {
+	u := h.opts.Auth.Users[name]
+	return identity{Name: name, Regions: u.Regions}.regionRefusal(h.opts.Region.Name)
 }
 
 // logout ends the session.

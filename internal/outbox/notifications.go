@@ -24,13 +24,16 @@ type notificationsData struct {
 }
 
 // notificationKeys are the notification list's GET parameters.
-var notificationKeys = []string{"status", "type", "site", "list", "from", "to", "q", "stuck", "after"}
+var notificationKeys = []string{"status", "type", "site", "list", "from", "to", "q", "stuck", "region", "after"}
 
 // notifications lists every notification (Delivered and Discarded too),
 // newest first, a page at a time, with filters.
 func (h *handler) notifications(w http.ResponseWriter, r *http.Request, who identity) {
 	q := r.URL.Query()
 	filter, err := parseNotificationFilter(q)
+	if err == nil {
+		err = h.checkRegionFilter(q)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -80,10 +83,10 @@ func pageWindow(q url.Values) (from, to time.Time, after *centralstore.Cursor, e
 	return from, to, after, nil
 }
 
-const notificationsHTML = `{{template "head" "Notifications · "}}
+const notificationsHTML = `{{template "head" (.TitleFor "Notifications · ")}}
 <body>
 <p><a href="./" id="back">← Outbox</a></p>
-<h1>Notifications</h1>
+<h1>Notifications{{with .Region.Name}} · region {{.}}{{end}}</h1>
 <p class="sub">Every notification central has, newest first, whatever its status. At {{utc .Now}}.</p>
 <form class="filter" method="get" action="">
   <label>Status<select name="status"><option value="">any</option>{{range .Statuses}}<option{{if eq (print .) (index $.Form "status")}} selected{{end}}>{{.}}</option>{{end}}</select></label>
@@ -94,6 +97,7 @@ const notificationsHTML = `{{template "head" "Notifications · "}}
   <label>to (UTC)<input type="datetime-local" name="to" value="{{index .Form "to"}}"></label>
   <label>Subject contains<input type="search" name="q" value="{{index .Form "q"}}" size="16"></label>
   <label>Stuck only<input type="checkbox" name="stuck" value="1"{{if index .Form "stuck"}} checked{{end}}></label>
+  {{template "regionFilter" .}}
   <button type="submit">Filter</button> <a href="notifications">Clear</a>
 </form>
 <table id="notifications">

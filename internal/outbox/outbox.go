@@ -60,6 +60,11 @@ type Options struct {
 	Log *zap.Logger
 	// Metrics, when set, registers outpost_central_signins_total.
 	Metrics prometheus.Registerer
+	// Region is the one region this page's central serves (config
+	// central.region and region_queue): the page names it, and its lists'
+	// region filter takes it alone, since the central store holds only its
+	// region's work. Default none.
+	Region contract.Region
 	// Hosts are the names, beside localhost and IP addresses, that
 	// requests may carry in their Host header (config central.page_hosts
 	// and the host of central.listen). Default none.
@@ -169,7 +174,7 @@ func onlyHosts(next http.Handler, hosts []string) http.Handler {
 }
 
 // filterKeys are the page's GET parameters, in form order.
-var filterKeys = []string{"status", "kind", "site", "target", "from", "to", "q"}
+var filterKeys = []string{"status", "kind", "site", "target", "from", "to", "q", "region"}
 
 // statuses are the values of the status filter.
 var statuses = []string{centralstore.ItemsStuck, string(contract.StatusParked), string(contract.StatusPending), string(contract.StatusRetrying)}
@@ -240,6 +245,9 @@ func filterQuery(q url.Values) string {
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request, who identity) {
 	filter, err := parseFilter(r.URL.Query())
+	if err == nil {
+		err = h.checkRegionFilter(r.URL.Query())
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -263,13 +271,30 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, who identity) {
 	render(w, "outbox", data)
 }
 
+// checkRegionFilter refuses a list's region filter that names another
+// region than the page's central serves. Central's rows carry no region: a
+// central process serves one region and its store holds that region's
+// work alone, so the filter keeps every row for its own region and can
+// only send the operator to another region's page.
+func (h *handler) checkRegionFilter(q url.Values) error {
+	want := strings.TrimSpace(q.Get("region"))
+	if want == "" || want == h.opts.Region.Name {
+		return nil
+	}
+	if err := contract.CheckRegionName(want); err != nil {
+		return badRequest{err.Error()}
+	}
+	return badf("region %s: this page's central serves %s, and its store holds only that region's work: open region %s's central's outbox page",
+		want, contract.RegionWords(h.opts.Region.Name), want)
+}
+
 // pageData is what every page shows: the time, the pending message, who
 // is signed in, and how to link to the Web UI.
 func (h *handler) pageData(w http.ResponseWriter, r *http.Request, who identity) pageData {
 	return pageData{
 		Now: h.opts.Now().UTC(), StuckAge: h.opts.StuckAge, Window: h.opts.Window,
 		Flash: readFlash(w, r), Who: who, Open: h.opts.Auth.Open(),
-		uiURL: strings.TrimRight(h.opts.TemporalUIURL, "/"), namespace: h.opts.Namespace,
+		Region: h.opts.Region, uiURL: strings.TrimRight(h.opts.TemporalUIURL, "/"), namespace: h.opts.Namespace,
 	}
 }
 

@@ -27,8 +27,19 @@ type pageData struct {
 	// Who is the signed-in person; Open is true when the page asks nobody.
 	Who  identity
 	Open bool
+	// Region is the one region the page's central serves; zero for none.
+	Region contract.Region
 
 	uiURL, namespace string
+}
+
+// TitleFor is a page's title start (page, "Lists · " or "" for the
+// outbox) led by the page's region, if it serves one.
+func (d pageData) TitleFor(page string) string {
+	if d.Region.Name == "" {
+		return page
+	}
+	return page + "Region " + d.Region.Name + " · "
 }
 
 // WorkflowURL links an item to its workflow in the Temporal Web UI, which
@@ -64,13 +75,14 @@ var funcs = template.FuncMap{
 // templates are the outbox page ("outbox"), an item's page ("item"), the
 // list of every notification ("notifications"), of every call and write
 // ("calls") and the notification lists ("lists"), which share one head
-// ("head") and style sheet ("style").
+// ("head"), style sheet ("style") and region filter ("regionFilter").
 var templates = parseTemplates()
 
 func parseTemplates() *template.Template {
 	t := template.New("").Funcs(funcs)
 	template.Must(t.New("style").Parse(styleHTML))
 	template.Must(t.New("head").Parse(headHTML))
+	template.Must(t.New("regionFilter").Parse(regionFilterHTML))
 	template.Must(t.New("outbox").Parse(outboxHTML))
 	template.Must(t.New("item").Parse(itemHTML))
 	template.Must(t.New("notifications").Parse(notificationsHTML))
@@ -89,6 +101,11 @@ const headHTML = `<!doctype html>
 <title>{{.}}Outpost outbox</title>
 {{template "style"}}
 </head>`
+
+// regionFilterHTML is a list's region filter, shown when the page's
+// central serves a region: its store holds that region's work alone, so it
+// is the filter's one value (a link naming another region is refused).
+const regionFilterHTML = `{{with .Region.Name}}<label>Region<select name="region" title="this central serves region {{.}} only: another region's work is on its own central's page"><option>{{.}}</option></select></label>{{end}}`
 
 const styleHTML = `<style>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #1d2733; background: #f6f7f9; }
@@ -119,15 +136,18 @@ table.kv { width: auto; min-width: 40%; } table.kv th { width: 10rem; }
 pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 13px; }
 </style>`
 
-const outboxHTML = `{{template "head" ""}}
+const outboxHTML = `{{template "head" (.TitleFor "")}}
 <body>
-<h1>Outpost outbox</h1>
+<h1>Outpost outbox{{with .Region.Name}} · region {{.}}{{end}}</h1>
 {{if not .Open}}<form class="who" method="post" action="logout"><span id="who">Signed in as <b>{{.Who.Name}}</b> ({{.Who.Role}})</span>{{if .Who.ViaSession}} <button type="submit" id="sign-out">Sign out</button>{{end}}</form>{{end}}
 <p class="sub">At {{utc .Now}} · stuck: Pending or Retrying for more than {{dur .StuckAge}} · delivered: last {{dur .Window}}</p>
 {{with .Flash}}<p class="flash {{if .OK}}ok{{else}}err{{end}}" role="status">{{.Message}}</p>{{end}}
 
 {{with .Report.Global.Total}}
+{{with $.Region.Name}}<h2 id="tiles-title">Region {{.}}</h2>
+<p class="sub">This central serves region {{.}} only: its store, and so every number and list on this page, holds that region's work alone. Another region's is on its own central's page.</p>{{end}}
 <div class="tiles">
+  {{with $.Region.Name}}<div class="tile" id="tile-region"><span class="value">{{.}}</span><span class="label">region, queue {{$.Region.TaskQueue}}</span></div>{{end}}
   <div class="tile" id="tile-queue"><span class="value">{{.Queue}}</span><span class="label">in queue</span></div>
   <div class="tile{{if .Stuck}} warn{{end}}" id="tile-stuck"><span class="value">{{.Stuck}}</span><span class="label">stuck</span></div>
   <div class="tile{{if .Parked}} bad{{end}}" id="tile-parked"><span class="value">{{.Parked}}</span><span class="label">parked</span></div>
@@ -155,6 +175,7 @@ const outboxHTML = `{{template "head" ""}}
   <label>Kind<select name="kind"><option value="">any</option>{{range .Kinds}}<option{{if eq . (index $.Form "kind")}} selected{{end}}>{{.}}</option>{{end}}</select></label>
   <label>Site<input name="site" value="{{index .Form "site"}}" size="10"></label>
   <label>Target or list<input name="target" value="{{index .Form "target"}}" size="14"></label>
+  {{template "regionFilter" .}}
   <label>Created from (UTC)<input type="datetime-local" name="from" value="{{index .Form "from"}}"></label>
   <label>to (UTC)<input type="datetime-local" name="to" value="{{index .Form "to"}}"></label>
   <label>Subject or target contains<input type="search" name="q" value="{{index .Form "q"}}" size="16"></label>
