@@ -414,3 +414,14 @@ site:
 	require.Equal(t, "http://demo.example:80/api", cfg.Site.ExternalSystems["demo"].BaseURL, "an explicit base_url stays")
 	require.Equal(t, "other.db", cfg.Site.Databases["historian"].DSN, "an explicit dsn stays")
 }
+
+// The forwarder starts with forward_parallelism hand-offs in flight, so its
+// bound cannot be lower.
+func TestForwardMaxInFlightIsAtLeastTheParallelism(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(strings.NewReader("site:\n  forward_parallelism: 16\n  forward_max_in_flight: 8\n"), Default())
+	require.ErrorContains(t, err, "site.forward_max_in_flight (line 3): 8 is under site.forward_parallelism (16)")
+	cfg, err := Parse(strings.NewReader("site:\n  forward_max_in_flight: 8\n"), Default())
+	require.NoError(t, err, "a fixed count of 8")
+	require.Equal(t, 8, cfg.Site.ForwardMaxInFlight)
+}
