@@ -72,7 +72,8 @@ time on the same file system, and checks the targets (PASS/MISS):
            Target: >= 0.5x.
   airgap   exporting and importing with verification an air-gap bundle of
            --airgap-entries entries (in memory), each against SHA-256 alone
-           over the same bundle file. Target: verify >= 0.3x.
+           over the same bundle file. Targets: export >= 0.5x, verify
+           >= 0.45x.
   fleet    --fleet-sites simulated sites in this process (each its own site
            store, SDK client, forwarder and telemetry sender) against one
            dev server and central workers run as their own processes
