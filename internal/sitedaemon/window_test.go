@@ -5,7 +5,12 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // fillWindow acquires every slot of w, all free, and returns them.
@@ -141,4 +146,24 @@ func TestWindowBoundIsAtLeastItsStart(t *testing.T) {
 	w := newHandOffWindow(8, 0)
 	roundTrips(t, w, 5, 300*time.Millisecond)
 	require.Equal(t, 8, w.size())
+}
+
+// The window is a gauge of the site's metrics.
+func TestWindowIsAMetric(t *testing.T) {
+	t.Parallel()
+	store, _ := bufferNotifications(t, 0)
+	fwd := NewForwarder(store, targets.New(nil, nil), nil, ForwarderOptions{Parallelism: 8, MaxInFlight: 64}, zap.NewNop())
+	reg := newMetricsRegistry(store, fwd, time.Now)
+	window := func() float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		byName := map[string]*dto.MetricFamily{}
+		for _, f := range families {
+			byName[f.GetName()] = f
+		}
+		return testutil.MetricValue(byName, "outpost_site_handoff_window", nil)
+	}
+	require.Equal(t, 8.0, window())
+	roundTrips(t, fwd.window, 1, 300*time.Millisecond)
+	require.Equal(t, 16.0, window())
 }
