@@ -24,15 +24,16 @@ const (
 // round trips above the link's own.
 //
 // The window starts at start. Each acknowledged hand-off during which the
-// window was full adds one (the window doubles each round
-// trip) while its round trip stays within growWithin of the floor, the
-// least round trip seen since central was last unreachable. Round trips
-// over queuedPast floors shrink it toward the window that would bring
-// them back within growWithin (about two thirds of the way each window's
-// worth of hand-offs), down to start: central is queueing them, and more
-// in flight would only wait longer. A failed hand-off halves the window, once per window's
-// worth, down to one; below start the window grows back whatever the
-// round trip, as it did before the failure. It never exceeds max.
+// window was full adds one (the window doubles each round trip) while its
+// round trip stays within growWithin floors, the floor being the least
+// round trip seen since central was last unreachable. Round trips over
+// queuedPast floors shrink it toward the window that would bring them back
+// within growWithin (about two thirds of the way each window's worth of
+// hand-offs), down to start: central is queueing them, and more in flight
+// would only wait longer. A failed hand-off halves the window, once per
+// window's worth, down to one; below start the window grows back one an
+// ack whatever the round trip, up to start. Only hand-offs started since
+// the last halving grow it. It never exceeds max.
 type handOffWindow struct {
 	start, max int
 	// freed wakes acquire when a slot is released.
