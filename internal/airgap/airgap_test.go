@@ -609,14 +609,19 @@ func TestEncodeBundleMatchesEncodingJSON(t *testing.T) {
 	pruned := newChain("n2").startAt(hlc.PayloadHash([]byte("pruned")), hlc.Timestamp{Physical: t0.UnixMilli()})
 	call := contract.TrackedOperation{OperationID: "call-1", Kind: contract.KindExternalCall, Target: "erp.createOrder",
 		Status: contract.StatusDelivered, CreatedAt: t0, UpdatedAt: t0}
+	long := newChain("n1") // entries over several of the chunks encoded at once
+	for i := range 2*entriesChunk + 3 {
+		long.add(fmt.Sprintf("job-%d", i), fmt.Sprintf(`{"seq":%d,"note":"tab\there"}`, i))
+	}
 	for name, b := range map[string]Bundle{
-		"signed, two logs": signedBundle(t, key, testLogs()),
-		"tricky payloads":  NewBundle("site-1", "n1", t0, []JobLog{tricky.log}),
-		"checkpoint only":  NewBundle("site-1", "n2", t0, []JobLog{pruned.log}),
-		"with calls":       NewBundle("site-1", "n1", t0, []JobLog{tricky.log}, call),
-		"no logs":          NewBundle("site-1", "n1", t0, nil),
-		"empty logs":       NewBundle("site-1", "n1", t0, []JobLog{}),
-		"empty entries":    NewBundle("site-1", "n1", t0, []JobLog{{NodeID: "n1", Entries: []Entry{}}}),
+		"entries over several chunks": NewBundle("site-1", "n1", t0, []JobLog{long.log, tricky.log}),
+		"signed, two logs":            signedBundle(t, key, testLogs()),
+		"tricky payloads":             NewBundle("site-1", "n1", t0, []JobLog{tricky.log}),
+		"checkpoint only":             NewBundle("site-1", "n2", t0, []JobLog{pruned.log}),
+		"with calls":                  NewBundle("site-1", "n1", t0, []JobLog{tricky.log}, call),
+		"no logs":                     NewBundle("site-1", "n1", t0, nil),
+		"empty logs":                  NewBundle("site-1", "n1", t0, []JobLog{}),
+		"empty entries":               NewBundle("site-1", "n1", t0, []JobLog{{NodeID: "n1", Entries: []Entry{}}}),
 	} {
 		t.Run(name, func(t *testing.T) { requireEncodesAsEncodingJSON(t, b) })
 	}
@@ -678,5 +683,71 @@ func TestReceiptDigestCoversCentralsRecord(t *testing.T) {
 		if err := VerifyReceipt(tampered, VerifyOptions{AllowUnsigned: true}); err == nil || !strings.Contains(err.Error(), "receipt digest does not match") {
 			t.Errorf("%s changed: %v, want a digest mismatch", name, err)
 		}
+	}
+}
+
+// appendJSONString writes what encoding/json writes for a string with any
+// byte that needs escaping (or U+2028, or invalid UTF-8) at any place
+// before, inside or after the eight-byte words it scans whole.
+func TestJSONStringEscapesAtEveryOffset(t *testing.T) {
+	specials := []string{"\"", "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "\xff", " ", "~", "!", "#", "[", "]", "<", "&"}
+	for _, special := range specials {
+		for size := range 26 {
+			for at := 0; at <= size; at++ {
+				s := strings.Repeat("a", at) + special + strings.Repeat("z", size-at)
+				var want bytes.Buffer
+				enc := json.NewEncoder(&want)
+				enc.SetEscapeHTML(false) // as the bundle's encoder
+				if err := enc.Encode(s); err != nil {
+					t.Fatal(err)
+				}
+				if got := appendJSONString(nil, s); string(got)+"\n" != want.String() {
+					t.Fatalf("%q: wrote %s, encoding/json %s", s, got, want.String())
+				}
+			}
+		}
+	}
+}
+
+// An export takes each payload's SHA-256 from its payloadHash into the
+// manifest digest. A payload that no longer matches its payloadHash when
+// the bundle is built (a store changed under the site) is refused on
+// import as one changed after export is, and the digest with it; an entry
+// whose payloadHash is no SHA-256 at all gets its payload hashed instead.
+func TestExportOfAPayloadThatDoesNotMatchItsHashIsRefused(t *testing.T) {
+	key, pub := testKey(t, "site")
+	trusted := VerifyOptions{TrustedKeys: []PublicKey{pub}}
+	for name, tc := range map[string]struct {
+		change func(e *Entry)
+		want   []string
+		// digestHashedThePayload: no payloadHash to take, so the digest
+		// hashed the payload, as Verify does, and matches.
+		digestHashedThePayload bool
+	}{
+		"changed payload": {func(e *Entry) { e.Payload = strings.Replace(e.Payload, "alarm", "alarn", 1) },
+			[]string{`node "n1" entry 2 (job a-2): payload hash does not match: stored `, "manifest digest does not match"}, false},
+		"payloadHash not base64": {func(e *Entry) { e.PayloadHash = "not a hash" },
+			[]string{`node "n1" entry 2 (job a-2): payload hash does not match: stored not a hash`}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			logs := testLogs()
+			tc.change(&logs[0].Entries[2])
+			b, err := DecodeBundle(bytes.NewReader(encodeBytes(t, signedBundle(t, key, logs))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			report := Verify(b, trusted)
+			if report.OK() {
+				t.Fatal("verified")
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(report.Err().Error(), want) {
+					t.Errorf("report:\n%v\nwant a line containing %q", report.Err(), want)
+				}
+			}
+			if tc.digestHashedThePayload && strings.Contains(report.Err().Error(), "manifest digest") {
+				t.Errorf("the digest hashed the payload, as Verify does, yet does not match; report:\n%v", report.Err())
+			}
+		})
 	}
 }

@@ -77,3 +77,23 @@ func BenchmarkDecode100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExport100k builds, signs and encodes a 100,000-entry bundle, as
+// an export does; compare with BenchmarkSHA256File100k.
+func BenchmarkExport100k(b *testing.B) {
+	logs := syntheticLogs(100_000, t0)
+	file, _ := benchBundle(b)
+	b.SetBytes(int64(len(file)))
+	var out bytes.Buffer
+	out.Grow(len(file) + 4096)
+	for b.Loop() {
+		out.Reset()
+		bundle := NewBundle("bench-site", "bench-node-1", t0, logs)
+		if err := bundle.Sign(fuzzKey); err != nil {
+			b.Fatal(err)
+		}
+		if err := Encode(&out, bundle); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -72,7 +72,7 @@ func NewBundle(tenant, node string, createdAt time.Time, logs []JobLog, calls ..
 		TenantID:        tenant,
 		CreatedAt:       createdAt.Round(0), // drop the monotonic reading: it does not survive the file
 		CreatedByNodeID: node,
-		ManifestDigest:  ManifestDigest(logs, calls...),
+		ManifestDigest:  manifestDigest(logs, calls, loggedPayloadSums(logs)),
 		JobLogs:         logs,
 		Calls:           calls,
 	}

@@ -1,13 +1,15 @@
 package airgap
 
 import (
-	"bufio"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"hash"
+	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/outpost-dev/outpost/contract"
 )
@@ -20,44 +22,63 @@ import (
 // is explicit, no two different sequences of fields hash the same input,
 // which json.Marshal (field order, escaping, number forms) cannot promise.
 type canonical struct {
-	h       hash.Hash
-	w       *bufio.Writer // batches the many small fields into large hash writes
-	scratch [binary.MaxVarintLen64]byte
+	// h is the hash; nil for a run of entries encoded apart, whose fields
+	// only gather in buf to be appended in order.
+	h hash.Hash
+	// buf gathers the many small fields into large hash writes.
+	buf []byte
 }
 
+// canonicalSpill is how much gathers in buf before it goes to the hash.
+const canonicalSpill = 64 << 10
+
 func newCanonical(domain string) *canonical {
-	h := sha256.New()
-	c := &canonical{h: h, w: bufio.NewWriterSize(h, 64<<10)}
+	c := &canonical{h: sha256.New(), buf: make([]byte, 0, 2*canonicalSpill)}
 	c.str(domain)
 	return c
 }
 
 func (c *canonical) str(s string) {
 	c.length(len(s))
-	c.w.WriteString(s) // writes to a hash never fail
+	c.buf = append(c.buf, s...)
+	c.spill()
 }
 
 func (c *canonical) bytes(b []byte) {
 	c.length(len(b))
-	c.w.Write(b)
+	c.buf = append(c.buf, b...)
+	c.spill()
 }
 
-// length and uint encode into c.scratch: a local array would escape to
-// the heap through the writer, an allocation per field.
 func (c *canonical) length(n int) {
-	c.w.Write(binary.AppendUvarint(c.scratch[:0], uint64(n)))
+	c.buf = binary.AppendUvarint(c.buf, uint64(n))
 }
 
 func (c *canonical) uint(v uint64) {
-	c.w.Write(binary.BigEndian.AppendUint64(c.scratch[:0], v))
+	c.buf = binary.BigEndian.AppendUint64(c.buf, v)
 }
 
 func (c *canonical) present(ok bool) {
 	if ok {
-		c.w.WriteByte(1)
+		c.buf = append(c.buf, 1)
 	} else {
-		c.w.WriteByte(0)
+		c.buf = append(c.buf, 0)
 	}
+}
+
+// spill hashes what gathered once it is large.
+func (c *canonical) spill() {
+	if c.h != nil && len(c.buf) >= canonicalSpill {
+		c.h.Write(c.buf) // writes to a hash never fail
+		c.buf = c.buf[:0]
+	}
+}
+
+// encoded appends fields encoded apart (by a canonical without a hash).
+func (c *canonical) encoded(fields []byte) {
+	c.h.Write(c.buf)
+	c.buf = c.buf[:0]
+	c.h.Write(fields)
 }
 
 // time writes t as present and its Unix nanoseconds, or as absent.
@@ -70,7 +91,8 @@ func (c *canonical) time(t *time.Time) {
 
 // digest is "sha256:" and the hex of the hash of everything written.
 func (c *canonical) digest() string {
-	c.w.Flush()
+	c.h.Write(c.buf)
+	c.buf = c.buf[:0]
 	return "sha256:" + hex.EncodeToString(c.h.Sum(nil))
 }
 
@@ -105,12 +127,51 @@ func payloadSums(logs []JobLog) [][][sha256.Size]byte {
 		sums[i] = make([][sha256.Size]byte, len(log.Entries))
 		inChunks(len(log.Entries), chunkSize, func(lo, hi int) {
 			for j := lo; j < hi; j++ {
-				sums[i][j] = sha256.Sum256([]byte(log.Entries[j].Payload))
+				sums[i][j] = sha256.Sum256(stringBytes(log.Entries[j].Payload))
 			}
 		})
 	}
 	return sums
 }
+
+// loggedPayloadSums is payloadSums as the entries state them: each
+// payloadHash decoded, which the site computed when it logged the entry,
+// and the payload hashed only where payloadHash is not a SHA-256 in
+// base64. An export builds its digest so: hashing every payload again was
+// a third of its time. It binds the payloads no less: the digest binds
+// every payloadHash, and Verify refuses an entry whose payload does not
+// match its payloadHash (and then the digest too).
+func loggedPayloadSums(logs []JobLog) [][][sha256.Size]byte {
+	sums := make([][][sha256.Size]byte, len(logs))
+	for i, log := range logs {
+		sums[i] = make([][sha256.Size]byte, len(log.Entries))
+		inChunks(len(log.Entries), chunkSize, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				e := &log.Entries[j]
+				sum, ok := loggedSum(e.PayloadHash)
+				if !ok {
+					sum = sha256.Sum256(stringBytes(e.Payload))
+				}
+				sums[i][j] = sum
+			}
+		})
+	}
+	return sums
+}
+
+// loggedSum decodes a payloadHash, a SHA-256 in base64 (44 characters).
+func loggedSum(payloadHash string) (sum [sha256.Size]byte, ok bool) {
+	if len(payloadHash) != base64.StdEncoding.EncodedLen(sha256.Size) {
+		return sum, false
+	}
+	var decoded [sha256.Size + 1]byte // what 44 characters may decode to
+	n, err := base64.StdEncoding.Decode(decoded[:], stringBytes(payloadHash))
+	return [sha256.Size]byte(decoded[:sha256.Size]), err == nil && n == sha256.Size
+}
+
+// stringBytes is s's bytes without a copy, to be read only: []byte(s)
+// copied every payload of a bundle before hashing it.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // manifestDigest is ManifestDigest with every payload's SHA-256 given, as
 // payloadSums computes them.
@@ -127,9 +188,7 @@ func manifestDigest(logs []JobLog, calls []contract.TrackedOperation, sums [][][
 			c.str(log.Checkpoint.HLC)
 		}
 		c.uint(uint64(len(log.Entries)))
-		for j, e := range log.Entries {
-			writeEntry(c, e, &sums[i][j])
-		}
+		writeEntries(c, log.Entries, sums[i])
 	}
 	c.uint(uint64(len(calls)))
 	for _, call := range calls {
@@ -137,6 +196,38 @@ func manifestDigest(logs []JobLog, calls []contract.TrackedOperation, sums [][][
 		c.bytes(row)
 	}
 	return c.digest()
+}
+
+// writeEntries writes entries whose payloads' SHA-256 are sums. Reading
+// every field of every entry is most of the digest's time, so runs of
+// them are encoded on every core at once and hashed in order.
+func writeEntries(c *canonical, entries []Entry, sums [][sha256.Size]byte) {
+	encode := func(buf []byte, lo, hi int) ([]byte, error) {
+		// Sized first, as encodeEntries: the payloads go in as their sums.
+		run := canonical{buf: slices.Grow(buf, fieldsSize(entries[lo:hi])+(hi-lo)*entryManifest)}
+		for j := lo; j < hi; j++ {
+			writeEntry(&run, entries[j], &sums[j])
+		}
+		return run.buf, nil
+	}
+	_ = inOrder(len(entries), chunkSize, encode, func(fields []byte) error { // nothing fails
+		c.encoded(fields)
+		return nil
+	})
+}
+
+// entryManifest is about what an entry takes in the manifest beside its
+// strings but the payload: lengths, payload sum, presence and time.
+const entryManifest = 64
+
+// fieldsSize is the length of entries' strings but their payloads.
+func fieldsSize(entries []Entry) int {
+	n := 0
+	for i := range entries {
+		e := &entries[i]
+		n += len(e.NodeID) + len(e.THLC) + len(e.JobID) + len(e.Kind) + len(e.PayloadHash) + 2*len(e.Link)
+	}
+	return n
 }
 
 func writeEntry(c *canonical, e Entry, payloadSum *[sha256.Size]byte) {

@@ -1,11 +1,11 @@
 package airgap
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -18,13 +18,19 @@ import (
 // seconds and twice the file in memory. The small or rare parts
 // (signature, checkpoint, calls) still go through encoding/json.
 type bundleEncoder struct {
-	w   *bufio.Writer
-	buf []byte // the line being written
+	w io.Writer
+	// buf is what is written but not yet out: lines are appended to it
+	// and it goes to w in writes of about writeSize bytes.
+	buf []byte
 	err error
 }
 
+// writeSize is about how much the encoder hands its writer at once: few
+// calls, and no copy through a second buffer.
+const writeSize = 256 << 10
+
 func encodeBundle(w io.Writer, b *Bundle) error {
-	e := &bundleEncoder{w: bufio.NewWriterSize(w, 256<<10)}
+	e := &bundleEncoder{w: w, buf: make([]byte, 0, writeSize+64<<10)}
 	e.open('{', 0)
 	e.field(1, "format", b.Format, true)
 	e.field(1, "bundleId", b.BundleID, true)
@@ -47,10 +53,7 @@ func encodeBundle(w io.Writer, b *Bundle) error {
 	}
 	e.newline()
 	e.buf = append(e.buf, "}\n"...)
-	e.flushLine()
-	if e.err == nil {
-		e.err = e.w.Flush()
-	}
+	e.flush()
 	return e.err
 }
 
@@ -88,30 +91,92 @@ func (e *bundleEncoder) log(l *JobLog) {
 			e.raw(3, "checkpoint", l.Checkpoint, true)
 		}
 		e.key("entries")
-		e.array(l.Entries == nil, len(l.Entries), 3, func(i int) { e.entry(&l.Entries[i]) })
+		if len(l.Entries) == 0 {
+			e.array(l.Entries == nil, 0, 3, nil)
+			return
+		}
+		e.buf = append(e.buf, '[')
+		e.newline()
+		e.entries(l.Entries)
+		e.indent(3)
+		e.buf = append(e.buf, ']')
 	})
 }
 
-func (e *bundleEncoder) entry(en *Entry) {
-	e.element(4, func() {
-		e.field(5, "nodeId", en.NodeID, true)
-		e.field(5, "tHlc", en.THLC, true)
-		e.field(5, "jobId", en.JobID, true)
-		e.field(5, "kind", en.Kind, true)
-		e.field(5, "payload", en.Payload, true)
-		e.field(5, "payloadHash", en.PayloadHash, true)
-		e.key("prevLink")
-		if en.PrevLink == nil {
-			e.buf = append(e.buf, "null"...)
-		} else {
-			e.buf = appendJSONString(e.buf, *en.PrevLink)
-		}
-		e.comma()
-		e.indent(5)
-		e.field(5, "link", en.Link, true)
-		e.key("enqueuedAt")
-		e.time(en)
+// entriesChunk is how many entries one goroutine encodes at a time
+// (about 800 KB of file).
+const entriesChunk = 1024
+
+// entries writes a log's entries, each on its lines and followed by a
+// comma but the last: the inside of array's brackets. Entries are most of
+// a bundle and each encodes alone, so runs of entriesChunk are encoded on
+// every core at once and written in order.
+func (e *bundleEncoder) entries(list []Entry) {
+	e.flush()
+	if e.err != nil {
+		return
+	}
+	e.err = inOrder(len(list), entriesChunk, func(buf []byte, lo, hi int) ([]byte, error) {
+		run := encodeEntries(buf, list, lo, hi)
+		return run.buf, run.err
+	}, func(text []byte) error {
+		_, err := e.w.Write(text)
+		return err
 	})
+}
+
+// encodeEntries encodes list[lo:hi] into buf, as entries writes them.
+// buf is sized first: growing a megabyte by appends cost more than
+// encoding it.
+func encodeEntries(buf []byte, list []Entry, lo, hi int) *bundleEncoder {
+	size := fieldsSize(list[lo:hi]) + (hi-lo)*entryText
+	for i := lo; i < hi; i++ {
+		size += len(list[i].Payload)
+	}
+	run := &bundleEncoder{buf: slices.Grow(buf, size)}
+	for i := lo; i < hi; i++ {
+		run.entry(&list[i])
+		if i < len(list)-1 {
+			run.buf = append(run.buf, ',')
+		}
+		run.buf = append(run.buf, '\n')
+	}
+	return run
+}
+
+// entryText is about what an entry takes in the file beside its strings:
+// keys, indents, quotes and its time.
+const entryText = 320
+
+// entry writes an entry at depth 4, its members at depth 5. The lines
+// between its values are constants: most of a bundle is entries, and
+// writing their keys and indents piece by piece cost as much as their
+// values.
+func (e *bundleEncoder) entry(en *Entry) {
+	const member = ",\n          " // after a member: a comma and the next one's indent
+	e.buf = append(e.buf, "        {\n          \"nodeId\": "...)
+	e.buf = appendJSONString(e.buf, en.NodeID)
+	e.buf = append(e.buf, member+`"tHlc": `...)
+	e.buf = appendJSONString(e.buf, en.THLC)
+	e.buf = append(e.buf, member+`"jobId": `...)
+	e.buf = appendJSONString(e.buf, en.JobID)
+	e.buf = append(e.buf, member+`"kind": `...)
+	e.buf = appendJSONString(e.buf, en.Kind)
+	e.buf = append(e.buf, member+`"payload": `...)
+	e.buf = appendJSONString(e.buf, en.Payload)
+	e.buf = append(e.buf, member+`"payloadHash": `...)
+	e.buf = appendJSONString(e.buf, en.PayloadHash)
+	e.buf = append(e.buf, member+`"prevLink": `...)
+	if en.PrevLink == nil {
+		e.buf = append(e.buf, "null"...)
+	} else {
+		e.buf = appendJSONString(e.buf, *en.PrevLink)
+	}
+	e.buf = append(e.buf, member+`"link": `...)
+	e.buf = appendJSONString(e.buf, en.Link)
+	e.buf = append(e.buf, member+`"enqueuedAt": `...)
+	e.time(en)
+	e.buf = append(e.buf, "\n        }"...)
 }
 
 // element writes an object that is an array element at depth: its members
@@ -171,13 +236,16 @@ func (e *bundleEncoder) comma() {
 	e.newline()
 }
 
-// newline ends the line and writes it out.
+// newline ends the line, and hands what is written to the writer once it
+// is writeSize or more.
 func (e *bundleEncoder) newline() {
 	e.buf = append(e.buf, '\n')
-	e.flushLine()
+	if len(e.buf) >= writeSize {
+		e.flush()
+	}
 }
 
-func (e *bundleEncoder) flushLine() {
+func (e *bundleEncoder) flush() {
 	if e.err == nil {
 		_, e.err = e.w.Write(e.buf)
 	}
@@ -190,16 +258,47 @@ func (e *bundleEncoder) indent(depth int) {
 	}
 }
 
-// time writes en's enqueuedAt as encoding/json writes a time.
+// time writes en's enqueuedAt as encoding/json writes a time: its text
+// (Time.AppendText, as MarshalJSON), quoted.
 func (e *bundleEncoder) time(en *Entry) {
-	t, err := en.EnqueuedAt.MarshalJSON()
-	if err != nil && e.err == nil { // a year outside 0-9999: encoding/json fails too
-		e.err = fmt.Errorf("entry %s: enqueuedAt: %w", en.JobID, err)
+	quoted := append(e.buf, '"')
+	text, err := en.EnqueuedAt.AppendText(quoted)
+	if err != nil { // a year outside 0-9999: encoding/json fails too
+		if e.err == nil {
+			e.err = fmt.Errorf("entry %s: enqueuedAt: %w", en.JobID, err)
+		}
+		return
 	}
-	e.buf = append(e.buf, t...)
+	e.buf = append(text, '"')
 }
 
 const hexDigits = "0123456789abcdef"
+
+// Every byte of a word set to 0x01, and to 0x80.
+const (
+	ones = 0x0101010101010101
+	tops = 0x8080808080808080
+)
+
+// word is the 8 bytes of s from i, little-endian (one load: the compiler
+// merges the shifts).
+func word(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// plainJSON reports whether every byte of w stands as itself in a JSON
+// string: ASCII, not a control character, quote or backslash. Each test is
+// the classic "has a byte less than n" (x - n*ones) &^ x & tops, exact about
+// whether any byte is, which is all this asks; a quote or backslash is a
+// zero byte of w XOR its repetition.
+func plainJSON(w uint64) bool {
+	control := (w - 0x20*ones) &^ w
+	quote := w ^ '"'*ones
+	backslash := w ^ '\\'*ones
+	return (control|(quote-ones)&^quote|(backslash-ones)&^backslash|w)&tops == 0
+}
 
 // appendJSONString appends s as a JSON string exactly as encoding/json
 // writes it with HTML escaping off: quote, backslash and control
@@ -209,6 +308,15 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a second look: nearly
+		// every byte of a bundle is plain ASCII, and this scan was half of
+		// an export's time one byte at a time.
+		for i+8 <= len(s) && plainJSON(word(s, i)) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {

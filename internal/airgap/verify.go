@@ -367,6 +367,10 @@ func chunksOf(n, size int) int { return (n + size - 1) / size }
 // inChunks calls do for every chunk [lo, hi) of [0, n), size items each,
 // on as many goroutines as there are cores, and returns when all are done.
 func inChunks(n, size int, do func(lo, hi int)) {
+	if n <= size { // one chunk: handing it to another goroutine only waits for it
+		do(0, n)
+		return
+	}
 	next := make(chan int, chunksOf(n, size))
 	for lo := 0; lo < n; lo += size {
 		next <- lo
@@ -381,4 +385,62 @@ func inChunks(n, size int, do func(lo, hi int)) {
 		})
 	}
 	wg.Wait()
+}
+
+// maxAhead bounds the chunks inOrder holds at once: each is about a
+// megabyte.
+const maxAhead = 8
+
+// inOrder encodes the chunks [lo, hi) of [0, n), size items each, on every
+// core at once, at most two a core (and maxAhead) ahead of the writing, and
+// hands each to write in order. encode appends to buf, an empty buffer that is reused
+// once written. After the first error, of encode or write, nothing more is
+// written; inOrder returns that error once every chunk begun is done.
+func inOrder(n, size int, encode func(buf []byte, lo, hi int) ([]byte, error), write func([]byte) error) error {
+	type encoded struct {
+		buf []byte
+		err error
+	}
+	if n <= size { // one chunk: handing it to another goroutine only waits for it
+		buf, err := encode(nil, 0, n)
+		if err != nil {
+			return err
+		}
+		return write(buf)
+	}
+	chunks := chunksOf(n, size)
+	done := make([]chan encoded, chunks)
+	for i := range done {
+		done[i] = make(chan encoded, 1)
+	}
+	ahead := make(chan struct{}, min(2*runtime.GOMAXPROCS(0), maxAhead))
+	spare := make(chan []byte, cap(ahead))
+	go func() {
+		for i := range chunks {
+			ahead <- struct{}{}
+			var buf []byte
+			select {
+			case buf = <-spare:
+			default:
+			}
+			go func() {
+				lo := i * size
+				b, err := encode(buf, lo, min(lo+size, n))
+				done[i] <- encoded{b, err}
+			}()
+		}
+	}()
+	var firstErr error
+	for i := range chunks {
+		chunk := <-done[i]
+		if firstErr == nil {
+			firstErr = chunk.err
+		}
+		if firstErr == nil {
+			firstErr = write(chunk.buf)
+		}
+		spare <- chunk.buf[:0]
+		<-ahead
+	}
+	return firstErr
 }

@@ -35,6 +35,8 @@ const (
 	SectionEndToEnd = "e2e"
 	// SectionDrain is a site daemon draining a backlog.
 	SectionDrain = "drain"
+	// SectionWAN is the forwarder draining a backlog over a long link.
+	SectionWAN = "wan"
 	// SectionStatus is Tracking.Status and the daemon's RSS on a big store.
 	SectionStatus = "status"
 	// SectionBrowse is the list of every notification on a big central store.
@@ -55,7 +57,7 @@ const (
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap, SectionFleet, SectionReplication, SectionCluster}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionWAN, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap, SectionFleet, SectionReplication, SectionCluster}
 
 // Options says what to run and how big. Defaults are the full sizes.
 type Options struct {
@@ -93,6 +95,9 @@ type Options struct {
 	EndToEnd int `json:"e2e"`
 	// Drain is the backlog the site daemon drains. Default 50000.
 	Drain int `json:"drain"`
+	// WAN is the backlog the wan section drains at each round trip.
+	// Default 5000.
+	WAN int `json:"wan"`
 	// Rows is how many buffered rows the status section's store holds: half
 	// notifications, half cached calls, each call with its tracking row.
 	// Default 1000000.
@@ -140,7 +145,7 @@ func Defaults() Options {
 	return Options{
 		Callers: []int{1, 8, 64}, PayloadBytes: 512, EnqueueDuration: 5 * time.Second,
 		Rate: 5000, LatencyDuration: 10 * time.Second, Handoff: 5000, Parallelism: 8,
-		EndToEnd: 1000, Drain: 50000, Rows: 1000000, StatusRequests: 10000, BrowseRows: 1000000, BrowseRequests: 500,
+		EndToEnd: 1000, Drain: 50000, WAN: 5000, Rows: 1000000, StatusRequests: 10000, BrowseRows: 1000000, BrowseRequests: 500,
 		TableRows: 10000000, TableRequests: 200, PurgeRows: 1000000, TelemetryRows: 100000, AirgapEntries: 100000,
 		FleetSites: 200, FleetNotifications: 3, FleetCalls: 200,
 	}
@@ -169,8 +174,8 @@ func (o Options) Validate() error {
 		return errors.New("rate and parallelism must be at least 1")
 	case o.Handoff < 2 || o.EndToEnd < 2:
 		return errors.New("handoff and e2e need at least 2 notifications (the bare loop runs in two halves)")
-	case o.Drain < 1 || o.Rows < 2 || o.StatusRequests < 1:
-		return errors.New("drain, rows and status requests must be positive (rows at least 2)")
+	case o.Drain < 1 || o.WAN < 2 || o.Rows < 2 || o.StatusRequests < 1:
+		return errors.New("drain and status requests must be positive, wan and rows at least 2")
 	case o.BrowseRows < 10 || o.BrowseRequests < 1:
 		return errors.New("browse rows must be at least 10 and browse requests positive")
 	case o.TableRows < 1000 || o.TableRequests < 1:
@@ -207,6 +212,7 @@ var sections = map[string]func(*run, context.Context) ([]Row, error){
 	SectionHandoff:     (*run).handoff,
 	SectionEndToEnd:    (*run).endToEnd,
 	SectionDrain:       (*run).drain,
+	SectionWAN:         (*run).wan,
 	SectionStatus:      (*run).status,
 	SectionBrowse:      (*run).browse,
 	SectionTables:      (*run).tables,

@@ -53,7 +53,7 @@ func quick(t *testing.T) bench.Options {
 	opts.EnqueueDuration = 200 * time.Millisecond
 	opts.Rate, opts.LatencyDuration = 500, time.Second
 	opts.Handoff, opts.Parallelism, opts.EndToEnd = 40, 4, 20
-	opts.Drain, opts.Rows, opts.StatusRequests = 60, 2000, 50
+	opts.Drain, opts.WAN, opts.Rows, opts.StatusRequests = 60, 40, 2000, 50
 	opts.BrowseRows, opts.BrowseRequests = 3000, 20
 	opts.TableRows, opts.TableRequests, opts.PurgeRows = 20000, 10, 2000
 	opts.TelemetryRows, opts.AirgapEntries = 2000, 2000
@@ -275,4 +275,25 @@ func TestMarkdownIsTheLatestRunSection(t *testing.T) {
 	require.True(t, strings.HasPrefix(block, "outpost bench, "), "the block is the table's output:\n%s", block)
 	require.Contains(t, block, "enqueue, 1 caller (SDK Notify)")
 	require.Contains(t, block, "The run took ")
+}
+
+// TestWAN runs the wan section at a tiny size: the drain through the long
+// link beside the same drain on loopback, with the rate at each round
+// trip in the details.
+func TestWAN(t *testing.T) {
+	testutil.SkipIfShort(t)
+	opts := quick(t)
+	opts.Only = []string{bench.SectionWAN}
+	report, err := bench.Run(context.Background(), opts)
+	require.NoError(t, err)
+	require.Len(t, report.Rows, 1)
+	row := report.Rows[0]
+	require.Equal(t, "drain 40 through a 300ms round trip", row.Measure)
+	require.Equal(t, "the same drain on loopback", row.Baseline.Name)
+	require.Positive(t, row.Value)
+	require.Positive(t, row.Baseline.Value)
+	require.Equal(t, "≥ 0.5×", row.Target.Text)
+	require.Equal(t, row.Ratio >= 0.5, row.Target.Pass)
+	require.Regexp(t, `^drain rate at a round trip of 30ms: \d+/s, 300ms: \d+/s, 600ms: \d+/s; 40 notifications each`, row.Detail)
+	require.Regexp(t, `loopback: half before \(\d+/s\), half after \(\d+/s\)$`, row.Detail)
 }

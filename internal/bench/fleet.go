@@ -164,7 +164,7 @@ func (f *fleet) startSite(ctx context.Context, id, path string) (*fleetSite, err
 	log := f.r.log.Named("fleet").With(zap.String("site", id))
 	reg := targets.New(opts.ExternalSystems, opts.Databases)
 	fwd := sitedaemon.NewForwarder(store, reg, f.tc, sitedaemon.ForwarderOptions{
-		Interval: opts.ForwardInterval, Batch: opts.ForwardBatch, Parallelism: opts.ForwardParallelism, PollInterval: opts.PollInterval,
+		Interval: opts.ForwardInterval, Batch: opts.ForwardBatch, Parallelism: opts.ForwardParallelism, MaxInFlight: opts.ForwardMaxInFlight, PollInterval: opts.PollInterval,
 	}, log.Named("forwarder"))
 	s := &fleetSite{
 		id: id, store: store,

@@ -34,7 +34,7 @@ func (r *run) handoff(ctx context.Context) (rows []Row, err error) {
 	bare, err := r.bareAround(ctx, SectionHandoff, srv.client(), n, func() error {
 		r.step("handoff: prefill %s notifications, then the forwarder hands them off", thousands(int64(n)))
 		var err error
-		if fwd, err = r.forwardPrefilled(ctx, srv.client()); err != nil {
+		if fwd, err = r.forwardPrefilled(ctx, srv.client(), "handoff-site.db", n); err != nil {
 			return fmt.Errorf("forwarder: %w", err)
 		}
 		return nil
@@ -93,13 +93,13 @@ func (r *run) warmUp(ctx context.Context, section string, tc client.Client) erro
 	return nil
 }
 
-// forwardPrefilled prefills a fresh store with Handoff notifications and
-// runs a forwarder, wired as the daemon wires it (config defaults, the
-// run's parallelism), until the buffer is empty; it returns the time from
-// the forwarder's start.
-func (r *run) forwardPrefilled(ctx context.Context, tc client.Client) (time.Duration, error) {
-	path := r.path("handoff-site.db")
-	if err := prefill(ctx, path, r.body(), r.opts.Handoff, 0); err != nil {
+// forwardPrefilled prefills a fresh store, the file name in the run's
+// directory, with n notifications and runs a forwarder, wired as the
+// daemon wires it (config defaults, the run's parallelism), until the
+// buffer is empty; it returns the time from the forwarder's start.
+func (r *run) forwardPrefilled(ctx context.Context, tc client.Client, name string, n int) (time.Duration, error) {
+	path := r.path(name)
+	if err := prefill(ctx, path, r.body(), n, 0); err != nil {
 		return 0, err
 	}
 	cfg := config.Default().Site
@@ -109,13 +109,13 @@ func (r *run) forwardPrefilled(ctx context.Context, tc client.Client) (time.Dura
 	}
 	defer store.Close()
 	fwd := sitedaemon.NewForwarder(store, targets.New(nil, nil), tc, sitedaemon.ForwarderOptions{
-		Interval: cfg.ForwardInterval, Batch: cfg.ForwardBatch, Parallelism: r.opts.Parallelism, PollInterval: cfg.PollInterval,
+		Interval: cfg.ForwardInterval, Batch: cfg.ForwardBatch, Parallelism: r.opts.Parallelism, MaxInFlight: cfg.ForwardMaxInFlight, PollInterval: cfg.PollInterval,
 	}, r.log.Named("forwarder"))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- fwd.Run(runCtx) }()
-	err = waitEmpty(ctx, store.Depth, r.opts.Handoff, nil, nil)
+	err = waitEmpty(ctx, store.Depth, n, nil, nil)
 	took := time.Since(start)
 	stop()
 	return took, joinStop(err, <-done)

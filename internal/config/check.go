@@ -276,6 +276,9 @@ func (c *checker) validate(cfg Config) {
 	c.positiveDuration("site.poll_interval", cfg.Site.PollInterval)
 	c.positive("site.forward_batch", cfg.Site.ForwardBatch)
 	c.positive("site.forward_parallelism", cfg.Site.ForwardParallelism)
+	if cfg.Site.ForwardMaxInFlight < cfg.Site.ForwardParallelism {
+		c.add("site.forward_max_in_flight", "%d is under site.forward_parallelism (%d): the forwarder starts with that many hand-offs in flight, so the bound must be at least as many", cfg.Site.ForwardMaxInFlight, cfg.Site.ForwardParallelism)
+	}
 	c.positive("site.max_body_bytes", cfg.Site.MaxBodyBytes)
 	if cfg.Site.MaxBodyBytes > MaxBodyBytesLimit {
 		c.add("site.max_body_bytes", "%d is over %d (256 KiB): a larger notification could exceed Temporal's 2 MB payload limit and never leave the site", cfg.Site.MaxBodyBytes, MaxBodyBytesLimit)

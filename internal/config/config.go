@@ -153,8 +153,15 @@ type Site struct {
 	ForwardInterval time.Duration `yaml:"forward_interval"`
 	// ForwardBatch is how many buffered rows one forwarder pass reads. Default 100.
 	ForwardBatch int `yaml:"forward_batch"`
-	// ForwardParallelism is how many hand-offs run at once. Default 8.
+	// ForwardParallelism is how many hand-offs run at once at first, and
+	// the fewest while they succeed: the forwarder keeps more in flight
+	// while the round trip to central stays near its least, up to
+	// ForwardMaxInFlight. Default 8.
 	ForwardParallelism int `yaml:"forward_parallelism"`
+	// ForwardMaxInFlight is the most hand-offs in flight at once over a
+	// long link (each is a request central's frontend holds), at least
+	// ForwardParallelism. Default 256.
+	ForwardMaxInFlight int `yaml:"forward_max_in_flight"`
 	// PollInterval is how often the forwarder looks for rows written by
 	// another process (an SDK script). Default 250ms.
 	PollInterval time.Duration `yaml:"poll_interval"`
@@ -493,7 +500,7 @@ func Default() Config {
 		Temporal: Temporal{Address: "127.0.0.1:7233", Namespace: "default", APIKeyEnv: "OUTPOST_TEMPORAL_API_KEY"},
 		Site: Site{
 			ID: "site-1", Node: "node-a", Store: "outpost-site.db", Listen: "127.0.0.1:8480", WorkflowSummary: SummaryFull,
-			ForwardInterval: 10 * time.Second, ForwardBatch: 100, ForwardParallelism: 8,
+			ForwardInterval: 10 * time.Second, ForwardBatch: 100, ForwardParallelism: 8, ForwardMaxInFlight: 256,
 			PollInterval: 250 * time.Millisecond, MaxBodyBytes: 64 << 10,
 			CommitBatch: 256, CommitDelay: 2 * time.Millisecond,
 			TrackingRetention: 7 * 24 * time.Hour, PurgeInterval: time.Hour,

@@ -460,3 +460,14 @@ func TestPageUserRegionsAreChecked(t *testing.T) {
 	_, err = Parse(strings.NewReader("central:\n  page_auth:\n"+user("[eu]")), Default())
 	require.ErrorContains(t, err, "central.page_auth.users.ana.regions (line 4): this central serves no region (central.region), so a user limited to regions can never use its page: set central.region or remove regions")
 }
+
+// The forwarder starts with forward_parallelism hand-offs in flight, so its
+// bound cannot be lower.
+func TestForwardMaxInFlightIsAtLeastTheParallelism(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(strings.NewReader("site:\n  forward_parallelism: 16\n  forward_max_in_flight: 8\n"), Default())
+	require.ErrorContains(t, err, "site.forward_max_in_flight (line 3): 8 is under site.forward_parallelism (16)")
+	cfg, err := Parse(strings.NewReader("site:\n  forward_max_in_flight: 8\n"), Default())
+	require.NoError(t, err, "a fixed count of 8")
+	require.Equal(t, 8, cfg.Site.ForwardMaxInFlight)
+}

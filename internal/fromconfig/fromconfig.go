@@ -28,7 +28,7 @@ func SiteDaemon(s config.Site) sitedaemon.Options {
 		Listen: s.Listen, APIHosts: s.APIHosts, APITokens: s.APITokens, TLSCertFile: s.TLSCertFile, TLSKeyFile: s.TLSKeyFile,
 		MetricsNeedToken: s.MetricsNeedToken, RedactFields: s.RedactFields, HideSubject: s.WorkflowSummary == config.SummaryListOnly,
 		ForwardInterval: s.ForwardInterval, ForwardBatch: s.ForwardBatch, ForwardParallelism: s.ForwardParallelism,
-		PollInterval: s.PollInterval, MaxBodyBytes: s.MaxBodyBytes,
+		ForwardMaxInFlight: s.ForwardMaxInFlight, PollInterval: s.PollInterval, MaxBodyBytes: s.MaxBodyBytes,
 		TrackingRetention: s.TrackingRetention, PurgeInterval: s.PurgeInterval,
 		TelemetryBatch: s.TelemetryBatch, TelemetryDelay: s.TelemetryDelay, ReconcileInterval: s.ReconcileInterval,
 		PollerCheckInterval: s.PollerCheckInterval, HolderGrace: s.HolderGrace,

@@ -83,7 +83,7 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, traces tra
 	}
 	reg := targets.New(opts.ExternalSystems, opts.Databases)
 	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
-		Interval: opts.ForwardInterval, Batch: opts.ForwardBatch, Parallelism: opts.ForwardParallelism,
+		Interval: opts.ForwardInterval, Batch: opts.ForwardBatch, Parallelism: opts.ForwardParallelism, MaxInFlight: opts.ForwardMaxInFlight,
 		PollInterval: opts.PollInterval, RedactFields: opts.RedactFields, HideSubject: opts.HideSubject, Traces: traces,
 		Region: opts.Region,
 	}, log.Named("forwarder"))

@@ -34,8 +34,14 @@ type ForwarderOptions struct {
 	Interval time.Duration
 	// Batch is how many due rows one pass reads.
 	Batch int
-	// Parallelism is how many hand-offs run at once.
+	// Parallelism is how many hand-offs run at once at first, and the
+	// fewest while they succeed: the forwarder adapts how many it keeps in
+	// flight to the round trip to central (handOffWindow).
 	Parallelism int
+	// MaxInFlight bounds how many hand-offs run at once however long the
+	// round trip: each is a request central's frontend holds. Below
+	// Parallelism (0, say) it is Parallelism: a fixed count.
+	MaxInFlight int
 	// PollInterval is how often to look for rows another process wrote.
 	PollInterval time.Duration
 	// CallTimeout bounds one hand-off call to Temporal. Default 5s.
@@ -65,6 +71,9 @@ type Forwarder struct {
 	log      *zap.Logger
 	now      func() time.Time
 	wake     chan struct{}
+	// window is how many hand-offs run at once; it outlives sweeps, so
+	// what it learnt of the link carries over.
+	window   *handOffWindow
 	handoffs *prometheus.CounterVec
 	// starts tells how central's workers take a notification.
 	starts *startCheck
@@ -92,7 +101,8 @@ func NewForwarder(store *sitestore.Store, reg *targets.Registry, tc client.Clien
 	}
 	return &Forwarder{
 		store: store, targets: reg, temporal: tc, opts: opts, tracer: handOffTracer(opts.Traces), log: log, now: time.Now, wake: make(chan struct{}, 1),
-		handoffs: newHandoffCounter(), starts: newStartCheck(tc, opts.Region.TaskQueue(), log),
+		window: newHandOffWindow(opts.Parallelism, opts.MaxInFlight), handoffs: newHandoffCounter(),
+		starts: newStartCheck(tc, opts.Region.TaskQueue(), log),
 	}
 }
 
@@ -133,32 +143,27 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	}
 }
 
-// Sweep hands off every row due now, oldest first, with up to Parallelism
-// hand-offs in flight and no pause between pages of the backlog; it holds
-// at most one page (Batch rows) in memory. Acknowledged rows are settled in
-// batches as acks arrive. The first "central unreachable" failure ends the
-// sweep: rows in flight fail with it at once, rows not yet sent stay due.
+// Sweep hands off every row due now, oldest first, with as many hand-offs
+// in flight as the window allows and no pause between pages of the
+// backlog; it holds at most one page (Batch rows) and the rows in flight
+// in memory. Acknowledged rows are settled in batches as acks arrive. The
+// first "central unreachable" failure ends the sweep: rows in flight fail
+// with it at once, rows not yet sent stay due.
 func (f *Forwarder) Sweep(ctx context.Context) (unreachable bool, err error) {
 	f.rescheduleAhead(ctx)
 	sweepCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	s := &sweep{f: f, ctx: sweepCtx, stop: stop, rows: make(chan sitestore.Message),
+	s := &sweep{f: f, ctx: sweepCtx, stop: stop,
 		acks: make(chan sitestore.Message, f.opts.Batch), failed: map[string]string{}, refused: map[string]string{}}
-	var workers sync.WaitGroup
-	for range f.opts.Parallelism {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			s.handOffRows()
-		}()
-	}
 	settled := make(chan error, 1)
 	go func() { settled <- f.settleAcks(ctx, s.acks) }()
 
 	readErr := s.feed()
-	workers.Wait()
 	close(s.acks)
 	settleErr := <-settled
+	if s.unreachable != "" {
+		f.window.forgetFloor()
+	}
 	if ctx.Err() == nil {
 		f.recordFailures(ctx, s.failed)
 		f.parkRefused(ctx, s.refused)
@@ -217,9 +222,10 @@ type sweep struct {
 	f    *Forwarder
 	ctx  context.Context
 	stop context.CancelFunc
-	// rows carries due rows to the hand-off workers; acks carries the
-	// acknowledged ones to be settled.
-	rows, acks chan sitestore.Message
+	// acks carries the acknowledged rows to be settled.
+	acks chan sitestore.Message
+	// handOffs are the hand-offs in flight.
+	handOffs sync.WaitGroup
 
 	mu          sync.Mutex
 	failed      map[string]string // row id → why its hand-off failed
@@ -232,10 +238,11 @@ type sweep struct {
 	acked          bool
 }
 
-// feed reads the due rows a page at a time and gives them to the workers,
-// until none is left or the sweep is stopped.
+// feed reads the due rows a page at a time and hands each off as the
+// window frees a slot, until none is left or the sweep is stopped; it
+// returns once every hand-off it started ended.
 func (s *sweep) feed() error {
-	defer close(s.rows)
+	defer s.handOffs.Wait()
 	var after sitestore.DueCursor
 	for s.ctx.Err() == nil {
 		page, err := s.f.store.DueAfter(s.ctx, s.f.now(), after, s.f.opts.Batch)
@@ -243,31 +250,48 @@ func (s *sweep) feed() error {
 			return err
 		}
 		for _, m := range page {
-			select {
-			case s.rows <- m:
-			case <-s.ctx.Done():
-				return nil
+			slot, err := s.f.window.acquire(s.ctx)
+			if err != nil {
+				return nil // the sweep was stopped
 			}
+			s.handOffs.Add(1)
+			go func() {
+				defer s.handOffs.Done()
+				s.handOffRow(slot, m)
+			}()
 		}
 		after = page[len(page)-1].Cursor()
 	}
 	return nil
 }
 
-// handOffRows is one worker: it hands off rows until the feed ends.
-func (s *sweep) handOffRows() {
-	for m := range s.rows {
-		err := s.f.handOff(s.ctx, m)
-		s.f.countHandoff(m.Category, err)
-		if err == nil {
-			s.mu.Lock()
-			s.acked = true
-			s.mu.Unlock()
-			s.acks <- m
-			continue
-		}
-		s.noteFailure(m.ID, err)
+// handOffRow hands off one row in its window slot and notes the outcome.
+func (s *sweep) handOffRow(slot handOffSlot, m sitestore.Message) {
+	started := time.Now()
+	err := s.f.handOff(s.ctx, m)
+	s.f.window.release(slot, time.Since(started), windowOutcome(err))
+	s.f.countHandoff(m.Category, err)
+	if err == nil {
+		s.mu.Lock()
+		s.acked = true
+		s.mu.Unlock()
+		s.acks <- m
+		return
 	}
+	s.noteFailure(m.ID, err)
+}
+
+// windowOutcome is what a hand-off's error tells the window: a refusal
+// about the item or central's setup says nothing of the link or of
+// central's capacity; any other failure counts against the window.
+func windowOutcome(err error) handOffOutcome {
+	switch {
+	case err == nil:
+		return handOffAcked
+	case isRefused(err) || centralNotReady(err):
+		return handOffNoSignal
+	}
+	return handOffFailed
 }
 
 // noteFailure records why a row's hand-off failed. The first "central

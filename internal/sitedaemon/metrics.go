@@ -50,6 +50,11 @@ func newMetricsRegistry(store *sitestore.Store, fwd *Forwarder, now func() time.
 		}
 		return 0
 	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "outpost_site_handoff_window",
+		Help: "How many hand-offs the forwarder may keep in flight now: site.forward_parallelism at first, more while " +
+			"round trips to central stay near their least (a long link), up to site.forward_max_in_flight.",
+	}, func() float64 { return float64(fwd.window.size()) }))
 	reg.MustRegister(&storeCollector{store: store, now: now, ages: ageWatch{seen: map[string]firstSeen{}}}, &airgapCollector{store: store})
 	return reg
 }

@@ -44,11 +44,13 @@ type Options struct {
 	// HideSubject leaves a notification's subject out of its workflow
 	// summary (workflow_summary: list-only).
 	HideSubject bool
-	// ForwardInterval, ForwardBatch, ForwardParallelism and PollInterval
-	// drive the forwarder (ForwarderOptions).
+	// ForwardInterval, ForwardBatch, ForwardParallelism,
+	// ForwardMaxInFlight and PollInterval drive the forwarder
+	// (ForwarderOptions).
 	ForwardInterval    time.Duration
 	ForwardBatch       int
 	ForwardParallelism int
+	ForwardMaxInFlight int
 	PollInterval       time.Duration
 	// MaxBodyBytes limits a notification body.
 	MaxBodyBytes int
