@@ -281,14 +281,19 @@ func (s *sweep) handOffRow(slot handOffSlot, m sitestore.Message) {
 	s.noteFailure(m.ID, err)
 }
 
-// windowOutcome is what a hand-off's error tells the window: a refusal
+// windowOutcome is what a hand-off's error tells the window. A refusal
 // about the item or central's setup says nothing of the link or of
-// central's capacity; any other failure counts against the window.
+// central's capacity, nor does central being down (Unavailable: nothing
+// answers, however few are sent) or a hand-off cut short because the sweep
+// stopped: shrinking on those would leave a site that waited out an outage
+// trying one row per sweep. Any other failure (a timeout above all) counts
+// against the window.
 func windowOutcome(err error) handOffOutcome {
+	var unavailable *serviceerror.Unavailable
 	switch {
 	case err == nil:
 		return handOffAcked
-	case isRefused(err) || centralNotReady(err):
+	case isRefused(err) || centralNotReady(err) || errors.As(err, &unavailable) || errors.Is(err, context.Canceled):
 		return handOffNoSignal
 	}
 	return handOffFailed

@@ -31,9 +31,10 @@ const (
 // within growWithin (about two thirds of the way each window's worth of
 // hand-offs), down to start: central is queueing them, and more in flight
 // would only wait longer. A failed hand-off halves the window, once per
-// window's worth, down to one; below start the window grows back one an
-// ack whatever the round trip, up to start. Only hand-offs started since
-// the last halving grow it. It never exceeds max.
+// window's worth, down to start: below it a site whose central timed out
+// through an outage would try a row or two a sweep, each reporting its
+// failure, where a fixed pool of start tried start. Only hand-offs
+// started since the last halving grow it. It never exceeds max.
 type handOffWindow struct {
 	start, max int
 	// freed wakes acquire when a slot is released.
@@ -134,8 +135,6 @@ func (w *handOffWindow) sample(slot handOffSlot, took time.Duration) {
 	grows := slot.epoch == w.epoch
 	full := slot.filled || slot.fills != w.fills
 	switch {
-	case grows && w.limit < float64(w.start):
-		w.limit++
 	case grows && full && took <= growWithin*w.floor:
 		w.limit = min(w.limit+1, float64(w.max))
 	case took > queuedPast*w.floor && w.limit > float64(w.start):
@@ -154,7 +153,7 @@ func (w *handOffWindow) halve(slot handOffSlot) {
 		return
 	}
 	w.epoch++
-	w.limit = max(w.limit/2, 1)
+	w.limit = max(w.limit/2, float64(w.start))
 }
 
 // forgetFloor starts the floor afresh: after central was unreachable the
