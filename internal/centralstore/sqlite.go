@@ -226,32 +226,24 @@ func deleteBatchBySubquery(table, key, where string) string {
 	return `DELETE FROM ` + table + ` WHERE ` + key + ` IN (SELECT ` + key + ` FROM ` + table + ` WHERE ` + where + ` LIMIT ?)`
 }
 
-// pageCache gives each writer connection 16 MiB of SQLite pages instead
-// of the default 2 MiB. Central's tables hold a year of rows: the purge
-// deletes from every index of a table, and with 2 MiB each batch reads the
-// same upper index pages from the OS again (outpost bench --only tables:
-// the purge about twice as fast). It was 64 MiB: SQLite allocates the cache
-// outside the Go heap and fills it as pages are read, and a worker
-// ingesting a fleet's telemetry (transactions of up to 8,000 changes on
-// keys all over site_calls' and audit_log's indexes) grew it to its limit:
-// about 60 MiB of a worker's 190-245 MiB peak (outpost bench --only fleet,
-// VmRSS against the Go heap). 16 MiB keeps the upper index pages the purge
-// rereads.
-const pageCache = "cache_size(-16384)"
+// pageCache gives each connection 64 MiB of SQLite pages instead of the
+// default 2 MiB. Central's tables hold a year of rows: the purge deletes
+// from every index of a table and the KPIs read index ranges, and with 2 MiB
+// each batch reads the same upper index pages from the OS again (outpost
+// bench --only tables: the purge about twice as fast). The cache fills only
+// as pages are read.
+const pageCache = "cache_size(-65536)"
 
-// memoryMap maps up to 1 GiB of the file for the readers: a page read from
-// the map costs no system call and no copy. In WAL mode every commit of
-// another connection (the purge's, 1,000 rows a transaction) empties a
-// reader's page cache, and the KPIs then read their index pages again:
-// from the map, not through read(2). The writers do not map the file:
-// every page a process touches through the map counts in its resident
-// memory, and a worker's telemetry writes, reading past a page cache that
-// no longer held them, touched 20-90 MiB of it.
+// memoryMap maps up to 1 GiB of the file: a page read from the map costs
+// no system call and no copy. In WAL mode every commit of another
+// connection (the purge's, 1,000 rows a transaction) empties a reader's
+// page cache, and the KPIs then read their index pages again: from the
+// map, not through read(2).
 const memoryMap = "mmap_size(1073741824)"
 
 // OpenSQLite opens (creating if needed) the central store in a SQLite file.
 func OpenSQLite(ctx context.Context, path string) (*Store, error) {
-	db, err := sqlitedb.Open(ctx, path, pageCache)
+	db, err := sqlitedb.Open(ctx, path, pageCache, memoryMap)
 	if err != nil {
 		return nil, fmt.Errorf("central store: %w", err)
 	}

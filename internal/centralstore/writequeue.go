@@ -12,9 +12,8 @@ import (
 
 // maxMergedRows bounds the rows of the writes merged into one transaction:
 // with every change's audit events, a transaction of 8,000 telemetry
-// changes holds about 20,000 audit rows. Pages it changes beyond the
-// writer's page cache (pageCache) SQLite writes to the WAL before the
-// commit; the commit stays whole.
+// changes holds about 20,000 audit rows, well inside the writer's page
+// cache.
 const maxMergedRows = 8000
 
 // writeQueue holds the writes waiting for this process's write turn on a
