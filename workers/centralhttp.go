@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -72,7 +74,36 @@ func startCentralHTTP(cfg CentralOptions, store *centralstore.Store, tc client.C
 	mux.Handle("GET /metrics", metricsHandler(store, cfg.StuckAge, registry, events, cfg.Region.Name))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", centralReadyz(store, tc))
+	if err := servePprofIfAsked(mux, cfg.Listen); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	return &centralHTTP{listener: ln, server: httpserve.Server(mux)}, nil
+}
+
+// pprofEnv set to "1" serves Go's profiles at /debug/pprof/ on
+// central.listen, to find what holds a worker's memory or CPU (go tool
+// pprof http://127.0.0.1:8481/debug/pprof/heap). Off unless set: the
+// profiles answer without the page's sign-in.
+const pprofEnv = "OUTPOST_PPROF"
+
+// servePprofIfAsked adds the profiles to mux when pprofEnv is "1". A listen
+// address reachable beyond this host is refused: anyone who reaches it
+// could read the process's stacks and command line.
+func servePprofIfAsked(mux *http.ServeMux, listen string) error {
+	if os.Getenv(pprofEnv) != "1" {
+		return nil
+	}
+	if !httpserve.IsLoopback(listen) {
+		return fmt.Errorf("%s=1 serves /debug/pprof/ without sign-in, and central.listen %q is reachable beyond this host: "+
+			"profile a worker listening on 127.0.0.1, or unset %s", pprofEnv, listen, pprofEnv)
+	}
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return nil
 }
 
 // MetricsHandler is central's GET /metrics: it registers the Go and

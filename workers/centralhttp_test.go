@@ -37,3 +37,25 @@ func TestOutboxPageAnswersItsListenAndPageHosts(t *testing.T) {
 		require.Equal(t, want, rec.Code, "%s: %s", host, rec.Body.String())
 	}
 }
+
+// Go's profiles are served on central.listen only when OUTPOST_PPROF=1
+// asks for them, and only on a loopback address: they answer without the
+// page's sign-in.
+func TestPprofServedOnlyWhenAskedOnLoopback(t *testing.T) {
+	heap := func(mux *http.ServeMux) int {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil))
+		return rec.Code
+	}
+	off := http.NewServeMux()
+	require.NoError(t, servePprofIfAsked(off, "127.0.0.1:8481"))
+	require.Equal(t, http.StatusNotFound, heap(off))
+
+	t.Setenv(pprofEnv, "1")
+	on := http.NewServeMux()
+	require.NoError(t, servePprofIfAsked(on, "127.0.0.1:8481"))
+	require.Equal(t, http.StatusOK, heap(on))
+
+	err := servePprofIfAsked(http.NewServeMux(), "0.0.0.0:8481")
+	require.ErrorContains(t, err, "reachable beyond this host")
+}

@@ -101,7 +101,7 @@ func execRaw(ctx context.Context, stmts rawStmts, i int64, payload []byte) error
 	now := time.Now().UnixNano()
 	id, ts := fmt.Sprintf("raw-%012d", i), "0000019a8f3c2b10-00000000"
 	_, err := stmts.buffer.ExecContext(ctx, id, contract.KindNotification, "", "ops", payload,
-		string(contract.StatusPending), now, now, "plant-1", "node-a", "", "", ts, rawHash, rawHash, rawHash)
+		string(contract.StatusPending), now, now, "plant-1", "node-a", "", "", ts, rawHash, rawHash, rawHash, "")
 	if err != nil {
 		return err
 	}
