@@ -89,10 +89,9 @@ func TestWindowStaysAtItsStartWhileCentralQueues(t *testing.T) {
 }
 
 // A failed hand-off halves the window once for all the hand-offs that were
-// in flight with it, down to one; below its start the window grows back
-// one slot an ack whatever the round trip, and no further than the start
-// while round trips are far above the floor.
-func TestWindowHalvesOnFailuresAndRecovers(t *testing.T) {
+// in flight with it, and never below its start: a fixed pool of start
+// hand-offs is the least a sweep tries.
+func TestWindowHalvesOnFailuresDownToItsStart(t *testing.T) {
 	t.Parallel()
 	w := newHandOffWindow(8, 256)
 	roundTrips(t, w, 2, 300*time.Millisecond)
