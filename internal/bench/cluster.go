@@ -316,10 +316,11 @@ func (cb *clusterBench) timeTelemetry(ctx context.Context) ([]Row, error) {
 	cb.r.step("cluster: %s tracking changes from %d sites in batches of %d through %d central workers and as bulk upserts, and %s in batches of %d, %d rounds each",
 		thousands(int64(n)), telemetrySites, size, clusterWorkers, thousands(int64(nSmall)), small, telemetryRounds)
 	full, raw, site := cb.newClusterCPU(), cb.newClusterCPU(), cb.newClusterCPU()
+	senders := newSiteSenders(cb.tc)
 	ingest := func(cpu clusterCPU, side string, batches []contract.TelemetryBatch) func(round int) (time.Duration, error) {
 		return func(round int) (time.Duration, error) {
 			return withCPU(cpu.all(), func() (time.Duration, error) {
-				return ingestRound(ctx, cb.tc, cb.store, side, roundOf(batches, round), telemetrySites)
+				return ingestRound(ctx, senders, cb.store, side, roundOf(batches, round), telemetrySites)
 			})
 		}
 	}
@@ -346,7 +347,7 @@ func (cb *clusterBench) timeTelemetry(ctx context.Context) ([]Row, error) {
 		perSecond(n, viaTemporal.total()), "/s",
 		Figure{Name: "bulk upsert of the same rows into PostgreSQL, 1 writer", Value: perSecond(n, bulk.total()), Unit: "/s"})
 	rate = rate.atLeastRatio(0.8).withDetail("%s changes in batches of %d, each round every one of %d sites sending one batch at once "+
-		"(sitedaemon.IngestTelemetry: a signal a batch to one of central's ingest workflows, timed until site_calls held every change): %.1f s (rounds %s); bulk upserts one batch at a time %.1f s (rounds %s); "+
+		"(sitedaemon.IngestSender, one a site: a signal a batch to one of central's ingest workflows, timed until site_calls held every change): %.1f s (rounds %s); bulk upserts one batch at a time %.1f s (rounds %s); "+
 		"CPU a change ingested: %s; a change bulk-upserted: %s",
 		thousands(int64(n)), size, telemetrySites, viaTemporal.total().Seconds(), viaTemporal, bulk.total().Seconds(), bulk,
 		full.per(n), raw.per(n))

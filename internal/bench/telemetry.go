@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -26,9 +27,9 @@ const telemetryRounds = 4
 
 // telemetry times TelemetryRows tracking changes of telemetrySites sites
 // reaching central's site_calls the way site daemons send them
-// (sitedaemon.IngestTelemetry: one ingest workflow per batch of
-// site.telemetry_batch rows, the central worker in process, Parallelism
-// batches in flight) against the store's bulk upsert of as many other rows
+// (sitedaemon.IngestSender, one a site: a signal per batch of
+// site.telemetry_batch rows to the site's ingest workflow shard, the
+// central worker in process, Parallelism batches in flight) against the store's bulk upsert of as many other rows
 // in the same batches, one batch at a time, on the same store file.
 func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 	srv, err := r.startTemporal(ctx, "telemetry")
@@ -53,9 +54,10 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 	ingested, upserted := telemetryBatches("ingested", n, size), telemetryBatches("upserted", n, size)
 	r.step("telemetry: %s tracking changes from %d sites in batches of %d, through Temporal (%d in flight) and as bulk upserts, %d rounds each",
 		thousands(int64(n)), telemetrySites, size, r.opts.Parallelism, telemetryRounds)
+	senders := newSiteSenders(srv.client())
 	times, err := alternate(telemetryRounds,
 		func(round int) (time.Duration, error) {
-			return ingestRound(ctx, srv.client(), store, "ingested", roundOf(ingested, round), r.opts.Parallelism)
+			return ingestRound(ctx, senders, store, "ingested", roundOf(ingested, round), r.opts.Parallelism)
 		},
 		func(round int) (time.Duration, error) {
 			return timeBatches(ctx, roundOf(upserted, round), 1, func(ctx context.Context, b contract.TelemetryBatch) error {
@@ -151,10 +153,44 @@ func timeBatches(ctx context.Context, batches []contract.TelemetryBatch, paralle
 	return time.Since(start), err
 }
 
-// ingestRound sends batches as site daemons do (sitedaemon.IngestTelemetry,
+// siteSenders are the sites' telemetry senders, one a site as each site
+// daemon has its own, kept over the rounds: a sender paces its questions
+// to central by how long its last batch took to be written.
+type siteSenders struct {
+	tc     client.Client
+	mu     sync.Mutex
+	bySite map[string]*siteSender
+}
+
+// siteSender is one site's sender; a site sends one batch at a time.
+type siteSender struct {
+	mu     sync.Mutex
+	sender *sitedaemon.IngestSender
+}
+
+func newSiteSenders(tc client.Client) *siteSenders {
+	return &siteSenders{tc: tc, bySite: map[string]*siteSender{}}
+}
+
+// send sends batch as its site's daemon does, after any batch of the site
+// still under way.
+func (ss *siteSenders) send(ctx context.Context, batch contract.TelemetryBatch) error {
+	ss.mu.Lock()
+	site, ok := ss.bySite[batch.SiteID]
+	if !ok {
+		site = &siteSender{sender: sitedaemon.NewIngestSender(ss.tc, contract.Region{})}
+		ss.bySite[batch.SiteID] = site
+	}
+	ss.mu.Unlock()
+	site.mu.Lock()
+	defer site.mu.Unlock()
+	return site.sender.Send(ctx, batch)
+}
+
+// ingestRound sends batches as site daemons do (sitedaemon.IngestSender,
 // parallel at once) and returns how long until central's store held every
 // row of them: Temporal has a batch before central wrote it.
-func ingestRound(ctx context.Context, tc client.Client, store *centralstore.Store, side string, batches []contract.TelemetryBatch, parallel int) (time.Duration, error) {
+func ingestRound(ctx context.Context, senders *siteSenders, store *centralstore.Store, side string, batches []contract.TelemetryBatch, parallel int) (time.Duration, error) {
 	before, err := countMirrored(ctx, store, side)
 	if err != nil {
 		return 0, err
@@ -164,9 +200,7 @@ func ingestRound(ctx context.Context, tc client.Client, store *centralstore.Stor
 		want += len(b.Rows)
 	}
 	start := time.Now()
-	_, err = timeBatches(ctx, batches, parallel, func(ctx context.Context, b contract.TelemetryBatch) error {
-		return sitedaemon.IngestTelemetry(ctx, tc, b)
-	})
+	_, err = timeBatches(ctx, batches, parallel, senders.send)
 	if err != nil {
 		return 0, err
 	}

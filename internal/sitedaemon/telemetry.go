@@ -59,10 +59,10 @@ type Telemetry struct {
 func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOptions, log *zap.Logger) *Telemetry {
 	t := &Telemetry{store: store, opts: opts, log: log}
 	starts := newStartCheck(tc, opts.Region.TaskQueue(), log)
-	ingest := &ingestSender{tc: tc, region: opts.Region}
+	ingest := NewIngestSender(tc, opts.Region)
 	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error {
 		if starts.sendsToTelemetryIngest(ctx) {
-			return ingest.send(ctx, batch)
+			return ingest.Send(ctx, batch)
 		}
 		return ingestTelemetryByWorkflow(ctx, tc, opts.Region, batch)
 	}
@@ -192,23 +192,21 @@ func fitBytes(rows []contract.TrackedOperation, max int) []contract.TrackedOpera
 	return rows
 }
 
-// IngestTelemetry hands the batch to central's ingest workflow for the
-// batch's site (contract.TelemetryIngestWorkflowID), starting it if it is
-// not running, and returns once central wrote the batch, with the other
-// sites' batches that arrived meanwhile. A resend of the same batch writes
-// nothing twice (a row is kept only when it is newer, and audit event ids
-// are fixed).
-func IngestTelemetry(ctx context.Context, tc client.Client, batch contract.TelemetryBatch) error {
-	return (&ingestSender{tc: tc}).send(ctx, batch)
-}
-
-// ingestSender sends one site's batches to its region's ingest workflow
+// IngestSender sends one site's batches to its region's ingest workflow
 // (contract.Region.TelemetryIngestWorkflowID) on the region's task queue,
-// one at a time. It remembers a batch signalled but not yet known to be
-// written (central's worker away, a timeout), so that the next send asks
-// about that one first instead of signalling again: while central is
-// away, a site adds nothing to the workflow's history.
-type ingestSender struct {
+// one at a time, and returns once central wrote each. A resend of the same
+// batch writes nothing twice (a row is kept only when it is newer, and
+// audit event ids are fixed).
+//
+// It remembers a batch signalled but not yet known to be written (central's
+// worker away, a timeout), so that the next send asks about that one first
+// instead of signalling again: while central is away, a site adds nothing
+// to the workflow's history. And it remembers how long central took to
+// write its last batch, so that it asks about the next one about when it
+// should be written: each question is a query, a round trip through
+// Temporal to the workflow's worker, and a busy central asked every few
+// milliseconds by every site spent half its time answering.
+type IngestSender struct {
 	tc     client.Client
 	region contract.Region
 	// unconfirmed is the run and last change of the batch signalled last,
@@ -217,14 +215,26 @@ type ingestSender struct {
 		runID string
 		last  int64
 	}
+	// took is how long central took to write the last batch confirmed,
+	// from its signal to the answer that it was written; 0 before the
+	// first.
+	took time.Duration
 }
 
-func (s *ingestSender) send(ctx context.Context, batch contract.TelemetryBatch) error {
+// NewIngestSender returns the sender of one site's batches to region's
+// central.
+func NewIngestSender(tc client.Client, region contract.Region) *IngestSender {
+	return &IngestSender{tc: tc, region: region}
+}
+
+// Send signals batch to its site's ingest workflow, starting it if it is
+// not running, and returns once central wrote it.
+func (s *IngestSender) Send(ctx context.Context, batch contract.TelemetryBatch) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	id := s.region.TelemetryIngestWorkflowID(batch.SiteID)
 	if s.unconfirmed.runID != "" {
-		err := awaitWritten(ctx, s.tc, id, s.unconfirmed.runID, batch.SiteID, s.unconfirmed.last)
+		err := awaitWritten(ctx, s.tc, id, s.unconfirmed.runID, batch.SiteID, s.unconfirmed.last, newQuerySchedule(0))
 		if err != nil && !errors.Is(err, errIngestEnded) {
 			return err
 		}
@@ -238,12 +248,42 @@ func (s *ingestSender) send(ctx context.Context, batch contract.TelemetryBatch) 
 	if err != nil {
 		return fmt.Errorf("signal telemetry ingest %s: %w", id, err)
 	}
+	signalled := time.Now()
 	s.unconfirmed.runID, s.unconfirmed.last = run.GetRunID(), batch.Rows[len(batch.Rows)-1].Seq
-	if err := awaitWritten(ctx, s.tc, id, s.unconfirmed.runID, batch.SiteID, s.unconfirmed.last); err != nil {
+	if err := awaitWritten(ctx, s.tc, id, s.unconfirmed.runID, batch.SiteID, s.unconfirmed.last, newQuerySchedule(s.took)); err != nil {
 		return err
 	}
-	s.unconfirmed.runID = ""
+	s.unconfirmed.runID, s.took = "", time.Since(signalled)
 	return nil
+}
+
+// querySchedule is how long awaitWritten waits before each question.
+type querySchedule struct {
+	next time.Duration
+	step time.Duration
+}
+
+// Bounds of a querySchedule's steps: the first step after a write that took
+// nothing, and the longest.
+const (
+	minQueryStep = 20 * time.Millisecond
+	maxQueryStep = 500 * time.Millisecond
+)
+
+// newQuerySchedule is the schedule for a batch after one that took took to
+// be written (0: none known): the first question after three quarters of
+// took, then steps from an eighth of it, each twice the one before. With
+// nothing known, it asks at once, then after 20 ms, 40 ms, ... up to
+// maxQueryStep.
+func newQuerySchedule(took time.Duration) *querySchedule {
+	return &querySchedule{next: took * 3 / 4, step: min(max(took/8, minQueryStep), maxQueryStep)}
+}
+
+// wait is how long to wait before the next question.
+func (q *querySchedule) wait() time.Duration {
+	wait := q.next
+	q.next, q.step = q.step, min(2*q.step, maxQueryStep)
+	return wait
 }
 
 // errIngestEnded is awaitWritten's answer for a run that ended (terminated,
@@ -251,12 +291,18 @@ func (s *ingestSender) send(ctx context.Context, batch contract.TelemetryBatch) 
 var errIngestEnded = errors.New("telemetry ingest ended before it wrote the batch")
 
 // awaitWritten waits until run of ingest workflow id wrote site's changes
-// up to last: its answer to QueryTelemetryWritten reaches last, or it
-// continued as new, which it does only once everything signalled to it is
-// written. Until then the site keeps the batch and sends no other, so an
-// ingest run holds at most one unwritten batch of each site.
-func awaitWritten(ctx context.Context, tc client.Client, id, runID, site string, last int64) error {
-	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+// up to last, asking on schedule: its answer to QueryTelemetryWritten
+// reaches last, or it continued as new, which it does only once everything
+// signalled to it is written. Until then the site keeps the batch and
+// sends no other, so an ingest run holds at most one unwritten batch of
+// each site.
+func awaitWritten(ctx context.Context, tc client.Client, id, runID, site string, last int64, schedule *querySchedule) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("telemetry ingest %s has not written changes up to %d: %w", id, last, ctx.Err())
+		case <-time.After(schedule.wait()):
+		}
 		resp, err := tc.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
 			WorkflowID: id, RunID: runID, QueryType: contract.QueryTelemetryWritten, Args: []any{site},
 			QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN,
@@ -276,11 +322,6 @@ func awaitWritten(ctx context.Context, tc client.Client, id, runID, site string,
 		}
 		if written >= last {
 			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("telemetry ingest %s has not written changes up to %d: %w", id, last, ctx.Err())
-		case <-time.After(wait):
 		}
 	}
 }

@@ -291,13 +291,13 @@ func TestIngestSenderSignalsABatchOnceWhileCentralIsAway(t *testing.T) {
 	t.Parallel()
 	srv := startDevServer(t)
 	tc := srv.Client()
-	sender := &ingestSender{tc: tc}
+	sender := NewIngestSender(tc, contract.Region{})
 	batch := contract.TelemetryBatch{SiteID: "plant-1", Rows: []contract.TrackedOperation{{
 		OperationID: "op-1", Kind: contract.KindExternalCall, Status: contract.StatusDelivered, SourceSiteID: "plant-1", Seq: 7,
 	}}}
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := sender.send(ctx, batch)
+		err := sender.Send(ctx, batch)
 		cancel()
 		require.Error(t, err, "no central worker wrote the batch")
 	}
@@ -311,4 +311,36 @@ func TestIngestSenderSignalsABatchOnceWhileCentralIsAway(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, signals, "the batch signalled once")
+}
+
+// A sender asks whether its batch is written about when central took to
+// write its last one, not every few milliseconds from the signal on: a
+// busy central asked by every site spent half its time answering. Before
+// it knows how long a write takes, it asks at once and then ever less often.
+func TestIngestSenderAsksWhenItsBatchShouldBeWritten(t *testing.T) {
+	t.Parallel()
+	askedBy := func(q *querySchedule, until time.Duration) (asked int, first time.Duration) {
+		var at time.Duration
+		for {
+			at += q.wait()
+			if at > until {
+				return asked, first
+			}
+			if asked++; asked == 1 {
+				first = at
+			}
+		}
+	}
+	asked, first := askedBy(newQuerySchedule(2*time.Second), 2200*time.Millisecond)
+	require.Equal(t, 1500*time.Millisecond, first, "first asked at three quarters of the last write's time")
+	require.LessOrEqual(t, asked, 3, "asked %d times in the 2.2 s a write like the last one takes", asked)
+	require.Greater(t, asked, 1, "asked again soon after the time the last write took")
+
+	asked, first = askedBy(newQuerySchedule(0), 2200*time.Millisecond)
+	require.Zero(t, first, "with no write timed yet, asked at once")
+	require.LessOrEqual(t, asked, 10, "asked %d times in 2.2 s", asked)
+
+	slow := newQuerySchedule(time.Hour)
+	require.Equal(t, 45*time.Minute, slow.wait())
+	require.Equal(t, maxQueryStep, slow.wait(), "after a slow write, asked again within maxQueryStep")
 }
