@@ -56,10 +56,10 @@ func checkIdentity(opts Options) error {
 	if strings.TrimSpace(opts.SiteID) == "" {
 		return &InvalidError{"SiteID", "is required: it names the site in every operation's provenance (use the daemon's site.id)"}
 	}
-	if !siteconfig.IsSiteName(opts.SiteID) {
+	if !contract.IsSiteName(opts.SiteID) {
 		return &InvalidError{"SiteID", fmt.Sprintf("%q must be 1-64 letters, digits, '.', '_' or '-', like the daemon's site.id", opts.SiteID)}
 	}
-	if opts.Node != "" && !siteconfig.IsSiteName(opts.Node) {
+	if opts.Node != "" && !contract.IsSiteName(opts.Node) {
 		return &InvalidError{"Node", fmt.Sprintf("%q must be 1-64 letters, digits, '.', '_' or '-', like the daemon's site.node", opts.Node)}
 	}
 	return nil
@@ -221,7 +221,7 @@ func New(store *sitestore.Store, reg *targets.Registry, opts Options) *Client {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	// No accepted notification may be one central would refuse forever.
-	opts.MaxBodyBytes = min(opts.MaxBodyBytes, siteconfig.MaxBodyBytesLimit)
+	opts.MaxBodyBytes = min(opts.MaxBodyBytes, contract.MaxBodyBytesLimit)
 	c := &Client{store: store, targets: reg, opts: opts}
 	c.unknown = newUnknownIDs(c.now)
 	return c

@@ -42,11 +42,3 @@ func FromConfig(s config.Site) Site {
 		MaxBodyBytes: s.MaxBodyBytes, ExternalSystems: s.ExternalSystems, Databases: s.Databases,
 	}
 }
-
-// IsSiteName is the file's rule for site.id and site.node, which the SDK
-// applies to its Options' SiteID and Node too.
-func IsSiteName(s string) bool { return config.IsSiteName(s) }
-
-// MaxBodyBytesLimit is the file's limit on site.max_body_bytes, which the
-// SDK applies to Options.MaxBodyBytes too.
-const MaxBodyBytesLimit = config.MaxBodyBytesLimit
