@@ -117,11 +117,11 @@ type Options struct {
 	// are checked by the rules of `outpost config check`.
 	ExternalSystems map[string]ExternalSystem
 	Databases       map[string]Database
-	// Calls makes the attempts of Call and Write at those targets: set it
-	// to targetcalls.New (package site/targetcalls), which links net/http
-	// and the SQL drivers that this package leaves out. Open refuses
-	// targets without it; nil otherwise: Call and Write then fail, saying
-	// so.
+	// Calls makes Open's executor of Call and Write at those targets: set
+	// it to targetcalls.New (package site/targetcalls), which links net/http
+	// and the SQL drivers that this package leaves out. Without it, Open
+	// refuses targets, and Call and Write fail saying what to set. (New
+	// takes its executor as an argument instead.)
 	Calls func(*targets.Registry) Executor
 	// OnEnqueue, when set, is told after every operation the client
 	// buffers, so an in-process forwarder (the site daemon's) hands it off
