@@ -23,6 +23,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/callstate"
 	"github.com/outpost-dev/outpost/internal/centraltest"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targetexec"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -155,9 +156,10 @@ func newSite(t *testing.T, status int) *site {
 		BaseURL: s.erp.URL, Timeout: 5 * time.Second, MaxRetries: 2, RetryInterval: time.Minute,
 		Methods: map[string]targets.Method{"createOrder": {Verb: "POST", Path: "/orders/{id}"}},
 	}}, nil)
-	t.Cleanup(func() { reg.Close() })
+	exec := targetexec.New(reg)
+	t.Cleanup(func() { exec.Close() })
 	s.store = store
-	s.acts = &onsite.SiteActivities{Store: store, Targets: reg, Now: clock}
+	s.acts = &onsite.SiteActivities{Store: store, Targets: reg, Executor: exec, Now: clock}
 	var ts testsuite.WorkflowTestSuite
 	s.env = ts.NewTestActivityEnvironment()
 	s.env.RegisterActivity(s.acts)

@@ -183,7 +183,7 @@ func (c *Client) beginCachedCall(ctx context.Context, req targets.Request, p pro
 // immediateAttempt makes the site's one immediate attempt at a tracked call
 // and records its outcome.
 func (c *Client) immediateAttempt(ctx context.Context, id string, req targets.Request) (CallResult, error) {
-	res, attemptErr := c.targets.Execute(ctx, req)
+	res, attemptErr := c.calls.Execute(ctx, req)
 	at := c.now()
 	status, lastError := callstate.ImmediateOutcome(attemptErr)
 	attempt := sitestore.Attempt{OperationID: id, Status: status, LastError: lastError, At: &at, Immediate: true}
@@ -225,8 +225,9 @@ func replayedResult(row contract.TrackedOperation) CallResult {
 // prepare validates req and returns it as every attempt will see it: decoded
 // from its buffered payload.
 func (c *Client) prepare(req targets.Request) (targets.Request, []byte, error) {
-	if c.targets == nil {
-		return req, nil, errors.New("this client has no site definitions: open it with site.OpenConfig, or give Options.ExternalSystems or Databases to site.Open, to make calls and writes")
+	if c.calls == nil {
+		return req, nil, errors.New("this client makes no calls or writes: open it with targetcalls.OpenConfig, or give site.Open " +
+			"Options.ExternalSystems or Databases and Options.Calls = targetcalls.New (import github.com/outpost-dev/outpost/site/targetcalls)")
 	}
 	if err := c.targets.Validate(req); err != nil {
 		return req, nil, asInvalid(err)

@@ -5,6 +5,11 @@
 // immediate attempt and queue it for retry when it fails. The site daemon
 // (`outpost site`, package internal/sitedaemon), running beside it on the
 // same store file, hands the work to central.
+//
+// Call and Write reach their targets through package site/targetcalls
+// (targetcalls.OpenConfig, or Options.Calls = targetcalls.New), which links
+// the HTTP client and the SQL drivers: this package links neither, so that
+// a script that only notifies links a few packages (TestSDKLinksFewPackages).
 package site
 
 import (
@@ -19,7 +24,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outpost-dev/outpost/contract"
-	"github.com/outpost-dev/outpost/internal/siteconfig"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
@@ -56,10 +60,10 @@ func checkIdentity(opts Options) error {
 	if strings.TrimSpace(opts.SiteID) == "" {
 		return &InvalidError{"SiteID", "is required: it names the site in every operation's provenance (use the daemon's site.id)"}
 	}
-	if !siteconfig.IsSiteName(opts.SiteID) {
+	if !contract.IsSiteName(opts.SiteID) {
 		return &InvalidError{"SiteID", fmt.Sprintf("%q must be 1-64 letters, digits, '.', '_' or '-', like the daemon's site.id", opts.SiteID)}
 	}
-	if opts.Node != "" && !siteconfig.IsSiteName(opts.Node) {
+	if opts.Node != "" && !contract.IsSiteName(opts.Node) {
 		return &InvalidError{"Node", fmt.Sprintf("%q must be 1-64 letters, digits, '.', '_' or '-', like the daemon's site.node", opts.Node)}
 	}
 	return nil
@@ -100,14 +104,25 @@ type Options struct {
 	Central Central
 	// MaxBodyBytes limits a notification body; DefaultMaxBodyBytes when 0.
 	MaxBodyBytes int
+	// CommitBatch and CommitDelay tune the store's group commit
+	// (site.commit_batch and site.commit_delay in the file): 256 operations
+	// and 2ms when 0.
+	CommitBatch int
+	CommitDelay time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// ExternalSystems and Databases are what Call and Write reach, for a
-	// client opened with Open; OpenConfig takes them from the file. Start
-	// each from DefaultExternalSystem or DefaultDatabase: they are checked
-	// by the rules of `outpost config check`.
+	// client opened with Open; targetcalls.OpenConfig takes them from the
+	// file. Start each from DefaultExternalSystem or DefaultDatabase: they
+	// are checked by the rules of `outpost config check`.
 	ExternalSystems map[string]ExternalSystem
 	Databases       map[string]Database
+	// Calls makes Open's executor of Call and Write at those targets: set
+	// it to targetcalls.New (package site/targetcalls), which links net/http
+	// and the SQL drivers that this package leaves out. Without it, Open
+	// refuses targets, and Call and Write fail saying what to set. (New
+	// takes its executor as an argument instead.)
+	Calls func(*targets.Registry) Executor
 	// OnEnqueue, when set, is told after every operation the client
 	// buffers, so an in-process forwarder (the site daemon's) hands it off
 	// at once instead of at its next poll.
@@ -119,13 +134,23 @@ type Options struct {
 	Admit func() error
 }
 
+// Executor makes one attempt at a cached call or write to the targets it
+// was made for; targetcalls.New makes the one scripts use.
+type Executor interface {
+	Execute(ctx context.Context, req targets.Request) (targets.Result, error)
+	// Close closes its connections; later attempts fail.
+	Close() error
+}
+
 // Client is the site SDK.
 type Client struct {
 	store *sitestore.Store
 	opts  Options
-	// targets holds the external systems and databases of the site config;
-	// nil for a client opened without it (notifications only).
+	// targets holds the definitions of the external systems and databases
+	// and calls makes the attempts at them; both nil for a client that only
+	// notifies.
 	targets *targets.Registry
+	calls   Executor
 	// unknown holds ids central recently said it never had.
 	unknown *unknownIDs
 }
@@ -151,66 +176,48 @@ func DefaultExternalSystem() ExternalSystem { return targets.DefaultExternalSyst
 func DefaultDatabase() Database { return targets.DefaultDatabase() }
 
 // Open opens the site store at path for a script: notifications, and
-// calls and writes to the targets in opts (OpenConfig reads them from the
-// site's config file instead).
+// calls and writes to the targets in opts, made by opts.Calls
+// (targetcalls.OpenConfig reads the targets from the site's config file
+// instead).
 func Open(ctx context.Context, path string, opts Options) (*Client, error) {
 	if err := checkIdentity(opts); err != nil {
 		return nil, err
 	}
-	var reg *targets.Registry
-	if len(opts.ExternalSystems)+len(opts.Databases) > 0 {
-		if err := targets.Check(opts.ExternalSystems, opts.Databases); err != nil {
-			return nil, fmt.Errorf("site options: %w", err)
-		}
-		reg = targets.New(opts.ExternalSystems, opts.Databases)
+	if err := checkTargets(opts); err != nil {
+		return nil, err
 	}
-	store, err := sitestore.Open(ctx, path, sitestore.Options{Now: opts.Now})
+	store, err := sitestore.Open(ctx, path, sitestore.Options{Now: opts.Now, CommitBatch: opts.CommitBatch, CommitDelay: opts.CommitDelay})
 	if err != nil {
 		return nil, err
 	}
-	return New(store, reg, opts), nil
+	if opts.Calls == nil {
+		return New(store, nil, nil, opts), nil
+	}
+	reg := targets.New(opts.ExternalSystems, opts.Databases)
+	return New(store, reg, opts.Calls(reg), opts), nil
 }
 
-// OpenConfig opens the site of an Outpost config file (the one its daemon
-// runs with) for a script: its store, its external systems and databases.
-// Options.SiteID, Node and MaxBodyBytes default to the file's.
-func OpenConfig(ctx context.Context, file string, opts Options) (*Client, error) {
-	cfg, err := siteconfig.Load(file)
-	if err != nil {
-		return nil, err
+// checkTargets refuses targets no rule of the file would take, and targets
+// the client could not call.
+func checkTargets(opts Options) error {
+	if len(opts.ExternalSystems)+len(opts.Databases) == 0 {
+		return nil
 	}
-	return openSite(ctx, cfg, opts)
+	if err := targets.Check(opts.ExternalSystems, opts.Databases); err != nil {
+		return fmt.Errorf("site options: %w", err)
+	}
+	if opts.Calls == nil {
+		return &InvalidError{"Calls", "is required with ExternalSystems or Databases: set it to targetcalls.New " +
+			"(import github.com/outpost-dev/outpost/site/targetcalls), which makes the calls and writes"}
+	}
+	return nil
 }
 
-func openSite(ctx context.Context, cfg siteconfig.Site, opts Options) (*Client, error) {
-	opts = withSiteDefaults(opts, cfg)
-	if err := checkIdentity(opts); err != nil {
-		return nil, err
-	}
-	store, err := sitestore.Open(ctx, cfg.Store, sitestore.Options{Now: opts.Now, CommitBatch: cfg.CommitBatch, CommitDelay: cfg.CommitDelay})
-	if err != nil {
-		return nil, err
-	}
-	return New(store, targets.New(cfg.ExternalSystems, cfg.Databases), opts), nil
-}
-
-func withSiteDefaults(opts Options, cfg siteconfig.Site) Options {
-	if opts.SiteID == "" {
-		opts.SiteID = cfg.ID
-	}
-	if opts.Node == "" {
-		opts.Node = cfg.Node
-	}
-	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = cfg.MaxBodyBytes
-	}
-	return opts
-}
-
-// New is a client of an open store and the site's targets (nil for
-// notifications only). The site daemon uses it to share both with its
-// forwarder; scripts use Open or OpenConfig.
-func New(store *sitestore.Store, reg *targets.Registry, opts Options) *Client {
+// New is a client of an open store, the site's target definitions and the
+// executor of their calls and writes (both nil for notifications only).
+// The site daemon uses it to share them with its forwarder and its
+// activities; scripts use Open or targetcalls.OpenConfig.
+func New(store *sitestore.Store, reg *targets.Registry, calls Executor, opts Options) *Client {
 	if opts.OnEnqueue == nil {
 		opts.OnEnqueue = func() {}
 	}
@@ -221,8 +228,8 @@ func New(store *sitestore.Store, reg *targets.Registry, opts Options) *Client {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	// No accepted notification may be one central would refuse forever.
-	opts.MaxBodyBytes = min(opts.MaxBodyBytes, siteconfig.MaxBodyBytesLimit)
-	c := &Client{store: store, targets: reg, opts: opts}
+	opts.MaxBodyBytes = min(opts.MaxBodyBytes, contract.MaxBodyBytesLimit)
+	c := &Client{store: store, targets: reg, calls: calls, opts: opts}
 	c.unknown = newUnknownIDs(c.now)
 	return c
 }
@@ -233,8 +240,8 @@ func (c *Client) MaxBodyBytes() int { return c.opts.MaxBodyBytes }
 // Close closes the store and the database connections of cached writes.
 func (c *Client) Close() error {
 	var err error
-	if c.targets != nil {
-		err = c.targets.Close()
+	if c.calls != nil {
+		err = c.calls.Close()
 	}
 	return errors.Join(err, c.store.Close())
 }

@@ -95,3 +95,36 @@ func TestProvenanceIsBounded(t *testing.T) {
 	_, err = big.Notify(context.Background(), "ops", "s", strings.Repeat("x", 300<<10))
 	require.ErrorContains(t, err, "over the limit of 262144 bytes", "MaxBodyBytes is capped at 256 KiB")
 }
+
+// A client opened without Options.Calls only notifies: its Call and Write
+// say what to import to make them, and track nothing.
+func TestNotifyOnlyClientRefusesCallsSayingWhatToImport(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t)
+	_, err := c.Call(context.Background(), "erp", "getOrder", map[string]any{"id": "A-17"})
+	require.ErrorContains(t, err, "targetcalls.New (import github.com/outpost-dev/outpost/site/targetcalls)")
+	_, err = c.Write(context.Background(), "historian", "INSERT INTO readings (tag) VALUES (?)", "x")
+	require.ErrorContains(t, err, "open it with targetcalls.OpenConfig")
+	tracked, err := c.Tracking().List(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, tracked)
+	depth, err := c.BufferDepth(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, depth)
+}
+
+// Targets given without the means to call them are refused at Open, before
+// a store is created, rather than at the first Call.
+func TestOpenRefusesTargetsWithoutCalls(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "db")
+	db := DefaultDatabase()
+	db.DSN = filepath.Join(t.TempDir(), "historian.db")
+	_, err := Open(context.Background(), path, Options{SiteID: "plant-1", Databases: map[string]Database{"historian": db}})
+	var invalid *InvalidError
+	require.ErrorAs(t, err, &invalid)
+	require.Equal(t, "Calls", invalid.Field)
+	require.Contains(t, invalid.Reason, "set it to targetcalls.New")
+	_, statErr := os.Stat(path)
+	require.ErrorIs(t, statErr, os.ErrNotExist)
+}

@@ -13,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/site/targetcalls"
 )
 
 // A script sends a notification: Notify returns once it is on disk, and
@@ -41,7 +42,9 @@ func Example() {
 
 // A script calls an external system defined in code (no config file): the
 // immediate attempt's answer comes back; had the system been down, the call
-// would be queued (Pending) and retried at its interval.
+// would be queued (Pending) and retried at its interval. targetcalls.New
+// makes the calls: a script that only notifies leaves it out and links no
+// HTTP client.
 func ExampleClient_Call() {
 	dir, cleanup := tempDir()
 	defer cleanup()
@@ -57,6 +60,7 @@ func ExampleClient_Call() {
 	system.Methods = map[string]site.Method{"getOrder": {Verb: "GET", Path: "/orders/{id}"}}
 	c, err := site.Open(ctx, filepath.Join(dir, "site.db"), site.Options{
 		SiteID: "plant-1", Node: "node-a", ExternalSystems: map[string]site.ExternalSystem{"erp": system},
+		Calls: targetcalls.New,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -84,6 +88,7 @@ func ExampleClient_Write() {
 	db.DSN = historian
 	c, err := site.Open(ctx, filepath.Join(dir, "site.db"), site.Options{
 		SiteID: "plant-1", Node: "node-a", Databases: map[string]site.Database{"historian": db},
+		Calls: targetcalls.New,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -105,7 +110,7 @@ func ExampleOpen_badTarget() {
 	system := site.DefaultExternalSystem()
 	system.BaseURL = "erp.local"
 	_, err := site.Open(context.Background(), filepath.Join(dir, "site.db"), site.Options{
-		SiteID: "plant-1", ExternalSystems: map[string]site.ExternalSystem{"erp": system},
+		SiteID: "plant-1", ExternalSystems: map[string]site.ExternalSystem{"erp": system}, Calls: targetcalls.New,
 	})
 	fmt.Println(err)
 	// Output:

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/targetexec"
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // newTargetsClient is a client with the erp system and the historian
@@ -29,7 +32,8 @@ func newTargetsClient(t *testing.T) *Client {
 	hist := DefaultDatabase()
 	hist.DSN = historian
 	c, err := Open(context.Background(), filepath.Join(dir, "site.db"), Options{SiteID: "plant-1", Node: "node-a",
-		ExternalSystems: map[string]ExternalSystem{"erp": erp}, Databases: map[string]Database{"historian": hist}})
+		ExternalSystems: map[string]ExternalSystem{"erp": erp}, Databases: map[string]Database{"historian": hist},
+		Calls: func(reg *targets.Registry) Executor { return targetexec.New(reg) }})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c

@@ -22,6 +22,7 @@ import (
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targetexec"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
@@ -460,7 +461,8 @@ func TestCachedCallAttemptHeartbeats(t *testing.T) {
 		BaseURL: erp.URL, Timeout: time.Minute, MaxRetries: 2, RetryInterval: time.Minute,
 		Methods: map[string]targets.Method{"createOrder": {Verb: "POST", Path: "/orders"}},
 	}}, nil)
-	t.Cleanup(func() { reg.Close() })
+	exec := targetexec.New(reg)
+	t.Cleanup(func() { exec.Close() })
 	payload, err := targets.Encode(targets.Request{Kind: contract.KindExternalCall, System: "erp", Method: "createOrder"})
 	require.NoError(t, err)
 	_, err = store.BeginOperation(context.Background(), sitestore.NewOperation{
@@ -472,7 +474,7 @@ func TestCachedCallAttemptHeartbeats(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(time.Minute) // the attempt takes real seconds
-	site := &onsite.SiteActivities{Store: store, Targets: reg, Node: "node-a"}
+	site := &onsite.SiteActivities{Store: store, Targets: reg, Executor: exec, Node: "node-a"}
 	env.RegisterActivity(site)
 	env.SetActivityTaskQueue(contract.SiteTaskQueue(callSite), site.DeliverCachedCall, site.ResolveParkedCall)
 	var scheduledWith []time.Duration // each attempt's heartbeat timeout

@@ -18,6 +18,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/callstate"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targetexec"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
 
@@ -25,8 +26,11 @@ import (
 // its daemon: they deliver cached calls to site-local targets and keep the
 // site's tracking table, the status record of every cached call.
 type SiteActivities struct {
-	Store   *sitestore.Store
+	Store *sitestore.Store
+	// Targets are the site's definitions: each retry's policy.
 	Targets *targets.Registry
+	// Executor makes each retry's attempt at its target.
+	Executor *targetexec.Executor
 	// Node names this daemon in messages.
 	Node string
 	// Now is the clock; time.Now when nil.
@@ -136,7 +140,7 @@ func (a *SiteActivities) deliver(ctx context.Context, id string, payload []byte,
 		return err
 	}
 	req.IdempotencyKey = id
-	_, err = a.Targets.Execute(ctx, req)
+	_, err = a.Executor.Execute(ctx, req)
 	return err
 }
 

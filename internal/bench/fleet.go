@@ -20,6 +20,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/internal/targetexec"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/site/temporalcentral"
@@ -168,7 +169,7 @@ func (f *fleet) startSite(ctx context.Context, id, path string) (*fleetSite, err
 	}, log.Named("forwarder"))
 	s := &fleetSite{
 		id: id, store: store,
-		client: site.New(store, reg, site.Options{
+		client: site.New(store, reg, targetexec.New(reg), site.Options{
 			SiteID: id, Node: benchNode, Script: benchScript, Central: temporalcentral.New(f.tc), MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake,
 		}),
 		telemetry: sitedaemon.NewTelemetry(store, f.tc, sitedaemon.TelemetryOptions{

@@ -231,25 +231,18 @@ func yamlKind(tag, value string) string {
 	return value
 }
 
-var siteNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
 // maxListNameChars is the central store's limit on a list name (its audit
 // operation id "list/NAME" fits 64 characters with a channel's).
 const maxListNameChars = 56
-
-// IsSiteName reports whether s is a valid site id or node name: 1-64
-// letters, digits, '.', '_' or '-' (a task queue name, and central's
-// 64-character columns).
-func IsSiteName(s string) bool { return siteNameRE.MatchString(s) }
 
 func (c *checker) validate(cfg Config) {
 	c.hostPort("temporal.address", cfg.Temporal.Address)
 	c.nonEmpty("temporal.namespace", cfg.Temporal.Namespace)
 
-	if !IsSiteName(cfg.Site.ID) {
+	if !contract.IsSiteName(cfg.Site.ID) {
 		c.add("site.id", "%q must be 1-64 letters, digits, '.', '_' or '-' (it names the task queue outpost-site-<id>)", cfg.Site.ID)
 	}
-	if !IsSiteName(cfg.Site.Node) {
+	if !contract.IsSiteName(cfg.Site.Node) {
 		c.add("site.node", "%q must be 1-64 letters, digits, '.', '_' or '-' (central stores it in a 64-character column)", cfg.Site.Node)
 	}
 	c.nonEmpty("site.store", cfg.Site.Store)
@@ -280,8 +273,8 @@ func (c *checker) validate(cfg Config) {
 		c.add("site.forward_max_in_flight", "%d is under site.forward_parallelism (%d): the forwarder starts with that many hand-offs in flight, so the bound must be at least as many", cfg.Site.ForwardMaxInFlight, cfg.Site.ForwardParallelism)
 	}
 	c.positive("site.max_body_bytes", cfg.Site.MaxBodyBytes)
-	if cfg.Site.MaxBodyBytes > MaxBodyBytesLimit {
-		c.add("site.max_body_bytes", "%d is over %d (256 KiB): a larger notification could exceed Temporal's 2 MB payload limit and never leave the site", cfg.Site.MaxBodyBytes, MaxBodyBytesLimit)
+	if cfg.Site.MaxBodyBytes > contract.MaxBodyBytesLimit {
+		c.add("site.max_body_bytes", "%d is over %d (256 KiB): a larger notification could exceed Temporal's 2 MB payload limit and never leave the site", cfg.Site.MaxBodyBytes, contract.MaxBodyBytesLimit)
 	}
 	c.positive("site.commit_batch", cfg.Site.CommitBatch)
 	c.positiveDuration("site.commit_delay", cfg.Site.CommitDelay)
@@ -314,7 +307,7 @@ func (c *checker) validate(cfg Config) {
 	c.positive("central.retention.purge_batch", cfg.Central.Retention.PurgeBatch)
 	c.smtp(cfg.Central.SMTP)
 	for _, name := range sortedKeys(cfg.Central.Lists) {
-		if !IsSiteName(name) || len(name) > maxListNameChars {
+		if !contract.IsSiteName(name) || len(name) > maxListNameChars {
 			c.add("central.lists."+name, "list name: want 1-%d letters, digits, '.', '_' or '-'", maxListNameChars)
 		}
 		for i, addr := range cfg.Central.Lists[name] {

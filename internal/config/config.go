@@ -166,7 +166,7 @@ type Site struct {
 	// another process (an SDK script). Default 250ms.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// MaxBodyBytes limits a notification body. Default 65536 (64 KiB), at
-	// most MaxBodyBytesLimit (256 KiB).
+	// most contract.MaxBodyBytesLimit (256 KiB).
 	MaxBodyBytes int `yaml:"max_body_bytes"`
 	// CommitBatch is the most operations one group commit of the site store
 	// holds: concurrent enqueues share one transaction and one fsync. Default 256.
@@ -271,11 +271,6 @@ const (
 // from this host only; `config check` asks it the way the servers do
 // (httpserve.IsLoopback).
 func IsLoopback(listen string) bool { return httpserve.IsLoopback(listen) }
-
-// MaxBodyBytesLimit is the largest site.max_body_bytes: a body of that size,
-// even written as JSON escapes (6 bytes a character), keeps a notification's
-// hand-off under Temporal's 2 MB payload limit.
-const MaxBodyBytesLimit = 256 << 10
 
 // DefaultExternalSystem is an external system entry with only the defaults
 // (targets.DefaultExternalSystem).

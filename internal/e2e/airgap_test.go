@@ -18,6 +18,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/site/targetcalls"
 )
 
 // A site with no link to central accepts 1,000 notifications and 100
@@ -33,7 +34,7 @@ func TestAirgapRoundTrip(t *testing.T) {
 
 	// The site: the SDK on the site file, no Temporal client at all.
 	c, err := site.Open(ctx, s.cfg.Site.Store, site.Options{SiteID: "ship-7", Node: "node-a",
-		ExternalSystems: map[string]config.ExternalSystem{"erp": testSystem(s.demo.URL() + "/api")}})
+		ExternalSystems: map[string]config.ExternalSystem{"erp": testSystem(s.demo.URL() + "/api")}, Calls: targetcalls.New})
 	require.NoError(t, err)
 	var ids []string
 	for i := range notifications {
@@ -138,7 +139,7 @@ func TestAirgapOneKeyOnTwoNodes(t *testing.T) {
 	}
 	send := func(node, key, subject string) string {
 		t.Helper()
-		c, err := site.OpenConfig(ctx, nodes[node], site.Options{})
+		c, err := targetcalls.OpenConfig(ctx, nodes[node], site.Options{})
 		require.NoError(t, err)
 		defer c.Close()
 		id, err := c.Send(ctx, site.Notification{List: "ops", Subject: subject, IdempotencyKey: key})

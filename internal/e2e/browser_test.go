@@ -19,6 +19,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/site"
+	"github.com/outpost-dev/outpost/site/targetcalls"
 )
 
 // A web page open in a real browser on the site host tries to use the site
@@ -40,7 +41,7 @@ func TestBrowserCannotUseSiteAPI(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfgPath, fmt.Appendf(nil,
 		"site:\n  id: plant-1\n  store: %s\n  databases:\n    historian: {dsn: %s}\n",
 		filepath.Join(dir, "site.db"), historian), 0o644))
-	c, err := site.OpenConfig(t.Context(), cfgPath, site.Options{})
+	c, err := targetcalls.OpenConfig(t.Context(), cfgPath, site.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 

@@ -1,5 +1,5 @@
 // Package httpanswer is the one classifier of an HTTP answer to Outpost:
-// a cached call's (internal/targets) and a Teams or webhook delivery's
+// a cached call's (internal/targetexec) and a Teams or webhook delivery's
 // (internal/delivery). Each wraps the verdict in its failure and caps the
 // wait by its own rules.
 package httpanswer

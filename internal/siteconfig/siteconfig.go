@@ -1,8 +1,9 @@
-// Package siteconfig is what the site SDK's OpenConfig reads of Outpost's
-// YAML config (package config): the site's identity, store and targets
-// (whose definitions are package targets' own, read from the file as they
-// are). It is the one bridge the SDK (package site) has to the file; the
-// CLI translates the rest of it (internal/fromconfig).
+// Package siteconfig is what the site SDK's targetcalls.OpenConfig reads of
+// Outpost's YAML config (package config): the site's identity, store and
+// targets (whose definitions are package targets' own, read from the file
+// as they are). It is the one bridge the SDK has to the file, through
+// package site/targetcalls (package site reads no file); the CLI
+// translates the rest of it (internal/fromconfig).
 package siteconfig
 
 import (
@@ -12,8 +13,8 @@ import (
 	"github.com/outpost-dev/outpost/internal/targets"
 )
 
-// Site is what a script's client (site.OpenConfig) takes from the file's
-// site section.
+// Site is what a script's client (targetcalls.OpenConfig) takes from the
+// file's site section.
 type Site struct {
 	ID, Node string
 	// Store is the site store's file, opened with CommitBatch and CommitDelay.
@@ -42,11 +43,3 @@ func FromConfig(s config.Site) Site {
 		MaxBodyBytes: s.MaxBodyBytes, ExternalSystems: s.ExternalSystems, Databases: s.Databases,
 	}
 }
-
-// IsSiteName is the file's rule for site.id and site.node, which the SDK
-// applies to its Options' SiteID and Node too.
-func IsSiteName(s string) bool { return config.IsSiteName(s) }
-
-// MaxBodyBytesLimit is the file's limit on site.max_body_bytes, which the
-// SDK applies to Options.MaxBodyBytes too.
-const MaxBodyBytesLimit = config.MaxBodyBytesLimit

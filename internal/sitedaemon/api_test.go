@@ -29,7 +29,7 @@ func openClient(t *testing.T, opts site.Options) (*site.Client, *sitestore.Store
 	t.Helper()
 	store, err := sitestore.Open(context.Background(), filepath.Join(t.TempDir(), "site.db"), sitestore.Options{})
 	require.NoError(t, err)
-	c := site.New(store, nil, opts)
+	c := site.New(store, nil, nil, opts)
 	t.Cleanup(func() { c.Close() })
 	return c, store
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/logging"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targetexec"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
@@ -71,7 +72,8 @@ func openSite(t *testing.T, cfg Options) *site.Client {
 	t.Helper()
 	store, err := sitestore.Open(context.Background(), cfg.Store, sitestore.Options{CommitBatch: cfg.CommitBatch, CommitDelay: cfg.CommitDelay})
 	require.NoError(t, err)
-	c := site.New(store, targets.New(cfg.ExternalSystems, cfg.Databases), site.Options{SiteID: cfg.ID, Node: cfg.Node})
+	reg := targets.New(cfg.ExternalSystems, cfg.Databases)
+	c := site.New(store, reg, targetexec.New(reg), site.Options{SiteID: cfg.ID, Node: cfg.Node})
 	t.Cleanup(func() { c.Close() })
 	return c
 }

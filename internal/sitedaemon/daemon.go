@@ -23,6 +23,7 @@ import (
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/internal/httpserve"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targetexec"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/site/temporalcentral"
@@ -37,6 +38,7 @@ type Daemon struct {
 	Telemetry *Telemetry
 	store     *sitestore.Store
 	targets   *targets.Registry
+	calls     *targetexec.Executor
 	opts      Options
 	temporal  client.Client
 	listener  net.Listener
@@ -82,12 +84,13 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, traces tra
 		return nil, err
 	}
 	reg := targets.New(opts.ExternalSystems, opts.Databases)
+	calls := targetexec.New(reg)
 	fwd := NewForwarder(store, reg, tc, ForwarderOptions{
 		Interval: opts.ForwardInterval, Batch: opts.ForwardBatch, Parallelism: opts.ForwardParallelism, MaxInFlight: opts.ForwardMaxInFlight,
 		PollInterval: opts.PollInterval, RedactFields: opts.RedactFields, HideSubject: opts.HideSubject, Traces: traces,
 		Region: opts.Region,
 	}, log.Named("forwarder"))
-	c := site.New(store, reg, site.Options{
+	c := site.New(store, reg, calls, site.Options{
 		SiteID: opts.ID, Node: opts.Node, Central: temporalcentral.NewInRegion(tc, opts.Region), MaxBodyBytes: opts.MaxBodyBytes, OnEnqueue: fwd.Wake, Admit: d.role.admit,
 	})
 	ln, err := net.Listen("tcp", opts.Listen)
@@ -105,7 +108,7 @@ func StartDaemon(ctx context.Context, opts Options, tc client.Client, traces tra
 		c.Close()
 		return nil, err
 	}
-	d.Client, d.Forwarder, d.targets, d.listener = c, fwd, reg, ln
+	d.Client, d.Forwarder, d.targets, d.calls, d.listener = c, fwd, reg, calls, ln
 	d.Telemetry = NewTelemetry(store, tc, TelemetryOptions{SiteID: opts.ID, Region: opts.Region, Batch: opts.TelemetryBatch, Delay: opts.TelemetryDelay}, log.Named("telemetry"))
 	return d, nil
 }
@@ -216,7 +219,7 @@ func (d *Daemon) work(ctx context.Context, role workerRole) error {
 	})
 	// One SiteActivities for the worker and the site's own retries: they
 	// share its per-call locks.
-	acts := &onsite.SiteActivities{Store: d.store, Targets: d.targets, Node: d.opts.Node}
+	acts := &onsite.SiteActivities{Store: d.store, Targets: d.targets, Executor: d.calls, Node: d.opts.Node}
 	sw := &siteWorker{tc: d.temporal, siteID: d.opts.ID, region: d.opts.Region, acts: acts, reconcileEvery: d.opts.ReconcileInterval, log: d.log.Named("worker")}
 	g.Go(func() error { return runWorker(ctx, sw, role, d.opts.PollerCheckInterval, d.opts.ForwardInterval) })
 	g.Go(func() error { return runLocalRetries(ctx, d.store, acts, time.Second, d.log.Named("retries")) })

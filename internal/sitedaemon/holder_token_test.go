@@ -14,6 +14,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/internal/targetexec"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/site"
 )
@@ -28,7 +29,8 @@ func TestTokenHolderIsRecordedWithEachOperation(t *testing.T) {
 	cfg := siteDefinitions("http://127.0.0.1:1", filepath.Join(dir, "historian.db"))
 	store, err := sitestore.Open(ctx, filepath.Join(dir, "site.db"), sitestore.Options{})
 	require.NoError(t, err)
-	c := site.New(store, targets.New(cfg.ExternalSystems, cfg.Databases), site.Options{SiteID: "plant-1", Node: "node-a"})
+	reg := targets.New(cfg.ExternalSystems, cfg.Databases)
+	c := site.New(store, reg, targetexec.New(reg), site.Options{SiteID: "plant-1", Node: "node-a"})
 	t.Cleanup(func() { c.Close() })
 	h := NewAPI(c, APIOptions{Tokens: map[string]string{"scada": "tok-scada", "scripts": "tok-scripts"}}, zaptest.NewLogger(t))
 	send := func(path, body, token string) (int, string) {

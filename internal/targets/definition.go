@@ -146,3 +146,17 @@ func (d Database) SQLServerDSN() (string, error) {
 	}
 	return u.String(), nil
 }
+
+// DriverOrDefault is Driver, or DriverSQLite when it is empty.
+func (d Database) DriverOrDefault() string {
+	if d.Driver == "" {
+		return DriverSQLite
+	}
+	return d.Driver
+}
+
+// TimeoutOrDefault bounds one attempt: Timeout, or 30s when it is not set.
+func (e ExternalSystem) TimeoutOrDefault() time.Duration { return timeoutOr(e.Timeout) }
+
+// TimeoutOrDefault bounds one attempt: Timeout, or 30s when it is not set.
+func (d Database) TimeoutOrDefault() time.Duration { return timeoutOr(d.Timeout) }

@@ -2,7 +2,6 @@ package targets
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 )
 
@@ -68,17 +67,4 @@ type Result struct {
 	Body json.RawMessage `json:"body,omitempty"`
 	// RowsAffected is what the write changed (DatabaseWrite).
 	RowsAffected int64 `json:"rowsAffected,omitempty"`
-}
-
-// redact removes a secret from a message. A "Scheme token" value is also
-// redacted token alone, as a server may echo just the token.
-func redact(msg, secret string) string {
-	if secret == "" {
-		return msg
-	}
-	msg = strings.ReplaceAll(msg, secret, "[redacted]")
-	if _, token, ok := strings.Cut(secret, " "); ok && len(token) >= 8 {
-		msg = strings.ReplaceAll(msg, token, "[redacted]")
-	}
-	return msg
 }

@@ -1,14 +1,9 @@
 package targets
 
 import (
-	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -25,43 +20,30 @@ const (
 	storeMargin = 30 * time.Second
 )
 
-// Registry holds the site's definitions and the database pools. It is safe
-// for concurrent use.
+// Registry holds the site's definitions: what a request may ask of them
+// (Validate) and its retry policy. It makes no attempt itself, so that
+// what imports it links no HTTP client or SQL driver: package
+// internal/targetexec makes the attempts. It is safe for concurrent use.
 type Registry struct {
 	systems   map[string]ExternalSystem
 	databases map[string]Database
-	client    *http.Client
-
-	mu     sync.Mutex
-	pools  map[string]*sql.DB
-	closed bool
 }
 
 // New returns a registry of the given external systems and databases.
-// Database pools open on first use.
 func New(systems map[string]ExternalSystem, databases map[string]Database) *Registry {
-	return &Registry{
-		systems:   maps.Clone(systems),
-		databases: maps.Clone(databases),
-		client:    newHTTPClient(),
-		pools:     map[string]*sql.DB{},
-	}
+	return &Registry{systems: maps.Clone(systems), databases: maps.Clone(databases)}
 }
 
-// Close closes the database pools opened so far; later writes fail.
-func (r *Registry) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed = true
-	r.client.CloseIdleConnections()
-	var errs []error
-	for name, db := range r.pools {
-		if err := db.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", name, err))
-		}
-	}
-	clear(r.pools)
-	return errors.Join(errs...)
+// ExternalSystem is the definition of the system named name.
+func (r *Registry) ExternalSystem(name string) (ExternalSystem, bool) {
+	sys, ok := r.systems[name]
+	return sys, ok
+}
+
+// Database is the definition of the database named name.
+func (r *Registry) Database(name string) (Database, bool) {
+	db, ok := r.databases[name]
+	return db, ok
 }
 
 // Validate returns an *InvalidError when req can never run, else nil.
@@ -97,7 +79,7 @@ func (r *Registry) validateCall(req Request) error {
 	if !ok {
 		return &InvalidError{Field: "method", Reason: fmt.Sprintf("system %q has no method %q", req.System, req.Method)}
 	}
-	_, _, err := expandPath(m.Path, req.Params)
+	_, _, err := ExpandPath(m.Path, req.Params)
 	return err
 }
 
@@ -109,7 +91,7 @@ func (r *Registry) validateWrite(req Request) error {
 	if !ok {
 		return &InvalidError{Field: "connection", Reason: fmt.Sprintf("unknown database %q", req.Connection)}
 	}
-	if d := driverOf(db); d != DriverSQLite && d != DriverSQLServer {
+	if d := db.DriverOrDefault(); d != DriverSQLite && d != DriverSQLServer {
 		return &InvalidError{Field: "connection", Reason: fmt.Sprintf("database %q has unknown driver %q", req.Connection, d)}
 	}
 	if strings.TrimSpace(req.SQL) == "" {
@@ -175,23 +157,4 @@ func timeoutOr(d time.Duration) time.Duration {
 		return defaultTimeout
 	}
 	return d
-}
-
-// Execute makes one attempt at req. The error is a *Failure for an attempt
-// that reached, or tried to reach, the target, or an *InvalidError for a
-// request that cannot run (callers treat it as permanent).
-func (r *Registry) Execute(ctx context.Context, req Request) (Result, error) {
-	if err := r.Validate(req); err != nil {
-		return Result{}, err
-	}
-	key := req.IdempotencyKey // not part of the buffered form canonical goes through
-	req, err := canonical(req)
-	if err != nil {
-		return Result{}, &InvalidError{Field: "request", Reason: err.Error()}
-	}
-	req.IdempotencyKey = key
-	if req.Kind == contract.KindExternalCall {
-		return r.call(ctx, req)
-	}
-	return r.write(ctx, req)
 }

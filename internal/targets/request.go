@@ -76,9 +76,9 @@ func Decode(payload []byte) (Request, error) {
 	return r, nil
 }
 
-// canonical is req as Decode(Encode(req)) gives it, so Execute binds the
-// same values whether or not its caller went through the buffer.
-func canonical(req Request) (Request, error) {
+// Canonical is req as Decode(Encode(req)) gives it, so an attempt binds
+// the same values whether or not its caller went through the buffer.
+func Canonical(req Request) (Request, error) {
 	b, err := Encode(req)
 	if err != nil {
 		return Request{}, err

@@ -18,8 +18,8 @@ import (
 // The check reads the SQL the way the database's lexer does (strings,
 // quoted names, comments), so a ';' or a keyword inside a literal is not
 // taken for syntax. On SQLite an authorizer enforces the same classes
-// inside the engine as well (sqliteAuthorizer), in case the lexer here and
-// SQLite's ever disagree.
+// inside the engine as well (sqliteAuthorizer in internal/targetexec), in
+// case the lexer here and SQLite's ever disagree.
 
 // Statement classes a database definition can allow (Database.Allow).
 const (
@@ -45,7 +45,7 @@ type statement struct {
 // checkStatement returns an *InvalidError unless sql is one statement the
 // database's definition lets a buffered write run with nArgs arguments.
 func checkStatement(sql string, db Database, nArgs int) error {
-	driver := driverOf(db)
+	driver := db.DriverOrDefault()
 	stmts, err := lexStatements(sql, driver)
 	if err != nil {
 		return &InvalidError{Field: "sql", Reason: err.Error()}

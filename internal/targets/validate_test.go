@@ -54,7 +54,6 @@ func cyclic() map[string]any {
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	r := testRegistry()
-	t.Cleanup(func() { require.NoError(t, r.Close()) })
 	tests := []struct {
 		name   string
 		req    Request
@@ -137,14 +136,4 @@ func TestPolicy(t *testing.T) {
 	def := contract.RetryPolicy{Interval: time.Minute, MaxRetries: 10, AttemptTimeout: 60 * time.Second}
 	require.Equal(t, def, r.Policy(call("gone", "createOrder", nil)))
 	require.Equal(t, def, r.Policy(write("gone", "x")))
-}
-
-func TestExecuteInvalid(t *testing.T) {
-	t.Parallel()
-	r := testRegistry()
-	t.Cleanup(func() { require.NoError(t, r.Close()) })
-	_, err := r.Execute(t.Context(), call("crm", "getOrder", nil))
-	var inv *InvalidError
-	require.ErrorAs(t, err, &inv)
-	require.Equal(t, "system", inv.Field)
 }

@@ -1,4 +1,4 @@
-package targets
+package targetexec
 
 import (
 	"context"
@@ -13,32 +13,34 @@ import (
 
 	_ "github.com/microsoft/go-mssqldb" // registers the "sqlserver" driver
 	_ "modernc.org/sqlite"              // registers the "sqlite" driver
+
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // errClosed is the underlying error of a write after Close.
-var errClosed = errors.New("targets registry is closed")
+var errClosed = errors.New("targets executor is closed")
 
 // write makes one database attempt: the statement in its own transaction,
 // on a connection that no state of it outlives.
-func (r *Registry) write(ctx context.Context, req Request) (Result, error) {
-	db := r.databases[req.Connection]
-	pool, err := r.pool(req.Connection, db)
+func (e *Executor) write(ctx context.Context, req targets.Request) (targets.Result, error) {
+	db, _ := e.defs.Database(req.Connection) // Execute validated req
+	pool, err := e.pool(req.Connection, db)
 	if err != nil {
-		return Result{}, err
+		return targets.Result{}, err
 	}
-	timeout := timeoutOr(db.Timeout)
+	timeout := db.TimeoutOrDefault()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn, err := pool.Conn(ctx)
 	if err != nil {
-		return Result{}, dbFailure(ctx, timeout, fmt.Errorf("connect: %w", err), password(db))
+		return targets.Result{}, dbFailure(ctx, timeout, fmt.Errorf("connect: %w", err), password(db))
 	}
 	n, err := execTx(ctx, conn, req.SQL, req.Args)
 	releaseConn(conn, err != nil || len(db.Allow) > 0)
 	if err != nil {
-		return Result{}, dbFailure(ctx, timeout, err, password(db))
+		return targets.Result{}, dbFailure(ctx, timeout, err, password(db))
 	}
-	return Result{RowsAffected: n}, nil
+	return targets.Result{RowsAffected: n}, nil
 }
 
 // releaseConn returns conn to its pool, or closes it when discard is set:
@@ -76,67 +78,60 @@ func execTx(ctx context.Context, conn *sql.Conn, query string, args []any) (int6
 }
 
 // dbFailure classifies a failed write.
-func dbFailure(ctx context.Context, timeout time.Duration, err error, secret string) *Failure {
+func dbFailure(ctx context.Context, timeout time.Duration, err error, secret string) *targets.Failure {
 	msg := err.Error()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		msg = fmt.Sprintf("no answer within %s: %s", timeout, msg)
 	}
 	permanent := ctx.Err() == nil && dbErrorIsPermanent(err)
-	return &Failure{Permanent: permanent, Message: redact(msg, secret), Err: err}
+	return &targets.Failure{Permanent: permanent, Message: redact(msg, secret), Err: err}
 }
 
 // pool returns the connection's pool, opening it on first use.
-func (r *Registry) pool(name string, db Database) (*sql.DB, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, &Failure{Message: errClosed.Error(), Err: errClosed}
+func (e *Executor) pool(name string, db targets.Database) (*sql.DB, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, &targets.Failure{Message: errClosed.Error(), Err: errClosed}
 	}
-	if p, ok := r.pools[name]; ok {
+	if p, ok := e.pools[name]; ok {
 		return p, nil
 	}
 	p, err := openPool(db)
 	if err != nil {
 		return nil, err
 	}
-	r.pools[name] = p
+	e.pools[name] = p
 	return p, nil
 }
 
 // openPool opens a pool for db; sql.Open connects lazily, so a missing file
 // or an unreachable server shows on the first attempt, not here.
-func openPool(db Database) (*sql.DB, error) {
-	switch driverOf(db) {
-	case DriverSQLite:
-		p := sql.OpenDB(sqliteConnector{dsn: sqliteDSN(db.DSN, timeoutOr(db.Timeout)), driver: guardedSQLiteDriver(db.Allow)})
+func openPool(db targets.Database) (*sql.DB, error) {
+	switch db.DriverOrDefault() {
+	case targets.DriverSQLite:
+		p := sql.OpenDB(sqliteConnector{dsn: sqliteDSN(db.DSN, db.TimeoutOrDefault()), driver: guardedSQLiteDriver(db.Allow)})
 		// One writer at a time per file; more connections would only queue on its lock.
 		p.SetMaxOpenConns(1)
 		return p, nil
-	case DriverSQLServer:
+	case targets.DriverSQLServer:
 		dsn, err := db.SQLServerDSN()
 		if err != nil {
 			// The parse error quotes the DSN, which may hold a password.
-			return nil, &InvalidError{Field: "connection", Reason: "the SQL Server DSN is not a valid URL"}
+			return nil, &targets.InvalidError{Field: "connection", Reason: "the SQL Server DSN is not a valid URL"}
 		}
 		p, err := sql.Open("sqlserver", dsn)
 		if err != nil {
-			return nil, &InvalidError{Field: "connection", Reason: redact("open sqlserver: "+err.Error(), password(db))}
+			return nil, &targets.InvalidError{Field: "connection", Reason: redact("open sqlserver: "+err.Error(), password(db))}
 		}
 		return p, nil
 	}
-	return nil, &InvalidError{Field: "connection", Reason: fmt.Sprintf("unknown driver %q", db.Driver)}
-}
-
-func driverOf(db Database) string {
-	if db.Driver == "" {
-		return DriverSQLite
-	}
-	return db.Driver
+	return nil, &targets.InvalidError{Field: "connection", Reason: fmt.Sprintf("unknown driver %q", db.Driver)}
 }
 
 // password is the SQL Server password, to keep it out of messages.
-func password(db Database) string {
-	if driverOf(db) != DriverSQLServer || db.PasswordEnv == "" {
+func password(db targets.Database) string {
+	if db.DriverOrDefault() != targets.DriverSQLServer || db.PasswordEnv == "" {
 		return ""
 	}
 	return os.Getenv(db.PasswordEnv)

@@ -1,4 +1,4 @@
-package targets
+package targetexec
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // newTargetDB creates a SQLite file with table readings(id PRIMARY KEY,
@@ -26,16 +28,16 @@ func newTargetDB(t *testing.T) (string, *sql.DB) {
 	return path, db
 }
 
-func sqliteRegistry(t *testing.T, path string, timeout time.Duration) *Registry {
+func sqliteExecutor(t *testing.T, path string, timeout time.Duration) *Executor {
 	t.Helper()
-	r := New(nil, map[string]Database{"historian": {Driver: DriverSQLite, DSN: path, Timeout: timeout}})
+	r := newExecutor(nil, map[string]targets.Database{"historian": {Driver: targets.DriverSQLite, DSN: path, Timeout: timeout}})
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
 	return r
 }
 
-func requireFailure(t *testing.T, err error, permanent bool) *Failure {
+func requireFailure(t *testing.T, err error, permanent bool) *targets.Failure {
 	t.Helper()
-	var f *Failure
+	var f *targets.Failure
 	require.ErrorAs(t, err, &f)
 	require.Equal(t, permanent, f.Permanent, f.Message)
 	require.Zero(t, f.Status)
@@ -45,7 +47,7 @@ func requireFailure(t *testing.T, err error, permanent bool) *Failure {
 func TestSQLiteWrite(t *testing.T) {
 	t.Parallel()
 	path, db := newTargetDB(t)
-	r := sqliteRegistry(t, path, 5*time.Second)
+	r := sqliteExecutor(t, path, 5*time.Second)
 	// The quote in the tag would break SQL built by formatting; bound, it is data.
 	res, err := r.Execute(t.Context(), write("historian", `INSERT INTO readings (tag, value) VALUES (?, ?)`, "O'Brien; DROP TABLE readings", 21.5))
 	require.NoError(t, err)
@@ -65,7 +67,7 @@ func TestSQLiteWrite(t *testing.T) {
 func TestSQLiteMissingFileIsTransientAndNotCreated(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "not-there.db")
-	r := sqliteRegistry(t, path, 2*time.Second)
+	r := sqliteExecutor(t, path, 2*time.Second)
 	_, err := r.Execute(t.Context(), write("historian", `INSERT INTO readings (tag) VALUES (?)`, "a"))
 	f := requireFailure(t, err, false)
 	var se *sqlite.Error
@@ -78,7 +80,7 @@ func TestSQLiteMissingFileIsTransientAndNotCreated(t *testing.T) {
 func TestSQLiteLockedIsTransientThenSucceeds(t *testing.T) {
 	t.Parallel()
 	path, db := newTargetDB(t)
-	r := sqliteRegistry(t, path, 400*time.Millisecond)
+	r := sqliteExecutor(t, path, 400*time.Millisecond)
 	holder, err := db.Conn(t.Context())
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, holder.Close()) })
@@ -104,8 +106,8 @@ func TestSQLitePermanentErrors(t *testing.T) {
 	path, db := newTargetDB(t)
 	_, err := db.Exec(`INSERT INTO readings (tag) VALUES ('dup')`)
 	require.NoError(t, err)
-	r := sqliteRegistry(t, path, 5*time.Second)
-	for name, req := range map[string]Request{
+	r := sqliteExecutor(t, path, 5*time.Second)
+	for name, req := range map[string]targets.Request{
 		"syntax":        write("historian", `INSERT INTO readings (tag) VALUS (?)`, "x"),
 		"unique":        write("historian", `INSERT INTO readings (tag) VALUES (?)`, "dup"),
 		"not null":      write("historian", `INSERT INTO readings (value) VALUES (?)`, 1),
@@ -125,7 +127,7 @@ func TestSQLitePermanentErrors(t *testing.T) {
 func TestSQLiteWriteAfterCloseFails(t *testing.T) {
 	t.Parallel()
 	path, _ := newTargetDB(t)
-	r := New(nil, map[string]Database{"historian": {DSN: path, Timeout: time.Second}})
+	r := newExecutor(nil, map[string]targets.Database{"historian": {DSN: path, Timeout: time.Second}})
 	require.NoError(t, r.Close())
 	_, err := r.Execute(t.Context(), write("historian", `INSERT INTO readings (tag) VALUES (?)`, "x"))
 	f := requireFailure(t, err, false)

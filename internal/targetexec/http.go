@@ -1,21 +1,20 @@
-package targets
+package targetexec
 
 import (
-	"github.com/outpost-dev/outpost/internal/httpanswer"
-
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outpost-dev/outpost/internal/httpanswer"
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 const (
@@ -26,9 +25,6 @@ const (
 	// maxRedirects matches net/http's default.
 	maxRedirects = 10
 )
-
-// pathParam matches a {name} in a method's path.
-var pathParam = regexp.MustCompile(`\{([^{}]+)\}`)
 
 // authHeaderKey carries the request's auth header name to CheckRedirect.
 type authHeaderKey struct{}
@@ -54,42 +50,42 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 }
 
 // call makes one HTTP attempt.
-func (r *Registry) call(ctx context.Context, req Request) (Result, error) {
-	sys := r.systems[req.System]
-	timeout := timeoutOr(sys.Timeout)
+func (e *Executor) call(ctx context.Context, req targets.Request) (targets.Result, error) {
+	sys, _ := e.defs.ExternalSystem(req.System) // Execute validated req
+	timeout := sys.TimeoutOrDefault()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	hreq, err := newHTTPRequest(ctx, sys, sys.Methods[req.Method], req.Params)
 	if err != nil {
-		return Result{}, err
+		return targets.Result{}, err
 	}
 	if req.IdempotencyKey != "" {
 		hreq.Header.Set(idempotencyHeader(sys), req.IdempotencyKey)
 	}
 	secret := sys.AuthValue()
-	resp, err := r.client.Do(hreq)
+	resp, err := e.client.Do(hreq)
 	if err != nil {
-		return Result{}, networkFailure(ctx, timeout, err, secret)
+		return targets.Result{}, networkFailure(ctx, timeout, err, secret)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return Result{}, networkFailure(ctx, timeout, fmt.Errorf("read response: %w", err), secret)
+		return targets.Result{}, networkFailure(ctx, timeout, fmt.Errorf("read response: %w", err), secret)
 	}
 	return outcome(resp, body, secret)
 }
 
 // idempotencyHeader names the header that carries a call's idempotency key.
-func idempotencyHeader(sys ExternalSystem) string {
+func idempotencyHeader(sys targets.ExternalSystem) string {
 	if sys.IdempotencyHeader == "" {
-		return DefaultIdempotencyHeader
+		return targets.DefaultIdempotencyHeader
 	}
 	return sys.IdempotencyHeader
 }
 
 // newHTTPRequest builds the request for method m of sys with params.
-func newHTTPRequest(ctx context.Context, sys ExternalSystem, m Method, params map[string]any) (*http.Request, error) {
-	path, rest, err := expandPath(m.Path, params)
+func newHTTPRequest(ctx context.Context, sys targets.ExternalSystem, m targets.Method, params map[string]any) (*http.Request, error) {
+	path, rest, err := targets.ExpandPath(m.Path, params)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +94,7 @@ func newHTTPRequest(ctx context.Context, sys ExternalSystem, m Method, params ma
 	}
 	u, err := url.Parse(strings.TrimRight(sys.BaseURL, "/") + path)
 	if err != nil {
-		return nil, &InvalidError{Field: "system", Reason: "base_url and path do not form a URL: " + err.Error()}
+		return nil, &targets.InvalidError{Field: "system", Reason: "base_url and path do not form a URL: " + err.Error()}
 	}
 	verb := strings.ToUpper(m.Verb)
 	if verb == "" {
@@ -108,7 +104,7 @@ func newHTTPRequest(ctx context.Context, sys ExternalSystem, m Method, params ma
 	if sendsBody(verb) {
 		b, err := json.Marshal(rest)
 		if err != nil {
-			return nil, &InvalidError{Field: "params", Reason: "cannot be encoded as JSON: " + err.Error()}
+			return nil, &targets.InvalidError{Field: "params", Reason: "cannot be encoded as JSON: " + err.Error()}
 		}
 		body = bytes.NewReader(b)
 	} else if len(rest) > 0 {
@@ -125,7 +121,7 @@ func newHTTPRequest(ctx context.Context, sys ExternalSystem, m Method, params ma
 	ctx = context.WithValue(ctx, authHeaderKey{}, header)
 	hreq, err := http.NewRequestWithContext(ctx, verb, u.String(), body)
 	if err != nil {
-		return nil, &InvalidError{Field: "system", Reason: "cannot build the request: " + err.Error()}
+		return nil, &targets.InvalidError{Field: "system", Reason: "cannot build the request: " + err.Error()}
 	}
 	hreq.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -135,32 +131,6 @@ func newHTTPRequest(ctx context.Context, sys ExternalSystem, m Method, params ma
 		hreq.Header.Set(header, v)
 	}
 	return hreq, nil
-}
-
-// expandPath replaces each {name} in path by the escaped parameter name and
-// returns the parameters the path did not use.
-func expandPath(path string, params map[string]any) (string, map[string]any, error) {
-	rest := maps.Clone(params)
-	if rest == nil {
-		rest = map[string]any{}
-	}
-	var missing string
-	out := pathParam.ReplaceAllStringFunc(path, func(m string) string {
-		name := m[1 : len(m)-1]
-		v, ok := params[name]
-		if !ok || v == nil {
-			if missing == "" {
-				missing = name
-			}
-			return m
-		}
-		delete(rest, name)
-		return url.PathEscape(fmt.Sprint(v))
-	})
-	if missing != "" {
-		return "", nil, &InvalidError{Field: "params." + missing, Reason: fmt.Sprintf("missing: the path %s needs it", path)}
-	}
-	return out, rest, nil
 }
 
 func sendsBody(verb string) bool {
@@ -183,16 +153,16 @@ func queryValue(v any) string {
 }
 
 // outcome turns a response into a Result or a *Failure.
-func outcome(resp *http.Response, body []byte, secret string) (Result, error) {
+func outcome(resp *http.Response, body []byte, secret string) (targets.Result, error) {
 	ok, permanent := httpanswer.Classify(resp.StatusCode)
 	if ok {
-		return Result{HTTPStatus: resp.StatusCode, Body: jsonBody(body)}, nil
+		return targets.Result{HTTPStatus: resp.StatusCode, Body: jsonBody(body)}, nil
 	}
 	msg := "HTTP " + resp.Status
 	if ex := excerpt(body); ex != "" {
 		msg += ": " + ex
 	}
-	return Result{}, &Failure{Permanent: permanent, Status: resp.StatusCode, Message: redact(msg, secret),
+	return targets.Result{}, &targets.Failure{Permanent: permanent, Status: resp.StatusCode, Message: redact(msg, secret),
 		RetryAfter: retryAfter(resp, time.Now())}
 }
 
@@ -235,10 +205,10 @@ func excerpt(body []byte) string {
 
 // networkFailure is a transient failure for a request that got no
 // response: the target may be back on the next attempt.
-func networkFailure(ctx context.Context, timeout time.Duration, err error, secret string) *Failure {
+func networkFailure(ctx context.Context, timeout time.Duration, err error, secret string) *targets.Failure {
 	msg := err.Error()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		msg = fmt.Sprintf("no response within %s: %s", timeout, msg)
 	}
-	return &Failure{Message: redact(msg, secret), Err: err}
+	return &targets.Failure{Message: redact(msg, secret), Err: err}
 }

@@ -1,4 +1,4 @@
-package targets
+package targetexec
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // seen is what a test server received.
@@ -53,12 +54,12 @@ func (rec *recorder) seen() seen {
 	return rec.last
 }
 
-func httpRegistry(t *testing.T, sys ExternalSystem) *Registry {
+func httpExecutor(t *testing.T, sys targets.ExternalSystem) *Executor {
 	t.Helper()
 	if sys.Timeout == 0 {
 		sys.Timeout = 5 * time.Second
 	}
-	r := New(map[string]ExternalSystem{"erp": sys}, nil)
+	r := newExecutor(map[string]targets.ExternalSystem{"erp": sys}, nil)
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
 	return r
 }
@@ -66,7 +67,7 @@ func httpRegistry(t *testing.T, sys ExternalSystem) *Registry {
 func TestCallPathEscapingAndJSONBody(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusCreated, `{"ok": true}`)
-	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL + "/api/", Methods: map[string]Method{
+	r := httpExecutor(t, targets.ExternalSystem{BaseURL: rec.URL + "/api/", Methods: map[string]targets.Method{
 		"addLine": {Verb: "POST", Path: "/orders/{id}/lines/{line}"},
 	}})
 	res, err := r.Execute(t.Context(), call("erp", "addLine", map[string]any{
@@ -88,7 +89,7 @@ func TestCallPathEscapingAndJSONBody(t *testing.T) {
 func TestCallGETSendsQuery(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusOK, `[1,2]`)
-	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{
+	r := httpExecutor(t, targets.ExternalSystem{BaseURL: rec.URL, Methods: map[string]targets.Method{
 		"find": {Verb: "GET", Path: "/orders/{id}"},
 	}})
 	_, err := r.Execute(t.Context(), call("erp", "find", map[string]any{
@@ -106,7 +107,7 @@ func TestCallGETSendsQuery(t *testing.T) {
 func TestCallDefaultVerbIsPOSTWithEmptyObject(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusNoContent, "")
-	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{"ping": {Path: "ping"}}})
+	r := httpExecutor(t, targets.ExternalSystem{BaseURL: rec.URL, Methods: map[string]targets.Method{"ping": {Path: "ping"}}})
 	res, err := r.Execute(t.Context(), call("erp", "ping", nil))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNoContent, res.HTTPStatus)
@@ -120,7 +121,7 @@ func TestCallDefaultVerbIsPOSTWithEmptyObject(t *testing.T) {
 func TestCallNonJSONBodyBecomesString(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusOK, "accepted <b>7</b>")
-	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{"m": {}}})
+	r := httpExecutor(t, targets.ExternalSystem{BaseURL: rec.URL, Methods: map[string]targets.Method{"m": {}}})
 	res, err := r.Execute(t.Context(), call("erp", "m", nil))
 	require.NoError(t, err)
 	var s string
@@ -132,7 +133,7 @@ func TestCallHugeBodyIsCutToString(t *testing.T) {
 	t.Parallel()
 	big := `["` + strings.Repeat("x", maxBody) + `"]`
 	rec := newRecorder(t, http.StatusOK, big)
-	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{"m": {}}})
+	r := httpExecutor(t, targets.ExternalSystem{BaseURL: rec.URL, Methods: map[string]targets.Method{"m": {}}})
 	res, err := r.Execute(t.Context(), call("erp", "m", nil))
 	require.NoError(t, err)
 	var s string
@@ -148,7 +149,7 @@ func TestCallStatusClassification(t *testing.T) {
 		_, _ = io.WriteString(w, `{"error":"no such order"}`)
 	}))
 	t.Cleanup(srv.Close)
-	r := httpRegistry(t, ExternalSystem{BaseURL: srv.URL, Methods: map[string]Method{
+	r := httpExecutor(t, targets.ExternalSystem{BaseURL: srv.URL, Methods: map[string]targets.Method{
 		"status": {Verb: "GET", Path: "/status/{code}"},
 	}})
 	for _, tt := range []struct {
@@ -161,7 +162,7 @@ func TestCallStatusClassification(t *testing.T) {
 		t.Run(strconv.Itoa(tt.code), func(t *testing.T) {
 			t.Parallel()
 			_, err := r.Execute(t.Context(), call("erp", "status", map[string]any{"code": tt.code}))
-			var f *Failure
+			var f *targets.Failure
 			require.ErrorAs(t, err, &f)
 			require.Equal(t, tt.permanent, f.Permanent)
 			require.Equal(t, tt.code, f.Status)
@@ -175,9 +176,9 @@ func TestCallStatusClassification(t *testing.T) {
 func TestCallErrorBodyExcerptIsShort(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusBadRequest, strings.Repeat("é", 2000))
-	r := httpRegistry(t, ExternalSystem{BaseURL: rec.URL, Methods: map[string]Method{"m": {}}})
+	r := httpExecutor(t, targets.ExternalSystem{BaseURL: rec.URL, Methods: map[string]targets.Method{"m": {}}})
 	_, err := r.Execute(t.Context(), call("erp", "m", nil))
-	var f *Failure
+	var f *targets.Failure
 	require.ErrorAs(t, err, &f)
 	ex := strings.TrimSuffix(strings.TrimPrefix(f.Message, "HTTP 400 Bad Request: "), "...")
 	require.LessOrEqual(t, len(ex), maxExcerpt)
@@ -188,9 +189,9 @@ func TestCallConnectionRefusedIsTransient(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
-	r := httpRegistry(t, ExternalSystem{BaseURL: srv.URL, Methods: map[string]Method{"m": {}}})
+	r := httpExecutor(t, targets.ExternalSystem{BaseURL: srv.URL, Methods: map[string]targets.Method{"m": {}}})
 	_, err := r.Execute(t.Context(), call("erp", "m", nil))
-	var f *Failure
+	var f *targets.Failure
 	require.ErrorAs(t, err, &f)
 	require.False(t, f.Permanent)
 	require.Zero(t, f.Status)
@@ -209,9 +210,9 @@ func TestCallTimeoutIsTransient(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) }) // runs first: the handler returns before Close waits for it
-	r := httpRegistry(t, ExternalSystem{BaseURL: srv.URL, Timeout: 200 * time.Millisecond, Methods: map[string]Method{"m": {}}})
+	r := httpExecutor(t, targets.ExternalSystem{BaseURL: srv.URL, Timeout: 200 * time.Millisecond, Methods: map[string]targets.Method{"m": {}}})
 	_, err := r.Execute(t.Context(), call("erp", "m", nil))
-	var f *Failure
+	var f *targets.Failure
 	require.ErrorAs(t, err, &f)
 	require.False(t, f.Permanent)
 	require.Zero(t, f.Status)
@@ -234,8 +235,8 @@ func TestCallAuth(t *testing.T) {
 	t.Cleanup(echo.Close)
 	refused := httptest.NewServer(http.NotFoundHandler())
 	refused.Close()
-	methods := map[string]Method{"ok": {Path: "/ok"}, "bad": {Path: "/bad"}}
-	r := New(map[string]ExternalSystem{
+	methods := map[string]targets.Method{"ok": {Path: "/ok"}, "bad": {Path: "/bad"}}
+	r := newExecutor(map[string]targets.ExternalSystem{
 		"erp":  {BaseURL: echo.URL, Methods: methods, Timeout: 5 * time.Second, AuthHeader: "X-Api-Key", AuthEnv: "OUTPOST_TEST_ERP_KEY"},
 		"down": {BaseURL: refused.URL, Methods: methods, Timeout: 5 * time.Second, AuthHeader: "X-Api-Key", AuthEnv: "OUTPOST_TEST_ERP_KEY"},
 	}, nil)
@@ -246,7 +247,7 @@ func TestCallAuth(t *testing.T) {
 	require.JSONEq(t, `{"key":"`+secret+`"}`, string(res.Body))
 
 	_, err = r.Execute(t.Context(), call("erp", "bad", nil))
-	var f *Failure
+	var f *targets.Failure
 	require.ErrorAs(t, err, &f)
 	require.True(t, f.Permanent)
 	require.NotContains(t, f.Error(), "s3cr3t-token-value")
@@ -266,8 +267,8 @@ func TestRedirectDropsAuthAcrossHosts(t *testing.T) {
 		http.Redirect(w, r, other.URL+"/landed", http.StatusFound)
 	}))
 	t.Cleanup(origin.Close)
-	r := httpRegistry(t, ExternalSystem{
-		BaseURL: origin.URL, Methods: map[string]Method{"m": {Verb: "GET"}},
+	r := httpExecutor(t, targets.ExternalSystem{
+		BaseURL: origin.URL, Methods: map[string]targets.Method{"m": {Verb: "GET"}},
 		AuthHeader: "X-Api-Key", AuthEnv: "OUTPOST_TEST_REDIRECT_KEY",
 	})
 	_, err := r.Execute(t.Context(), call("erp", "m", nil))
@@ -288,8 +289,8 @@ func TestCallReadsRetryAfter(t *testing.T) {
 		w.WriteHeader(int(status.Load()))
 	}))
 	t.Cleanup(srv.Close)
-	r := New(map[string]ExternalSystem{"erp": {BaseURL: srv.URL, Timeout: time.Second,
-		Methods: map[string]Method{"createOrder": {Verb: "POST", Path: "/orders"}}}}, nil)
+	r := newExecutor(map[string]targets.ExternalSystem{"erp": {BaseURL: srv.URL, Timeout: time.Second,
+		Methods: map[string]targets.Method{"createOrder": {Verb: "POST", Path: "/orders"}}}}, nil)
 	t.Cleanup(func() { r.Close() })
 	inTwoMinutes := time.Now().Add(2 * time.Minute).UTC().Format(http.TimeFormat)
 	for _, tc := range []struct {
@@ -305,8 +306,8 @@ func TestCallReadsRetryAfter(t *testing.T) {
 	} {
 		status.Store(int32(tc.status))
 		header.Store(tc.header)
-		_, err := r.Execute(t.Context(), Request{Kind: contract.KindExternalCall, System: "erp", Method: "createOrder"})
-		var f *Failure
+		_, err := r.Execute(t.Context(), targets.Request{Kind: contract.KindExternalCall, System: "erp", Method: "createOrder"})
+		var f *targets.Failure
 		require.ErrorAs(t, err, &f)
 		require.GreaterOrEqual(t, f.RetryAfter, tc.min, "%d %q", tc.status, tc.header)
 		require.LessOrEqual(t, f.RetryAfter, tc.max, "%d %q", tc.status, tc.header)

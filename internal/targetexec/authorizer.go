@@ -1,4 +1,4 @@
-package targets
+package targetexec
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"modernc.org/sqlite"
+
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // guardedSQLiteDriver is a SQLite driver whose every connection carries an
@@ -30,30 +32,34 @@ func guardedSQLiteDriver(allow []string) *sqlite.Driver {
 // BEGIN and COMMIT; the rest only where allow names its class.
 func sqliteAuthorizer(allow []string) sqlite.AuthorizerFn {
 	return func(action sqlite.AuthorizerActionCode, _, _, _, _ string) sqlite.AuthorizerReturnCode {
-		class := authClass(action)
-		if class == classDML || slices.Contains(allow, class) {
+		class, always := authClass(action)
+		if always || slices.Contains(allow, class) {
 			return sqlite.AuthorizerOK
 		}
 		return sqlite.AuthorizerDeny
 	}
 }
 
-// authClass sorts an authorizer action into a statement class.
-func authClass(action sqlite.AuthorizerActionCode) string {
+// authClass sorts an authorizer action into the statement class a
+// definition's Allow names (targets.Allow*), or says it is allowed always:
+// reading and changing rows.
+func authClass(action sqlite.AuthorizerActionCode) (class string, always bool) {
 	switch action {
 	case sqlite.AuthInsert, sqlite.AuthUpdate, sqlite.AuthDelete, sqlite.AuthRead, sqlite.AuthSelect,
 		sqlite.AuthFunction, sqlite.AuthRecursive, sqlite.AuthTransaction:
 		// AuthTransaction is the driver's BEGIN/COMMIT around each write; a
-		// script's own is refused by checkStatement before it gets here.
-		return classDML
+		// script's own is refused by the statement check before it gets here.
+		return "", true
 	case sqlite.AuthSavepoint:
-		return classTransaction
+		// No Allow class names transaction control: a write runs in a
+		// transaction of its own.
+		return "transaction", false
 	case sqlite.AuthPragma:
-		return classPragma
+		return targets.AllowPragma, false
 	case sqlite.AuthAttach, sqlite.AuthDetach:
-		return classAttach
+		return targets.AllowAttach, false
 	}
-	return classDDL
+	return targets.AllowDDL, false
 }
 
 // sqliteConnector opens connections of driver on dsn for sql.OpenDB.

@@ -1,4 +1,4 @@
-package targets
+package targetexec
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // TestSQLServerWrite runs against a real server when OUTPOST_MSSQL_DSN is set.
@@ -16,7 +18,7 @@ func TestSQLServerWrite(t *testing.T) {
 		t.Skip("SQL Server cannot run on these machines: set OUTPOST_MSSQL_DSN=sqlserver://user:pass@host:1433?database=outpost_test to run the SQL Server write tests")
 	}
 	t.Parallel()
-	r := New(nil, map[string]Database{"mes": {Driver: DriverSQLServer, DSN: dsn, Timeout: 30 * time.Second}})
+	r := newExecutor(nil, map[string]targets.Database{"mes": {Driver: targets.DriverSQLServer, DSN: dsn, Timeout: 30 * time.Second}})
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
 	table := fmt.Sprintf("outpost_targets_%d", time.Now().UnixNano())
 	_, err := r.Execute(t.Context(), write("mes", "CREATE TABLE "+table+" (id INT PRIMARY KEY, tag NVARCHAR(100) NOT NULL)"))
