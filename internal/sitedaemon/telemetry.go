@@ -303,10 +303,10 @@ func awaitWritten(ctx context.Context, tc client.Client, id, runID, site string,
 			return fmt.Errorf("telemetry ingest %s has not written changes up to %d: %w", id, last, ctx.Err())
 		case <-time.After(schedule.wait()):
 		}
-		resp, err := tc.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-			WorkflowID: id, RunID: runID, QueryType: contract.QueryTelemetryWritten, Args: []any{site},
-			QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN,
-		})
+		resp, err := askWritten(ctx, tc, id, runID, site)
+		if errors.Is(err, errUnanswered) {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("ask telemetry ingest %s whether it wrote changes up to %d: %w", id, last, err)
 		}
@@ -324,6 +324,32 @@ func awaitWritten(ctx context.Context, tc client.Client, id, runID, site string,
 			return nil
 		}
 	}
+}
+
+// queryTimeout bounds one question to an ingest workflow. A query that
+// reaches the worker while the workflow is busy can go unanswered (the
+// worker answers after the server stopped waiting): the 200-site cluster
+// bench saw a site wait out its whole send for a batch written 1 s after
+// its signal. Asked again, an idle workflow answers at once.
+const queryTimeout = 5 * time.Second
+
+// errUnanswered is askWritten's answer for a question that went
+// unanswered for queryTimeout: ask again.
+var errUnanswered = errors.New("telemetry ingest did not answer within the query timeout")
+
+// askWritten asks run of ingest workflow id for the last change of site it
+// wrote, giving up after queryTimeout.
+func askWritten(ctx context.Context, tc client.Client, id, runID, site string) (*client.QueryWorkflowWithOptionsResponse, error) {
+	question, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	resp, err := tc.QueryWorkflowWithOptions(question, &client.QueryWorkflowWithOptionsRequest{
+		WorkflowID: id, RunID: runID, QueryType: contract.QueryTelemetryWritten, Args: []any{site},
+		QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN,
+	})
+	if err != nil && question.Err() != nil && ctx.Err() == nil {
+		return nil, errUnanswered
+	}
+	return resp, err
 }
 
 // ingestTelemetryByWorkflow runs one ingest workflow for the batch and

@@ -15,6 +15,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -343,4 +348,70 @@ func TestIngestSenderAsksWhenItsBatchShouldBeWritten(t *testing.T) {
 	slow := newQuerySchedule(time.Hour)
 	require.Equal(t, 45*time.Minute, slow.wait())
 	require.Equal(t, maxQueryStep, slow.wait(), "after a slow write, asked again within maxQueryStep")
+}
+
+// A question that goes unanswered does not hold the batch for the whole
+// send: the sender asks again after queryTimeout, and the ingest workflow,
+// idle by then, answers. On the cluster bench a site waited out its 30 s
+// for a batch written a second after its signal.
+func TestIngestSenderAsksAgainWhenAQuestionGoesUnanswered(t *testing.T) {
+	t.Parallel()
+	srv := startDevServer(t)
+	w := worker.New(srv.Client(), contract.CentralTaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(lastSeqIngest, workflow.RegisterOptions{Name: contract.WorkflowTelemetryIngest})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	lost := &loseFirstQuery{}
+	tc, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Interceptors: []interceptor.ClientInterceptor{lost}})
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+
+	batch := contract.TelemetryBatch{SiteID: "plant-1", Rows: []contract.TrackedOperation{{
+		OperationID: "op-1", Kind: contract.KindExternalCall, Status: contract.StatusDelivered, SourceSiteID: "plant-1", Seq: 7,
+	}}}
+	start := time.Now()
+	require.NoError(t, NewIngestSender(tc, contract.Region{}).Send(context.Background(), batch))
+	require.Less(t, time.Since(start), 20*time.Second, "confirmed by the question asked after the lost one")
+	require.GreaterOrEqual(t, lost.asked.Load(), int32(2), "asked again after the first question went unanswered")
+}
+
+// lastSeqIngest stands in for central's ingest workflow: it answers
+// QueryTelemetryWritten with the last change of each site signalled.
+func lastSeqIngest(ctx workflow.Context) error {
+	written := map[string]int64{}
+	if err := workflow.SetQueryHandler(ctx, contract.QueryTelemetryWritten, func(site string) (int64, error) {
+		return written[site], nil
+	}); err != nil {
+		return err
+	}
+	batches := workflow.GetSignalChannel(ctx, contract.SignalTelemetryBatch)
+	for {
+		var b contract.TelemetryBatch
+		batches.Receive(ctx, &b)
+		written[b.SiteID] = b.Rows[len(b.Rows)-1].Seq
+	}
+}
+
+// loseFirstQuery is a client whose first query is never answered: it waits
+// until the caller gives up, as a query the worker answered too late does.
+type loseFirstQuery struct {
+	interceptor.ClientInterceptorBase
+	asked atomic.Int32
+}
+
+func (l *loseFirstQuery) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &loseFirstQueryOutbound{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, l: l}
+}
+
+type loseFirstQueryOutbound struct {
+	interceptor.ClientOutboundInterceptorBase
+	l *loseFirstQuery
+}
+
+func (o *loseFirstQueryOutbound) QueryWorkflow(ctx context.Context, in *interceptor.ClientQueryWorkflowInput) (converter.EncodedValue, error) {
+	if o.l.asked.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return o.Next.QueryWorkflow(ctx, in)
 }
