@@ -30,7 +30,7 @@ import (
 
 func TestImmediateOutcome(t *testing.T) {
 	t.Parallel()
-	unavailable := &targets.Failure{Status: 503, Message: "HTTP 503 Service Unavailable"}
+	unavailable := &targets.Failure{Code: 503, Message: "HTTP 503 Service Unavailable"}
 	cases := []struct {
 		name       string
 		err        error
@@ -43,7 +43,7 @@ func TestImmediateOutcome(t *testing.T) {
 			"call erp.createOrder: HTTP 503 Service Unavailable"},
 		{"network failure", &targets.Failure{Message: "dial tcp 127.0.0.1:1: connection refused"}, contract.StatusPending,
 			"dial tcp 127.0.0.1:1: connection refused"},
-		{"permanent failure", &targets.Failure{Permanent: true, Status: 400, Message: `HTTP 400 Bad Request: {"error":"no such order"}`},
+		{"permanent failure", &targets.Failure{Permanent: true, Code: 400, Message: `HTTP 400 Bad Request: {"error":"no such order"}`},
 			contract.StatusFailed, `HTTP 400 Bad Request: {"error":"no such order"}`},
 		{"invalid request", &targets.InvalidError{Field: "method", Reason: `system "erp" has no method "nope"`},
 			contract.StatusFailed, `method: system "erp" has no method "nope"`},
@@ -57,8 +57,8 @@ func TestImmediateOutcome(t *testing.T) {
 
 func TestRetryOutcome(t *testing.T) {
 	t.Parallel()
-	unavailable := &targets.Failure{Status: 503, Message: "HTTP 503 Service Unavailable"}
-	rejected := &targets.Failure{Permanent: true, Status: 422, Message: "HTTP 422 Unprocessable Entity"}
+	unavailable := &targets.Failure{Code: 503, Message: "HTTP 503 Service Unavailable"}
+	rejected := &targets.Failure{Permanent: true, Code: 422, Message: "HTTP 422 Unprocessable Entity"}
 	invalid := &targets.InvalidError{Field: "connection", Reason: `unknown database "gone"`}
 	cases := []struct {
 		name                string
@@ -506,11 +506,11 @@ func TestNextAttemptAtHonoursRetryAfter(t *testing.T) {
 		want time.Duration
 	}{
 		"no failure":                     {nil, interval},
-		"a failure without Retry-After":  {&targets.Failure{Status: 503}, interval},
-		"Retry-After under the interval": {&targets.Failure{Status: 429, RetryAfter: 10 * time.Second}, interval},
-		"Retry-After over the interval":  {&targets.Failure{Status: 429, RetryAfter: 5 * time.Minute}, 5 * time.Minute},
-		"Retry-After past ten intervals": {&targets.Failure{Status: 503, RetryAfter: time.Hour}, 10 * interval},
-		"wrapped":                        {fmt.Errorf("call: %w", &targets.Failure{Status: 429, RetryAfter: 2 * time.Minute}), 2 * time.Minute},
+		"a failure without Retry-After":  {&targets.Failure{Code: 503}, interval},
+		"Retry-After under the interval": {&targets.Failure{Code: 429, RetryAfter: 10 * time.Second}, interval},
+		"Retry-After over the interval":  {&targets.Failure{Code: 429, RetryAfter: 5 * time.Minute}, 5 * time.Minute},
+		"Retry-After past ten intervals": {&targets.Failure{Code: 503, RetryAfter: time.Hour}, 10 * interval},
+		"wrapped":                        {fmt.Errorf("call: %w", &targets.Failure{Code: 429, RetryAfter: 2 * time.Minute}), 2 * time.Minute},
 	} {
 		require.Equal(t, at.Add(tc.want), callstate.NextAttemptAt(at, interval, tc.err), name)
 	}

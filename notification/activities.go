@@ -21,6 +21,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
@@ -88,11 +89,11 @@ type Adapter interface {
 type Adapters map[string]Adapter
 
 // For is the adapter of list, of type listType; a type this worker cannot
-// deliver is a permanent *Error.
+// deliver is a permanent *targets.Failure.
 func (a Adapters) For(listType, list string) (Adapter, error) {
 	adapter, ok := a[listType]
 	if !ok {
-		return nil, &Error{Permanent: true, Err: fmt.Errorf("list %q has type %q, which this central worker cannot deliver (it knows %s)",
+		return nil, &targets.Failure{Permanent: true, Err: fmt.Errorf("list %q has type %q, which this central worker cannot deliver (it knows %s)",
 			list, listType, strings.Join(contract.NotificationTypes(), ", "))}
 	}
 	return adapter, nil
@@ -233,7 +234,7 @@ func (a *Activities) deliver(ctx context.Context, row centralstore.Notification,
 		err = adapter.Deliver(ctx, msg)
 	}
 	if err != nil {
-		return contract.DeliverNotificationResult{}, classifyDeliveryError(row.NotificationID, list.Name, err)
+		return contract.DeliverNotificationResult{}, classifyDeliveryError(row.NotificationID, list, err)
 	}
 	// The list's targets as written: an env: target's value may be a secret.
 	recipients := list.Targets
@@ -342,39 +343,37 @@ func misconfigured(list string, err error) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notification list %q: %v", list, err), contract.ErrTypeMisconfigured, err)
 }
 
-// classifyDeliveryError turns an adapter's failure to deliver to list into
-// the activity's: non-retryable when permanent or uncertain, and carrying
-// the receiver's Retry-After, which the workflow waits at least.
-func classifyDeliveryError(id, list string, err error) error {
-	var sendErr *SendError
-	if errors.As(err, &sendErr) {
-		return classifySendError(id, sendErr)
+// classifyDeliveryError turns an adapter's failure to deliver notification
+// id to list into the activity's, by the failure's verdict: non-retryable
+// when permanent or uncertain, and carrying the receiver's Retry-After,
+// which the workflow waits at least. An Email list's failures are worded
+// as an SMTP server's (rejected; smtp send), the others' as an HTTP
+// receiver's (refused). An error that is no failure is returned as is.
+func classifyDeliveryError(id string, list *centralstore.List, err error) error {
+	var failure *targets.Failure
+	if !errors.As(err, &failure) {
+		return err
 	}
-	var delErr *Error
-	if errors.As(err, &delErr) && delErr.Misconfigured {
-		return misconfigured(list, err)
-	}
-	if errors.As(err, &delErr) && delErr.Permanent {
-		return temporal.NewNonRetryableApplicationError("refused: "+err.Error(), contract.ErrTypeRefused, err)
-	}
-	if errors.As(err, &delErr) && delErr.RetryAfter > 0 {
-		return temporal.NewApplicationErrorWithOptions(err.Error(), contract.ErrTypeDeliveryFailed,
-			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: delErr.RetryAfter})
-	}
-	return err
-}
-
-func classifySendError(id string, sendErr *SendError) error {
-	if sendErr.Uncertain {
+	email := list.Type == contract.NotificationTypeEmail
+	switch {
+	case failure.Uncertain:
 		return temporal.NewNonRetryableApplicationError("delivery uncertain: the SMTP server received the whole message "+
 			"but did not confirm it within central.smtp.final_reply_timeout, so it may have been delivered; "+
-			"check a recipient's mailbox for Message-ID <"+id+"@outpost>, then retry (sends again) or discard: "+sendErr.Error(),
-			contract.ErrTypeUncertain, sendErr)
+			"check a recipient's mailbox for Message-ID <"+id+"@outpost>, then retry (sends again) or discard: "+err.Error(),
+			contract.ErrTypeUncertain, err)
+	case failure.Misconfigured:
+		return misconfigured(list.Name, err)
+	case failure.Permanent && email:
+		return temporal.NewNonRetryableApplicationError("smtp rejected the message: "+err.Error(), contract.ErrTypeRejected, err)
+	case failure.Permanent:
+		return temporal.NewNonRetryableApplicationError("refused: "+err.Error(), contract.ErrTypeRefused, err)
+	case email:
+		return fmt.Errorf("smtp send: %w", err)
+	case failure.RetryAfter > 0:
+		return temporal.NewApplicationErrorWithOptions(err.Error(), contract.ErrTypeDeliveryFailed,
+			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: failure.RetryAfter})
 	}
-	if sendErr.Permanent {
-		return temporal.NewNonRetryableApplicationError("smtp rejected the message: "+sendErr.Error(), contract.ErrTypeRejected, sendErr)
-	}
-	return fmt.Errorf("smtp send: %w", sendErr)
+	return err
 }
 
 // LookupNotification reads a notification's central row as its status; an

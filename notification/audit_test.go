@@ -15,6 +15,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/centraltest"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -38,7 +39,7 @@ func (s *switchSender) Deliver(_ context.Context, d notification.Message) error 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing {
-		return &notification.SendError{Err: errors.New("dial tcp 127.0.0.1:2525: connect: connection refused")}
+		return &targets.Failure{Err: errors.New("dial tcp 127.0.0.1:2525: connect: connection refused")}
 	}
 	s.sent = append(s.sent, d)
 	return nil

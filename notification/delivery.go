@@ -8,24 +8,6 @@ import (
 	"time"
 )
 
-// Error is a failed Teams or webhook delivery.
-type Error struct {
-	// Permanent: the receiver refused the notification itself; sending it
-	// again would fail the same way.
-	Permanent bool
-	// Misconfigured: the failure is the list's or its channel's on this
-	// worker (an unset or invalid secret), not the receiver's; always
-	// Permanent.
-	Misconfigured bool
-	// RetryAfter is how long the receiver asked to wait (429, 503), capped
-	// at MaxRetryAfter; 0 when it did not ask.
-	RetryAfter time.Duration
-	Err        error
-}
-
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
 // MaxRetryAfter caps a receiver's Retry-After, so that a wrong header
 // cannot hold a notification back for days.
 const MaxRetryAfter = time.Hour

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/notification"
 )
 
@@ -144,7 +145,7 @@ func TestHTTPAnswersAreClassified(t *testing.T) {
 			_, url := serve(t, c.answer)
 			d := message([]string{url}, "")
 			err := notification.NewTeams(nil, func() time.Time { return now }).Deliver(context.Background(), d)
-			var delErr *notification.Error
+			var delErr *targets.Failure
 			require.ErrorAs(t, err, &delErr)
 			require.Equal(t, c.permanent, delErr.Permanent)
 			require.Equal(t, c.retryAfter, delErr.RetryAfter)
@@ -160,7 +161,7 @@ func TestUnreachableReceiverIsTransient(t *testing.T) {
 	srv.Close()
 	d := message([]string{url}, "")
 	err := notification.NewTeams(nil, nil).Deliver(context.Background(), d)
-	var delErr *notification.Error
+	var delErr *targets.Failure
 	require.ErrorAs(t, err, &delErr)
 	require.False(t, delErr.Permanent)
 }
@@ -172,7 +173,7 @@ func TestWebhookWithoutSecretIsNotSent(t *testing.T) {
 	d := message([]string{url}, "")
 	d.Channel = &notification.Channel{Name: "hooks", Settings: `{"secret_env":"OUTPOST_TEST_UNSET_SECRET"}`}
 	err := notification.NewWebhook(nil, nil, nil).Deliver(context.Background(), d)
-	var delErr *notification.Error
+	var delErr *targets.Failure
 	require.ErrorAs(t, err, &delErr)
 	require.True(t, delErr.Permanent)
 	require.Contains(t, err.Error(), "$OUTPOST_TEST_UNSET_SECRET")
@@ -267,6 +268,6 @@ func TestCheckChannel(t *testing.T) {
 // An adapter for a type the worker does not know fails permanently.
 func TestUnknownTypeIsPermanent(t *testing.T) {
 	_, err := notification.Adapters{}.For("Pager", "x")
-	var delErr *notification.Error
+	var delErr *targets.Failure
 	require.True(t, errors.As(err, &delErr) && delErr.Permanent)
 }

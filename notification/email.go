@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/wneessen/go-mail"
+
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // TLS modes of MailerConfig.TLS.
@@ -92,7 +94,7 @@ func (m *Mailer) Deliver(ctx context.Context, msg Message) error {
 func (m *Mailer) forChannel(c Channel) (*Mailer, error) {
 	var s SMTPSettings
 	if err := json.Unmarshal([]byte(c.Settings), &s); err != nil {
-		return nil, &SendError{Permanent: true, Err: fmt.Errorf("channel %q: settings: %w", c.Name, err)}
+		return nil, &targets.Failure{Permanent: true, Err: fmt.Errorf("channel %q: settings: %w", c.Name, err)}
 	}
 	cfg := m.cfg
 	cfg.Host, cfg.Port, cfg.Username, cfg.From, cfg.TLS = s.Host, s.Port, s.Username, s.From, s.TLS
@@ -103,12 +105,13 @@ func (m *Mailer) forChannel(c Channel) (*Mailer, error) {
 	return NewMailer(cfg), nil
 }
 
-// Send delivers e. A *SendError says whether the failure is permanent, and
-// whether the server may have accepted the message all the same.
+// Send delivers e. A *targets.Failure says whether the failure is
+// permanent, and whether the server may have accepted the message all the
+// same (Uncertain).
 func (m *Mailer) Send(ctx context.Context, e Email) error {
 	client, err := mail.NewClient(m.cfg.Host, m.clientOptions()...)
 	if err != nil {
-		return &SendError{Permanent: true, Err: fmt.Errorf("smtp client: %w", err)}
+		return &targets.Failure{Permanent: true, Err: fmt.Errorf("smtp client: %w", err)}
 	}
 	conn, err := client.DialToSMTPClientWithContext(ctx)
 	if err != nil {
@@ -128,18 +131,18 @@ func (m *Mailer) Send(ctx context.Context, e Email) error {
 		return err
 	}
 	if err := client.SendWithSMTPClient(conn, msg); err != nil {
-		return stopped(ctx, classifySMTP(err))
+		return classifySMTP(stopped(ctx, err))
 	}
 	return nil
 }
 
-// stopped says in sendErr that the send was cut because ctx ended, when it
+// stopped says in err that the send was cut because ctx ended, when it
 // did: the connection error alone would not tell why.
-func stopped(ctx context.Context, sendErr *SendError) *SendError {
+func stopped(ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); cause != nil {
-		sendErr.Err = fmt.Errorf("send stopped as its attempt ended (%w): %w", cause, sendErr.Err)
+		return fmt.Errorf("send stopped as its attempt ended (%w): %w", cause, err)
 	}
-	return sendErr
+	return err
 }
 
 // message builds e's email. bodyWritten runs once the body is on the wire:
@@ -148,10 +151,10 @@ func stopped(ctx context.Context, sendErr *SendError) *SendError {
 func (m *Mailer) message(e Email, bodyWritten func() error) (*mail.Msg, error) {
 	msg := mail.NewMsg()
 	if err := msg.From(m.cfg.From); err != nil {
-		return nil, &SendError{Permanent: true, Err: fmt.Errorf("from address %q: %w", m.cfg.From, err)}
+		return nil, &targets.Failure{Permanent: true, Err: fmt.Errorf("from address %q: %w", m.cfg.From, err)}
 	}
 	if err := msg.To(e.To...); err != nil {
-		return nil, &SendError{Permanent: true, Err: fmt.Errorf("recipients: %w", err)}
+		return nil, &targets.Failure{Permanent: true, Err: fmt.Errorf("recipients: %w", err)}
 	}
 	msg.Subject(e.Subject)
 	// The same id on every attempt: a copy sent twice is recognisable, and
@@ -197,31 +200,12 @@ func (m *Mailer) clientOptions() []mail.Option {
 	return opts
 }
 
-// SendError is a failed send. Permanent failures (SMTP 5xx, bad addresses)
-// will fail again; anything else (connection refused, timeouts, 4xx) may not.
-type SendError struct {
-	Permanent bool
-	// Uncertain is true when the server had the whole message and then gave
-	// no answer (a timeout or a lost connection while waiting for its final
-	// reply): it may have accepted and be delivering it.
-	Uncertain bool
-	// Code is the SMTP reply code, 0 when the server never answered.
-	Code int
-	Err  error
-}
-
-func (e *SendError) Error() string {
-	if e.Code != 0 {
-		return fmt.Sprintf("smtp %d: %v", e.Code, e.Err)
-	}
-	return e.Err.Error()
-}
-
-func (e *SendError) Unwrap() error { return e.Err }
-
-// classifySMTP turns go-mail's error into a SendError by the SMTP reply code
-// and the step that failed.
-func classifySMTP(err error) *SendError {
+// classifySMTP turns go-mail's error into a failure by the SMTP reply code
+// and the step that failed. Permanent failures (SMTP 5xx; bad addresses,
+// which Send reports itself) will fail again; anything else (connection
+// refused, timeouts, 4xx) may not. A failure with a reply code reads
+// "smtp <code>: <go-mail's error>".
+func classifySMTP(err error) *targets.Failure {
 	code := 0
 	var sendErr *mail.SendError
 	var protoErr *textproto.Error
@@ -232,5 +216,9 @@ func classifySMTP(err error) *SendError {
 		code = protoErr.Code
 	}
 	uncertain := code == 0 && sendErr != nil && sendErr.Reason == mail.ErrSMTPDataClose
-	return &SendError{Permanent: code >= 500 && code < 600, Uncertain: uncertain, Code: code, Err: err}
+	failure := &targets.Failure{Permanent: code >= 500 && code < 600, Uncertain: uncertain, Code: code, Err: err}
+	if code != 0 {
+		failure.Message = fmt.Sprintf("smtp %d: %v", code, err)
+	}
+	return failure
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/smtpsink"
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/notification"
 )
 
@@ -40,7 +41,7 @@ func TestSendClassifiesFailures(t *testing.T) {
 	sink, err := smtpsink.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	m := newMailer(t, sink)
-	var sendErr *notification.SendError
+	var sendErr *targets.Failure
 
 	sink.Reject(550, "mailbox unavailable")
 	err = m.Send(context.Background(), email)
@@ -81,7 +82,7 @@ func TestSendWaitsForALateFinalReply(t *testing.T) {
 
 	cfg.FinalReplyTimeout = 700 * time.Millisecond
 	err = notification.NewMailer(cfg).Send(context.Background(), email)
-	var sendErr *notification.SendError
+	var sendErr *targets.Failure
 	require.ErrorAs(t, err, &sendErr)
 	require.True(t, sendErr.Uncertain, "%v", err)
 	require.False(t, sendErr.Permanent)
@@ -156,7 +157,7 @@ func TestSendNamesItsWorker(t *testing.T) {
 	m := notification.NewMailer(notification.MailerConfig{Host: "127.0.0.1", Port: sink.Port(), From: "outpost@example.com", TLS: notification.TLSNone,
 		Timeout: 5 * time.Second}).WithWorker("4242@central-a@outpost-central")
 	sink.RejectData(451, "try again later")
-	var sendErr *notification.SendError
+	var sendErr *targets.Failure
 	require.ErrorAs(t, m.Send(context.Background(), email), &sendErr)
 	require.False(t, sendErr.Permanent, "a 451 after DATA is transient")
 	sink.RejectData(0, "")

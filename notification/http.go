@@ -1,8 +1,6 @@
 package notification
 
 import (
-	"github.com/outpost-dev/outpost/internal/httpanswer"
-
 	"bytes"
 	"context"
 	"errors"
@@ -12,6 +10,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/outpost-dev/outpost/internal/httpanswer"
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // HeaderNotificationID carries the notification id on every email, Teams
@@ -58,7 +59,7 @@ func (p poster) postAll(ctx context.Context, targets []string, body []byte, head
 func (p poster) post(ctx context.Context, target string, body []byte, header http.Header) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return &Error{Permanent: true, Err: fmt.Errorf("POST %s: %w", redactURL(target), err)}
+		return &targets.Failure{Permanent: true, Err: fmt.Errorf("POST %s: %w", redactURL(target), err)}
 	}
 	req.Header = header.Clone()
 	req.Header.Set("Content-Type", "application/json")
@@ -66,7 +67,7 @@ func (p poster) post(ctx context.Context, target string, body []byte, header htt
 	if err != nil {
 		// Never answered, or the connection failed: the receiver may have
 		// it; the retry carries the same notification id.
-		return &Error{Err: fmt.Errorf("POST %s: %w", redactURL(target), stripURL(err))}
+		return &targets.Failure{Err: fmt.Errorf("POST %s: %w", redactURL(target), stripURL(err))}
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -84,12 +85,12 @@ func (p poster) classify(target string, resp *http.Response, answer []byte) erro
 	}
 	err := fmt.Errorf("POST %s: %s: %s", redactURL(target), resp.Status, strings.TrimSpace(string(answer)))
 	if !permanent {
-		return &Error{RetryAfter: min(httpanswer.RetryAfter(resp.Header.Get("Retry-After"), p.now()), MaxRetryAfter), Err: err}
+		return &targets.Failure{RetryAfter: min(httpanswer.RetryAfter(resp.Header.Get("Retry-After"), p.now()), MaxRetryAfter), Err: err}
 	}
 	if code >= 300 && code < 400 {
 		err = fmt.Errorf("%w (redirected to %s: put the final URL in the list)", err, redactURL(resp.Header.Get("Location")))
 	}
-	return &Error{Permanent: true, Err: err}
+	return &targets.Failure{Permanent: true, Err: err}
 }
 
 // stripURL drops the URL (with a Teams URL's signature) from a client

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // Teams posts an Adaptive Card to Microsoft Teams webhook URLs (a Teams
@@ -24,11 +26,11 @@ func NewTeams(client *http.Client, now func() time.Time) Teams {
 func (a Teams) Deliver(ctx context.Context, m Message) error {
 	var data TeamsData
 	if err := json.Unmarshal([]byte(orEmpty(m.ListData)), &data); err != nil {
-		return &Error{Permanent: true, Err: fmt.Errorf("list %q: type_data: %w", m.List, err)}
+		return &targets.Failure{Permanent: true, Err: fmt.Errorf("list %q: type_data: %w", m.List, err)}
 	}
 	body, err := json.Marshal(TeamsMessage(m, data))
 	if err != nil {
-		return &Error{Permanent: true, Err: err}
+		return &targets.Failure{Permanent: true, Err: err}
 	}
 	header := http.Header{HeaderNotificationID: {m.ID}}
 	return a.poster.postAll(ctx, m.Targets, body, header)

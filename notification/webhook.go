@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/outpost-dev/outpost/internal/targets"
 )
 
 // The Standard Webhooks headers (https://www.standardwebhooks.com) every
@@ -87,7 +89,7 @@ func (a Webhook) Deliver(ctx context.Context, m Message) error {
 	}
 	var data WebhookData
 	if err := json.Unmarshal([]byte(orEmpty(m.ListData)), &data); err != nil {
-		return &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("list %q: type_data: %w", m.List, err)}
+		return &targets.Failure{Permanent: true, Misconfigured: true, Err: fmt.Errorf("list %q: type_data: %w", m.List, err)}
 	}
 	body, err := json.Marshal(WebhookPayload{
 		NotificationID: m.ID, List: m.List, Subject: m.Subject, Body: m.Body,
@@ -95,7 +97,7 @@ func (a Webhook) Deliver(ctx context.Context, m Message) error {
 		SiteEnqueuedAt: m.SiteEnqueuedAt, Link: m.Link,
 	})
 	if err != nil {
-		return &Error{Permanent: true, Err: err}
+		return &targets.Failure{Permanent: true, Err: err}
 	}
 	if secret.Plain {
 		a.warnPlain(m, secret)
@@ -170,19 +172,19 @@ func ParseWebhookSecret(text string) (WebhookSecret, error) {
 // to trust what arrives.
 func webhookSecret(m Message) (WebhookSecret, error) {
 	if m.Channel == nil {
-		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("webhook list %q %w", m.List, errNoChannel)}
+		return WebhookSecret{}, &targets.Failure{Permanent: true, Misconfigured: true, Err: fmt.Errorf("webhook list %q %w", m.List, errNoChannel)}
 	}
 	var s WebhookSettings
 	if err := json.Unmarshal([]byte(m.Channel.Settings), &s); err != nil {
-		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: settings: %w", m.Channel.Name, err)}
+		return WebhookSecret{}, &targets.Failure{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: settings: %w", m.Channel.Name, err)}
 	}
 	text := os.Getenv(s.SecretEnv)
 	if text == "" {
-		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env) is not set on this central worker", m.Channel.Name, s.SecretEnv)}
+		return WebhookSecret{}, &targets.Failure{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env) is not set on this central worker", m.Channel.Name, s.SecretEnv)}
 	}
 	secret, err := ParseWebhookSecret(text)
 	if err != nil {
-		return WebhookSecret{}, &Error{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env): %w", m.Channel.Name, s.SecretEnv, err)}
+		return WebhookSecret{}, &targets.Failure{Permanent: true, Misconfigured: true, Err: fmt.Errorf("channel %q: $%s (its secret_env): %w", m.Channel.Name, s.SecretEnv, err)}
 	}
 	secret.Env = s.SecretEnv
 	return secret, nil

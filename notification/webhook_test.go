@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/notification"
 )
 
@@ -149,7 +150,7 @@ func TestWebhookVerifiesWithTheStandardWebhooksLibrary(t *testing.T) {
 
 	old := notification.NewWebhook(nil, func() time.Time { return time.Now().Add(-10 * time.Minute) }, nil)
 	err = old.Deliver(context.Background(), d)
-	var delErr *notification.Error
+	var delErr *targets.Failure
 	require.ErrorAs(t, err, &delErr)
 	require.True(t, delErr.Permanent, "the receiver's 401 parks the notification")
 	require.ErrorIs(t, r.errs[3], standardwebhooks.ErrMessageTooOld)
@@ -214,7 +215,7 @@ func TestWebhookWithInvalidSecretIsNotSent(t *testing.T) {
 	t.Setenv("HOOK_SECRET", "whsec_+cobxsohXilkRBLU6wBP6g==")
 	r, url := serve(t, status(http.StatusNoContent))
 	err := notification.NewWebhook(nil, nil, nil).Deliver(context.Background(), webhookDelivery(url, ""))
-	var delErr *notification.Error
+	var delErr *targets.Failure
 	require.ErrorAs(t, err, &delErr)
 	require.True(t, delErr.Permanent)
 	require.True(t, delErr.Misconfigured, "the operator's to fix, not the receiver's refusal")

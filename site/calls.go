@@ -259,7 +259,7 @@ func callResult(id, kind string, status contract.Status, lastError string, res t
 	te := &TargetError{ID: id, Message: lastError}
 	var failure *targets.Failure
 	if errors.As(attemptErr, &failure) {
-		te.Status, out.HTTPStatus = failure.Status, failure.Status
+		te.Status, out.HTTPStatus = failure.Code, failure.Code
 	}
 	return out, te
 }

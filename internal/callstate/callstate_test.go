@@ -13,8 +13,8 @@ import (
 
 // Every attempt outcome a cached call can meet, and where each leaves it.
 var (
-	transient = &targets.Failure{Status: 503, Message: "HTTP 503 Service Unavailable"}
-	permanent = &targets.Failure{Permanent: true, Status: 400, Message: "HTTP 400 Bad Request"}
+	transient = &targets.Failure{Code: 503, Message: "HTTP 503 Service Unavailable"}
+	permanent = &targets.Failure{Permanent: true, Code: 400, Message: "HTTP 400 Bad Request"}
 	invalid   = &targets.InvalidError{Field: "params.id", Reason: "missing"}
 	network   = &targets.Failure{Message: "dial tcp: connection refused", Err: errors.New("connection refused")}
 )
@@ -73,9 +73,9 @@ func TestNextAttemptAt(t *testing.T) {
 		want time.Duration
 	}{
 		{"one interval", transient, time.Minute},
-		{"a shorter Retry-After waits the interval", &targets.Failure{Status: 429, RetryAfter: time.Second}, time.Minute},
-		{"a longer Retry-After is honoured", &targets.Failure{Status: 429, RetryAfter: 5 * time.Minute}, 5 * time.Minute},
-		{"capped at ten intervals", &targets.Failure{Status: 503, RetryAfter: 24 * time.Hour}, 10 * time.Minute},
+		{"a shorter Retry-After waits the interval", &targets.Failure{Code: 429, RetryAfter: time.Second}, time.Minute},
+		{"a longer Retry-After is honoured", &targets.Failure{Code: 429, RetryAfter: 5 * time.Minute}, 5 * time.Minute},
+		{"capped at ten intervals", &targets.Failure{Code: 503, RetryAfter: 24 * time.Hour}, 10 * time.Minute},
 		{"any other error: one interval", errors.New("boom"), time.Minute},
 	} {
 		require.Equal(t, at.Add(c.want), NextAttemptAt(at, interval, c.err), c.name)

@@ -162,7 +162,7 @@ func outcome(resp *http.Response, body []byte, secret string) (targets.Result, e
 	if ex := excerpt(body); ex != "" {
 		msg += ": " + ex
 	}
-	return targets.Result{}, &targets.Failure{Permanent: permanent, Status: resp.StatusCode, Message: redact(msg, secret),
+	return targets.Result{}, &targets.Failure{Permanent: permanent, Code: resp.StatusCode, Message: redact(msg, secret),
 		RetryAfter: retryAfter(resp, time.Now())}
 }
 

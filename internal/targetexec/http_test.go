@@ -165,7 +165,7 @@ func TestCallStatusClassification(t *testing.T) {
 			var f *targets.Failure
 			require.ErrorAs(t, err, &f)
 			require.Equal(t, tt.permanent, f.Permanent)
-			require.Equal(t, tt.code, f.Status)
+			require.Equal(t, tt.code, f.Code)
 			want := fmt.Sprintf("HTTP %d %s: {\"error\":\"no such order\"}", tt.code, http.StatusText(tt.code))
 			require.Equal(t, want, f.Message)
 			require.Equal(t, want, f.Error())
@@ -194,7 +194,7 @@ func TestCallConnectionRefusedIsTransient(t *testing.T) {
 	var f *targets.Failure
 	require.ErrorAs(t, err, &f)
 	require.False(t, f.Permanent)
-	require.Zero(t, f.Status)
+	require.Zero(t, f.Code)
 	require.Contains(t, f.Message, "connection refused")
 	require.NotNil(t, f.Unwrap())
 }
@@ -215,7 +215,7 @@ func TestCallTimeoutIsTransient(t *testing.T) {
 	var f *targets.Failure
 	require.ErrorAs(t, err, &f)
 	require.False(t, f.Permanent)
-	require.Zero(t, f.Status)
+	require.Zero(t, f.Code)
 	require.Contains(t, f.Message, "no response within 200ms")
 }
 

@@ -40,7 +40,7 @@ func requireFailure(t *testing.T, err error, permanent bool) *targets.Failure {
 	var f *targets.Failure
 	require.ErrorAs(t, err, &f)
 	require.Equal(t, permanent, f.Permanent, f.Message)
-	require.Zero(t, f.Status)
+	require.Zero(t, f.Code)
 	return f
 }
 
