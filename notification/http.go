@@ -85,12 +85,12 @@ func (p poster) classify(target string, resp *http.Response, answer []byte) erro
 	}
 	err := fmt.Errorf("POST %s: %s: %s", redactURL(target), resp.Status, strings.TrimSpace(string(answer)))
 	if !permanent {
-		return &targets.Failure{RetryAfter: min(httpanswer.RetryAfter(resp.Header.Get("Retry-After"), p.now()), MaxRetryAfter), Err: err}
+		return &targets.Failure{Code: code, RetryAfter: min(httpanswer.RetryAfter(resp.Header.Get("Retry-After"), p.now()), MaxRetryAfter), Err: err}
 	}
 	if code >= 300 && code < 400 {
 		err = fmt.Errorf("%w (redirected to %s: put the final URL in the list)", err, redactURL(resp.Header.Get("Location")))
 	}
-	return &targets.Failure{Permanent: true, Err: err}
+	return &targets.Failure{Permanent: true, Code: code, Err: err}
 }
 
 // stripURL drops the URL (with a Teams URL's signature) from a client
