@@ -3,6 +3,8 @@ package notification_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/centraltest"
+	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/notification"
 )
@@ -259,5 +262,60 @@ func TestWebhookSecretProblemsAreMisconfigured(t *testing.T) {
 		require.Equal(t, contract.ErrTypeMisconfigured, appErr.Type(), appErr.Message())
 		require.True(t, appErr.NonRetryable())
 		require.Contains(t, appErr.Message(), want)
+	}
+}
+
+// The activity reads every adapter's failure through its one type: an SMTP
+// server's 5xx is rejected and its 4xx retried as an smtp send; an HTTP
+// receiver's 4xx is refused, and its 503 retried no sooner than its
+// Retry-After. Each keeps the adapter's text.
+func TestDeliveryFailuresBecomeTemporalErrors(t *testing.T) {
+	sink, err := smtpsink.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sink.Close() })
+	_, teamsURL := serve(t, status(http.StatusBadRequest))
+	_, busyURL := serve(t, status(http.StatusServiceUnavailable, "Retry-After", "120"))
+	f := newFirstAttempt(t, false)
+	f.acts.Adapters[contract.NotificationTypeEmail] = newMailer(t, sink)
+	f.acts.Adapters[contract.NotificationTypeTeams] = notification.NewTeams(nil, nil)
+	for name, url := range map[string]string{"teams": teamsURL, "busy": busyURL} {
+		require.NoError(t, f.store.PutList(context.Background(), centralstore.List{Name: name, Type: contract.NotificationTypeTeams,
+			Targets: []string{url}, TypeData: "{}", UpdatedBy: "test"}, "created"))
+	}
+	smtpText := func(id, reply string) string {
+		return "sending SMTP RCPT TO command: " + reply + ", affected recipient(s): <ops@example.com>, affected message ID: <" + id + "@outpost>"
+	}
+	postText := func(url, answer string) string {
+		return "POST " + strings.TrimSuffix(url, "?sig=secret") + ": " + answer + ": "
+	}
+	for _, tc := range []struct {
+		name, list string
+		smtpReply  int
+		message    func(id string) string
+		errType    string
+		permanent  bool
+		delay      time.Duration
+	}{
+		{"SMTP 550", "ops", 550, func(id string) string {
+			return "smtp rejected the message: smtp 550: " + smtpText(id, `550 "5.0.0 mailbox unavailable"`)
+		}, contract.ErrTypeRejected, true, 0},
+		{"SMTP 451", "ops", 451, func(id string) string {
+			return "smtp send: smtp 451: " + smtpText(id, `451 "4.0.0 mailbox unavailable"`)
+		}, "", false, 0},
+		{"HTTP 400", "teams", 0, func(string) string {
+			return "refused: " + postText(teamsURL, "400 Bad Request")
+		}, contract.ErrTypeRefused, true, 0},
+		{"HTTP 503 with Retry-After", "busy", 0, func(string) string {
+			return postText(busyURL, "503 Service Unavailable")
+		}, contract.ErrTypeDeliveryFailed, false, 2 * time.Minute},
+	} {
+		sink.Reject(tc.smtpReply, "mailbox unavailable")
+		id, _, err := f.run(tc.list)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr, tc.name)
+		require.Equal(t, tc.message(id), appErr.Message(), tc.name)
+		require.Equal(t, tc.errType, appErr.Type(), tc.name)
+		require.Equal(t, tc.permanent, appErr.NonRetryable(), tc.name)
+		require.Equal(t, tc.delay, appErr.NextRetryDelay(), tc.name)
 	}
 }
