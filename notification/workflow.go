@@ -79,8 +79,8 @@ func (w Workflow) RunStarted(ctx workflow.Context, sub contract.NotificationSubm
 }
 
 // run is Run with the generation of the worker that takes a
-// notification's first task (operation.TaskGeneration): the tests run it as the
-// workers of earlier generations would.
+// notification's first task (operation.TaskGeneration): the tests run it
+// as the workers of earlier generations would.
 func (w Workflow) run(ctx workflow.Context, generation func(workflow.Context) int) (contract.NotificationState, error) {
 	var sub contract.NotificationSubmission
 	workflow.GetSignalChannel(ctx, contract.SignalSubmit).Receive(ctx, &sub)
