@@ -46,9 +46,31 @@ func TestArchitectureImportRules(t *testing.T) {
 		}
 	}
 	// Workflows are deterministic: no I/O package.
-	for _, dep := range all["workflows"] {
-		if slices.Contains([]string{"net", "net/http", "database/sql", "os", "os/exec", "math/rand", "math/rand/v2"}, dep) {
-			t.Errorf("workflows imports %s: workflows do no I/O", dep)
+	for _, pkg := range []string{"workflows", "workflows/operation"} {
+		for _, dep := range all[pkg] {
+			if slices.Contains([]string{"net", "net/http", "database/sql", "os", "os/exec", "math/rand", "math/rand/v2"}, dep) {
+				t.Errorf("%s imports %s: workflows do no I/O", pkg, dep)
+			}
+		}
+	}
+	// The notification's workflow lives with its activities: workflows
+	// does not reach into notification, and both take what they share from
+	// workflows/operation, which builds on the contract and the Temporal SDK
+	// only.
+	if slices.Contains(all["workflows"], module+"notification") {
+		t.Error("workflows imports notification: the notification's workflow and activities are in notification")
+	}
+	for _, pkg := range []string{"workflows", "notification"} {
+		if !slices.Contains(all[pkg], module+"workflows/operation") {
+			t.Errorf("%s does not import workflows/operation: the workflows' shared building blocks have one home", pkg)
+		}
+	}
+	operationMay := []string{"contract", "temporalcontract", "internal/callstate"}
+	for _, dep := range all["workflows/operation"] {
+		if strings.HasPrefix(dep, module) && !slices.Contains(operationMay, strings.TrimPrefix(dep, module)) ||
+			strings.Contains(dep, ".") && !strings.HasPrefix(dep, module) && !strings.HasPrefix(dep, "go.temporal.io/") {
+			t.Errorf("workflows/operation imports %s: it imports only %s, the Temporal SDK and the standard library",
+				dep, strings.Join(operationMay, ", "))
 		}
 	}
 	// The SDK links no central code and no Temporal client, nor what makes

@@ -25,8 +25,8 @@ var notificationPath = []struct {
 	{"internal/sitestore/store.go", []string{"func (s *Store) Enqueue(", "func (s *Store) DueAfter("}, nil},
 	{"internal/sitedaemon/forwarder.go", []string{"func (f *Forwarder) handOff(", "func (f *Forwarder) handOffNotification("},
 		[]string{"s.f.store.DueAfter(", "contract.WorkflowNotificationStarted"}},
-	{"workflows/notification.go", []string{"func (w NotificationWorkflow) RunStarted("},
-		[]string{"notificationActs.RecordAndDeliverNotification", "notificationActs.DeliverNotification"}},
+	{"notification/workflow.go", []string{"func (w Workflow) RunStarted("},
+		[]string{"acts.RecordAndDeliverNotification", "acts.DeliverNotification"}},
 	{"notification/activities.go", []string{"func (a *Activities) RecordAndDeliverNotification(",
 		"func (a *Activities) DeliverNotification(", "func (a Adapters) For("}, []string{"adapter.Deliver("}},
 	{"notification/email.go", []string{"func (m *Mailer) Deliver(", "func (m *Mailer) Send("}, []string{"client.SendWithSMTPClient("}},
@@ -73,6 +73,6 @@ func TestNotificationPathIsSixFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(central), "RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted}") {
-		t.Error("workers/central.go does not register NotificationWorkflow.RunStarted as contract.WorkflowNotificationStarted")
+		t.Error("workers/central.go does not register notification.Workflow.RunStarted as contract.WorkflowNotificationStarted")
 	}
 }

@@ -1,5 +1,5 @@
 // Package notification is a notification's delivery at central: the
-// activities its workflow (workflows.NotificationWorkflow) runs, which
+// workflow (Workflow) and the activities it runs, which
 // record the central row and pick, by the list's type, the adapter that
 // delivers (Email over SMTP, Teams, Webhook); the adapters; and the rules a
 // list or channel definition follows. An adapter's failure says whether it

@@ -17,7 +17,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/centraltest"
 	"github.com/outpost-dev/outpost/internal/targets"
 	"github.com/outpost-dev/outpost/notification"
-	"github.com/outpost-dev/outpost/workflows"
 )
 
 // centralT0 starts the mock clock of the workflow tests here: in the
@@ -74,7 +73,7 @@ func newNotificationRun(t *testing.T, store *centralstore.Store, failing bool) *
 		Policy: contract.RetryPolicy{Interval: time.Minute, MaxRetries: 2, AttemptTimeout: time.Minute},
 		Now:    env.Now,
 	}
-	env.RegisterWorkflowWithOptions(workflows.NotificationWorkflow{AttemptTimeout: time.Minute}.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	env.RegisterWorkflowWithOptions(notification.Workflow{AttemptTimeout: time.Minute}.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterActivity(r.acts)
 	r.sub = contract.NotificationSubmission{
 		NotificationID: uuid.NewString(), ListName: "ops", Subject: "Pump 3 tripped", Body: "Pressure low",

@@ -29,6 +29,7 @@ import (
 	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/workflows/operation"
 )
 
 // Central is the central worker on its region's task queue
@@ -127,9 +128,9 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	policy := notificationPolicy(cfg)
 	// The build id names the workflow code's generation in every task's
 	// history, on which NotificationWorkflow branches, and in the task
-	// queue's poller list, where sites look for it (workflows.WorkerBuildID).
+	// queue's poller list, where sites look for it (operation.WorkerBuildID).
 	opts := PollerOptions()
-	opts.BuildID = workflows.WorkerBuildID
+	opts.BuildID = operation.WorkerBuildID
 	// Delivery attempts heartbeat every heartbeat.Every: send each one, not
 	// one per 0.8 × heartbeat.Timeout (the SDK's batching).
 	opts.MaxHeartbeatThrottleInterval = heartbeat.Every
@@ -140,7 +141,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	// site configured with the wrong namespace) is refused, never run.
 	opts.Interceptors = append(opts.Interceptors, workflows.RegionGuard(cfg.Region.Name))
 	w := worker.New(tc, queue, opts)
-	notify := workflows.NotificationWorkflow{AttemptTimeout: policy.AttemptTimeout}
+	notify := notification.Workflow{AttemptTimeout: policy.AttemptTimeout}
 	w.RegisterWorkflowWithOptions(notify.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	w.RegisterWorkflowWithOptions(notify.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
@@ -149,7 +150,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	w.RegisterWorkflowWithOptions(workflows.TelemetryIngestWorkflow, workflow.RegisterOptions{Name: contract.WorkflowTelemetryIngest})
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})
 	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: contract.WorkflowPurge})
-	w.RegisterWorkflowWithOptions(workflows.LookupNotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowLookupNotification})
+	w.RegisterWorkflowWithOptions(notification.LookupWorkflow, workflow.RegisterOptions{Name: contract.WorkflowLookupNotification})
 	w.RegisterActivity(&activities.MirrorActivities{Store: store})
 	w.RegisterActivity(&activities.AuditActivities{Store: store})
 	w.RegisterActivity(&activities.SettleActivities{Client: tc, Store: store})

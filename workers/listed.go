@@ -12,7 +12,7 @@ import (
 )
 
 // AwaitListed waits until Temporal lists a central worker of buildID
-// (this code's: workflows.WorkerBuildID) among the pollers of central's
+// (this code's: operation.WorkerBuildID) among the pollers of central's
 // task queue. A site's forwarder starts notifications with their input
 // only once it sees such workers there, so the bench and the tests start
 // their sites after this.

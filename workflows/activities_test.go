@@ -7,17 +7,15 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
-	"github.com/outpost-dev/outpost/notification"
 )
 
 // The activities the tests mock, by method value as the workflows call them.
 var (
-	notificationActs *notification.Activities
-	auditActs        *activities.AuditActivities
-	mirrorActs       *activities.MirrorActivities
-	settleActs       *activities.SettleActivities
-	purgeActs        *activities.PurgeActivities
-	siteActs         *onsite.SiteActivities
+	auditActs  *activities.AuditActivities
+	mirrorActs *activities.MirrorActivities
+	settleActs *activities.SettleActivities
+	purgeActs  *activities.PurgeActivities
+	siteActs   *onsite.SiteActivities
 )
 
 // nameOf is the activity name of a method value, the way the SDK names it:

@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/workflows/operation"
 )
 
 // changeAuditOperatorAction versions the audit of a cached call's operator
@@ -23,12 +24,12 @@ func auditOperatorAction(ctx workflow.Context, rec contract.OperatorActionAudit)
 	}
 	rec.At = workflow.Now(ctx)
 	if v == 1 {
-		if err := workflow.ExecuteLocalActivity(storeCtx(ctx), auditActs.AuditOperatorAction, rec).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteLocalActivity(operation.StoreContext(ctx), auditActs.AuditOperatorAction, rec).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("audit of operator action failed", "operation", rec.OperationID, "error", err)
 		}
 		return nil
 	}
-	if err := storeWrite(ctx, auditActs.AuditOperatorAction, rec, nil); err != nil {
+	if err := operation.StoreWrite(ctx, auditActs.AuditOperatorAction, rec, nil); err != nil {
 		return fmt.Errorf("audit operator action on %s: %w", rec.OperationID, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/callstate"
+	"github.com/outpost-dev/outpost/workflows/operation"
 )
 
 // CachedCallWorkflow delivers one cached call handed off by SignalWithStart
@@ -29,7 +30,7 @@ func CachedCallWorkflow(ctx workflow.Context) (contract.CachedCallState, error) 
 // site_calls through telemetry.
 func CachedCallWorkflowStarted(ctx workflow.Context, sub contract.CachedCallSubmission) (contract.CachedCallState, error) {
 	// A site of an earlier version may still signal a submit to it.
-	ignoreDuplicateSubmits(ctx)
+	operation.IgnoreDuplicateSubmits(ctx)
 
 	c := &cachedCall{sub: sub, state: contract.TrackedOperation{
 		OperationID: sub.OperationID, Kind: sub.Kind, Target: sub.Target, Status: contract.StatusPending, RetryCount: sub.RetryCount,
@@ -60,16 +61,16 @@ func (c *cachedCall) endCancelled(ctx workflow.Context, err error) error {
 		return err
 	}
 	workflow.GetLogger(ctx).Info("call cancelled; discarding it on its site", "operation", c.state.OperationID)
-	ctx = afterCancel(ctx)
-	in := contract.ResolveParkedCallInput{OperationID: c.state.OperationID, Action: cancelledAction, Cancelled: true}
+	ctx = operation.AfterCancel(ctx)
+	in := contract.ResolveParkedCallInput{OperationID: c.state.OperationID, Action: operation.CancelledAction, Cancelled: true}
 	if err := c.onSite(ctx, siteActs.ResolveParkedCall, in); err != nil {
 		return err
 	}
-	c.lastAction = &cancelledAction
+	c.lastAction = &operation.CancelledAction
 	c.operatorActions++
 	return auditOperatorAction(ctx, contract.OperatorActionAudit{
 		OperationID: c.state.OperationID, Kind: c.sub.Kind, SiteID: c.sub.SiteID,
-		Action: cancelledAction, Seq: c.operatorActions, Status: c.state.Status,
+		Action: operation.CancelledAction, Seq: c.operatorActions, Status: c.state.Status,
 	})
 }
 
@@ -116,12 +117,12 @@ func (c *cachedCall) run(ctx workflow.Context) error {
 			return err
 		}
 		if !parkedFromStart {
-			drainStale(retryCh, discardCh)
+			operation.DrainStaleSignals(retryCh, discardCh)
 		}
 		parkedFromStart = false
-		action, retry := waitForOperator(ctx, retryCh, discardCh)
+		action, retry := operation.WaitForOperator(ctx, retryCh, discardCh)
 		cancelled := ctx.Err() != nil
-		ctx = afterCancel(ctx) // a cancel is a discard, applied like one
+		ctx = operation.AfterCancel(ctx) // a cancel is a discard, applied like one
 		workflow.GetLogger(ctx).Info("operator action on parked call",
 			"retry", retry, "operator", action.Operator, "reason", action.Reason)
 		in := contract.ResolveParkedCallInput{OperationID: c.state.OperationID, Retry: retry, Action: action, Cancelled: cancelled}
@@ -193,6 +194,6 @@ func (c *cachedCall) onSite(ctx workflow.Context, activity any, in any) error {
 		return fmt.Errorf("call %s on site %s: %w", c.state.OperationID, c.sub.SiteID, err)
 	}
 	c.state = row
-	setDetails(ctx, row.Status, row.RetryCount, row.LastError)
-	return setStatusAttr(ctx, row.Status, taskGeneration(ctx))
+	operation.SetDetails(ctx, row.Status, row.RetryCount, row.LastError)
+	return operation.SetStatusAttr(ctx, row.Status, operation.TaskGeneration(ctx))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targetexec"
 	"github.com/outpost-dev/outpost/internal/targets"
+	"github.com/outpost-dev/outpost/internal/workflowtest"
 	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
 )
@@ -171,7 +172,7 @@ func (s *cachedCallSuite) resultState() contract.CachedCallState {
 }
 
 func (s *cachedCallSuite) queryStatus() contract.CachedCallState {
-	return queryStatusAs[contract.CachedCallState](s.T(), s.env)
+	return workflowtest.QueryStatus[contract.CachedCallState](s.T(), s.env)
 }
 
 func (s *cachedCallSuite) retryCounts() []int {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/workflows/operation"
 )
 
 // terminatedAction is the discard reconciliation applies to an operation
@@ -25,7 +26,7 @@ const changeSettleTerminated = "settle-terminated"
 // (by the activity), calls on the site.
 func settleTerminated(ctx workflow.Context, siteID string, siteCtx workflow.Context) error {
 	var found contract.SettleTerminatedResult
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), settleActs.SettleTerminated, siteID).Get(ctx, &found); err != nil {
+	if err := workflow.ExecuteLocalActivity(operation.StoreContext(ctx), settleActs.SettleTerminated, siteID).Get(ctx, &found); err != nil {
 		return fmt.Errorf("settle terminated operations of site %s: %w", siteID, err)
 	}
 	for _, id := range found.Calls {
@@ -46,7 +47,7 @@ func settleTerminated(ctx workflow.Context, siteID string, siteCtx workflow.Cont
 // the site's outbox.
 func IngestTelemetryWorkflow(ctx workflow.Context, batch contract.TelemetryBatch) (int, error) {
 	var changed int
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.MirrorSiteCalls, batch.Rows).Get(ctx, &changed); err != nil {
+	if err := workflow.ExecuteLocalActivity(operation.StoreContext(ctx), mirrorActs.MirrorSiteCalls, batch.Rows).Get(ctx, &changed); err != nil {
 		return 0, fmt.Errorf("mirror %d tracking rows of site %s: %w", len(batch.Rows), batch.SiteID, err)
 	}
 	return changed, nil
@@ -71,7 +72,7 @@ const rowsPerIngestWrite = 5000
 // query contract.QueryTelemetryWritten, and only then forgets it and sends
 // its next: so a run holds at most one unwritten batch per site, and a
 // cancelled or terminated run loses nothing (the sites send again). A
-// failing store is waited for (storeWrite); the run continues as new only
+// failing store is waited for (operation.StoreWrite); the run continues as new only
 // with nothing left unwritten.
 //
 // It has no input: contract.TelemetryIngestWorkflowID names its shard.
@@ -134,7 +135,7 @@ func (in *ingest) write(ctx workflow.Context, batches []contract.TelemetryBatch)
 
 // mirrorBatches writes batches' rows to central's site_calls with their
 // audit events: all in one local activity while the store answers; after
-// that fails, batch by batch through storeWrite, which waits for the store
+// that fails, batch by batch through operation.StoreWrite, which waits for the store
 // however long it is away (an activity's input is kept in the history, and
 // each batch is within Temporal's size limit where all of them may not be).
 // A batch the store refuses for good is logged and left to reconciliation,
@@ -145,7 +146,7 @@ func mirrorBatches(ctx workflow.Context, batches []contract.TelemetryBatch) {
 	for _, b := range batches {
 		rows = append(rows, b.Rows...)
 	}
-	err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.MirrorSiteCalls, rows).Get(ctx, nil)
+	err := workflow.ExecuteLocalActivity(operation.StoreContext(ctx), mirrorActs.MirrorSiteCalls, rows).Get(ctx, nil)
 	if err == nil {
 		return
 	}
@@ -153,7 +154,7 @@ func mirrorBatches(ctx workflow.Context, batches []contract.TelemetryBatch) {
 	log.Warn("telemetry write failing; writing batch by batch until the store answers",
 		"batches", len(batches), "changes", len(rows), "error", err)
 	for _, b := range batches {
-		if err := storeWrite(ctx, mirrorActs.MirrorSiteCalls, b.Rows, nil); err != nil {
+		if err := operation.StoreWrite(ctx, mirrorActs.MirrorSiteCalls, b.Rows, nil); err != nil {
 			log.Error("central store refused a telemetry batch; the site's reconciliation will pull its rows again",
 				"site", b.SiteID, "changes", len(b.Rows), "error", err)
 		}
@@ -172,7 +173,7 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in contract.ReconcileInput) (co
 		in.PageSize = 200
 	}
 	var res contract.ReconcileResult
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.ReadReconcileCursor, in.SiteID).Get(ctx, &res.Cursor); err != nil {
+	if err := workflow.ExecuteLocalActivity(operation.StoreContext(ctx), mirrorActs.ReadReconcileCursor, in.SiteID).Get(ctx, &res.Cursor); err != nil {
 		return res, fmt.Errorf("read reconcile cursor of site %s: %w", in.SiteID, err)
 	}
 	siteCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -206,7 +207,7 @@ func ReconcileSiteWorkflow(ctx workflow.Context, in contract.ReconcileInput) (co
 		}
 		cursor := rows[len(rows)-1].Seq
 		mirror := contract.MirrorReconciledInput{SiteID: in.SiteID, Rows: rows, Cursor: cursor}
-		if err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.MirrorReconciled, mirror).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteLocalActivity(operation.StoreContext(ctx), mirrorActs.MirrorReconciled, mirror).Get(ctx, nil); err != nil {
 			return res, fmt.Errorf("mirror reconciled rows of site %s: %w", in.SiteID, err)
 		}
 		res.Rows += len(rows)
@@ -228,7 +229,7 @@ func isCursorAhead(err error) bool {
 func resetCursor(ctx workflow.Context, siteID string, stale int64) error {
 	workflow.GetLogger(ctx).Warn("site's change numbers are behind central's cursor (store replaced?); reconciling from the start",
 		"site", siteID, "cursor", stale)
-	if err := workflow.ExecuteLocalActivity(storeCtx(ctx), mirrorActs.ResetReconcileCursor, siteID).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(operation.StoreContext(ctx), mirrorActs.ResetReconcileCursor, siteID).Get(ctx, nil); err != nil {
 		return fmt.Errorf("reset reconcile cursor of site %s: %w", siteID, err)
 	}
 	return nil

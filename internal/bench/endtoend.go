@@ -23,7 +23,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/workers"
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/workflows/operation"
 )
 
 // endToEnd measures notifications delivered per second through the whole
@@ -258,7 +258,7 @@ func (r *run) startEndToEnd(ctx context.Context, tc client.Client, smtpPort int)
 func awaitCentralListed(ctx context.Context, tc client.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return workers.AwaitListed(ctx, tc, workflows.WorkerBuildID)
+	return workers.AwaitListed(ctx, tc, operation.WorkerBuildID)
 }
 
 // centralConfig is the central worker's config: defaults, its store in the

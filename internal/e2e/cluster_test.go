@@ -19,9 +19,11 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/devserver"
 	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workers"
 	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/workflows/operation"
 )
 
 // On a self-hosted cluster of two server processes on PostgreSQL (4 history
@@ -137,7 +139,7 @@ func TestClusterSiteChoosesTypesByGenerationWithFourPartitions(t *testing.T) {
 		"a generation-3 worker cannot run CachedCallWorkflowV2: the call is signalled")
 
 	out := s.temporalCLI("task-queue", "describe", "--task-queue", contract.CentralTaskQueue, "--legacy-mode", "-o", "json")
-	for _, id := range []string{workflows.WorkerBuildID, contract.CentralBuildIDPrefix + "3"} {
+	for _, id := range []string{operation.WorkerBuildID, contract.CentralBuildIDPrefix + "3"} {
 		require.Contains(t, out, id, "the README's command shows every central worker's build id")
 	}
 }
@@ -179,14 +181,14 @@ func (s *stack) startGeneration3Worker() {
 	opts := workers.PollerOptions()
 	opts.BuildID, opts.Identity = buildID, "central-generation-3"
 	w := worker.New(s.client, contract.CentralTaskQueue, opts)
-	notification := workflows.NotificationWorkflow{AttemptTimeout: time.Minute}
-	w.RegisterWorkflowWithOptions(notification.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
-	w.RegisterWorkflowWithOptions(notification.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
+	notify := notification.Workflow{AttemptTimeout: time.Minute}
+	w.RegisterWorkflowWithOptions(notify.Run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
+	w.RegisterWorkflowWithOptions(notify.RunStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 	w.RegisterWorkflowWithOptions(workflows.CachedCallWorkflow, workflow.RegisterOptions{Name: contract.WorkflowCachedCall})
 	w.RegisterWorkflowWithOptions(workflows.IngestTelemetryWorkflow, workflow.RegisterOptions{Name: contract.WorkflowIngestTelemetry})
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})
 	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: contract.WorkflowPurge})
-	w.RegisterWorkflowWithOptions(workflows.LookupNotificationWorkflow, workflow.RegisterOptions{Name: contract.WorkflowLookupNotification})
+	w.RegisterWorkflowWithOptions(notification.LookupWorkflow, workflow.RegisterOptions{Name: contract.WorkflowLookupNotification})
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

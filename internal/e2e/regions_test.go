@@ -25,7 +25,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/workers"
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/workflows/operation"
 )
 
 // regionCentral is one running central worker of a region, with its own
@@ -62,7 +62,7 @@ func (s *stack) startRegionCentral(region contract.Region) *regionCentral {
 	s.t.Cleanup(stop)
 	listed, stopWaiting := context.WithTimeout(ctx, 30*time.Second)
 	defer stopWaiting()
-	require.NoError(s.t, workers.AwaitListedOn(listed, tc, region.TaskQueue(), workflows.WorkerBuildID))
+	require.NoError(s.t, workers.AwaitListedOn(listed, tc, region.TaskQueue(), operation.WorkerBuildID))
 	return &regionCentral{url: "http://" + central.Addr(), logs: logs, stop: stop}
 }
 

@@ -39,7 +39,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/tracing"
 	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
-	"github.com/outpost-dev/outpost/workflows"
+	"github.com/outpost-dev/outpost/workflows/operation"
 
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
@@ -289,7 +289,7 @@ func (s *stack) startCentral() {
 	// As in production, sites see central's workers before they hand off.
 	listed, stop := context.WithTimeout(ctx, 30*time.Second)
 	defer stop()
-	require.NoError(s.t, workers.AwaitListed(listed, s.client, workflows.WorkerBuildID))
+	require.NoError(s.t, workers.AwaitListed(listed, s.client, operation.WorkerBuildID))
 }
 
 // siteProc is one running site daemon.

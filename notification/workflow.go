@@ -1,4 +1,4 @@
-package workflows
+package notification
 
 import (
 	"errors"
@@ -13,20 +13,47 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/callstate"
 	"github.com/outpost-dev/outpost/temporalcontract"
+	"github.com/outpost-dev/outpost/workflows/operation"
 )
 
-// changeRecordInFirstAttempt versions how NotificationWorkflow starts: from
-// version 1 its first delivery attempt records the central row too
+// changeRecordInFirstAttempt versions how Workflow starts: from version 1
+// its first delivery attempt records the central row too
 // (RecordAndDeliverNotification), one billable action less per
 // notification than the local activity that recorded it before the attempt
 // (DefaultVersion, which the workflows started before still replay).
-// Workers of generation 2 (WorkerBuildID) no longer ask: every notification
-// they start takes version 1's path.
+// Workers of generation 2 (operation.WorkerBuildID) no longer ask: every
+// notification they start takes version 1's path.
 const changeRecordInFirstAttempt = "record-in-first-attempt"
 
-// NotificationWorkflow is the notification workflow of a central worker
+// generationFirstAttemptLocal is the first generation whose notifications
+// make their first attempt (RecordAndDeliverNotification) as a local
+// activity, in the workflow task that starts them: no activity task to
+// schedule, match and dispatch, and a delivered notification's history
+// is one workflow task of 7 events instead of two tasks and an activity,
+// 12 events. That halves what a notification costs the Temporal server.
+const generationFirstAttemptLocal = 4
+
+// versionMarkersRetired reports whether the current workflow task was (or,
+// replaying, is recorded as) completed by a worker that takes, without
+// recording a check, every path a version check at a notification's start
+// would choose: one of generation 2 or later.
+func versionMarkersRetired(generation int) bool { return generation >= 2 }
+
+// firstAttemptLocal reports whether a notification whose first task a
+// worker of generation completed makes its first attempt as a local
+// activity.
+func firstAttemptLocal(generation int) bool { return generation >= generationFirstAttemptLocal }
+
+// acts are the activities the workflow calls, named by method value on a
+// nil receiver: the central worker registers the real ones, and an
+// activity's name is its method's name.
+var acts *Activities
+
+// Workflow is the notification's workflow, registered under
+// contract.WorkflowNotification (Run) and
+// contract.WorkflowNotificationStarted (RunStarted), on a central worker
 // whose delivery attempts take up to AttemptTimeout.
-type NotificationWorkflow struct {
+type Workflow struct {
 	// AttemptTimeout bounds a notification's first delivery attempt: the
 	// worker's retry policy's. That attempt runs before the workflow has
 	// the policy in force, which the row it records returns. Nothing but
@@ -40,40 +67,40 @@ type NotificationWorkflow struct {
 // Run delivers one notification handed off by SignalWithStart
 // (contract.WorkflowNotification): it waits for the submit signal, then
 // goes on as RunStarted.
-func (w NotificationWorkflow) Run(ctx workflow.Context) (contract.NotificationState, error) {
-	return w.run(ctx, taskGeneration)
+func (w Workflow) Run(ctx workflow.Context) (contract.NotificationState, error) {
+	return w.run(ctx, operation.TaskGeneration)
 }
 
 // RunStarted delivers one notification started with its submission as the
 // input (contract.WorkflowNotificationStarted): record the central row,
 // deliver with fixed-interval retry, park, then wait for retry or discard.
-func (w NotificationWorkflow) RunStarted(ctx workflow.Context, sub contract.NotificationSubmission) (contract.NotificationState, error) {
-	return w.runStarted(ctx, sub, taskGeneration)
+func (w Workflow) RunStarted(ctx workflow.Context, sub contract.NotificationSubmission) (contract.NotificationState, error) {
+	return w.runStarted(ctx, sub, operation.TaskGeneration)
 }
 
 // run is Run with the generation of the worker that takes a
-// notification's first task (taskGeneration): the tests run it as the
-// workers of earlier generations would.
-func (w NotificationWorkflow) run(ctx workflow.Context, generation func(workflow.Context) int) (contract.NotificationState, error) {
+// notification's first task (operation.TaskGeneration): the tests run it
+// as the workers of earlier generations would.
+func (w Workflow) run(ctx workflow.Context, generation func(workflow.Context) int) (contract.NotificationState, error) {
 	var sub contract.NotificationSubmission
 	workflow.GetSignalChannel(ctx, contract.SignalSubmit).Receive(ctx, &sub)
-	ignoreDuplicateSubmits(ctx)
+	operation.IgnoreDuplicateSubmits(ctx)
 	return w.deliverSubmission(ctx, sub, generation)
 }
 
 // runStarted is RunStarted with the generation of the worker that takes
 // its first task, as run.
-func (w NotificationWorkflow) runStarted(ctx workflow.Context, sub contract.NotificationSubmission,
+func (w Workflow) runStarted(ctx workflow.Context, sub contract.NotificationSubmission,
 	generation func(workflow.Context) int) (contract.NotificationState, error) {
 	// A site of an earlier version may still signal a submit to it.
-	ignoreDuplicateSubmits(ctx)
+	operation.IgnoreDuplicateSubmits(ctx)
 	return w.deliverSubmission(ctx, sub, generation)
 }
 
 // deliverSubmission is a notification's life from its submission on. How
 // it starts depends on the generation of the worker that completed (or
-// completes) the task it starts in (see WorkerBuildID).
-func (w NotificationWorkflow) deliverSubmission(ctx workflow.Context, sub contract.NotificationSubmission,
+// completes) the task it starts in (see operation.WorkerBuildID).
+func (w Workflow) deliverSubmission(ctx workflow.Context, sub contract.NotificationSubmission,
 	generation func(workflow.Context) int) (contract.NotificationState, error) {
 	// Pending from the first moment: the status query must not answer a
 	// zero state while the central row is being written.
@@ -87,7 +114,7 @@ func (w NotificationWorkflow) deliverSubmission(ctx workflow.Context, sub contra
 	}
 	// A worker of generation 2 or later always records in the first attempt
 	// and skips the check: its marker's search-attribute upsert would cost a
-	// visibility write per notification (see WorkerBuildID).
+	// visibility write per notification (see operation.WorkerBuildID).
 	g := generation(ctx)
 	if versionMarkersRetired(g) || workflow.GetVersion(ctx, changeRecordInFirstAttempt, workflow.DefaultVersion, 1) == 1 {
 		return n.recordInFirstAttempt(ctx, sub, w.AttemptTimeout, firstAttemptLocal(g))
@@ -105,7 +132,7 @@ func (w NotificationWorkflow) deliverSubmission(ctx workflow.Context, sub contra
 func (n *notificationRun) record(ctx workflow.Context, sub contract.NotificationSubmission) error {
 	var recorded contract.RecordNotificationResult
 	recordCtx, _ := workflow.NewDisconnectedContext(ctx)
-	if err := storeWrite(recordCtx, notificationActs.RecordNotification, sub, &recorded); err != nil {
+	if err := operation.StoreWrite(recordCtx, acts.RecordNotification, sub, &recorded); err != nil {
 		return fmt.Errorf("record notification %s: %w", sub.NotificationID, err)
 	}
 	n.takeRecorded(recorded)
@@ -202,11 +229,11 @@ func (n *notificationRun) afterFailedFirstAttempt(ctx workflow.Context, sub cont
 func startFirstAttempt(ctx workflow.Context, in contract.RecordAndDeliverInput, timeout time.Duration, local bool) workflow.Future {
 	if !local {
 		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, attemptOptions(timeout)),
-			notificationActs.RecordAndDeliverNotification, in)
+			acts.RecordAndDeliverNotification, in)
 	}
 	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		ScheduleToCloseTimeout: timeout, StartToCloseTimeout: timeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-	}), notificationActs.RecordAndDeliverNotification, in)
+	}), acts.RecordAndDeliverNotification, in)
 }
 
 // rowUnrecorded reports a first attempt that could not record the row.
@@ -225,9 +252,9 @@ func (n *notificationRun) endCancelled(ctx workflow.Context, err error) (contrac
 	}
 	workflow.GetLogger(ctx).Info("notification cancelled; discarding it", "notification", n.state.NotificationID)
 	n.operatorActions++
-	n.state.LastOperatorAction = &cancelledAction
-	err = n.update(afterCancel(ctx), contract.NotificationUpdate{Status: contract.StatusDiscarded, RetryCount: n.state.RetryCount,
-		LastError: n.state.LastError, OperatorAction: &cancelledAction, OperatorSeq: n.operatorActions})
+	n.state.LastOperatorAction = &operation.CancelledAction
+	err = n.update(operation.AfterCancel(ctx), contract.NotificationUpdate{Status: contract.StatusDiscarded, RetryCount: n.state.RetryCount,
+		LastError: n.state.LastError, OperatorAction: &operation.CancelledAction, OperatorSeq: n.operatorActions})
 	return n.state, err // the state the update left
 }
 
@@ -240,7 +267,7 @@ type notificationRun struct {
 	// operator actions; they name the audit events (no extra commands).
 	attempts, operatorActions int
 	// generation is that of the worker completing the current workflow
-	// task (taskGeneration, or a test's).
+	// task (operation.TaskGeneration, or a test's).
 	generation func(workflow.Context) int
 }
 
@@ -261,9 +288,9 @@ func (n *notificationRun) parked(ctx workflow.Context) (contract.NotificationSta
 	retryCh := workflow.GetSignalChannel(ctx, contract.SignalRetry)
 	discardCh := workflow.GetSignalChannel(ctx, contract.SignalDiscard)
 	for {
-		drainStale(retryCh, discardCh)
-		action, retry := waitForOperator(ctx, retryCh, discardCh)
-		ctx = afterCancel(ctx) // a cancel is a discard, written like one
+		operation.DrainStaleSignals(retryCh, discardCh)
+		action, retry := operation.WaitForOperator(ctx, retryCh, discardCh)
+		ctx = operation.AfterCancel(ctx) // a cancel is a discard, written like one
 		n.state.LastOperatorAction = &action
 		workflow.GetLogger(ctx).Info("operator action on parked notification",
 			"retry", retry, "operator", action.Operator, "reason", action.Reason)
@@ -308,7 +335,7 @@ func (n *notificationRun) attempt(ctx workflow.Context) (contract.DeliverNotific
 	n.attempts++
 	var res contract.DeliverNotificationResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, attemptOptions(n.policy.AttemptTimeout)),
-		notificationActs.DeliverNotification, contract.DeliverNotificationInput{
+		acts.DeliverNotification, contract.DeliverNotificationInput{
 			NotificationID: n.state.NotificationID, RetryCount: n.state.RetryCount, Attempt: n.attempts,
 		}).Get(ctx, &res)
 	return res, err
@@ -333,7 +360,7 @@ func attemptOptions(timeout time.Duration) workflow.ActivityOptions {
 func (n *notificationRun) failed(ctx workflow.Context, attemptErr error) (retry bool, err error) {
 	now := workflow.Now(ctx)
 	n.state.LastAttemptAt = &now
-	next := callstate.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, isPermanent(attemptErr))
+	next := callstate.AfterFailedAttempt(n.state.RetryCount, n.policy.MaxRetries, operation.IsPermanent(attemptErr))
 	if next == contract.StatusParked {
 		return false, n.update(ctx, contract.NotificationUpdate{Status: contract.StatusParked, RetryCount: n.state.RetryCount,
 			LastError: parkReason(attemptErr, n.policy.MaxRetries), Attempt: n.attempts})
@@ -367,7 +394,7 @@ func (n *notificationRun) delivered(ctx workflow.Context, res contract.DeliverNo
 func (n *notificationRun) update(ctx workflow.Context, upd contract.NotificationUpdate) error {
 	upd.NotificationID, upd.LastAttemptAt = n.state.NotificationID, n.state.LastAttemptAt
 	upd.SiteID, upd.At = n.siteID, workflow.Now(ctx)
-	err := storeWrite(ctx, notificationActs.UpdateNotification, upd, nil)
+	err := operation.StoreWrite(ctx, acts.UpdateNotification, upd, nil)
 	if row, ok := terminalRow(err); ok {
 		return n.adoptTerminalRow(ctx, row, upd.Status)
 	}
@@ -406,114 +433,8 @@ func terminalRow(err error) (contract.NotificationState, bool) {
 }
 
 func (n *notificationRun) setStatusAttr(ctx workflow.Context) error {
-	setDetails(ctx, n.state.Status, n.state.RetryCount, n.state.LastError)
-	return setStatusAttr(ctx, n.state.Status, n.generation(ctx))
-}
-
-// setDetails puts why the operation waits in the workflow's current
-// details, which the Web UI shows on the workflow page: an operator sees
-// "Parked: <last error>" without opening the history. It records nothing
-// in the history.
-func setDetails(ctx workflow.Context, status contract.Status, retryCount int, lastError string) {
-	switch status {
-	case contract.StatusParked:
-		workflow.SetCurrentDetails(ctx, "Parked: "+lastError+
-			"\n\nSend signal retry (deliver again) or discard, input {} or {\"operator\":\"…\",\"reason\":\"…\"}.")
-	case contract.StatusRetrying:
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("Retrying (%d so far): %s", retryCount, lastError))
-	default:
-		workflow.SetCurrentDetails(ctx, "")
-	}
-}
-
-// storeCtx runs short central-store writes as local activities: no extra
-// workflow task or history events per write. All of a local activity's
-// retries fit in its ScheduleToCloseTimeout (the SDK's default for it is
-// StartToClose, spelled out here), so a write still failing after 30 s
-// fails: right for writes someone else retries (telemetry's site,
-// reconciliation's schedule) or that are best effort (the audit of a cached
-// call's operator action). A notification's writes go through storeWrite.
-func storeCtx(ctx workflow.Context) workflow.Context {
-	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		ScheduleToCloseTimeout: 30 * time.Second,
-		StartToCloseTimeout:    30 * time.Second,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
-	})
-}
-
-// storeWrite runs a central-store write of a notification until the store
-// answers, however long it is away: the site deleted its buffer row on
-// central's ack, so a write given up strands the notification. The write
-// is a local activity first (the common case costs no history events),
-// then, if the store is still failing after storeCtx's 30 s, an ordinary
-// activity with no retry limit. Not one long local activity: past the
-// workflow task timeout each of its retries records a marker, a timer and a
-// workflow task, so an outage of days would take the history to its event
-// limit; the server retries an ordinary activity without adding any.
-func storeWrite(ctx workflow.Context, activity any, in, out any) error {
-	err := workflow.ExecuteLocalActivity(storeCtx(ctx), activity, in).Get(ctx, out)
-	if err == nil || isPermanent(err) {
-		return err
-	}
-	workflow.GetLogger(ctx).Warn("central store write failing; retrying until the store answers", "error", err)
-	actCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		// No ScheduleToCloseTimeout and no MaximumAttempts: no limit.
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
-	})
-	return workflow.ExecuteActivity(actCtx, activity, in).Get(ctx, out)
-}
-
-// ignoreDuplicateSubmits consumes later submits: the first one (or the
-// start's input) wins.
-func ignoreDuplicateSubmits(ctx workflow.Context) {
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		ch := workflow.GetSignalChannel(ctx, contract.SignalSubmit)
-		for {
-			ch.Receive(ctx, nil)
-			workflow.GetLogger(ctx).Info("duplicate submit ignored")
-		}
-	})
-}
-
-// drainStale drops retry/discard signals sent while the operation was not
-// parked, so an old click never acts on a later park.
-func drainStale(chs ...workflow.ReceiveChannel) {
-	for _, ch := range chs {
-		for ch.ReceiveAsync(nil) {
-		}
-	}
-}
-
-// waitForOperator blocks until retry (true) or discard (false) arrives. A
-// cancel request (the Web UI's Cancel, `temporal workflow cancel`) is a
-// discard too: cancelledAction, with ctx cancelled.
-func waitForOperator(ctx workflow.Context, retryCh, discardCh workflow.ReceiveChannel) (contract.OperatorAction, bool) {
-	var action contract.OperatorAction
-	retry := false
-	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(retryCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &action); retry = true })
-	sel.AddReceive(discardCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &action) })
-	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { action = cancelledAction })
-	sel.Select(ctx)
-	return action, retry
-}
-
-// cancelledAction is the discard a cancel request stands for. The request
-// carries no operator or reason the workflow can read; the Web UI and the
-// temporal CLI record who sent it in the history's WorkflowExecutionCancelRequested event.
-var cancelledAction = contract.OperatorAction{Reason: "workflow cancelled (Web UI Cancel or temporal workflow cancel), taken as a discard; " +
-	"who asked is in the history's cancel request"}
-
-// afterCancel is a context for the work that ends a cancelled workflow
-// properly (the discard's store writes): ctx itself is cancelled, and
-// anything run on it would fail at once.
-func afterCancel(ctx workflow.Context) workflow.Context {
-	if ctx.Err() == nil {
-		return ctx
-	}
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	return dctx
+	operation.SetDetails(ctx, n.state.Status, n.state.RetryCount, n.state.LastError)
+	return operation.SetStatusAttr(ctx, n.state.Status, n.generation(ctx))
 }
 
 // askedDelay is how long the receiver asked to wait before the next
@@ -524,11 +445,6 @@ func askedDelay(err error) time.Duration {
 		return appErr.NextRetryDelay()
 	}
 	return 0
-}
-
-func isPermanent(err error) bool {
-	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.NonRetryable()
 }
 
 // deadlineExceededType is the type Temporal gives an activity's error when
@@ -565,7 +481,7 @@ func parkReason(err error, maxRetries int) string {
 	if errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeUncertain {
 		return describe(err)
 	}
-	if isPermanent(err) {
+	if operation.IsPermanent(err) {
 		return "permanent failure: " + describe(err)
 	}
 	return fmt.Sprintf("retries exhausted (%d): %s", maxRetries, describe(err))

@@ -1,4 +1,4 @@
-package workflows
+package operation
 
 import (
 	"fmt"
@@ -17,13 +17,14 @@ import (
 // running worker's id in a new task and the recorded one in a replayed task.
 //
 // Generation 2 drops the version check at a notification's start
-// (changeRecordInFirstAttempt): its GetVersion call recorded a marker and
-// upserted TemporalChangeVersion, one more visibility write for every
-// notification, for a path every worker since has taken. Generation 3 runs
-// contract.WorkflowNotificationStarted, and sites look for it in the build
-// ids of the workers polling contract.CentralTaskQueue before they start
-// notifications that way. Generation 4 makes a notification's first
-// attempt a local activity (generationFirstAttemptLocal) and runs
+// (changeRecordInFirstAttempt, in package notification): its GetVersion
+// call recorded a marker and upserted TemporalChangeVersion, one more
+// visibility write for every notification, for a path every worker since
+// has taken. Generation 3 runs contract.WorkflowNotificationStarted, and
+// sites look for it in the build ids of the workers polling
+// contract.CentralTaskQueue before they start notifications that way.
+// Generation 4 makes a notification's first attempt a local activity
+// (generationFirstAttemptLocal, in package notification) and runs
 // contract.WorkflowCachedCallStarted, which sites look for the same way
 // (contract.GenerationStartsCalls). Generation 5 runs
 // contract.WorkflowTelemetryIngest, which sites then send their telemetry
@@ -33,14 +34,6 @@ import (
 // when a change must tell workers of this code from workers before it.
 const WorkerBuildID = contract.CentralBuildIDPrefix + "5"
 
-// generationFirstAttemptLocal is the first generation whose notifications
-// make their first attempt (RecordAndDeliverNotification) as a local
-// activity, in the workflow task that starts them: no activity task to
-// schedule, match and dispatch, and a delivered notification's history
-// is one workflow task of 7 events instead of two tasks and an activity,
-// 12 events. That halves what a notification costs the Temporal server.
-const generationFirstAttemptLocal = 4
-
 // generationQuietDelivery is the first generation that does not upsert
 // OutpostStatus=Delivered on a workflow whose attribute still reads
 // Pending, the value the site set at start: a billed action and a
@@ -49,10 +42,10 @@ const generationFirstAttemptLocal = 4
 // Retrying or Parked reads Delivered at its end as before.
 const generationQuietDelivery = 5
 
-// taskGeneration is the generation of this code that completed the current
+// TaskGeneration is the generation of this code that completed the current
 // workflow task, or that completes it now (see WorkerBuildID): what a
 // decision taken in the task may depend on, the same on every replay.
-func taskGeneration(ctx workflow.Context) int {
+func TaskGeneration(ctx workflow.Context) int {
 	return generationOf(workflow.GetInfo(ctx).GetCurrentBuildID())
 }
 
@@ -74,26 +67,15 @@ func generationOf(buildID string) int {
 	return contract.CentralGeneration(buildID)
 }
 
-// versionMarkersRetired reports whether the current workflow task was (or,
-// replaying, is recorded as) completed by a worker that takes, without
-// recording a check, every path a version check at a notification's start
-// would choose: one of generation 2 or later.
-func versionMarkersRetired(generation int) bool { return generation >= 2 }
-
-// firstAttemptLocal reports whether a notification whose first task a
-// worker of generation completed makes its first attempt as a local
-// activity.
-func firstAttemptLocal(generation int) bool { return generation >= generationFirstAttemptLocal }
-
 // deliveryQuiet reports whether a workflow task of generation leaves out
 // the OutpostStatus upsert of a Delivered that never left the happy path.
 func deliveryQuiet(generation int) bool { return generation >= generationQuietDelivery }
 
-// setStatusAttr upserts OutpostStatus=status, unless the current task's
+// SetStatusAttr upserts OutpostStatus=status, unless the current task's
 // generation is deliveryQuiet: then a Delivered on a workflow whose
 // attribute still reads Pending is left unannounced (the attribute and the
 // workflow's completion say it).
-func setStatusAttr(ctx workflow.Context, status contract.Status, generation int) error {
+func SetStatusAttr(ctx workflow.Context, status contract.Status, generation int) error {
 	if status == contract.StatusDelivered && shownStatus(ctx) == contract.StatusPending && deliveryQuiet(generation) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package workflows
+package notification
 
 import (
 	"context"
@@ -37,5 +37,18 @@ func TestDescribeTimedOutAttempts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			require.Contains(t, describe(tc.err), tc.want)
 		})
+	}
+}
+
+// Generation 2 and later skip the version check; generation 4 and later
+// make the first attempt a local activity.
+func TestGenerationDecisions(t *testing.T) {
+	for g, want := range map[int][2]bool{0: {false, false}, 1: {false, false}, 2: {true, false}, 3: {true, false}, 4: {true, true}, 5: {true, true}} {
+		if got := versionMarkersRetired(g); got != want[0] {
+			t.Errorf("versionMarkersRetired(%d) = %v, want %v", g, got, want[0])
+		}
+		if got := firstAttemptLocal(g); got != want[1] {
+			t.Errorf("firstAttemptLocal(%d) = %v, want %v", g, got, want[1])
+		}
 	}
 }

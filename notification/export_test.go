@@ -1,4 +1,4 @@
-package workflows
+package notification
 
 import (
 	"go.temporal.io/sdk/workflow"
@@ -9,7 +9,7 @@ import (
 // AsGeneration runs the notification workflow's two types as a worker of
 // generation g runs them: Temporal's test environment records no build id,
 // which counts as generation 3.
-func (w NotificationWorkflow) AsGeneration(g int) (
+func (w Workflow) AsGeneration(g int) (
 	run func(workflow.Context) (contract.NotificationState, error),
 	runStarted func(workflow.Context, contract.NotificationSubmission) (contract.NotificationState, error),
 ) {

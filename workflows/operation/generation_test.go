@@ -1,4 +1,4 @@
-package workflows
+package operation
 
 import "testing"
 
@@ -19,19 +19,6 @@ func TestGenerationOf(t *testing.T) {
 	} {
 		if got := generationOf(id); got != want {
 			t.Errorf("generationOf(%q) = %d, want %d", id, got, want)
-		}
-	}
-}
-
-// Generation 2 and later skip the version check; generation 4 and later
-// make the first attempt a local activity.
-func TestGenerationDecisions(t *testing.T) {
-	for g, want := range map[int][2]bool{0: {false, false}, 1: {false, false}, 2: {true, false}, 3: {true, false}, 4: {true, true}, 5: {true, true}} {
-		if got := versionMarkersRetired(g); got != want[0] {
-			t.Errorf("versionMarkersRetired(%d) = %v, want %v", g, got, want[0])
-		}
-		if got := firstAttemptLocal(g); got != want[1] {
-			t.Errorf("firstAttemptLocal(%d) = %v, want %v", g, got, want[1])
 		}
 	}
 }

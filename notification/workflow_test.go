@@ -1,4 +1,4 @@
-package workflows_test
+package notification_test
 
 import (
 	"context"
@@ -17,16 +17,20 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/workflowtest"
 	"github.com/outpost-dev/outpost/notification"
 	"github.com/outpost-dev/outpost/temporalcontract"
-	"github.com/outpost-dev/outpost/workflows"
 )
+
+// notificationActs are the activities the tests mock, by method value as
+// the workflow calls them.
+var notificationActs *notification.Activities
 
 type notificationSuite struct {
 	suite.Suite
 	testsuite.WorkflowTestSuite
 	// generation is the generation of the central worker that starts the
-	// notification (see workflows.WorkerBuildID): 4 makes the first attempt
+	// notification (see operation.WorkerBuildID): 4 makes the first attempt
 	// a local activity, 2 and 3 an ordinary activity, and 1 takes the path
 	// of the workflows started before the first attempt recorded the
 	// central row: a local activity records it first.
@@ -101,7 +105,7 @@ var sub = contract.NotificationSubmission{
 // workflows on a worker of generation whose attempts take up to timeout.
 func newNotificationEnv(ts *testsuite.WorkflowTestSuite, timeout time.Duration, generation int) *testsuite.TestWorkflowEnvironment {
 	env := ts.NewTestWorkflowEnvironment()
-	run, runStarted := workflows.NotificationWorkflow{AttemptTimeout: timeout}.AsGeneration(generation)
+	run, runStarted := notification.Workflow{AttemptTimeout: timeout}.AsGeneration(generation)
 	env.RegisterWorkflowWithOptions(run, workflow.RegisterOptions{Name: contract.WorkflowNotification})
 	env.RegisterWorkflowWithOptions(runStarted, workflow.RegisterOptions{Name: contract.WorkflowNotificationStarted})
 	env.RegisterActivity(&notification.Activities{})
@@ -268,16 +272,7 @@ func (s *notificationSuite) statuses() []contract.Status {
 }
 
 func (s *notificationSuite) queryStatus() contract.NotificationState {
-	return queryStatusAs[contract.NotificationState](s.T(), s.env)
-}
-
-// queryStatusAs is the answer of the workflow's status query, decoded as T.
-func queryStatusAs[T any](t require.TestingT, env *testsuite.TestWorkflowEnvironment) T {
-	v, err := env.QueryWorkflow(contract.QueryStatus)
-	require.NoError(t, err)
-	var st T
-	require.NoError(t, v.Get(&st))
-	return st
+	return workflowtest.QueryStatus[contract.NotificationState](s.T(), s.env)
 }
 
 func (s *notificationSuite) TestDeliveredOnFirstAttempt() {
@@ -352,7 +347,7 @@ func (s *notificationSuite) TestExhaustedRetriesParkThenRetryDelivers() {
 // environment gives up an activity's unlimited retries after ten attempts
 // (about four and a half minutes here), the server never does.
 func (s *notificationSuite) TestStoreOutageDelaysButNeverStrands() {
-	t0 := callT0.Add(time.Hour)
+	t0 := centralT0.Add(time.Hour)
 	s.env.SetStartTime(t0)
 	s.storeBackAt = t0.Add(4 * time.Minute)
 	s.recordAs(contract.StatusPending)
@@ -381,7 +376,7 @@ func (s *notificationSuite) TestStoreOutageDelaysButNeverStrands() {
 // delivered, Pending to Delivered as ever (the first attempt that could not
 // record it attempted nothing). Four minutes: as above.
 func (s *notificationSuite) TestStoreOutageAtArrivalDelaysButNeverStrands() {
-	t0 := callT0.Add(time.Hour)
+	t0 := centralT0.Add(time.Hour)
 	s.env.SetStartTime(t0)
 	s.recordBackAt = t0.Add(4 * time.Minute)
 	s.recordAs(contract.StatusPending)
@@ -581,7 +576,7 @@ func (s *notificationSuite) TestRetrySentBeforeParkingIsIgnored() {
 // hands each failed attempt and operator action to the status update,
 // without any extra command.
 func (s *notificationSuite) TestUpdatesCarryTheAuditFields() {
-	t0 := callT0
+	t0 := centralT0
 	s.env.SetStartTime(t0)
 	s.recordWith(contract.StatusPending, contract.RetryPolicy{Interval: time.Minute, MaxRetries: 1, AttemptTimeout: time.Minute})
 	s.deliver = func(_ context.Context, in contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
@@ -624,7 +619,7 @@ func (s *notificationSuite) TestUpdatesCarryTheAuditFields() {
 // the workflow's first moment: before the central row is written (here the
 // store is briefly down) it answered a zero state.
 func (s *notificationSuite) TestStatusIsPendingBeforeTheRowIsRecorded() {
-	t0 := callT0
+	t0 := centralT0
 	s.env.SetStartTime(t0)
 	s.recordBackAt = t0.Add(2 * time.Second)
 	s.recordAs(contract.StatusPending)
