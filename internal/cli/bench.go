@@ -66,9 +66,10 @@ time on the same file system, and checks the targets (PASS/MISS):
            purge >= 20,000 rows/s, KPIs during the purge <= 2x idle.
   telemetry
            --telemetry-rows tracking changes of 200 sites reaching
-           central's site_calls as site daemons send them (one ingest
-           workflow per batch of site.telemetry_batch rows, --parallelism
-           in flight) against the store's bulk upsert of as many rows.
+           central's site_calls as site daemons send them (a signal per
+           batch of site.telemetry_batch rows to the site's ingest
+           workflow shard, --parallelism in flight) against the store's
+           bulk upsert of as many rows.
            Target: >= 0.5x.
   airgap   exporting and importing with verification an air-gap bundle of
            --airgap-entries entries (in memory), each against SHA-256 alone
