@@ -272,11 +272,11 @@ const (
 
 // newQuerySchedule is the schedule for a batch after one that took took to
 // be written (0: none known): the first question after three quarters of
-// took, then steps from an eighth of it, each twice the one before. With
-// nothing known, it asks at once, then after 20 ms, 40 ms, ... up to
-// maxQueryStep.
+// took (at most queryTimeout, so that a send has time to ask again), then
+// steps from an eighth of it, each twice the one before. With nothing
+// known, it asks at once, then after 20 ms, 40 ms, ... up to maxQueryStep.
 func newQuerySchedule(took time.Duration) *querySchedule {
-	return &querySchedule{next: took * 3 / 4, step: min(max(took/8, minQueryStep), maxQueryStep)}
+	return &querySchedule{next: min(took*3/4, queryTimeout), step: min(max(took/8, minQueryStep), maxQueryStep)}
 }
 
 // wait is how long to wait before the next question.
@@ -330,8 +330,10 @@ func awaitWritten(ctx context.Context, tc client.Client, id, runID, site string,
 // reaches the worker while the workflow is busy can go unanswered (the
 // worker answers after the server stopped waiting): the 200-site cluster
 // bench saw a site wait out its whole send for a batch written 1 s after
-// its signal. Asked again, an idle workflow answers at once.
-const queryTimeout = 5 * time.Second
+// its signal. Asked again, an idle workflow answers at once. Not shorter:
+// on a loaded machine a busy workflow's answer can take seconds, and a
+// question given up too soon is asked again, and again given up.
+const queryTimeout = 10 * time.Second
 
 // errUnanswered is askWritten's answer for a question that went
 // unanswered for queryTimeout: ask again.
