@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -157,8 +159,17 @@ Example:
 		fs.IntVar(&opts.FleetSites, "fleet-sites", opts.FleetSites, "simulated sites the fleet section runs in this process")
 		fs.IntVar(&opts.FleetNotifications, "fleet-notifications", opts.FleetNotifications, "notifications each fleet site sends in each delivery run (one and two central workers)")
 		fs.IntVar(&opts.FleetCalls, "fleet-calls", opts.FleetCalls, "cached calls each fleet site makes (two tracking changes each) for the telemetry ingest")
+		cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile over the run to `FILE` (go tool pprof); "+
+			"the central workers, site daemons and Temporal servers some sections start are processes of their own: OUTPOST_PPROF=1 serves a central worker's")
 		if err := parse(fs, args); err != nil {
 			return err
+		}
+		if *cpuProfile != "" {
+			stop, err := startCPUProfile(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stop()
 		}
 		var err error
 		if opts.Callers, err = parseInts(*callers); err != nil {
@@ -199,6 +210,23 @@ func runBench(ctx context.Context, env Env, opts bench.Options, commandLine stri
 		}
 	}
 	return err
+}
+
+// startCPUProfile writes this process's CPU profile to path until stop:
+// profile before tuning.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func parseInts(s string) ([]int, error) {
