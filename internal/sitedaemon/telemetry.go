@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
@@ -336,11 +338,14 @@ func awaitWritten(ctx context.Context, tc client.Client, id, runID, site string,
 const queryTimeout = 10 * time.Second
 
 // errUnanswered is askWritten's answer for a question that went
-// unanswered for queryTimeout: ask again.
-var errUnanswered = errors.New("telemetry ingest did not answer within the query timeout")
+// unanswered: ask again.
+var errUnanswered = errors.New("telemetry ingest did not answer the question")
 
 // askWritten asks run of ingest workflow id for the last change of site it
-// wrote, giving up after queryTimeout.
+// wrote, giving up after queryTimeout. A question that timed out, was
+// cancelled by the server (a cluster node resets a query stream it gave
+// up on) or found the service busy or away is errUnanswered while ctx
+// lasts.
 func askWritten(ctx context.Context, tc client.Client, id, runID, site string) (*client.QueryWorkflowWithOptionsResponse, error) {
 	question, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
@@ -348,10 +353,20 @@ func askWritten(ctx context.Context, tc client.Client, id, runID, site string) (
 		WorkflowID: id, RunID: runID, QueryType: contract.QueryTelemetryWritten, Args: []any{site},
 		QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN,
 	})
-	if err != nil && question.Err() != nil && ctx.Err() == nil {
-		return nil, errUnanswered
+	if err != nil && ctx.Err() == nil && unanswered(err) {
+		return nil, fmt.Errorf("%w: %w", errUnanswered, err)
 	}
 	return resp, err
+}
+
+// unanswered reports whether err says the question got no answer, rather
+// than that the question was wrong or the workflow is gone.
+func unanswered(err error) bool {
+	switch serviceerror.ToStatus(err).Code() {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
 }
 
 // ingestTelemetryByWorkflow runs one ingest workflow for the batch and

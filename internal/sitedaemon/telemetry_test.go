@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
@@ -351,9 +352,10 @@ func TestIngestSenderAsksWhenItsBatchShouldBeWritten(t *testing.T) {
 }
 
 // A question that goes unanswered does not hold the batch for the whole
-// send: the sender asks again after queryTimeout, and the ingest workflow,
-// idle by then, answers. On the cluster bench a site waited out its 30 s
-// for a batch written a second after its signal.
+// send: the sender asks again, and the ingest workflow, idle by then,
+// answers. On the cluster bench a site waited out its 30 s for a batch
+// written a second after its signal, and a cluster node reset a query
+// stream it gave up on. A question refused for good fails the send.
 func TestIngestSenderAsksAgainWhenAQuestionGoesUnanswered(t *testing.T) {
 	t.Parallel()
 	srv := startDevServer(t)
@@ -361,18 +363,35 @@ func TestIngestSenderAsksAgainWhenAQuestionGoesUnanswered(t *testing.T) {
 	w.RegisterWorkflowWithOptions(lastSeqIngest, workflow.RegisterOptions{Name: contract.WorkflowTelemetryIngest})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
-	lost := &loseFirstQuery{}
-	tc, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Interceptors: []interceptor.ClientInterceptor{lost}})
-	require.NoError(t, err)
-	t.Cleanup(tc.Close)
-
-	batch := contract.TelemetryBatch{SiteID: "plant-1", Rows: []contract.TrackedOperation{{
-		OperationID: "op-1", Kind: contract.KindExternalCall, Status: contract.StatusDelivered, SourceSiteID: "plant-1", Seq: 7,
-	}}}
-	start := time.Now()
-	require.NoError(t, NewIngestSender(tc, contract.Region{}).Send(context.Background(), batch))
-	require.Less(t, time.Since(start), 20*time.Second, "confirmed by the question asked after the lost one")
-	require.GreaterOrEqual(t, lost.asked.Load(), int32(2), "asked again after the first question went unanswered")
+	for _, tc := range []struct {
+		name  string
+		first func(ctx context.Context) error
+		sent  bool
+	}{
+		{"lost until the question's timeout", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, true},
+		{"stream reset by the server", func(context.Context) error { return serviceerror.NewCanceled("stream terminated by RST_STREAM") }, true},
+		{"refused", func(context.Context) error { return serviceerror.NewInvalidArgument("no such query") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lost := &failFirstQuery{first: tc.first}
+			c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Interceptors: []interceptor.ClientInterceptor{lost}})
+			require.NoError(t, err)
+			defer c.Close()
+			site := "plant-" + strings.ReplaceAll(tc.name, " ", "-")
+			batch := contract.TelemetryBatch{SiteID: site, Rows: []contract.TrackedOperation{{
+				OperationID: "op-" + site, Kind: contract.KindExternalCall, Status: contract.StatusDelivered, SourceSiteID: site, Seq: 7,
+			}}}
+			start := time.Now()
+			err = NewIngestSender(c, contract.Region{}).Send(context.Background(), batch)
+			if !tc.sent {
+				require.ErrorContains(t, err, "no such query")
+				return
+			}
+			require.NoError(t, err)
+			require.Less(t, time.Since(start), 25*time.Second, "confirmed by the question asked after the lost one")
+			require.GreaterOrEqual(t, lost.asked.Load(), int32(2), "asked again after the first question went unanswered")
+		})
+	}
 }
 
 // lastSeqIngest stands in for central's ingest workflow: it answers
@@ -392,26 +411,25 @@ func lastSeqIngest(ctx workflow.Context) error {
 	}
 }
 
-// loseFirstQuery is a client whose first query is never answered: it waits
-// until the caller gives up, as a query the worker answered too late does.
-type loseFirstQuery struct {
+// failFirstQuery is a client whose first query fails with first's error.
+type failFirstQuery struct {
 	interceptor.ClientInterceptorBase
+	first func(ctx context.Context) error
 	asked atomic.Int32
 }
 
-func (l *loseFirstQuery) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
-	return &loseFirstQueryOutbound{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, l: l}
+func (f *failFirstQuery) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &failFirstQueryOutbound{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, f: f}
 }
 
-type loseFirstQueryOutbound struct {
+type failFirstQueryOutbound struct {
 	interceptor.ClientOutboundInterceptorBase
-	l *loseFirstQuery
+	f *failFirstQuery
 }
 
-func (o *loseFirstQueryOutbound) QueryWorkflow(ctx context.Context, in *interceptor.ClientQueryWorkflowInput) (converter.EncodedValue, error) {
-	if o.l.asked.Add(1) == 1 {
-		<-ctx.Done()
-		return nil, ctx.Err()
+func (o *failFirstQueryOutbound) QueryWorkflow(ctx context.Context, in *interceptor.ClientQueryWorkflowInput) (converter.EncodedValue, error) {
+	if o.f.asked.Add(1) == 1 {
+		return nil, o.f.first(ctx)
 	}
 	return o.Next.QueryWorkflow(ctx, in)
 }
