@@ -294,7 +294,8 @@ func checkAuditRow(e AuditEvent) error {
 }
 
 // firstByEventID keeps the first event of each id, in order: SQL Server's
-// MERGE would insert both copies of an id new to the table.
+// MERGE would insert both copies of an id new to the table, and a trail
+// lists an event once.
 func firstByEventID(events []AuditEvent) []AuditEvent {
 	seen := make(map[string]bool, len(events))
 	out := make([]AuditEvent, 0, len(events))
