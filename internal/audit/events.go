@@ -75,10 +75,11 @@ func NotificationDeliveredRows(id, siteID, node string, attempt, retryCount int,
 
 // NotificationUpdatedRows is NotificationUpdated(u) as audit_log stores it:
 // a park carries its attempt, a discard's Terminal event the operator's
-// discard before it. The first attempt of a run stays a row of its own: it runs as
-// a local activity with the write that records its failure, and a worker
-// killed before the workflow task ends has it made again on replay, where
-// it may fail the other way (recorded Retrying, then parking).
+// discard before it. The first attempt of a run stays a row of its own:
+// it runs as a local activity with the write that records its failure,
+// and a worker killed before the workflow task ends has it made again on
+// replay, where it may fail the other way (recorded Retrying, then
+// parking).
 func NotificationUpdatedRows(u contract.NotificationUpdate) []centralstore.AuditEvent {
 	return group(NotificationUpdated(u), u.Status != contract.StatusParked || u.Attempt > 1)
 }
