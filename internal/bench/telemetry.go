@@ -124,13 +124,10 @@ func telemetryBatches(side string, n, size int) []contract.TelemetryBatch {
 		for i := range rows {
 			seq[site]++
 			at := start.Add(time.Duration(i) * time.Millisecond)
-			// Delivered by its immediate attempt, as a site records it: the
-			// attempt's time is the row's last attempt and terminal time.
 			rows[i] = contract.TrackedOperation{
 				OperationID: side + "-" + idAt(at), Kind: contract.KindExternalCall,
 				Target: benchSystem + "." + benchMethod, Status: contract.StatusDelivered, SourceSiteID: siteID,
-				SourceNode: benchNode, SourceScript: benchScript, CreatedAt: at, UpdatedAt: at, LastAttemptAt: &at, TerminalAt: &at,
-				Seq: seq[site],
+				SourceNode: benchNode, SourceScript: benchScript, CreatedAt: at, UpdatedAt: at, Seq: seq[site],
 			}
 		}
 		batches = append(batches, contract.TelemetryBatch{SiteID: siteID, Rows: rows})
