@@ -19,12 +19,13 @@ func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []contract.
 	return a.Store.UpsertSiteCalls(ctx, rows, siteCallEvents(rows)...)
 }
 
-// siteCallEvents is the events of every row, stale ones included: event
-// ids are deterministic, so an event already stored is not stored again.
+// siteCallEvents is the audit rows of every row's change, stale ones
+// included: event ids and the events a row carries are deterministic, so
+// an event already stored is not stored again.
 func siteCallEvents(rows []contract.TrackedOperation) []centralstore.AuditEvent {
 	var events []centralstore.AuditEvent
 	for _, r := range rows {
-		events = append(events, audit.SiteCallEvents(r)...)
+		events = append(events, audit.SiteCallRows(r)...)
 	}
 	return events
 }

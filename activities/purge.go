@@ -37,7 +37,8 @@ type PurgeActivities struct {
 // PurgeCentralStore deletes terminal notifications (by terminal_at: delivery
 // or discard time) and terminal site_calls rows (Delivered, Failed,
 // Discarded, by terminal_at) older than their retention, and audit_log rows
-// older than theirs (by at), in transactions of Retention.PurgeBatch rows,
+// older than theirs (by at: a row's last event, so the events of a change
+// go together), in transactions of Retention.PurgeBatch rows,
 // up to purgeBatchesPerCall of them. It heartbeats after every batch.
 func (a *PurgeActivities) PurgeCentralStore(ctx context.Context) (contract.PurgeResult, error) {
 	now := utcNow(a.Now)

@@ -76,7 +76,7 @@ func (a *SettleActivities) discardNotification(ctx context.Context, id string) (
 		LastError:     "workflow terminated before it finished, discarded by reconciliation; last error: " + row.LastError,
 		LastAttemptAt: row.LastAttemptAt, SiteID: row.SourceSiteID, At: utcNow(a.Now),
 	}
-	err = a.Store.UpdateNotificationStatus(ctx, upd, audit.NotificationUpdated(upd)...)
+	err = a.Store.UpdateNotificationStatus(ctx, upd, audit.NotificationUpdatedRows(upd)...)
 	if errors.Is(err, centralstore.ErrTerminal) {
 		return false, nil
 	}

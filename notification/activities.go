@@ -240,7 +240,7 @@ func (a *Activities) deliver(ctx context.Context, row centralstore.Notification,
 	recipients := list.Targets
 	at := a.now()
 	res := contract.DeliverNotificationResult{DeliveredAt: at, ResolvedTargets: recipients}
-	events := audit.NotificationDelivered(row.NotificationID, row.SourceSiteID, row.SourceNode, in.Attempt, in.RetryCount, at, recipients)
+	events := audit.NotificationDeliveredRows(row.NotificationID, row.SourceSiteID, row.SourceNode, in.Attempt, in.RetryCount, at, recipients)
 	if err := a.Store.MarkNotificationDelivered(ctx, row.NotificationID, at, recipients, events...); err != nil {
 		// The email is gone: a failure now would have it sent again. The
 		// workflow records the delivery and its events instead, retrying
@@ -260,7 +260,7 @@ func (a *Activities) UpdateNotification(ctx context.Context, upd contract.Notifi
 	if upd.At.IsZero() {
 		upd.At = a.now()
 	}
-	return a.applyUpdate(ctx, upd, audit.NotificationUpdated(upd))
+	return a.applyUpdate(ctx, upd, audit.NotificationUpdatedRows(upd))
 }
 
 // applyUpdate writes upd to the row. The workflow retries a failed write

@@ -44,10 +44,11 @@ func NewDeliveryEvents() *prometheus.CounterVec {
 	}, []string{"kind", "event", "status"})
 }
 
-// countDeliveryEvents counts in events each audit row of an operation the
-// store writes (ObserveAudit tells of a row once, when it is written: an
-// event derived again from a re-sent tracking row is not). Changes to
-// lists and channels are no delivery events.
+// countDeliveryEvents counts in events each audit event of an operation
+// the store writes, those a row carries included (ObserveAudit tells of a
+// row's events once, when it is written: an event derived again from a
+// re-sent tracking row is not). Changes to lists and channels are no
+// delivery events.
 func countDeliveryEvents(events *prometheus.CounterVec) func([]centralstore.AuditEvent) {
 	return func(stored []centralstore.AuditEvent) {
 		for _, e := range stored {

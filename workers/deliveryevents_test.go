@@ -43,14 +43,18 @@ func countedEvents(t *testing.T, events *prometheus.CounterVec) map[eventKey]int
 	return out
 }
 
-// auditRows counts the rows of audit_log by event and kind, those of
-// operations (not of lists and channels).
+// auditRows counts the events audit_log holds by event and kind, each
+// row's and those it carries, those of operations (not of lists and
+// channels).
 func auditRows(t *testing.T, path string) map[eventKey]int {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
 	require.NoError(t, err)
 	defer db.Close()
-	rows, err := db.Query(`SELECT event, kind, count(*) FROM audit_log WHERE kind NOT IN (?, ?) GROUP BY event, kind`,
+	rows, err := db.Query(`SELECT event, kind, count(*) FROM (
+			SELECT event, kind FROM audit_log
+			UNION ALL SELECT json_extract(c.value, '$.event'), a.kind FROM audit_log a, json_each(a.carried) c
+		) WHERE kind NOT IN (?, ?) GROUP BY event, kind`,
 		centralstore.AuditKindList, centralstore.AuditKindChannel)
 	require.NoError(t, err)
 	defer rows.Close()
@@ -82,10 +86,11 @@ func siteCall(id string, seq int64, status contract.Status, retries int, lastAtt
 	return row
 }
 
-// outpost_central_delivery_events_total counts each audit row once: after
-// a call delivered at once, a call retried and then delivered (their
-// telemetry sent twice), and a notification recorded twice and delivered,
-// the counter by event and kind equals the audit log's rows.
+// outpost_central_delivery_events_total counts each audit event once, a
+// row's and those it carries: after a call delivered at once, a call
+// retried and then delivered (their telemetry sent twice), and a
+// notification recorded twice and delivered, the counter by event and kind
+// equals the audit log's events.
 func TestDeliveryEventsCountTheAuditRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

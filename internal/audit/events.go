@@ -17,10 +17,18 @@
 //	/operator/<n>                    the nth operator retry or discard of the run
 //
 // for example notification/343ebf6c-…/attempt/3 or call/9b1c…/terminal/Delivered.
+//
+// audit_log keeps one row per change: the functions ending in Rows give a
+// change's events as stored, the last of them (its Terminal event or park,
+// when it has one) carrying the others (centralstore.AuditEvent.Carries).
+// Which events ride together is decided from the change alone, so an event
+// is only ever carried by one row: a resend or reconciliation of the same
+// change stores nothing twice and loses nothing.
 package audit
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +65,23 @@ func NotificationDelivered(id, siteID, node string, attempt, retryCount int, at 
 	terminal.EventID, terminal.Event = prefix+"/terminal/"+string(contract.StatusDelivered), centralstore.AuditTerminal
 	terminal.Detail = "delivered to " + strings.Join(recipients, ", ")
 	return []centralstore.AuditEvent{attemptEvent, terminal}
+}
+
+// NotificationDeliveredRows is NotificationDelivered as audit_log stores
+// it: the Terminal event carrying the attempt.
+func NotificationDeliveredRows(id, siteID, node string, attempt, retryCount int, at time.Time, recipients []string) []centralstore.AuditEvent {
+	return group(NotificationDelivered(id, siteID, node, attempt, retryCount, at, recipients), true)
+}
+
+// NotificationUpdatedRows is NotificationUpdated(u) as audit_log stores it:
+// a park carries its attempt, a discard's Terminal event the operator's
+// discard before it. The first attempt of a run stays a row of its own:
+// it runs as a local activity with the write that records its failure,
+// and a worker killed before the workflow task ends has it made again on
+// replay, where it may fail the other way (recorded Retrying, then
+// parking).
+func NotificationUpdatedRows(u contract.NotificationUpdate) []centralstore.AuditEvent {
+	return group(NotificationUpdated(u), u.Status != contract.StatusParked || u.Attempt > 1)
 }
 
 // NotificationUpdated is the events a status change written by the
@@ -158,6 +183,42 @@ func SiteCallEvents(row contract.TrackedOperation) []centralstore.AuditEvent {
 		out = append(out, e)
 	}
 	return out
+}
+
+// SiteCallRows is SiteCallEvents(row) as audit_log stores them: Enqueued,
+// and the change's Terminal event carrying its attempt. A call parked with
+// retry count 0 parked on its immediate attempt's failure without another
+// attempt (callstate.ImmediateWasLast): that attempt was a change of its
+// own, Pending, before, so it stays a row of its own.
+func SiteCallRows(row contract.TrackedOperation) []centralstore.AuditEvent {
+	return group(SiteCallEvents(row), row.Status != contract.StatusParked || row.RetryCount > 0)
+}
+
+// group makes the events of one change, oldest first, the rows audit_log
+// stores: the change's last event carries the others, so the change costs
+// one row. Enqueued events stay rows of their own: one comes with every
+// change of a call, and carried it would be stored, and counted, again
+// with each. So does an Attempt when attemptRides is false: an earlier
+// change may have stored it alone, and a row carrying it would store it
+// twice.
+func group(events []centralstore.AuditEvent, attemptRides bool) []centralstore.AuditEvent {
+	var rows, riders []centralstore.AuditEvent
+	for _, e := range events {
+		alone := e.Event == centralstore.AuditEnqueued || (e.Event == centralstore.AuditAttempt && !attemptRides)
+		if alone {
+			rows = append(rows, e)
+		} else {
+			riders = append(riders, e)
+		}
+	}
+	if len(riders) == 0 {
+		return rows
+	}
+	head := riders[len(riders)-1]
+	if len(riders) > 1 {
+		head.Carries = slices.Clone(riders[:len(riders)-1])
+	}
+	return append(rows, head)
 }
 
 // isAttemptOutcome reports whether row's state was made by a delivery

@@ -196,3 +196,115 @@ func TestReplayedAttemptKeepsBothOutcomes(t *testing.T) {
 	again := audit.NotificationDelivered("n-1", "plant-1", "", 1, 0, t0.Add(time.Minute), []string{"ops@example.com"})
 	require.Equal(t, delivered[0].EventID, again[0].EventID, "the same delivery written again is one event")
 }
+
+// rowsOf maps every event id the changes store to the id of the row that
+// holds it (its own for a row's head), failing when an id is held by two
+// rows: the invariant that keeps a resent or reconciled change from
+// storing an event twice. It also checks each change's rows hold exactly
+// its events, in order, and carry no Enqueued event.
+func rowsOf(t *testing.T, changes map[string][]centralstore.AuditEvent, events map[string][]centralstore.AuditEvent) map[string]string {
+	t.Helper()
+	heldBy := map[string]string{}
+	for name, rows := range changes {
+		var flat []centralstore.AuditEvent
+		for _, row := range rows {
+			for _, c := range row.Carries {
+				require.NotEqual(t, centralstore.AuditEnqueued, c.Event, "%s: Enqueued is never carried", name)
+				flat = append(flat, c)
+				if held, ok := heldBy[c.EventID]; ok {
+					require.Equal(t, held, row.EventID, "%s: %s is held by two rows", name, c.EventID)
+				}
+				heldBy[c.EventID] = row.EventID
+			}
+			bare := row
+			bare.Carries = nil
+			flat = append(flat, bare)
+			if held, ok := heldBy[row.EventID]; ok {
+				require.Equal(t, held, row.EventID, "%s: %s is held by two rows", name, row.EventID)
+			}
+			heldBy[row.EventID] = row.EventID
+		}
+		require.Equal(t, events[name], flat, "%s: the rows hold the change's events", name)
+	}
+	return heldBy
+}
+
+// Every state a call's tracking row passes through, in each of its
+// histories (its immediate attempt parked without a retry included:
+// ImmediateWasLast), gives rows in which an event id is only ever held by
+// one row, and a delivered call's change is one row beside its Enqueued
+// one.
+func TestSiteCallRowsHoldEachEventInOneRow(t *testing.T) {
+	t.Parallel()
+	histories := map[string][]contract.TrackedOperation{
+		"retried, parked, retried by an operator, delivered": {
+			callRow(contract.StatusPending, 0, nil),
+			callRow(contract.StatusPending, 0, at(time.Second)),
+			callRow(contract.StatusRetrying, 1, at(time.Minute)),
+			callRow(contract.StatusParked, 2, at(2*time.Minute)),
+			callRow(contract.StatusRetrying, 0, at(2*time.Minute)),
+			callRow(contract.StatusDelivered, 1, at(3*time.Minute)),
+		},
+		"parked on its immediate attempt, discarded": {
+			callRow(contract.StatusPending, 0, nil),
+			callRow(contract.StatusPending, 0, at(time.Second)),
+			callRow(contract.StatusParked, 0, at(time.Second)),
+			callRow(contract.StatusDiscarded, 0, at(time.Second)),
+		},
+		"delivered at once": {callRow(contract.StatusPending, 0, nil), callRow(contract.StatusDelivered, 0, at(time.Second))},
+		"failed at once":    {callRow(contract.StatusPending, 0, nil), callRow(contract.StatusFailed, 0, at(time.Second))},
+	}
+	heldBy := map[string]map[string]string{}
+	for name, rows := range histories {
+		changes, events := map[string][]centralstore.AuditEvent{}, map[string][]centralstore.AuditEvent{}
+		for i, row := range rows {
+			change := fmt.Sprintf("%s, change %d", name, i)
+			changes[change], events[change] = audit.SiteCallRows(row), audit.SiteCallEvents(row)
+			require.Equal(t, changes[change], audit.SiteCallRows(row), "%s: the same row gives the same rows", change)
+		}
+		heldBy[name] = rowsOf(t, changes, events)
+	}
+	ms := func(d time.Duration) string { return fmt.Sprint(t0.Add(d).UnixMilli()) }
+	require.Equal(t, "call/op-1/attempt/0/"+ms(time.Second),
+		heldBy["parked on its immediate attempt, discarded"]["call/op-1/attempt/0/"+ms(time.Second)],
+		"the immediate attempt parked without a retry stays its own row")
+	require.Equal(t, "call/op-1/terminal/Parked/2/"+ms(2*time.Minute),
+		heldBy["retried, parked, retried by an operator, delivered"]["call/op-1/attempt/2/"+ms(2*time.Minute)], "a retry's park carries it")
+	require.Equal(t, []string{"/enqueued Enqueued Pending 0s", "/terminal/Delivered Terminal Delivered 1h0m0s"},
+		summary("call/op-1", audit.SiteCallRows(callRow(contract.StatusDelivered, 1, at(3*time.Minute)))))
+}
+
+// A notification's changes hold each event in one row, its first attempt
+// recorded Retrying and then, replayed, parking included; a delivery and
+// an operator's discard are one row each.
+func TestNotificationRowsHoldEachEventInOneRow(t *testing.T) {
+	t.Parallel()
+	update := func(status contract.Status, attempt int, op *contract.OperatorAction, seq int) contract.NotificationUpdate {
+		return contract.NotificationUpdate{NotificationID: "n-1", Status: status, RetryCount: attempt, SiteID: "plant-1",
+			LastAttemptAt: at(time.Duration(attempt) * time.Minute), At: t0.Add(time.Hour), Attempt: attempt, OperatorAction: op, OperatorSeq: seq}
+	}
+	updates := map[string]contract.NotificationUpdate{
+		"first attempt failed":           update(contract.StatusRetrying, 1, nil, 0),
+		"first attempt replayed, parked": update(contract.StatusParked, 1, nil, 0),
+		"second attempt parked":          update(contract.StatusParked, 2, nil, 0),
+		"operator retry":                 update(contract.StatusPending, 0, &contract.OperatorAction{Operator: "ana"}, 1),
+		"operator discard":               update(contract.StatusDiscarded, 0, &contract.OperatorAction{Operator: "bo"}, 2),
+		"delivery the attempt could not record": {NotificationID: "n-1", Status: contract.StatusDelivered, SiteID: "plant-1",
+			Attempt: 3, DeliveredAt: t0.Add(2 * time.Hour), ResolvedTargets: []string{"ops@example.com"}},
+	}
+	changes, events := map[string][]centralstore.AuditEvent{}, map[string][]centralstore.AuditEvent{}
+	for name, u := range updates {
+		changes[name], events[name] = audit.NotificationUpdatedRows(u), audit.NotificationUpdated(u)
+	}
+	delivered := func() []centralstore.AuditEvent {
+		return audit.NotificationDelivered("n-1", "plant-1", "", 3, 0, t0.Add(2*time.Hour), []string{"ops@example.com"})
+	}
+	changes["delivered"] = audit.NotificationDeliveredRows("n-1", "plant-1", "", 3, 0, t0.Add(2*time.Hour), []string{"ops@example.com"})
+	events["delivered"] = delivered()
+	heldBy := rowsOf(t, changes, events)
+	require.Equal(t, "notification/n-1/attempt/1", heldBy["notification/n-1/attempt/1"], "a first attempt is never carried")
+	require.Equal(t, "notification/n-1/terminal/Parked/2", heldBy["notification/n-1/attempt/2"])
+	require.Equal(t, "notification/n-1/terminal/Discarded", heldBy["notification/n-1/operator/2"])
+	require.Len(t, changes["delivered"], 1)
+	require.Equal(t, "notification/n-1/terminal/Delivered", heldBy["notification/n-1/attempt/3/Delivered"])
+}

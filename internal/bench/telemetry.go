@@ -81,7 +81,7 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 	audited, err := timeBatches(ctx, telemetryBatches("audited", n, size), par, func(ctx context.Context, b contract.TelemetryBatch) error {
 		var events []centralstore.AuditEvent
 		for _, row := range b.Rows {
-			events = append(events, audit.SiteCallEvents(row)...)
+			events = append(events, audit.SiteCallRows(row)...)
 		}
 		_, err := store.UpsertSiteCalls(ctx, b.Rows, events...)
 		return err

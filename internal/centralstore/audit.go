@@ -3,6 +3,7 @@ package centralstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,8 +32,9 @@ const (
 	AuditOperatorDiscard AuditEventType = "OperatorDiscard"
 )
 
-// AuditEvent is one row of audit_log. EventID is deterministic (see package
-// audit), so writing an event twice stores it once.
+// AuditEvent is one event of the audit trail, and as written one row of
+// audit_log with the events it carries. EventID is deterministic (see
+// package audit), so writing an event twice stores it once.
 type AuditEvent struct {
 	EventID     string
 	OperationID string
@@ -47,12 +49,39 @@ type AuditEvent struct {
 	Operator   string
 	Reason     string
 	At         time.Time
+	// Carries are the other events of this event's change, stored in its
+	// row, and so exactly when it is (package audit groups a change's
+	// events; a change costs one row). They share its OperationID, Kind,
+	// SiteID and SourceNode, carry none of their own, and are never
+	// Enqueued events. The events ListAuditEvents returns carry none.
+	Carries []AuditEvent
+}
+
+// withCarried is every event e's row stores: the events it carries, then
+// e itself without them.
+func withCarried(e AuditEvent) []AuditEvent {
+	out := make([]AuditEvent, 0, len(e.Carries)+1)
+	out = append(out, e.Carries...)
+	e.Carries = nil
+	return append(out, e)
 }
 
 // auditColumns is every column of audit_log, in the order of auditArgs and
 // scanAuditEvent.
 var auditColumns = []string{
-	"event_id", "operation_id", "kind", "site_id", "event", "status", "detail", "operator", "reason", "at", "source_node",
+	"event_id", "operation_id", "kind", "site_id", "event", "status", "detail", "operator", "reason", "at", "source_node", "carried",
+}
+
+// carriedEvent is one carried event as audit_log's carried column holds it
+// (a JSON array): what is its own; the rest is its head's.
+type carriedEvent struct {
+	EventID  string    `json:"id"`
+	Event    string    `json:"event"`
+	Status   string    `json:"status"`
+	Detail   string    `json:"detail,omitempty"`
+	Operator string    `json:"operator,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 // Longest values stored: a longer operator name would fail SQL Server's
@@ -62,9 +91,10 @@ const (
 	maxAuditText     = 4000
 )
 
-// InsertAuditEvents stores the events whose id is not stored yet, with one
-// statement per chunk in one transaction, and returns how many it inserted.
-// An event repeated in events is stored once.
+// InsertAuditEvents stores the events whose id is not stored yet, each with
+// the events it carries, with one statement per chunk in one transaction,
+// and returns how many events it inserted, carried ones included. An event
+// repeated in events is stored once.
 func (s *Store) InsertAuditEvents(ctx context.Context, events []AuditEvent) (int, error) {
 	var stored []AuditEvent
 	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
@@ -79,10 +109,10 @@ func (s *Store) InsertAuditEvents(ctx context.Context, events []AuditEvent) (int
 }
 
 // ObserveAudit has fn told of the audit events this store writes, once
-// their transaction committed, each event once: those whose id was stored
-// already are left out (central's metrics count what fn is told). fn runs
-// on the writing goroutine and must not block. Call it before the store is
-// used.
+// their transaction committed, each event once, carried ones as events of
+// their own: a row whose id was stored already is left out with the events
+// it carries (central's metrics count what fn is told). fn runs on the
+// writing goroutine and must not block. Call it before the store is used.
 func (s *Store) ObserveAudit(fn func(stored []AuditEvent)) { s.onAudit = fn }
 
 // auditStored tells the observer (ObserveAudit) of events committed.
@@ -92,11 +122,12 @@ func (s *Store) auditStored(events []AuditEvent) {
 	}
 }
 
-// insertAuditEvents stores events in tx and returns those it inserted (an
-// event whose id is stored already is not): the state changes that write
-// audit events write them in their own transaction, so an event is stored
-// exactly when the change it describes is. The caller tells auditStored of
-// them once tx committed.
+// insertAuditEvents stores events in tx and returns those it inserted,
+// carried ones as events of their own (a row whose id is stored already is
+// not inserted, nor are the events it carries): the state changes that
+// write audit events write them in their own transaction, so an event is
+// stored exactly when the change it describes is. The caller tells
+// auditStored of them once tx committed.
 func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []AuditEvent) ([]AuditEvent, error) {
 	events = firstByEventID(events)
 	// In key order: a fleet's event ids fall all over the key, and in order
@@ -105,7 +136,7 @@ func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []Audi
 	// 8.5-10.3 s.
 	slices.SortFunc(events, func(a, b AuditEvent) int { return strings.Compare(a.EventID, b.EventID) })
 	for _, e := range events {
-		if err := checkTrailID(e); err != nil {
+		if err := checkAuditRow(e); err != nil {
 			return nil, fmt.Errorf("insert audit events: %w", err)
 		}
 	}
@@ -113,7 +144,10 @@ func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []Audi
 	for chunk := range slices.Chunk(events, s.dialect.auditChunk) {
 		args := make([]any, 0, len(chunk)*len(auditColumns))
 		for _, e := range chunk {
-			args = auditArgs(args, e)
+			var err error
+			if args, err = auditArgs(args, e); err != nil {
+				return nil, fmt.Errorf("insert audit events: %w", err)
+			}
 		}
 		inserted, err := s.insertedIDs(ctx, tx, s.bind(s.dialect.insertAuditEvents(len(chunk))), len(chunk), args...)
 		if err != nil {
@@ -121,7 +155,7 @@ func (s *Store) insertAuditEvents(ctx context.Context, tx *sql.Tx, events []Audi
 		}
 		for _, e := range chunk {
 			if inserted[e.EventID] {
-				stored = append(stored, e)
+				stored = append(stored, withCarried(e)...)
 			}
 		}
 	}
@@ -148,8 +182,8 @@ func (s *Store) insertedIDs(ctx context.Context, tx *sql.Tx, query string, rows 
 }
 
 // ListAuditEvents returns the events of one operation (a notification id,
-// a tracked operation id, or a list's or channel's operation id), oldest
-// first.
+// a tracked operation id, or a list's or channel's operation id), carried
+// ones as events of their own, oldest first (by time, then id).
 func (s *Store) ListAuditEvents(ctx context.Context, operationID string) ([]AuditEvent, error) {
 	rows, err := s.reads.QueryContext(ctx, s.bind(listAuditEventsSQL), auditEventsArgs(operationID)...)
 	if err != nil {
@@ -162,12 +196,25 @@ func (s *Store) ListAuditEvents(ctx context.Context, operationID string) ([]Audi
 		if err != nil {
 			return nil, fmt.Errorf("list audit events of %s: %w", operationID, err)
 		}
-		out = append(out, e)
+		out = append(out, withCarried(e)...)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list audit events of %s: %w", operationID, err)
 	}
-	return out, nil
+	return inTrailOrder(out), nil
+}
+
+// inTrailOrder sorts events by time, then id, as the query orders rows
+// (carried events are not in its order), and keeps the first of an id
+// stored twice.
+func inTrailOrder(events []AuditEvent) []AuditEvent {
+	slices.SortStableFunc(events, func(a, b AuditEvent) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.EventID, b.EventID)
+	})
+	return firstByEventID(events)
 }
 
 // definitionKinds are the events of lists and channels, whose ids are
@@ -178,12 +225,12 @@ const definitionKinds = `kind IN ('` + AuditKindList + `', '` + AuditKindChannel
 // keeps them together: the id of every event of a notification or a
 // cached call begins with its workflow id and a slash (package audit), so
 // they are one range of event ids. The events of a list or channel come
-// from their own index.
+// from their own index. No ORDER BY: the events rows carry are sorted with
+// them after (inTrailOrder).
 var listAuditEventsSQL = func() string {
 	columns := `SELECT ` + strings.Join(auditColumns, ", ") + ` FROM audit_log WHERE `
 	byID := columns + `event_id >= ? AND event_id < ? AND operation_id = ?`
-	return byID + ` UNION ALL ` + byID + ` UNION ALL ` + columns + definitionKinds + ` AND operation_id = ?
-		ORDER BY at, event_id`
+	return byID + ` UNION ALL ` + byID + ` UNION ALL ` + columns + definitionKinds + ` AND operation_id = ?`
 }()
 
 // auditEventsArgs are listAuditEventsSQL's arguments: the range of each
@@ -223,8 +270,32 @@ func checkTrailID(e AuditEvent) error {
 		e.EventID, e.OperationID, prefixes[0], prefixes[1])
 }
 
+// checkAuditRow refuses a row the trail would not show as written: an
+// event, or one it carries, that checkTrailID refuses; a carried event of
+// another operation, site or node than its head (the row stores them
+// once), that carries events itself, or that is an Enqueued event (it
+// comes with every change of its operation, and carried it would be
+// stored, and counted, again with each).
+func checkAuditRow(e AuditEvent) error {
+	if err := checkTrailID(e); err != nil {
+		return err
+	}
+	for _, c := range e.Carries {
+		if c.OperationID != e.OperationID || c.Kind != e.Kind || c.SiteID != e.SiteID || c.SourceNode != e.SourceNode ||
+			len(c.Carries) > 0 || c.Event == AuditEnqueued {
+			return fmt.Errorf("audit event %q carried by %q: a carried event shares its head's operation, kind, site and node, carries none and is not Enqueued",
+				c.EventID, e.EventID)
+		}
+		if err := checkTrailID(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // firstByEventID keeps the first event of each id, in order: SQL Server's
-// MERGE would insert both copies of an id new to the table.
+// MERGE would insert both copies of an id new to the table, and a trail
+// lists an event once.
 func firstByEventID(events []AuditEvent) []AuditEvent {
 	seen := make(map[string]bool, len(events))
 	out := make([]AuditEvent, 0, len(events))
@@ -237,22 +308,66 @@ func firstByEventID(events []AuditEvent) []AuditEvent {
 	return out
 }
 
-func auditArgs(args []any, e AuditEvent) []any {
+func auditArgs(args []any, e AuditEvent) ([]any, error) {
+	carried, err := encodeCarried(e)
+	if err != nil {
+		return nil, err
+	}
 	return append(args, e.EventID, e.OperationID, e.Kind, e.SiteID, string(e.Event), string(e.Status),
 		truncate(e.Detail, maxAuditText), truncate(e.Operator, maxAuditOperator), truncate(e.Reason, maxAuditText), utc(e.At),
-		sql.NullString{String: e.SourceNode, Valid: e.SourceNode != ""})
+		sql.NullString{String: e.SourceNode, Valid: e.SourceNode != ""}, carried), nil
+}
+
+// encodeCarried is the carried column of e's row: NULL when it carries no
+// event, as on the rows written before the column existed. Carried texts
+// are cut like the columns'.
+func encodeCarried(e AuditEvent) (sql.NullString, error) {
+	if len(e.Carries) == 0 {
+		return sql.NullString{}, nil
+	}
+	carried := make([]carriedEvent, len(e.Carries))
+	for i, c := range e.Carries {
+		carried[i] = carriedEvent{EventID: c.EventID, Event: string(c.Event), Status: string(c.Status),
+			Detail: truncate(c.Detail, maxAuditText), Operator: truncate(c.Operator, maxAuditOperator),
+			Reason: truncate(c.Reason, maxAuditText), At: utc(c.At)}
+	}
+	encoded, err := json.Marshal(carried)
+	if err != nil {
+		return sql.NullString{}, fmt.Errorf("encode the events %q carries: %w", e.EventID, err)
+	}
+	return sql.NullString{String: string(encoded), Valid: true}, nil
 }
 
 func scanAuditEvent(row scanner) (AuditEvent, error) {
 	var e AuditEvent
 	var event, status string
-	var node sql.NullString
-	err := row.Scan(&e.EventID, &e.OperationID, &e.Kind, &e.SiteID, &event, &status, &e.Detail, &e.Operator, &e.Reason, &e.At, &node)
+	var node, carried sql.NullString
+	err := row.Scan(&e.EventID, &e.OperationID, &e.Kind, &e.SiteID, &event, &status, &e.Detail, &e.Operator, &e.Reason, &e.At, &node, &carried)
 	if err != nil {
 		return AuditEvent{}, err
 	}
 	e.Event, e.Status, e.At, e.SourceNode = AuditEventType(event), contract.Status(status), e.At.UTC(), node.String
+	if carried.Valid {
+		if e.Carries, err = decodeCarried(e, carried.String); err != nil {
+			return AuditEvent{}, err
+		}
+	}
 	return e, nil
+}
+
+// decodeCarried is the events head's row carries, from its carried column.
+func decodeCarried(head AuditEvent, column string) ([]AuditEvent, error) {
+	var carried []carriedEvent
+	if err := json.Unmarshal([]byte(column), &carried); err != nil {
+		return nil, fmt.Errorf("decode the events %q carries: %w", head.EventID, err)
+	}
+	out := make([]AuditEvent, len(carried))
+	for i, c := range carried {
+		out[i] = AuditEvent{EventID: c.EventID, OperationID: head.OperationID, Kind: head.Kind, SiteID: head.SiteID,
+			SourceNode: head.SourceNode, Event: AuditEventType(c.Event), Status: contract.Status(c.Status),
+			Detail: c.Detail, Operator: c.Operator, Reason: c.Reason, At: c.At.UTC()}
+	}
+	return out, nil
 }
 
 // truncate cuts s to at most n characters, on a character boundary.

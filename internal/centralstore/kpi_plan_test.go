@@ -66,7 +66,7 @@ func TestPurgeSeeksIndexes(t *testing.T) {
 
 // nodeEventsSQL is how an operator reads one site node's events over a
 // window of time (docs/operating.md shows it).
-const nodeEventsSQL = `SELECT event_id, event, status, at FROM audit_log
+const nodeEventsSQL = `SELECT event_id, event, status, at, carried FROM audit_log
 	WHERE at >= ? AND at < ? AND site_id = ? AND source_node = ? ORDER BY at`
 
 // One node's events over a window of time come from a range of the time

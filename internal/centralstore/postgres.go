@@ -91,8 +91,12 @@ var postgresDialect = dialect{
 		operator     TEXT COLLATE "C" NOT NULL DEFAULT '',
 		reason       TEXT COLLATE "C" NOT NULL DEFAULT '',
 		at           TIMESTAMPTZ NOT NULL,
-		source_node  TEXT COLLATE "C"
+		source_node  TEXT COLLATE "C",
+		carried      TEXT COLLATE "C"
 	)`,
+		// JSON of the events a row carries (AuditEvent.Carries), added to
+		// stores created before it; NULL on their rows.
+		`ALTER TABLE audit_log ADD COLUMN IF NOT EXISTS carried TEXT COLLATE "C"`,
 		`CREATE INDEX IF NOT EXISTS audit_log_definitions ON audit_log (operation_id, at) WHERE ` + definitionKinds,
 		`CREATE INDEX IF NOT EXISTS audit_log_at_node ON audit_log (at, source_node)`,
 		`CREATE TABLE IF NOT EXISTS notification_lists (

@@ -16,7 +16,8 @@ type PurgeRequest struct {
 	// SiteCallsBefore: Delivered, Failed and Discarded site_calls rows whose
 	// terminal_at (the site's terminal time) is before it.
 	SiteCallsBefore time.Time
-	// AuditLogBefore: audit_log rows whose at is before it.
+	// AuditLogBefore: audit_log rows whose at is before it (a row's at is
+	// the last of the events it holds: a change's events go together).
 	AuditLogBefore time.Time
 	// Batch is the most rows one transaction deletes. Default 1000.
 	Batch int

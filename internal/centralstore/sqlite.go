@@ -126,6 +126,8 @@ var sqliteDialect = dialect{
 	addedColumns: []addedColumn{
 		{table: "notifications", name: "terminal_at", definition: "DATETIME"},
 		{table: "audit_log", name: "source_node", definition: "TEXT"},
+		// JSON of the events a row carries (AuditEvent.Carries); NULL on older rows.
+		{table: "audit_log", name: "carried", definition: "TEXT"},
 		{table: "airgap_imports", name: "bytes", definition: "INTEGER"},
 	},
 	hasColumn: `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`,

@@ -149,6 +149,8 @@ var sqlServerDialect = dialect{
 	addedColumns: []addedColumn{
 		{table: "notifications", name: "terminal_at", definition: "DATETIME2 NULL"},
 		{table: "audit_log", name: "source_node", definition: "NVARCHAR(64) NULL"},
+		// JSON of the events a row carries (AuditEvent.Carries); NULL on older rows.
+		{table: "audit_log", name: "carried", definition: "NVARCHAR(MAX) NULL"},
 		{table: "airgap_imports", name: "bytes", definition: "BIGINT NULL"},
 	},
 	hasColumn: `SELECT COUNT(*) FROM sys.columns WHERE object_id = OBJECT_ID(?) AND name = ?`,

@@ -396,7 +396,8 @@ type Retention struct {
 	// SiteCalls is the site_calls mirror (Delivered, Failed, Discarded).
 	// Default 2160h (90 days).
 	SiteCalls time.Duration `yaml:"site_calls"`
-	// AuditLog is every audit_log row. Default 8760h (365 days).
+	// AuditLog is every audit_log row, by its time: a row holds one
+	// change's events and goes with its last. Default 8760h (365 days).
 	AuditLog time.Duration `yaml:"audit_log"`
 	// PurgeBatch bounds the rows one purge transaction deletes. Default 1000.
 	PurgeBatch int `yaml:"purge_batch"`

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +155,117 @@ func auditListByEventIDs(t *testing.T, store *centralstore.Store) {
 	got, err = store.ListAuditEvents(ctx, op)
 	require.NoError(t, err)
 	requireSameEvents(t, []centralstore.AuditEvent{call, notification}, got)
+}
+
+// carriedGroup is a change's events as package audit groups them: a
+// discard's Terminal event carrying the operator's discard and the failed
+// attempt before it, each with its own time and actor.
+func carriedGroup(op string, t0 time.Time) (head centralstore.AuditEvent, events []centralstore.AuditEvent) {
+	attempt := newAuditEvent(op, 1, t0)
+	attempt.SourceNode = "node-b"
+	discard := newAuditEvent(op, 2, t0.Add(time.Minute))
+	discard.SourceNode, discard.EventID, discard.Event, discard.Status = "node-b", "call/"+op+"/operator/1", centralstore.AuditOperatorDiscard, contract.StatusDiscarded
+	discard.Operator, discard.Reason, discard.Detail = "ana", "entered by hand", ""
+	head = newAuditEvent(op, 3, t0.Add(2*time.Minute))
+	head.SourceNode, head.EventID, head.Event, head.Status = "node-b", "call/"+op+"/terminal/Discarded", centralstore.AuditTerminal, contract.StatusDiscarded
+	head.Carries = []centralstore.AuditEvent{attempt, discard}
+	bare := head
+	bare.Carries = nil
+	return head, []centralstore.AuditEvent{attempt, discard, bare}
+}
+
+// A change stored as one row carrying its events is listed as every event,
+// with its own time, detail, operator and reason, and its head's
+// operation, site and node; written again it stores nothing (the count
+// returned is what the store's observer is told).
+func auditCarriedEvents(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	op := uuid.NewString()
+	head, events := carriedGroup(op, time.Now())
+	n, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{head})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the row and the two events it carries")
+	got, err := store.ListAuditEvents(ctx, op)
+	require.NoError(t, err)
+	requireSameEvents(t, events, got)
+
+	n, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{head, head})
+	require.NoError(t, err)
+	require.Zero(t, n, "a resent change stores nothing")
+	got, err = store.ListAuditEvents(ctx, op)
+	require.NoError(t, err)
+	requireSameEvents(t, events, got)
+
+	// Carried texts are cut like the columns'.
+	long, _ := carriedGroup(uuid.NewString(), time.Now())
+	long.Carries[1].Operator, long.Carries[1].Reason = strings.Repeat("é", 300), strings.Repeat("r", 5000)
+	_, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{long})
+	require.NoError(t, err)
+	got, err = store.ListAuditEvents(ctx, long.OperationID)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, strings.Repeat("é", 256), got[1].Operator)
+	require.Len(t, got[1].Reason, 4000)
+}
+
+// The Enqueued event comes with every change of a call and is never
+// carried: repeated with a later change it is stored once, and a row that
+// carries one, or carries an event of another operation or with an id its
+// trail would not show, is refused with its batch.
+func auditEnqueuedStoredOnce(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	op, t0 := uuid.NewString(), time.Now().Truncate(time.Millisecond)
+	enqueued := newAuditEvent(op, 0, t0)
+	enqueued.EventID, enqueued.Event, enqueued.Status = "call/"+op+"/enqueued", centralstore.AuditEnqueued, contract.StatusPending
+	retried := newAuditEvent(op, 5, t0.Add(time.Second))
+	head, events := carriedGroup(op, t0.Add(time.Minute))
+	n, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{enqueued, retried})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	n, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{enqueued, head})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the later change's row and what it carries, not Enqueued again")
+	got, err := store.ListAuditEvents(ctx, op)
+	require.NoError(t, err)
+	requireSameEvents(t, append([]centralstore.AuditEvent{enqueued, retried}, events...), got)
+
+	for name, carried := range map[string]func(*centralstore.AuditEvent){
+		"Enqueued":        func(e *centralstore.AuditEvent) { *e = enqueued },
+		"other operation": func(e *centralstore.AuditEvent) { e.OperationID = uuid.NewString() },
+		"stray id":        func(e *centralstore.AuditEvent) { e.EventID = "attempt/9" },
+	} {
+		bad, _ := carriedGroup(uuid.NewString(), t0)
+		bad.Carries = slices.Clone(bad.Carries)
+		carried(&bad.Carries[0])
+		fine := newAuditEvent(bad.OperationID, 7, t0)
+		_, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{fine, bad})
+		require.Error(t, err, name)
+		got, err := store.ListAuditEvents(ctx, bad.OperationID)
+		require.NoError(t, err)
+		require.Empty(t, got, "%s: the batch is refused whole", name)
+	}
+}
+
+// Purge deletes a row by its time, the change's last event's: the events
+// it carries, older, go with it, never before it.
+func auditPurgeByHeadTime(t *testing.T, store *centralstore.Store) {
+	ctx := context.Background()
+	req := purgeRequest(100)
+	head, events := carriedGroup(uuid.NewString(), req.AuditLogBefore.Add(-90*time.Second))
+	require.True(t, head.Carries[0].At.Before(req.AuditLogBefore) && !head.At.Before(req.AuditLogBefore),
+		"the group straddles the cutoff")
+	_, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{head})
+	require.NoError(t, err)
+	_, err = store.Purge(ctx, req)
+	require.NoError(t, err)
+	got, err := store.ListAuditEvents(ctx, head.OperationID)
+	require.NoError(t, err)
+	requireSameEvents(t, events, got)
+
+	res, err := store.Purge(ctx, centralstore.PurgeRequest{AuditLogBefore: head.At.Add(time.Second), Batch: 100})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.AuditLog, "one row held the change's events")
+	got, err = store.ListAuditEvents(ctx, head.OperationID)
+	require.NoError(t, err)
+	require.Empty(t, got)
 }
