@@ -265,20 +265,25 @@ type querySchedule struct {
 	step time.Duration
 }
 
-// Bounds of a querySchedule's steps: the first step after a write that took
-// nothing, and the longest.
+// Bounds of a querySchedule: the first step after a write that took
+// nothing, the longest step, and the longest wait before the first
+// question. The site sends its next batch only once this one is known
+// written, so a first question asked late holds the next batch back: after
+// a write slowed by an outage (a worker killed mid-write took seconds) the
+// next batch waits at most maxFirstQueryWait longer than it must.
 const (
-	minQueryStep = 20 * time.Millisecond
-	maxQueryStep = 500 * time.Millisecond
+	minQueryStep      = 20 * time.Millisecond
+	maxQueryStep      = 500 * time.Millisecond
+	maxFirstQueryWait = 2 * time.Second
 )
 
 // newQuerySchedule is the schedule for a batch after one that took took to
 // be written (0: none known): the first question after three quarters of
-// took (at most queryTimeout, so that a send has time to ask again), then
-// steps from an eighth of it, each twice the one before. With nothing
+// took (at most maxFirstQueryWait), then steps from an eighth of it, each
+// twice the one before. With nothing
 // known, it asks at once, then after 20 ms, 40 ms, ... up to maxQueryStep.
 func newQuerySchedule(took time.Duration) *querySchedule {
-	return &querySchedule{next: min(took*3/4, queryTimeout), step: min(max(took/8, minQueryStep), maxQueryStep)}
+	return &querySchedule{next: min(took*3/4, maxFirstQueryWait), step: min(max(took/8, minQueryStep), maxQueryStep)}
 }
 
 // wait is how long to wait before the next question.

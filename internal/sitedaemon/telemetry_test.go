@@ -347,7 +347,7 @@ func TestIngestSenderAsksWhenItsBatchShouldBeWritten(t *testing.T) {
 	require.LessOrEqual(t, asked, 10, "asked %d times in 2.2 s", asked)
 
 	slow := newQuerySchedule(time.Hour)
-	require.Equal(t, queryTimeout, slow.wait(), "after a slow write, asked first within queryTimeout, leaving the send time to ask again")
+	require.Equal(t, maxFirstQueryWait, slow.wait(), "after a slow write, asked first within maxFirstQueryWait: the next batch waits for the answer")
 	require.Equal(t, maxQueryStep, slow.wait(), "after a slow write, asked again within maxQueryStep")
 }
 
