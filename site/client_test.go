@@ -105,12 +105,7 @@ func TestNotifyOnlyClientRefusesCallsSayingWhatToImport(t *testing.T) {
 	require.ErrorContains(t, err, "targetcalls.New (import github.com/outpost-dev/outpost/site/targetcalls)")
 	_, err = c.Write(context.Background(), "historian", "INSERT INTO readings (tag) VALUES (?)", "x")
 	require.ErrorContains(t, err, "open it with targetcalls.OpenConfig")
-	tracked, err := c.Tracking().List(context.Background())
-	require.NoError(t, err)
-	require.Empty(t, tracked)
-	depth, err := c.BufferDepth(context.Background())
-	require.NoError(t, err)
-	require.Zero(t, depth)
+	requireNothingStored(t, c)
 }
 
 // Targets given without the means to call them are refused at Open, before

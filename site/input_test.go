@@ -47,6 +47,12 @@ func requireInvalid(t *testing.T, c *Client, err error, field, mentions string) 
 	require.ErrorAs(t, err, &invalid)
 	require.Equal(t, field, invalid.Field, err.Error())
 	require.Contains(t, invalid.Reason, mentions)
+	requireNothingStored(t, c)
+}
+
+// requireNothingStored asserts c tracked and buffered nothing.
+func requireNothingStored(t *testing.T, c *Client) {
+	t.Helper()
 	rows, err := c.Tracking().List(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, rows)
