@@ -105,8 +105,22 @@ const TaskPollers = 16
 
 // PollerOptions are a central worker's poller settings (TaskPollers): the
 // bench's bare baseline worker runs with the same.
+//
+// Workflow task polls scale between 2 and TaskPollers (the SDK's
+// autoscaling behaviour), because it always keeps one poll on the shared
+// task queue. The SDK's fixed pollers poll only the worker's own sticky
+// queue while that has a backlog: when retries come due faster than the
+// worker can attempt them (each retry's workflow tasks go to the sticky
+// queue of the worker that ran the last one), new notifications' first
+// tasks on the shared queue waited for minutes, or for ever
+// (TestNewNotificationsAreNotStarvedByRetries).
 func PollerOptions() worker.Options {
-	return worker.Options{MaxConcurrentWorkflowTaskPollers: TaskPollers, MaxConcurrentActivityTaskPollers: TaskPollers}
+	return worker.Options{
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+			InitialNumberOfPollers: TaskPollers, MinimumNumberOfPollers: 2, MaximumNumberOfPollers: TaskPollers,
+		}),
+		MaxConcurrentActivityTaskPollers: TaskPollers,
+	}
 }
 
 // NewCentral opens the central store, makes sure the daily purge schedule
