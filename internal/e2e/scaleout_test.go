@@ -339,7 +339,9 @@ func TestNewNotificationsAreNotStarvedByRetries(t *testing.T) {
 	sink.RejectData(451, "relay busy, try again later")
 	retrying, _ := s.postLoad(200, 0)
 	testutil.WaitFor(t, 3*time.Minute, func() bool { return countAttempts(sink, retrying).retried >= 100 },
-		func() string { return fmt.Sprintf("100 notifications retrying: %s", countAttempts(sink, retrying).summary()) })
+		func() string {
+			return fmt.Sprintf("100 notifications retrying: %s", countAttempts(sink, retrying).summary())
+		})
 
 	began := time.Now()
 	late, _ := s.postLoad(20, 0)
