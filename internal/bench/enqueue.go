@@ -87,7 +87,7 @@ func (m enqueueRun) rows(raw *rawInserts) []Row {
 		// cost of a commit on this file system, so the target is a share
 		// of that ceiling, not a fixed multiple.
 		ceiling := raw.rate() / m.perTx
-		vsRaw, vsTx = vsRaw.atLeastRatio(0.8), vsTx.atLeastRatio(math.Round(0.8*ceiling*10)/10)
+		vsRaw, vsTx = vsRaw.atLeastRatio(0.9), vsTx.atLeastRatio(math.Round(0.8*ceiling*10)/10)
 		vsRaw = vsRaw.withDetail("raw inserts in two halves on one file, before the SDK runs and after them: %s", rates(raw.halves))
 		vsTx = vsTx.withDetail("raw batched inserts reach %.1f× one tx per enqueue on this file system (the ceiling); the target is 0.8 of it", ceiling)
 	}

@@ -98,7 +98,7 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 	}
 	baseline := Figure{Name: "bulk upsert of as many rows, 1 writer", Value: perSecond(n, raw.total()), Unit: "/s"}
 	row := compare(SectionTelemetry, fmt.Sprintf("telemetry ingest, %d sites", telemetrySites), perSecond(n, viaTemporal.total()), "/s", baseline)
-	return []Row{row.atLeastRatio(0.5).withDetail("%s changes in batches of %d: through Temporal %s (rounds %s), bulk upserts one at a time %s (rounds %s); "+
+	return []Row{row.atLeastRatio(0.9).withDetail("%s changes in batches of %d: through Temporal %s (rounds %s), bulk upserts one at a time %s (rounds %s); "+
 		"once after, %d at a time as the ingest sends them (batches waiting for the store's turn share a transaction): "+
 		"the upserts with every change's audit events, as the ingest writes them, %s (%s, %.2f× the bulk upserts), the bulk upserts %s (%s)",
 		thousands(int64(n)), size, viaTemporal.total().Round(time.Millisecond), viaTemporal, raw.total().Round(time.Millisecond), raw,
