@@ -637,7 +637,7 @@ func (f *fleet) rows(one, two delivery, in ingest, peaks []memory) []Row {
 		rows = append(rows, compare(SectionFleet, fmt.Sprintf("fleet central worker %d of 2 peak RSS", i+1), peak.peak, "MiB",
 			Figure{Name: fmt.Sprintf("the same worker idle, %s after start", idleFor), Value: two.workers.idle[i].rss, Unit: "MiB"}).
 			atMost(100).withDetail("VmHWM of the worker process after its deliveries and the telemetry ingest (VmHWM after the deliveries %.1f MiB, VmRSS at the end %.1f MiB)",
-				two.peaks[i].peak, peak.rss))
+			two.peaks[i].peak, peak.rss))
 	}
 	ingest := compare(SectionFleet, "fleet telemetry ingest, "+sites, perSecond(in.changes, in.took), "/s",
 		Figure{Name: "bulk upsert of the same rows, 1 writer", Value: perSecond(in.changes, in.raw.total()), Unit: "/s"})
