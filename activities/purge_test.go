@@ -26,7 +26,7 @@ func TestPurgeCentralStoreAYearLater(t *testing.T) {
 	notification := func(at time.Time, status contract.Status) string {
 		t.Helper()
 		id := uuid.NewString()
-		_, err := store.InsertNotification(ctx, centralstore.Notification{
+		_, _, err := store.InsertNotification(ctx, centralstore.Notification{
 			NotificationID: id, Type: contract.NotificationTypeEmail, ListName: "ops", Subject: "s", Body: "b",
 			Status: contract.StatusPending, SourceSiteID: "plant-1", SiteEnqueuedAt: at, CreatedAt: at,
 		})

@@ -106,7 +106,7 @@ func (a *Activities) RecordNotification(ctx context.Context, sub contract.Notifi
 	if err != nil {
 		return contract.RecordNotificationResult{}, err
 	}
-	row, err := a.record(ctx, sub, list)
+	row, _, err := a.record(ctx, sub, list)
 	if err != nil {
 		return contract.RecordNotificationResult{}, err
 	}
@@ -120,9 +120,10 @@ func (a *Activities) recorded(row centralstore.Notification) contract.RecordNoti
 }
 
 // record inserts the central row of sub unless it exists, with its Enqueued
-// event, and returns the stored row. The row takes the type of list, its
-// notification list (nil: not there, yet; see listType).
-func (a *Activities) record(ctx context.Context, sub contract.NotificationSubmission, list *centralstore.List) (centralstore.Notification, error) {
+// event, and returns the stored row and whether it inserted it. The row
+// takes the type of list, its notification list (nil: not there, yet; see
+// listType).
+func (a *Activities) record(ctx context.Context, sub contract.NotificationSubmission, list *centralstore.List) (centralstore.Notification, bool, error) {
 	typ, typeData := listType(list)
 	n := centralstore.Notification{
 		NotificationID:   sub.NotificationID,
@@ -180,7 +181,7 @@ func (a *Activities) RecordAndDeliverNotification(ctx context.Context, in contra
 	list, err := a.findList(ctx, in.Submission.ListName)
 	var row centralstore.Notification
 	if err == nil {
-		row, err = a.record(ctx, in.Submission, list)
+		row, err = a.recordFirstAttempt(ctx, in, list)
 	}
 	if err != nil {
 		return contract.RecordAndDeliverResult{}, temporal.NewApplicationErrorWithCause(
@@ -198,6 +199,23 @@ func (a *Activities) RecordAndDeliverNotification(ctx context.Context, in contra
 	}
 	res.Delivery = &delivery
 	return res, nil
+}
+
+// recordFirstAttempt records the central row before the first attempt. A
+// row already there and Pending was recorded by this same first attempt,
+// run before by a worker that stopped (killed, or cut off) before its
+// workflow task ended, so the workflow runs it again: that lost run may
+// have reached the receiver, and the trail says so with an event of its
+// own (audit.NotificationAttemptLost) before this run's outcome.
+func (a *Activities) recordFirstAttempt(ctx context.Context, in contract.RecordAndDeliverInput, list *centralstore.List) (centralstore.Notification, error) {
+	row, inserted, err := a.record(ctx, in.Submission, list)
+	if err != nil || inserted || row.Status != contract.StatusPending {
+		return row, err
+	}
+	if _, err := a.Store.InsertAuditEvents(ctx, []centralstore.AuditEvent{audit.NotificationAttemptLost(row, in.Attempt, a.now())}); err != nil {
+		return row, fmt.Errorf("record the lost run of attempt %d: %w", in.Attempt, err)
+	}
+	return row, nil
 }
 
 // DeliverNotification makes one delivery attempt and records a success. It

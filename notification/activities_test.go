@@ -203,6 +203,30 @@ func TestFailedFirstAttemptCarriesTheRecordedRow(t *testing.T) {
 	}
 }
 
+// A first attempt run again finds the row its earlier run recorded, still
+// Pending: that run's worker stopped before the workflow task ended (so the
+// local activity runs once more), and whether it reached the receiver is
+// unknown. The trail keeps an event for it; this run's outcome is the
+// workflow's to record, as always.
+func TestFirstAttemptRunAgainRecordsTheLostRun(t *testing.T) {
+	t.Parallel()
+	f := newFirstAttempt(t, true)
+	sub := contract.NotificationSubmission{NotificationID: uuid.NewString(), ListName: "ops", Subject: "s",
+		SourceSiteID: "plant-1", SiteEnqueuedAt: centralT0.Add(-time.Second)}
+	in := contract.RecordAndDeliverInput{Submission: sub, Attempt: 1}
+	_, err := f.env.ExecuteActivity(f.acts.RecordAndDeliverNotification, in)
+	require.Error(t, err, "the lost run's attempt fails; its worker never reports it")
+	require.Equal(t, []string{"Enqueued Pending "}, centraltest.AuditTrail(t, f.store, sub.NotificationID))
+
+	_, err = f.env.ExecuteActivity(f.acts.RecordAndDeliverNotification, in)
+	require.Error(t, err)
+	require.Equal(t, []string{"Enqueued Pending ", "Attempt Pending "}, centraltest.AuditTrail(t, f.store, sub.NotificationID))
+	events, err := f.store.ListAuditEvents(context.Background(), sub.NotificationID)
+	require.NoError(t, err)
+	require.Contains(t, events[1].Detail, "outcome unknown")
+	require.Equal(t, centralT0, events[1].At, "the lost run began when it recorded the row")
+}
+
 // A row that is not Pending (a previous run's) is not attempted: the
 // workflow decides from the row.
 func TestFirstAttemptLeavesAnEarlierRunsRow(t *testing.T) {

@@ -165,7 +165,7 @@ func TestReceiptCarriesCentralsRecord(t *testing.T) {
 
 	attempted := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	delivered := attempted.Add(time.Minute)
-	_, err = store.InsertNotification(ctx, centralstore.Notification{NotificationID: id, Type: contract.NotificationTypeEmail,
+	_, _, err = store.InsertNotification(ctx, centralstore.Notification{NotificationID: id, Type: contract.NotificationTypeEmail,
 		ListName: "ops", Subject: "tank-1 on node-a", Status: contract.StatusPending, SourceSiteID: "ship-7", CreatedAt: attempted})
 	require.NoError(t, err)
 	require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{NotificationID: id, Status: contract.StatusRetrying,

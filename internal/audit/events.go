@@ -11,6 +11,8 @@
 //	/attempt/<n>                     a notification's nth delivery attempt of its run (from 1), failed
 //	/attempt/<n>/Delivered           the same, delivered: a replayed first attempt (its worker
 //	                                 killed before the workflow task ended) may fail, then deliver
+//	/attempt/<n>/lost/<unix ms>      a run of a notification's attempt n lost with its worker,
+//	                                 found when the attempt ran again at that time
 //	/attempt/<retries>/<unix ms>     a cached call's attempt: retry count after it, and its time
 //	/terminal/<status>               Delivered, Failed, Discarded
 //	/terminal/Parked/<attempt key>   a park (it can happen again after an operator retry)
@@ -65,6 +67,20 @@ func NotificationDelivered(id, siteID, node string, attempt, retryCount int, at 
 	terminal.EventID, terminal.Event = prefix+"/terminal/"+string(contract.StatusDelivered), centralstore.AuditTerminal
 	terminal.Detail = "delivered to " + strings.Join(recipients, ", ")
 	return []centralstore.AuditEvent{attemptEvent, terminal}
+}
+
+// NotificationAttemptLost is the event of a run of attempt number attempt
+// of notification n that its worker did not live to report: found at
+// rerunAt, when the attempt ran again and found n's row recorded by the
+// lost run. Whether the lost run reached the receiver is unknown; it began
+// about when it recorded the row, so the event takes that time.
+func NotificationAttemptLost(n centralstore.Notification, attempt int, rerunAt time.Time) centralstore.AuditEvent {
+	return centralstore.AuditEvent{
+		EventID:     contract.NotificationWorkflowID(n.NotificationID) + "/attempt/" + strconv.Itoa(attempt) + "/lost/" + strconv.FormatInt(rerunAt.UnixMilli(), 10),
+		OperationID: n.NotificationID, Kind: contract.KindNotification, SiteID: n.SourceSiteID, SourceNode: n.SourceNode,
+		Event: centralstore.AuditAttempt, Status: contract.StatusPending, At: n.CreatedAt,
+		Detail: "outcome unknown: the worker making this attempt stopped before it reported, and the attempt was made again",
+	}
 }
 
 // NotificationDeliveredRows is NotificationDelivered as audit_log stores

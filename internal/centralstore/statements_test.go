@@ -69,7 +69,7 @@ func TestNotificationsReuseTheirStatements(t *testing.T) {
 			return AuditEvent{EventID: "notification/" + id + "/" + name, OperationID: id, Kind: contract.KindNotification,
 				SiteID: "plant-1", Event: AuditAttempt, Status: status, At: now}
 		}
-		row, err := store.InsertNotification(ctx, Notification{NotificationID: id, Type: contract.NotificationTypeEmail, ListName: "ops",
+		row, _, err := store.InsertNotification(ctx, Notification{NotificationID: id, Type: contract.NotificationTypeEmail, ListName: "ops",
 			Subject: "s", Body: "b", Status: contract.StatusPending, SourceSiteID: "plant-1", SiteEnqueuedAt: now, CreatedAt: now},
 			event("enqueued", contract.StatusPending))
 		require.NoError(t, err)

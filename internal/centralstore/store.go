@@ -294,14 +294,13 @@ const notificationColumns = `notification_id, type, list_name, subject, body, ty
 const notificationReadColumns = notificationColumns + `, terminal_at`
 
 // InsertNotification stores n unless a row with its id exists, and returns the
-// stored row either way: resubmits are harmless. events (its Enqueued event)
-// are stored in the same transaction.
-func (s *Store) InsertNotification(ctx context.Context, n Notification, events ...AuditEvent) (Notification, error) {
+// stored row either way, and whether it inserted it: resubmits are
+// harmless. events (its Enqueued event) are stored in the same transaction.
+func (s *Store) InsertNotification(ctx context.Context, n Notification, events ...AuditEvent) (row Notification, inserted bool, err error) {
 	targets, err := json.Marshal(n.ResolvedTargets)
 	if err != nil {
-		return Notification{}, fmt.Errorf("encode resolved targets: %w", err)
+		return Notification{}, false, fmt.Errorf("encode resolved targets: %w", err)
 	}
-	var inserted bool
 	err = s.writeQueued(ctx, 1, func(ctx context.Context, tx *sql.Tx) ([]AuditEvent, error) {
 		res, err := s.execKept(ctx, tx, s.bind(s.dialect.insertIfMissing),
 			n.NotificationID, n.Type, n.ListName, n.Subject, n.Body, n.TypeData, string(n.Status),
@@ -316,13 +315,14 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification, events .
 		return events, nil
 	})
 	if err != nil {
-		return Notification{}, fmt.Errorf("insert notification %s: %w", n.NotificationID, err)
+		return Notification{}, false, fmt.Errorf("insert notification %s: %w", n.NotificationID, err)
 	}
 	if inserted && s.dialect.exactTimes {
 		// Every notification's first write: a read less per notification.
-		return insertedRow(n), nil
+		return insertedRow(n), true, nil
 	}
-	return s.GetNotification(ctx, n.NotificationID)
+	row, err = s.GetNotification(ctx, n.NotificationID)
+	return row, inserted, err
 }
 
 // insertedRow is n as GetNotification reads it back once inserted: its

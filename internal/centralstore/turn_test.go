@@ -219,7 +219,7 @@ func TestSQLiteQueuedNotificationChangesShareOneCommit(t *testing.T) {
 	ids := []string{"n-1", "n-2", "n-3", "n-4"}
 	together, togetherPath := openSQLiteAtForTest(t)
 	errs := whileTheTurnIsHeld(t, together, len(ids), func(i int) error {
-		_, err := together.InsertNotification(ctx, queuedNotification(ids[i]), notificationEvent(ids[i], "enqueued", contract.StatusPending))
+		_, _, err := together.InsertNotification(ctx, queuedNotification(ids[i]), notificationEvent(ids[i], "enqueued", contract.StatusPending))
 		return err
 	})
 	for i, err := range errs {
@@ -228,7 +228,7 @@ func TestSQLiteQueuedNotificationChangesShareOneCommit(t *testing.T) {
 	apart, apartPath := openSQLiteAtForTest(t)
 	emptyWAL(t, apart)
 	for _, id := range ids {
-		_, err := apart.InsertNotification(ctx, queuedNotification(id), notificationEvent(id, "enqueued", contract.StatusPending))
+		_, _, err := apart.InsertNotification(ctx, queuedNotification(id), notificationEvent(id, "enqueued", contract.StatusPending))
 		require.NoError(t, err)
 	}
 	require.Less(t, walSize(t, togetherPath), walSize(t, apartPath),

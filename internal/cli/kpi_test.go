@@ -43,7 +43,7 @@ func kpiConfig(t *testing.T) string {
 			Subject: "Pump 3 tripped", Body: "Pressure low", Status: contract.StatusPending, SourceSiteID: "plant-1",
 			CreatedAt: now.Add(-n.created), SiteEnqueuedAt: now.Add(-n.created),
 		}
-		_, err := store.InsertNotification(ctx, row)
+		_, _, err := store.InsertNotification(ctx, row)
 		require.NoError(t, err)
 		switch n.status {
 		case contract.StatusDelivered:
@@ -169,7 +169,7 @@ func TestKPIWithoutConfigFindsTheDevStackOrRefuses(t *testing.T) {
 		NotificationID: uuid.NewString(), Type: contract.NotificationTypeEmail, ListName: "ops", Subject: "s",
 		Status: contract.StatusPending, SourceSiteID: "plant-1", CreatedAt: time.Now().UTC(), SiteEnqueuedAt: time.Now().UTC(),
 	}
-	_, err = store.InsertNotification(context.Background(), row)
+	_, _, err = store.InsertNotification(context.Background(), row)
 	require.NoError(t, err)
 	require.NoError(t, store.UpdateNotificationStatus(context.Background(), contract.NotificationUpdate{NotificationID: row.NotificationID, Status: contract.StatusParked}))
 	require.NoError(t, store.Close())

@@ -30,7 +30,7 @@ func TestStatusOutlivesTheWorkflow(t *testing.T) {
 		ResolvedTargets: []string{"ops@example.com"}, SourceSiteID: "plant-1",
 		SiteEnqueuedAt: enqueued, CreatedAt: enqueued, LastAttemptAt: &delivered, DeliveredAt: &delivered, TerminalAt: &delivered,
 	}
-	_, err := s.centralStore().InsertNotification(ctx, row)
+	_, _, err := s.centralStore().InsertNotification(ctx, row)
 	require.NoError(t, err)
 
 	st, code := s.status(row.NotificationID)

@@ -82,7 +82,7 @@ func newFixture(t *testing.T) fixture {
 		created time.Duration
 		parked  bool
 	}{{f.note, 3 * time.Hour, true}, {f.new, time.Minute, false}} {
-		_, err = store.InsertNotification(ctx, centralstore.Notification{
+		_, _, err = store.InsertNotification(ctx, centralstore.Notification{
 			NotificationID: n.id, Type: contract.NotificationTypeEmail, ListName: "ops",
 			Subject: `Pump 3 <script>alert("x")</script> tripped`, Body: "b", Status: contract.StatusPending,
 			SourceSiteID: "plant-1", CreatedAt: now.Add(-n.created), SiteEnqueuedAt: now.Add(-n.created),
@@ -389,7 +389,7 @@ func TestNotificationsListPagesEveryStatus(t *testing.T) {
 	var delivered []string
 	for i := range 60 {
 		id := uuid.NewString()
-		_, err := f.store.InsertNotification(ctx, centralstore.Notification{
+		_, _, err := f.store.InsertNotification(ctx, centralstore.Notification{
 			NotificationID: id, Type: contract.NotificationTypeEmail, ListName: "shift", Subject: fmt.Sprintf("shift report %02d", i),
 			Status: contract.StatusPending, SourceSiteID: "plant-3", CreatedAt: f.now.Add(-time.Duration(i) * time.Minute), SiteEnqueuedAt: f.now,
 		})

@@ -64,7 +64,7 @@ func newKPIFixture(t *testing.T, store *centralstore.Store) kpiFixture {
 		row := newRow()
 		row.SourceSiteID, row.Subject, row.ListName = n.site, n.subject, "ops-"+n.site
 		row.CreatedAt, row.SiteEnqueuedAt = n.created, n.created.Add(-second)
-		_, err := store.InsertNotification(ctx, row)
+		_, _, err := store.InsertNotification(ctx, row)
 		require.NoError(t, err)
 		switch n.status {
 		case contract.StatusPending:

@@ -30,7 +30,7 @@ func listNotifications(t *testing.T, store *centralstore.Store) {
 		if i%3 == 0 {
 			row.ListName = "maint"
 		}
-		_, err := store.InsertNotification(ctx, row)
+		_, _, err := store.InsertNotification(ctx, row)
 		require.NoError(t, err)
 		rows = append(rows, row)
 	}

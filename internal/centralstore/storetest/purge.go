@@ -36,7 +36,7 @@ func notificationAt(t *testing.T, store *centralstore.Store, status contract.Sta
 	ctx := context.Background()
 	row := newRow()
 	row.SiteEnqueuedAt, row.CreatedAt = at.Add(-time.Minute), at.Add(-time.Minute)
-	_, err := store.InsertNotification(ctx, row)
+	_, _, err := store.InsertNotification(ctx, row)
 	require.NoError(t, err)
 	switch status {
 	case contract.StatusPending:

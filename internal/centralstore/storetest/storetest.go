@@ -60,8 +60,9 @@ func newRow() centralstore.Notification {
 func insertIsIdempotent(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	row := newRow()
-	got, err := store.InsertNotification(ctx, row)
+	got, inserted, err := store.InsertNotification(ctx, row)
 	require.NoError(t, err)
+	require.True(t, inserted, "a new row is inserted")
 	require.Equal(t, row.Subject, got.Subject)
 	require.Equal(t, row.SourceNode, got.SourceNode)
 	require.True(t, row.SiteEnqueuedAt.Equal(got.SiteEnqueuedAt))
@@ -72,8 +73,9 @@ func insertIsIdempotent(t *testing.T, store *centralstore.Store) {
 
 	changed := row
 	changed.Subject, changed.Status = "a resubmit must not overwrite", contract.StatusRetrying
-	again, err := store.InsertNotification(ctx, changed)
+	again, inserted, err := store.InsertNotification(ctx, changed)
 	require.NoError(t, err)
+	require.False(t, inserted, "a resubmit inserts nothing")
 	require.Equal(t, row.Subject, again.Subject)
 	require.Equal(t, contract.StatusPending, again.Status)
 	require.Equal(t, stored, again, "a resubmit answers the row as stored")
@@ -85,7 +87,7 @@ func insertIsIdempotent(t *testing.T, store *centralstore.Store) {
 	at := time.Now().In(zone)
 	full.SiteEnqueuedAt, full.CreatedAt, full.LastAttemptAt, full.NextAttemptAt = at, at.Add(time.Nanosecond), &at, &at
 	full.RetryCount, full.LastError, full.ResolvedTargets, full.TypeData = 2, "timeout", []string{"a@example.com"}, `{"k":"v"}`
-	got, err = store.InsertNotification(ctx, full)
+	got, _, err = store.InsertNotification(ctx, full)
 	require.NoError(t, err)
 	stored, err = store.GetNotification(ctx, full.NotificationID)
 	require.NoError(t, err)
@@ -95,7 +97,7 @@ func insertIsIdempotent(t *testing.T, store *centralstore.Store) {
 func statusUpdatesAndDelivery(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	row := newRow()
-	_, err := store.InsertNotification(ctx, row)
+	_, _, err := store.InsertNotification(ctx, row)
 	require.NoError(t, err)
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	next := at.Add(time.Minute)
@@ -123,7 +125,7 @@ func statusUpdatesAndDelivery(t *testing.T, store *centralstore.Store) {
 func terminalRowsNeverChange(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	row := newRow()
-	_, err := store.InsertNotification(ctx, row)
+	_, _, err := store.InsertNotification(ctx, row)
 	require.NoError(t, err)
 	require.NoError(t, store.UpdateNotificationStatus(ctx, contract.NotificationUpdate{
 		NotificationID: row.NotificationID, Status: contract.StatusDiscarded,
