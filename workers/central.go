@@ -38,6 +38,9 @@ type Central struct {
 	worker worker.Worker
 	store  *centralstore.Store
 	http   *centralHTTP
+	// purge ensures the region's purge schedule once the worker runs.
+	purge func(context.Context) error
+	log   *zap.Logger
 }
 
 // CentralOptions configure the central worker. The CLI translates the config
@@ -123,18 +126,15 @@ func PollerOptions() worker.Options {
 	}
 }
 
-// NewCentral opens the central store, makes sure the daily purge schedule
-// exists, registers the workflows and activities with a worker on tc, and
-// binds central.listen for the outbox page, metrics (into registry, which
-// holds the SDK's metrics too: see NewCentralMetrics) and health. log
-// receives what the outbox page logs (failed and throttled sign-ins).
+// NewCentral opens the central store, registers the workflows and
+// activities with a worker on tc, and binds central.listen for the outbox
+// page, metrics (into registry, which holds the SDK's metrics too: see
+// NewCentralMetrics) and health. log receives what the outbox page logs
+// (failed and throttled sign-ins) and the purge schedule's troubles (Run
+// ensures it).
 func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, registry *prometheus.Registry, log *zap.Logger) (*Central, error) {
 	store, err := OpenCentralStore(ctx, cfg.Store)
 	if err != nil {
-		return nil, err
-	}
-	if err := EnsurePurgeSchedule(ctx, tc, cfg.Region); err != nil {
-		store.Close()
 		return nil, err
 	}
 	events := NewDeliveryEvents()
@@ -186,7 +186,8 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 		store.Close()
 		return nil, err
 	}
-	return &Central{worker: w, store: store, http: page}, nil
+	purge := func(ctx context.Context) error { return EnsurePurgeSchedule(ctx, tc, cfg.Region) }
+	return &Central{worker: w, store: store, http: page, purge: purge, log: log}, nil
 }
 
 // workerIdentity is the identity this process's central worker polls queue
@@ -235,9 +236,39 @@ func (c *Central) Run(ctx context.Context) error {
 	if err := c.worker.Start(); err != nil {
 		return errors.Join(fmt.Errorf("start central worker: %w", err), c.http.shutdown(), <-served)
 	}
+	purged := make(chan struct{})
+	go func() {
+		defer close(purged)
+		c.keepPurgeScheduled(ctx)
+	}()
 	<-ctx.Done()
 	c.worker.Stop()
+	<-purged
 	return errors.Join(c.http.shutdown(), <-served)
+}
+
+// purgeScheduleRetry bounds the wait between tries of the purge schedule.
+const purgeScheduleRetry = time.Minute
+
+// keepPurgeScheduled ensures the purge schedule, trying again (after 1 s,
+// doubling up to purgeScheduleRetry) until it succeeds or ctx ends. It runs
+// beside the worker, not before it: the schedule is a daily chore, and a
+// Temporal too busy to answer a schedule update within its deadline (a
+// restart during a burst) kept a restarted worker from delivering at all.
+func (c *Central) keepPurgeScheduled(ctx context.Context) {
+	for wait := time.Second; ; wait = min(2*wait, purgeScheduleRetry) {
+		err := c.purge(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("purge schedule not ensured; the worker delivers meanwhile and tries again",
+			zap.Duration("retryIn", wait), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
 
 // EnsurePurgeSchedule creates the region's Temporal Schedule (outpost-purge,

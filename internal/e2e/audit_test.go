@@ -6,16 +6,21 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/testutil"
+	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
 )
 
@@ -145,6 +150,43 @@ func (s *stack) waitAuditPrefix(id string, loose int, want []string) []string {
 		return true
 	}
 	return s.waitAuditMatch(id, want, match)
+}
+
+// A central worker delivers while Temporal does not answer its purge
+// schedule's creation, and creates the schedule once Temporal answers. A
+// worker restarted during a burst once exited five times in a row on
+// "update schedule outpost-purge: context deadline exceeded" before
+// delivering anything.
+func TestCentralDeliversBeforeItsPurgeScheduleIsEnsured(t *testing.T) {
+	s := newStack(t, nil, withoutCentral())
+	var refuse atomic.Bool
+	var refused atomic.Int32
+	refuse.Store(true)
+	timeOut := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if strings.HasSuffix(method, "/CreateSchedule") && refuse.Load() {
+			refused.Add(1)
+			return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+		}
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	tc, err := client.Dial(client.Options{HostPort: s.cfg.Temporal.Address, Namespace: s.cfg.Temporal.Namespace,
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(timeOut)}}})
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	s.startCentralWith(tc)
+
+	id, code, err := postNotification(t.Context(), http.DefaultClient, s.siteURL, site.Notification{List: "ops", Subject: "pump 3 tripped", Body: "b"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, code)
+	s.waitStatus(contract.StatusDelivered, time.Minute, id)
+	purge := s.client.ScheduleClient().GetHandle(t.Context(), contract.PurgeScheduleID)
+	_, err = purge.Describe(t.Context())
+	require.Error(t, err, "no purge schedule while Temporal refuses it")
+	require.Positive(t, refused.Load(), "the worker tried")
+
+	refuse.Store(false)
+	testutil.WaitFor(t, 2*time.Minute, func() bool { _, err := purge.Describe(t.Context()); return err == nil },
+		func() string { return fmt.Sprintf("the purge schedule, after %d refusals", refused.Load()) })
 }
 
 // requirePurgeSchedule checks the schedule the central worker created,

@@ -274,13 +274,16 @@ func (s *stack) received() map[string]int {
 	return counts
 }
 
-func (s *stack) startCentral() {
+func (s *stack) startCentral() { s.startCentralWith(s.client) }
+
+// startCentralWith runs the central worker in this process on tc.
+func (s *stack) startCentralWith(tc client.Client) {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, s.client, s.cfg.Temporal.Namespace, s.log))
+	require.NoError(s.t, workers.EnsureSearchAttributes(ctx, tc, s.cfg.Temporal.Namespace, s.log))
 	opts, err := fromconfig.Central(s.cfg.Central, s.cfg.Temporal)
 	require.NoError(s.t, err)
-	central, err := workers.NewCentral(ctx, opts, s.client, s.metrics.Registry, s.log)
+	central, err := workers.NewCentral(ctx, opts, tc, s.metrics.Registry, s.log)
 	require.NoError(s.t, err)
 	s.centralURL = "http://" + central.Addr()
 	done := make(chan error, 1)
