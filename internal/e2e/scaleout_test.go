@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -24,16 +23,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/testutil"
 	"github.com/outpost-dev/outpost/site"
 )
-
-// scaleOutLoad is how many notifications and cached calls
-// TestTwoCentralWorkersDeliverOnceThroughKills sends: 400 and 100 by
-// default (CI), the full 2,000 and 500 with OUTPOST_E2E_FULL=1.
-func scaleOutLoad() (notifications, calls int) {
-	if os.Getenv("OUTPOST_E2E_FULL") == "1" {
-		return 2000, 500
-	}
-	return 400, 100
-}
 
 // Two `outpost central` processes share one PostgreSQL central store (each
 // its own config and folder, as on two hosts). The SMTP server refuses
@@ -52,7 +41,7 @@ func scaleOutLoad() (notifications, calls int) {
 // site's worker, so they cannot overlap across central workers: they are
 // counted at the target, once each.
 func TestTwoCentralWorkersDeliverOnceThroughKills(t *testing.T) {
-	notes, calls := scaleOutLoad()
+	const notes, calls = 2000, 500
 	s := newStack(t, func(c *config.Config) {
 		c.Central.SMTP.RetryInterval, c.Central.SMTP.MaxRetries = 3*time.Second, 1000
 		erp := c.Site.ExternalSystems["erp"]
