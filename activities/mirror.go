@@ -16,7 +16,7 @@ type MirrorActivities struct {
 
 // MirrorSiteCalls upserts a telemetry batch with its audit events.
 func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []contract.TrackedOperation) (int, error) {
-	return a.Store.UpsertSiteCalls(ctx, rows, siteCallEvents(rows)...)
+	return a.Store.UpsertSiteCallsAudited(ctx, rows, siteCallEvents)
 }
 
 // siteCallEvents is the audit rows of every row's change, stale ones

@@ -2,8 +2,10 @@ package centralstore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,8 +153,8 @@ func upsertWhileTheTurnIsHeld(t *testing.T, store *Store, batches []queuedBatch)
 // whileTheTurnIsHeld empties store's WAL and holds its write turn while
 // write(0) to write(n-1) run, each in its own goroutine; once all of them
 // wait in the queue, it gives the turn back and returns their errors in
-// order.
-func whileTheTurnIsHeld(t *testing.T, store *Store, n int, write func(i int) error) []error {
+// order. whileWaiting runs while every write waits.
+func whileTheTurnIsHeld(t *testing.T, store *Store, n int, write func(i int) error, whileWaiting ...func()) []error {
 	t.Helper()
 	emptyWAL(t, store)
 	held, err := store.writing(context.Background())
@@ -164,6 +166,9 @@ func whileTheTurnIsHeld(t *testing.T, store *Store, n int, write func(i int) err
 	}
 	require.Eventually(t, func() bool { return store.queue.len() == n }, 5*time.Second, time.Millisecond,
 		"every write waits in the queue while the turn is held")
+	for _, check := range whileWaiting {
+		check()
+	}
 	held()
 	out := make([]error, n)
 	for i := range results {
@@ -193,6 +198,34 @@ func walSize(t *testing.T, path string) int64 {
 
 // take hands out the oldest writes up to maxMergedRows rows, and always at
 // least one, however big: a write over the bound is made alone.
+// Upserts waiting for the write turn have not made their audit events yet:
+// each write makes them when it is written (UpsertSiteCallsAudited), so
+// the batches of many sites waiting at once hold only their rows.
+func TestSQLiteQueuedUpsertsMakeTheirEventsWhenWritten(t *testing.T) {
+	store := openSQLiteForTest(t)
+	var made atomic.Int32
+	eventsOf := func(rows []contract.TrackedOperation) []AuditEvent {
+		made.Add(1)
+		return []AuditEvent{{EventID: "call/" + rows[0].OperationID + "/enqueued", OperationID: rows[0].OperationID,
+			Kind: contract.KindExternalCall, SiteID: "plant-1", Event: AuditEnqueued, Status: contract.StatusPending, At: rows[0].CreatedAt}}
+	}
+	errs := whileTheTurnIsHeld(t, store, 3, func(i int) error {
+		_, err := store.UpsertSiteCallsAudited(context.Background(), []contract.TrackedOperation{queuedCall(fmt.Sprintf("lazy-%d", i))}, eventsOf)
+		return err
+	}, func() {
+		require.Zero(t, made.Load(), "no write made its events while it waited for the turn")
+	})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 3, made.Load())
+	for i := range 3 {
+		events, err := store.ListAuditEvents(context.Background(), fmt.Sprintf("lazy-%d", i))
+		require.NoError(t, err)
+		require.Len(t, events, 1, "lazy-%d's event stored with its row", i)
+	}
+}
+
 func TestWriteQueueTakesTheOldestUpToTheBound(t *testing.T) {
 	batch := func(rows int) *queuedWrite {
 		return &queuedWrite{rows: rows, done: make(chan struct{})}
