@@ -447,11 +447,6 @@ func askedDelay(err error) time.Duration {
 	return 0
 }
 
-// deadlineExceededType is the type Temporal gives an activity's error when
-// the activity returned its context's context.DeadlineExceeded: the Go
-// type's name.
-const deadlineExceededType = "deadlineExceededError"
-
 // describe is the activity's own message, without Temporal's wrapping. An
 // attempt that outlived its StartToClose timeout ends either way, whichever
 // comes first (under load either does): Temporal's timer fires (a
@@ -461,7 +456,7 @@ const deadlineExceededType = "deadlineExceededError"
 func describe(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		if appErr.Type() == deadlineExceededType {
+		if appErr.Type() == temporalcontract.DeadlineExceededType {
 			return "delivery attempt timed out: " + appErr.Message()
 		}
 		return appErr.Message()

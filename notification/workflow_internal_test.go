@@ -9,6 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // An attempt that outlived its timeout reads "timed out" whichever side
@@ -27,6 +30,9 @@ func TestDescribeTimedOutAttempts(t *testing.T) {
 	}{
 		"the attempt returned its context's error": {
 			overTheWire(context.DeadlineExceeded), "delivery attempt timed out: context deadline exceeded"},
+		"the first attempt returned its context's error, with the row it recorded": {
+			overTheWire(temporalcontract.WithRecorded(context.DeadlineExceeded, contract.RecordNotificationResult{})),
+			"delivery attempt timed out: context deadline exceeded"},
 		"Temporal's timer fired": {
 			temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), "delivery attempt timed out: "},
 		"the worker stopped heartbeating": {

@@ -7,6 +7,7 @@
 package temporalcontract
 
 import (
+	"context"
 	"errors"
 
 	"go.temporal.io/sdk/temporal"
@@ -32,9 +33,15 @@ var SearchAttributes = []temporal.SearchAttributeKeyKeyword{AttrStatus, AttrKind
 // that recorded the row and then failed to deliver: err with the recorded
 // row and policy as its details, which the workflow takes instead of
 // recording the row again. Its message, type, retryability and asked delay
-// are err's: they make the row's last error and its next status.
+// are err's: they make the row's last error and its next status. An
+// attempt that returned its context's deadline error keeps the type
+// Temporal gives that error (DeadlineExceededType), so it reads as timed
+// out whichever way it ends: its own error, or Temporal's timeout.
 func WithRecorded(err error, recorded contract.RecordNotificationResult) error {
 	msg, errType := err.Error(), ""
+	if err == context.DeadlineExceeded {
+		errType = DeadlineExceededType
+	}
 	opts := temporal.ApplicationErrorOptions{Details: []any{recorded}}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
@@ -43,6 +50,11 @@ func WithRecorded(err error, recorded contract.RecordNotificationResult) error {
 	}
 	return temporal.NewApplicationErrorWithOptions(msg, errType, opts)
 }
+
+// DeadlineExceededType is the type Temporal gives an activity's error when
+// the activity returned its context's context.DeadlineExceeded: the Go
+// type's name.
+const DeadlineExceededType = "deadlineExceededError"
 
 // RecordedBy is the row and policy a failed first attempt carries
 // (WithRecorded); false for any other failure, including one whose details
