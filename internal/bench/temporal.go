@@ -30,11 +30,17 @@ type temporalServer struct {
 // bound it (about 110 starts/s on 2 cores against 300 in memory) and would
 // hide the site's share of every figure.
 func (r *run) startTemporal(ctx context.Context, name string) (*temporalServer, error) {
-	r.step("%s: starting a Temporal dev server (the first run on a machine builds the pinned CLI: about three minutes)", name)
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
+	return r.startTemporalAt(ctx, name, addr)
+}
+
+// startTemporalAt is startTemporal with the frontend at addr: a site
+// daemon started earlier against addr finds central there from then on.
+func (r *run) startTemporalAt(ctx context.Context, name, addr string) (*temporalServer, error) {
+	r.step("%s: starting a Temporal dev server (the first run on a machine builds the pinned CLI: about three minutes)", name)
 	log, err := os.Create(r.path(name + "-temporal.log"))
 	if err != nil {
 		return nil, fmt.Errorf("create dev server log: %w", err)
