@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outpost-dev/outpost/internal/linkproxy"
 	"github.com/outpost-dev/outpost/site"
 )
 
@@ -22,13 +23,16 @@ func weekPoll(n int) time.Duration {
 var weekBursts = []float64{0.75, 0.5, 0.25}
 
 // drainWeek is a week-long outage drained: WeekBacklog notifications
-// prefilled, a site daemon process started on them while its central is
-// unreachable (nothing listens at its Temporal address yet), scripts
-// enqueueing once (the enqueue alone: the daemon forwards nothing), then a
-// dev server with no worker started at that address, so the daemon drains
-// the backlog to it. While it drains, scripts enqueue at three depths;
-// once it is empty, once more on the same daemon. The rows: the drain's
-// rate over the last tenth of the backlog against its first tenth, the
+// prefilled, a site daemon process started on them whose Temporal address
+// is a link proxy in this process, cut: central is unreachable. Scripts
+// enqueue on its store (the enqueue alone: the daemon forwards nothing);
+// a dev server with no worker starts behind the proxy, and bare
+// SignalWithStart calls time it fresh; the proxy heals and the daemon
+// drains the backlog while the scripts enqueue at three depths; once the
+// buffer is empty the proxy is cut again, the scripts enqueue alone once
+// more, and bare calls time the server full. The rows: the drain's rate
+// over the last tenth of the backlog against its first tenth (unjudged
+// when the bare calls show the server itself slowed past the target), the
 // daemon's peak RSS over it all against an idle daemon's, and the enqueue
 // during the drain against the enqueue alone.
 func (r *run) drainWeek(ctx context.Context) (rows []Row, err error) {
@@ -37,11 +41,13 @@ func (r *run) drainWeek(ctx context.Context) (rows []Row, err error) {
 	if err := prefill(ctx, store, r.body(), n, 0); err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	link, err := linkproxy.Listen()
 	if err != nil {
 		return nil, err
 	}
-	p, err := r.startSiteProcess(ctx, SectionDrainWeek, benchSite, store, addr)
+	defer link.Close()
+	link.Cut()
+	p, err := r.startSiteProcess(ctx, SectionDrainWeek, benchSite, store, link.Addr())
 	if err != nil {
 		return nil, err
 	}
@@ -55,15 +61,21 @@ func (r *run) drainWeek(ctx context.Context) (rows []Row, err error) {
 	if err := w.enqueue(ctx, &w.alone, "before the drain, central unreachable"); err != nil {
 		return nil, err
 	}
-	srv, err := r.startTemporalAt(ctx, SectionDrainWeek, addr)
+	srv, err := r.startTemporal(ctx, SectionDrainWeek)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = joinStop(err, srv.stop()) }()
-	if err := w.drain(ctx); err != nil {
-		return nil, fmt.Errorf("%w (site log: %s)", err, p.log)
-	}
-	if err := w.enqueue(ctx, &w.alone, "after the drain"); err != nil {
+	link.SetTarget(srv.addr)
+	bare, err := r.bareAround(ctx, SectionDrainWeek, srv.client(), min(r.opts.Handoff, n), func() error {
+		link.Heal()
+		if err := w.drain(ctx); err != nil {
+			return fmt.Errorf("%w (site log: %s)", err, p.log)
+		}
+		link.Cut()
+		return w.enqueue(ctx, &w.alone, "after the drain, central unreachable")
+	})
+	if err != nil {
 		return nil, err
 	}
 	mem, err := p.memory()
@@ -77,7 +89,7 @@ func (r *run) drainWeek(ctx context.Context) (rows []Row, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("idle daemon: %w", err)
 	}
-	return w.rows(mem, idle, p.cpu()), nil
+	return w.rows(mem, idle, p.cpu(), bare), nil
 }
 
 // weekDrain is the drain-week section under way.
@@ -200,20 +212,29 @@ func (w *weekDrain) wait(ctx context.Context, deadline time.Time, timeout time.D
 	return nil
 }
 
-func (w *weekDrain) rows(mem, idle memory, cpu time.Duration) []Row {
+// weekTarget is the least the last tenth's rate may be of the first's.
+const weekTarget = 0.8
+
+func (w *weekDrain) rows(mem, idle memory, cpu time.Duration, bare bareRuns) []Row {
 	backlog := thousands(int64(w.n))
 	rate := compare(SectionDrainWeek, "drain "+backlog+" backlog: rate over its last 10%", w.last.rate(), "/s",
-		Figure{Name: "rate over its first 10%, same drain", Value: w.first.rate(), Unit: "/s"}).atLeastRatio(0.8).
-		withDetail("first: %s notifications in %.1f s, last: %s in %.1f s; the daemon process drained %s (the backlog and the scripts' %s), %s of them in %.1f s (%.0f/s) from the first count that saw a hand-off, using %.1f CPU-s from its start; the buffer counted every %s",
+		Figure{Name: "rate over its first 10%, same drain", Value: w.first.rate(), Unit: "/s"}).atLeastRatio(weekTarget).
+		withDetail("first: %s notifications in %.1f s, last: %s in %.1f s; the daemon process drained %s (the backlog and the scripts' %s), %s of them in %.1f s (%.0f/s) from the first count that saw a hand-off, using %.1f CPU-s from its start; the buffer counted every %s; the dev server alone: %s",
 			thousands(int64(w.first.n)), w.first.took.Seconds(), thousands(int64(w.last.n)), w.last.took.Seconds(),
-			thousands(int64(w.drained)), thousands(int64(w.drained-w.n)), thousands(int64(w.all.n)), w.all.took.Seconds(), w.all.rate(), cpu.Seconds(), weekPoll(w.n))
+			thousands(int64(w.drained)), thousands(int64(w.drained-w.n)), thousands(int64(w.all.n)), w.all.took.Seconds(), w.all.rate(), cpu.Seconds(), weekPoll(w.n), bare)
+	// The dev server keeps every workflow in memory and slows as it
+	// fills: when its own starts slowed past the target, the drain's
+	// ratio says nothing about the site.
+	if slowed := bare.before.Seconds() / bare.after.Seconds() * float64(bare.n-bare.n/2) / float64(bare.n/2); slowed < weekTarget {
+		rate = rate.unjudged(fmt.Sprintf("the dev server slowed as it filled: bare SignalWithStart ran at %.2f× its fresh rate after the drain", slowed))
+	}
 	peak := compare(SectionDrainWeek, "drain "+backlog+": site peak RSS", mem.peak, "MiB",
 		Figure{Name: "idle site daemon, empty store", Value: idle.peak, Unit: "MiB"}).atMost(100).
 		withDetail("VmHWM of the daemon process over the whole drain and the enqueues (VmRSS %.1f MiB at the end); idle: VmHWM after %s", mem.rss, idleFor)
 	during, alone := sumRuns(w.during), sumRuns(w.alone)
 	enqueue := compare(SectionDrainWeek, fmt.Sprintf("enqueue, %d callers (SDK Notify), during the %s drain", targetCallers, backlog), during.rate(), "/s",
 		Figure{Name: "the same alone, same daemon, before and after", Value: alone.rate(), Unit: "/s"}).atLeastRatio(0.8).
-		withDetail("%s notifications each time, on the daemon's store file; during, at three depths: %s; alone: before the drain (central unreachable) %s, after it %s",
+		withDetail("%s notifications each time, on the daemon's store file; during, at three depths: %s; alone (central unreachable): before the drain %s, after it %s",
 			thousands(int64(w.burst)), runRates(w.during), runRates(w.alone[:1]), runRates(w.alone[1:]))
 	return []Row{rate, peak, enqueue}
 }
