@@ -128,8 +128,8 @@ time on the same file system, and checks the targets (PASS/MISS):
            and per telemetry change (docs/deploying.md's capacity table).
 
 The Temporal sections start the pinned dev server (the first run builds it:
-about three minutes); run from the checkout. A full run takes 24 to 36
-minutes on 2 cores and 23 GB of disk in --dir (tables alone: 10 to 15
+about three minutes); run from the checkout. A full run (every section but
+drain-week) takes 29 to 41 minutes on 2 cores and 23 GB of disk in --dir (tables alone: 10 to 15
 minutes and 20 GB); the temporary directory is
 removed unless --keep, and kept with its logs when the run fails. Progress
 goes to stderr, the table (or --json) to stdout. Ratios, not figures, are
