@@ -26,7 +26,8 @@ var weekBursts = []float64{0.75, 0.5, 0.25}
 // prefilled, a site daemon process started on them whose Temporal address
 // is a link proxy in this process, cut: central is unreachable. Scripts
 // enqueue on its store (the enqueue alone: the daemon forwards nothing);
-// a dev server with no worker starts behind the proxy, and bare
+// a dev server with no worker and its state on disk (startTemporalOnDisk)
+// starts behind the proxy, and bare
 // SignalWithStart calls time it fresh; the proxy heals and the daemon
 // drains the backlog while the scripts enqueue at three depths; once the
 // buffer is empty the proxy is cut again, the scripts enqueue alone once
@@ -61,7 +62,7 @@ func (r *run) drainWeek(ctx context.Context) (rows []Row, err error) {
 	if err := w.enqueue(ctx, &w.alone, "before the drain, central unreachable"); err != nil {
 		return nil, err
 	}
-	srv, err := r.startTemporal(ctx, SectionDrainWeek)
+	srv, err := r.startTemporalOnDisk(ctx, SectionDrainWeek)
 	if err != nil {
 		return nil, err
 	}
