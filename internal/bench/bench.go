@@ -67,7 +67,7 @@ var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionE
 
 // OptIn lists the sections a run without Only leaves out, each too long
 // for the bench everyone runs: drain-week drains a million notifications
-// at the dev server's pace, about 45 minutes on 2 cores.
+// at the pace of a dev server with its state on disk, hours on 2 cores.
 var OptIn = []string{SectionDrainWeek}
 
 // Options says what to run and how big. Defaults are the full sizes.

@@ -46,10 +46,11 @@ time on the same file system, and checks the targets (PASS/MISS):
   drain    a site daemon (its own process) draining a --drain backlog to a
            dev server: time and peak RSS, against the idle daemon's RSS.
   drain-week
-           a week-long outage drained (not in a run without --only: about
-           45 minutes at the default size on 2 cores): a site daemon process
-           started on a --week-backlog backlog while central is unreachable,
-           then a dev server at its address. The drain's rate over the last
+           a week-long outage drained (not in a run without --only: hours
+           and 20 GB at the default size on 2 cores, the dev server's state
+           on disk): a site daemon process started on a --week-backlog
+           backlog with its link to central cut, then a dev server behind
+           the link. The drain's rate over the last
            10% of the backlog against its first 10% (target >= 0.8x), its
            peak RSS over the whole drain against an idle daemon's (target
            <= 100 MiB), and 64 scripts' SDK enqueue on its store at three
