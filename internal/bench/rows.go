@@ -219,8 +219,8 @@ const prefillChunk = 50000
 // seconds rather than hours. The rows are the SDK's (payloads, HLC
 // timestamps, hash chain), so the daemon forwards them as its own. Calls
 // are spread evenly among the notifications and have the ids callID(0…).
-// The file is written as fast as SQLite writes it: without a journal,
-// synced once at the end, the secondary indexes dropped and built again
+// The file is written as fast as SQLite writes it: without a journal or
+// a sync, the secondary indexes dropped and built again
 // over the full tables (a sorted build instead of an insert at a random
 // place per row); then it is in WAL mode with the site's exact schema.
 func prefill(ctx context.Context, path, body string, notifications, calls int) error {
@@ -237,8 +237,9 @@ func prefill(ctx context.Context, path, body string, notifications, calls int) e
 
 // bulkLoad runs load on db's one connection with no journal, no syncs and
 // the secondary indexes of the buffer and tracking tables dropped, then
-// builds the indexes again, syncs the file and puts it back in WAL mode.
-// A failed load leaves the file unusable: the run fails with it.
+// builds the indexes again and puts the file back in WAL mode. Nothing is
+// synced: a crash fails the run, whose files nobody needs after it, and a
+// failed load leaves the file unusable for the same reason.
 func bulkLoad(ctx context.Context, db *sql.DB, load func() error) error {
 	// One connection, so the pragmas hold for every statement; a big page
 	// cache keeps the inserts and the index builds from rereading B-trees.
@@ -263,9 +264,9 @@ func bulkLoad(ctx context.Context, db *sql.DB, load func() error) error {
 			return err
 		}
 	}
-	// FULL again before leaving no journal, so the switch to WAL syncs
-	// what the load wrote.
-	return execAll(ctx, db, `PRAGMA synchronous = FULL`, `PRAGMA journal_mode = WAL`)
+	// The journal mode is the file's, the sync setting the connection's:
+	// the site's connections set their own.
+	return execAll(ctx, db, `PRAGMA journal_mode = WAL`)
 }
 
 // index is a secondary index: its name and the statement that makes it.
