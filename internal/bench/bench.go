@@ -35,10 +35,16 @@ const (
 	SectionEndToEnd = "e2e"
 	// SectionDrain is a site daemon draining a backlog.
 	SectionDrain = "drain"
+	// SectionDrainWeek is a site daemon draining a week-long outage's
+	// backlog while scripts enqueue; opt-in (see OptIn).
+	SectionDrainWeek = "drain-week"
 	// SectionWAN is the forwarder draining a backlog over a long link.
 	SectionWAN = "wan"
 	// SectionStatus is Tracking.Status and the daemon's RSS on a big store.
 	SectionStatus = "status"
+	// SectionGrowth is enqueue and Status on a site store of ten million
+	// rows against the same on an empty one.
+	SectionGrowth = "growth"
 	// SectionBrowse is the list of every notification on a big central store.
 	SectionBrowse = "browse"
 	// SectionTables is central's reads and purge on tables of a year.
@@ -57,7 +63,12 @@ const (
 )
 
 // Sections lists every section in run order.
-var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionWAN, SectionStatus, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap, SectionFleet, SectionReplication, SectionCluster}
+var Sections = []string{SectionEnqueue, SectionLatency, SectionHandoff, SectionEndToEnd, SectionDrain, SectionDrainWeek, SectionWAN, SectionStatus, SectionGrowth, SectionBrowse, SectionTables, SectionTelemetry, SectionAirgap, SectionFleet, SectionReplication, SectionCluster}
+
+// OptIn lists the sections a run without Only leaves out, each too long
+// for the bench everyone runs: drain-week drains a million notifications
+// at the pace of a dev server with its state on disk, hours on 2 cores.
+var OptIn = []string{SectionDrainWeek}
 
 // Options says what to run and how big. Defaults are the full sizes.
 type Options struct {
@@ -68,7 +79,7 @@ type Options struct {
 	// Keep leaves the temporary directory in place. It is always kept when
 	// the run fails. Default false.
 	Keep bool `json:"keep"`
-	// Only names the sections to run. Default: all (Sections).
+	// Only names the sections to run. Default: all (Sections) but OptIn.
 	Only []string `json:"only,omitempty"`
 	// Callers are the concurrent caller counts of the enqueue section.
 	// Default 1, 8, 64 (the targets apply at 64).
@@ -95,6 +106,9 @@ type Options struct {
 	EndToEnd int `json:"e2e"`
 	// Drain is the backlog the site daemon drains. Default 50000.
 	Drain int `json:"drain"`
+	// WeekBacklog is the backlog the drain-week section's daemon drains.
+	// Default 1000000.
+	WeekBacklog int `json:"weekBacklog"`
 	// WAN is the backlog the wan section drains at each round trip.
 	// Default 5000.
 	WAN int `json:"wan"`
@@ -103,8 +117,11 @@ type Options struct {
 	// Default 1000000.
 	Rows int `json:"rows"`
 	// StatusRequests is how many GET /v1/operations/{id} the status section
-	// times. Default 10000.
+	// times, and the growth section on each of its stores. Default 10000.
 	StatusRequests int `json:"statusRequests"`
+	// GrowthRows is how many buffered rows the growth section's big site
+	// store holds, made like the status section's. Default 10000000.
+	GrowthRows int `json:"growthRows"`
 	// BrowseRows is how many notifications the browse section's central
 	// store holds. Default 1000000.
 	BrowseRows int `json:"browseRows"`
@@ -145,7 +162,7 @@ func Defaults() Options {
 	return Options{
 		Callers: []int{1, 8, 64}, PayloadBytes: 512, EnqueueDuration: 5 * time.Second,
 		Rate: 5000, LatencyDuration: 10 * time.Second, Handoff: 5000, Parallelism: 8,
-		EndToEnd: 1000, Drain: 50000, WAN: 5000, Rows: 1000000, StatusRequests: 10000, BrowseRows: 1000000, BrowseRequests: 500,
+		EndToEnd: 1000, Drain: 50000, WeekBacklog: 1000000, WAN: 5000, Rows: 1000000, StatusRequests: 10000, GrowthRows: 10000000, BrowseRows: 1000000, BrowseRequests: 500,
 		TableRows: 10000000, TableRequests: 200, PurgeRows: 1000000, TelemetryRows: 100000, AirgapEntries: 100000,
 		FleetSites: 200, FleetNotifications: 3, FleetCalls: 200,
 	}
@@ -176,6 +193,10 @@ func (o Options) Validate() error {
 		return errors.New("handoff and e2e need at least 2 notifications (the bare loop runs in two halves)")
 	case o.Drain < 1 || o.WAN < 2 || o.Rows < 2 || o.StatusRequests < 1:
 		return errors.New("drain and status requests must be positive, wan and rows at least 2")
+	case o.WeekBacklog < 1000:
+		return fmt.Errorf("week backlog must be at least 1000 (its tenths are timed), got %d", o.WeekBacklog)
+	case o.GrowthRows < 2*growthSmallCalls:
+		return fmt.Errorf("growth rows must be at least %d (more calls than the small store's %d), got %d", 2*growthSmallCalls, growthSmallCalls, o.GrowthRows)
 	case o.BrowseRows < 10 || o.BrowseRequests < 1:
 		return errors.New("browse rows must be at least 10 and browse requests positive")
 	case o.TableRows < 1000 || o.TableRequests < 1:
@@ -193,7 +214,10 @@ func (o Options) Validate() error {
 }
 
 func (o Options) runs(section string) bool {
-	return len(o.Only) == 0 || slices.Contains(o.Only, section)
+	if len(o.Only) == 0 {
+		return !slices.Contains(OptIn, section)
+	}
+	return slices.Contains(o.Only, section)
 }
 
 // run is one benchmark run: its options, its temporary directory, the log
@@ -212,8 +236,10 @@ var sections = map[string]func(*run, context.Context) ([]Row, error){
 	SectionHandoff:     (*run).handoff,
 	SectionEndToEnd:    (*run).endToEnd,
 	SectionDrain:       (*run).drain,
+	SectionDrainWeek:   (*run).drainWeek,
 	SectionWAN:         (*run).wan,
 	SectionStatus:      (*run).status,
+	SectionGrowth:      (*run).growth,
 	SectionBrowse:      (*run).browse,
 	SectionTables:      (*run).tables,
 	SectionTelemetry:   (*run).telemetry,

@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/bench"
 	"github.com/outpost-dev/outpost/internal/cli"
+	"github.com/outpost-dev/outpost/internal/sqlitedb"
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
@@ -54,6 +57,7 @@ func quick(t *testing.T) bench.Options {
 	opts.Rate, opts.LatencyDuration = 500, time.Second
 	opts.Handoff, opts.Parallelism, opts.EndToEnd = 40, 4, 20
 	opts.Drain, opts.WAN, opts.Rows, opts.StatusRequests = 60, 40, 2000, 50
+	opts.GrowthRows, opts.WeekBacklog = 4000, 2000
 	opts.BrowseRows, opts.BrowseRequests = 3000, 20
 	opts.TableRows, opts.TableRequests, opts.PurgeRows = 20000, 10, 2000
 	opts.TelemetryRows, opts.AirgapEntries = 2000, 2000
@@ -76,6 +80,10 @@ func TestQuickRun(t *testing.T) {
 		require.InDelta(t, row.Value/row.Baseline.Value, row.Ratio, 1e-9, "%s", row.Measure)
 	}
 	for _, s := range bench.Sections {
+		if slices.Contains(bench.OptIn, s) {
+			require.Zero(t, sections[s], "opt-in section %s ran without --only", s)
+			continue
+		}
 		require.Positive(t, sections[s], "section %s has no rows", s)
 	}
 	require.Equal(t, 2*len(opts.Callers), sections[bench.SectionEnqueue], "each caller count against both baselines")
@@ -242,6 +250,112 @@ func TestCluster(t *testing.T) {
 		}
 		require.Regexp(t, `central workers \d+\.\d\d ms, Temporal servers \d+\.\d\d ms, PostgreSQL \d+\.\d\d ms`, detail, m)
 	}
+}
+
+// TestGrowth runs the growth section at a tiny size and checks its two
+// rows, their targets, and that the big store held what the rows say.
+func TestGrowth(t *testing.T) {
+	testutil.SkipIfShort(t)
+	opts := quick(t)
+	opts.Only, opts.GrowthRows, opts.Keep = []string{bench.SectionGrowth}, 20000, true
+	report, err := bench.Run(context.Background(), opts)
+	require.NoError(t, err)
+	require.Len(t, report.Rows, 2)
+
+	enqueue, status := report.Rows[0], report.Rows[1]
+	require.Equal(t, "enqueue, 64 callers (SDK Notify), 20,000-row store", enqueue.Measure)
+	require.Equal(t, "the same on an empty store", enqueue.Baseline.Name)
+	require.Equal(t, "≥ 0.8×", enqueue.Target.Text)
+	require.Equal(t, enqueue.Ratio >= 0.8, enqueue.Target.Pass)
+	require.Equal(t, "Status p99, 20,000-row store", status.Measure)
+	require.Equal(t, "Status p99, store of 1,000 calls", status.Baseline.Name)
+	require.Equal(t, "≤ 1.25×", status.Target.Text)
+	require.Equal(t, status.Ratio <= 1.25, status.Target.Pass)
+	for _, row := range report.Rows {
+		require.Positive(t, row.Value, row.Measure)
+		require.Positive(t, row.Baseline.Value, row.Measure)
+		require.InDelta(t, row.Value/row.Baseline.Value, row.Ratio, 1e-9, row.Measure)
+		require.Regexp(t, `prefilled 20,000 rows in \d+\.\d s \([0-9,]+ rows/s\); the store held [0-9,]+ buffer rows and 10,000 tracking rows at the end`, row.Detail)
+	}
+	require.Contains(t, status.Detail, "50 random prefilled ids on each store's daemon process")
+
+	// The kept store holds the prefilled rows and what the enqueue added.
+	db, err := sqlitedb.Open(context.Background(), filepath.Join(report.Dir, "growth-site.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	var buffered, tracked, notified int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM buffer`).Scan(&buffered))
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM tracking`).Scan(&tracked))
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM job_log`).Scan(&notified))
+	require.Equal(t, 10000, tracked)
+	require.Positive(t, notified, "the enqueue wrote to the big store")
+	require.Equal(t, 20000+notified, buffered)
+	require.Contains(t, enqueue.Detail, fmt.Sprintf("the store held %s buffer rows", thousandsOf(buffered)))
+}
+
+// TestDrainWeek runs the drain-week section at a tiny size: the daemon
+// process drains a backlog it was started on while central was
+// unreachable, scripts enqueue on its store before, during and after, and
+// every row is there with its target and figures that can be true.
+func TestDrainWeek(t *testing.T) {
+	testutil.SkipIfShort(t)
+	opts := quick(t)
+	opts.Only = []string{bench.SectionDrainWeek}
+	report, err := bench.Run(context.Background(), opts)
+	require.NoError(t, err)
+	require.Len(t, report.Rows, 3)
+	for _, row := range report.Rows {
+		require.Equal(t, bench.SectionDrainWeek, row.Section)
+		require.Positive(t, row.Value, row.Measure)
+		require.Positive(t, row.Baseline.Value, row.Measure)
+		require.InDelta(t, row.Value/row.Baseline.Value, row.Ratio, 1e-9, row.Measure)
+		require.NotNil(t, row.Target, row.Measure)
+	}
+
+	rate, peak, enqueue := report.Rows[0], report.Rows[1], report.Rows[2]
+	require.Equal(t, "drain 2,000 backlog: rate over its last 10%", rate.Measure)
+	require.Equal(t, "rate over its first 10%, same drain", rate.Baseline.Name)
+	require.Equal(t, "≥ 0.8×", rate.Target.Text)
+	if rate.Target.Unjudged != "" {
+		require.False(t, rate.Target.Pass, "an unjudged target passes nothing")
+		require.Regexp(t, `^the dev server slowed as it filled: bare SignalWithStart ran at 0\.\d\d× its fresh rate after the drain$`, rate.Target.Unjudged)
+	} else {
+		require.Equal(t, rate.Ratio >= 0.8, rate.Target.Pass)
+	}
+	require.Regexp(t, `; the dev server alone: 40 calls in \d+\.\d\d s \(\d+\.\d\d s before, \d+\.\d\d s after\)$`, rate.Detail)
+	// The backlog and the scripts' 4 enqueues of 64 (before, three during,
+	// after: the last one is not drained) went through the daemon.
+	m := regexp.MustCompile(`^first: ([0-9,]+) notifications in \d+\.\d s, last: ([0-9,]+) in \d+\.\d s; the daemon process drained 2,256 \(the backlog and the scripts' 256\), [0-9,]+ of them in`).FindStringSubmatch(rate.Detail)
+	require.NotNil(t, m, rate.Detail)
+	first, last := atoi(t, m[1]), atoi(t, m[2])
+	require.GreaterOrEqual(t, first, 200, "the first window spans a tenth of the backlog")
+	require.Positive(t, last)
+	require.LessOrEqual(t, last, 200, "the last window is within the last tenth")
+
+	require.Equal(t, "drain 2,000: site peak RSS", peak.Measure)
+	require.Equal(t, "≤ 100 MiB", peak.Target.Text)
+	require.Equal(t, peak.Value <= 100, peak.Target.Pass)
+
+	require.Equal(t, "enqueue, 64 callers (SDK Notify), during the 2,000 drain", enqueue.Measure)
+	require.Equal(t, "the same alone, same daemon, before and after", enqueue.Baseline.Name)
+	require.Equal(t, "≥ 0.8×", enqueue.Target.Text)
+	require.Equal(t, enqueue.Ratio >= 0.8, enqueue.Target.Pass)
+	require.Regexp(t, `^64 notifications each time, on the daemon's store file; during, at three depths: [0-9,]+/s and [0-9,]+/s and [0-9,]+/s; alone \(central unreachable\): before the drain [0-9,]+/s, after it [0-9,]+/s$`, enqueue.Detail)
+}
+
+func atoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(strings.ReplaceAll(s, ",", ""))
+	require.NoError(t, err)
+	return n
+}
+
+// thousandsOf renders n as the report does: 41230 → "41,230".
+func thousandsOf(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func TestOptionsRejectUnknownSection(t *testing.T) {

@@ -103,11 +103,19 @@ func rates(rs []float64) string {
 	return strings.Join(parts, " and ")
 }
 
-// sdkRate is Notify calls per second from callers goroutines.
+// sdkRate is Notify calls per second from callers goroutines on a fresh store.
 func (r *run) sdkRate(ctx context.Context, callers int) (float64, error) {
-	c, err := site.Open(ctx, r.path(fmt.Sprintf("enqueue-sdk-%d.db", callers)), siteOptions())
+	n, took, err := r.notifyFor(ctx, r.path(fmt.Sprintf("enqueue-sdk-%d.db", callers)), callers, r.opts.EnqueueDuration)
+	return perSecond(n, took), err
+}
+
+// notifyFor opens the store at path through the SDK, warms it up with one
+// Notify, then calls Notify from callers goroutines for d, and returns
+// how many completed and how long they took.
+func (r *run) notifyFor(ctx context.Context, path string, callers int, d time.Duration) (int, time.Duration, error) {
+	c, err := site.Open(ctx, path, siteOptions())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer c.Close()
 	body := r.body()
@@ -116,10 +124,9 @@ func (r *run) sdkRate(ctx context.Context, callers int) (float64, error) {
 		return err
 	}
 	if err := notify(ctx, 0); err != nil { // warm up: the first write sets up the file
-		return 0, err
+		return 0, 0, err
 	}
-	n, took, err := closedLoop(ctx, callers, r.opts.EnqueueDuration, notify)
-	return perSecond(n, took), err
+	return closedLoop(ctx, callers, d, notify)
 }
 
 // rawInserts is one writer inserting prebuilt rows rawBatch per

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/dbtx"
@@ -122,10 +123,22 @@ func (m *rowMaker) stamp(row bufferRow, now time.Time) bufferRow {
 	return row
 }
 
+// callEpoch is the time of callID(0): the prefilled calls' ids are version 7
+// UUIDs of callEpoch plus i milliseconds, in the order of i like the ids
+// the SDK makes (site.NewID), so the prefill appends to the primary keys
+// instead of writing all over them.
+var callEpoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+
 // callID is the id of the i-th prefilled cached call: derived from i, so
-// the status section picks random existing ids without keeping a list.
+// the status sections pick random existing ids without keeping a list.
 func callID(i int) string {
-	return uuid.NewSHA1(uuid.NameSpaceOID, []byte("outpost-bench-call-"+strconv.Itoa(i))).String()
+	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte("outpost-bench-call-"+strconv.Itoa(i)))
+	ms := uint64(callEpoch) + uint64(i)
+	for b := range 6 {
+		id[b] = byte(ms >> (40 - 8*b))
+	}
+	id[6] = 0x70 | id[6]&0x0f // version 7; SHA-1 already set the variant
+	return id.String()
 }
 
 const insertBufferSQL = `INSERT INTO buffer (message_id, category, tracked_operation_id, target, payload,
@@ -198,7 +211,7 @@ func insertTracking(ctx context.Context, tx *sql.Tx, calls []bufferRow, seq int6
 }
 
 // prefillChunk is how many rows one prefill transaction writes.
-const prefillChunk = 10000
+const prefillChunk = 50000
 
 // prefill writes notifications and calls (cached calls waiting for their
 // hand-off: a tracking row and a buffer row each) straight into a fresh site
@@ -206,28 +219,122 @@ const prefillChunk = 10000
 // seconds rather than hours. The rows are the SDK's (payloads, HLC
 // timestamps, hash chain), so the daemon forwards them as its own. Calls
 // are spread evenly among the notifications and have the ids callID(0…).
+// The file is written as fast as SQLite writes it: without a journal or
+// a sync, the secondary indexes dropped and built again
+// over the full tables (a sorted build instead of an insert at a random
+// place per row); then it is in WAL mode with the site's exact schema.
 func prefill(ctx context.Context, path, body string, notifications, calls int) error {
 	db, err := openRaw(ctx, path)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	// One connection, so the pragma below holds for every statement; a
-	// big page cache keeps random-id inserts from rereading the B-trees.
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, `PRAGMA cache_size = -262144`); err != nil {
-		return fmt.Errorf("prefill %s: %w", path, err)
-	}
-	p := &prefiller{maker: newRowMaker(body), total: notifications + calls, calls: calls}
-	for p.done < p.total {
-		if err := dbtx.Run(ctx, db, func(tx *sql.Tx) error { return p.chunk(ctx, tx) }); err != nil {
-			return fmt.Errorf("prefill %s: %w", path, err)
-		}
-	}
-	if err := dbtx.Run(ctx, db, p.saveHeads(ctx)); err != nil {
+	if err := bulkLoad(ctx, db, func() error { return fillRows(ctx, db, body, notifications, calls) }); err != nil {
 		return fmt.Errorf("prefill %s: %w", path, err)
 	}
 	return nil
+}
+
+// bulkLoad runs load on db's one connection with no journal, no syncs and
+// the secondary indexes of the buffer and tracking tables dropped, then
+// builds the indexes again and puts the file back in WAL mode. Nothing is
+// synced: a crash fails the run, whose files nobody needs after it, and a
+// failed load leaves the file unusable for the same reason.
+func bulkLoad(ctx context.Context, db *sql.DB, load func() error) error {
+	// One connection, so the pragmas hold for every statement; a big page
+	// cache keeps the inserts and the index builds from rereading B-trees.
+	db.SetMaxOpenConns(1)
+	if err := execAll(ctx, db, `PRAGMA cache_size = -262144`, `PRAGMA journal_mode = OFF`, `PRAGMA synchronous = OFF`); err != nil {
+		return err
+	}
+	indexes, err := secondaryIndexes(ctx, db)
+	if err != nil {
+		return err
+	}
+	for _, ix := range indexes {
+		if err := execAll(ctx, db, `DROP INDEX `+ix.name); err != nil {
+			return err
+		}
+	}
+	if err := load(); err != nil {
+		return err
+	}
+	for _, ix := range indexes {
+		if err := execAll(ctx, db, ix.sql); err != nil {
+			return err
+		}
+	}
+	// The journal mode is the file's, the sync setting the connection's:
+	// the site's connections set their own.
+	return execAll(ctx, db, `PRAGMA journal_mode = WAL`)
+}
+
+// index is a secondary index: its name and the statement that makes it.
+type index struct{ name, sql string }
+
+// secondaryIndexes are the indexes of the buffer and tracking tables that
+// can be dropped (a primary key's cannot, and has no statement).
+func secondaryIndexes(ctx context.Context, db *sql.DB) ([]index, error) {
+	rows, err := db.QueryContext(ctx, `SELECT name, sql FROM sqlite_master
+		WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ('buffer', 'tracking') ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list the indexes to drop: %w", err)
+	}
+	defer rows.Close()
+	var out []index
+	for rows.Next() {
+		var ix index
+		if err := rows.Scan(&ix.name, &ix.sql); err != nil {
+			return nil, fmt.Errorf("list the indexes to drop: %w", err)
+		}
+		out = append(out, ix)
+	}
+	return out, rows.Err()
+}
+
+func execAll(ctx context.Context, db *sql.DB, statements ...string) error {
+	for _, q := range statements {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// fillRows writes the rows in transactions of prefillChunk, each built
+// while the one before it is written, then the chain head and the change
+// counter.
+func fillRows(ctx context.Context, db *sql.DB, body string, notifications, calls int) error {
+	p := &prefiller{maker: newRowMaker(body), total: notifications + calls, calls: calls}
+	g, gctx := errgroup.WithContext(ctx)
+	built := make(chan prefillChunkRows, 1)
+	g.Go(func() error {
+		defer close(built)
+		for p.done < p.total {
+			c, err := p.build()
+			if err != nil {
+				return err
+			}
+			select {
+			case built <- c:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	g.Go(func() error {
+		for c := range built {
+			if err := dbtx.Run(gctx, db, c.insert(gctx)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return dbtx.Run(ctx, db, p.saveHeads(ctx))
 }
 
 // prefiller is a prefill under way.
@@ -238,31 +345,39 @@ type prefiller struct {
 	callsDone    int
 }
 
-// chunk writes the next prefillChunk rows.
-func (p *prefiller) chunk(ctx context.Context, tx *sql.Tx) error {
-	end := min(p.done+prefillChunk, p.total)
-	rows := make([]bufferRow, 0, end-p.done)
-	var calls []bufferRow
-	now := time.Now()
-	for i := p.done; i < end; i++ {
-		// Row i is a call when the calls' even share steps up at i.
-		row, err := p.next(i, len(calls), now)
-		if err != nil {
+// prefillChunkRows is one transaction's rows: calls are the cached calls
+// among them, whose change numbers follow seq.
+type prefillChunkRows struct {
+	rows, calls []bufferRow
+	seq         int64
+}
+
+func (c prefillChunkRows) insert(ctx context.Context) func(*sql.Tx) error {
+	return func(tx *sql.Tx) error {
+		if err := insertBuffer(ctx, tx, c.rows); err != nil {
 			return err
 		}
-		if row.TrackedOperationID != "" {
-			calls = append(calls, row)
+		return insertTracking(ctx, tx, c.calls, c.seq)
+	}
+}
+
+// build makes the next prefillChunk rows.
+func (p *prefiller) build() (prefillChunkRows, error) {
+	end := min(p.done+prefillChunk, p.total)
+	c := prefillChunkRows{rows: make([]bufferRow, 0, end-p.done), seq: int64(p.callsDone)}
+	now := time.Now()
+	for i := p.done; i < end; i++ {
+		row, err := p.next(i, len(c.calls), now)
+		if err != nil {
+			return c, err
 		}
-		rows = append(rows, row)
+		if row.TrackedOperationID != "" {
+			c.calls = append(c.calls, row)
+		}
+		c.rows = append(c.rows, row)
 	}
-	if err := insertBuffer(ctx, tx, rows); err != nil {
-		return err
-	}
-	if err := insertTracking(ctx, tx, calls, int64(p.callsDone)); err != nil {
-		return err
-	}
-	p.done, p.callsDone = end, p.callsDone+len(calls)
-	return nil
+	p.done, p.callsDone = end, p.callsDone+len(c.calls)
+	return c, nil
 }
 
 // next is row i: a call when the calls' even share steps up at i, else a

@@ -46,6 +46,17 @@ time on the same file system, and checks the targets (PASS/MISS):
            interval's timer (target: <= 3).
   drain    a site daemon (its own process) draining a --drain backlog to a
            dev server: time and peak RSS, against the idle daemon's RSS.
+  drain-week
+           a week-long outage drained (not in a run without --only: hours
+           and 20 GB at the default size on 2 cores, the dev server's state
+           on disk): a site daemon process started on a --week-backlog
+           backlog with its link to central cut, then a dev server behind
+           the link. The drain's rate over the last
+           10% of the backlog against its first 10% (target >= 0.8x), its
+           peak RSS over the whole drain against an idle daemon's (target
+           <= 100 MiB), and 64 scripts' SDK enqueue on its store at three
+           depths during the drain against the same before (central
+           unreachable) and after it (target >= 0.8x).
   wan      the forwarder draining a --wan backlog through a proxy that
            makes the link to the dev server a 300 ms round trip, against
            the same drain on loopback (rates at 30 and 600 ms in the
@@ -54,6 +65,14 @@ time on the same file system, and checks the targets (PASS/MISS):
            holds --rows buffered rows with central unreachable: p50/p99
            against GET /healthz on the same daemon, and the daemon's RSS.
            Targets: p99 <= 1 ms, peak RSS (VmHWM) <= 100 MiB.
+  growth   cost flat as the site store grows: on a store prefilled with
+           --growth-rows buffered rows (made like the status section's;
+           the fill's time in the details), enqueue through the SDK at 64
+           callers against the same on an empty store (half before, half
+           after), and Status p99 on a daemon process against a daemon on a
+           store of 1,000 calls, alternating. Targets: enqueue >= 0.8x,
+           Status p99 <= 1.25x. About 11 GB in --dir at the default size
+           (removed when the section ends unless --keep).
   browse   the list of every notification (outbox page, 'outpost
            notifications list') on a central store of --browse-rows
            notifications: first, deep and filtered pages' p99 against a
@@ -111,8 +130,8 @@ time on the same file system, and checks the targets (PASS/MISS):
            and per telemetry change (docs/deploying.md's capacity table).
 
 The Temporal sections start the pinned dev server (the first run builds it:
-about three minutes); run from the checkout. A full run takes 24 to 36
-minutes on 2 cores and 23 GB of disk in --dir (tables alone: 10 to 15
+about three minutes); run from the checkout. A full run (every section but
+drain-week) takes 29 to 41 minutes on 2 cores and 23 GB of disk in --dir (tables alone: 10 to 15
 minutes and 20 GB); the temporary directory is
 removed unless --keep, and kept with its logs when the run fails. Progress
 goes to stderr, the table (or --json) to stdout. Ratios, not figures, are
@@ -127,13 +146,15 @@ Example:
   go run ./cmd/outpost bench
   go run ./cmd/outpost bench --only enqueue,latency --callers 64
   go run ./cmd/outpost bench --only status --rows 100000 --json | jq '.rows[]'
+  go run ./cmd/outpost bench --only growth --growth-rows 1000000
+  go run ./cmd/outpost bench --only drain-week --week-backlog 100000
   go run ./cmd/outpost bench --only tables --table-rows 1000000 --purge-rows 300000
   go run ./cmd/outpost bench --only fleet --fleet-sites 50
   go run ./cmd/outpost bench --only cluster
   go build -buildvcs=true -o /tmp/outpost ./cmd/outpost && /tmp/outpost bench --markdown`,
 	run: func(ctx context.Context, env Env, fs *flag.FlagSet, args []string) error {
 		opts := bench.Defaults()
-		only := fs.String("only", "", "run only these comma-separated `SECTIONS` ("+strings.Join(bench.Sections, ", ")+")")
+		only := fs.String("only", "", "run only these comma-separated `SECTIONS` ("+strings.Join(bench.Sections, ", ")+"; without it, all but "+strings.Join(bench.OptIn, ", ")+")")
 		callers := fs.String("callers", joinInts(opts.Callers), "comma-separated concurrent caller `COUNTS` of the enqueue section")
 		asJSON := fs.Bool("json", false, "print JSON instead of a table")
 		asMarkdown := fs.Bool("markdown", false, "print the table as docs/performance.md's \"Latest full run\" section")
@@ -147,9 +168,11 @@ Example:
 		fs.IntVar(&opts.Parallelism, "parallelism", opts.Parallelism, "hand-offs (and bare starts) in flight at once")
 		fs.IntVar(&opts.EndToEnd, "e2e", opts.EndToEnd, "notifications the e2e section delivers (and bare workflows it runs)")
 		fs.IntVar(&opts.Drain, "drain", opts.Drain, "backlog the drain section's daemon drains")
+		fs.IntVar(&opts.WeekBacklog, "week-backlog", opts.WeekBacklog, "backlog the drain-week section's daemon drains")
 		fs.IntVar(&opts.WAN, "wan", opts.WAN, "backlog the wan section drains at each round trip")
 		fs.IntVar(&opts.Rows, "rows", opts.Rows, "buffered rows in the status section's store (half cached calls with tracking rows)")
-		fs.IntVar(&opts.StatusRequests, "status-requests", opts.StatusRequests, "Status requests the status section times")
+		fs.IntVar(&opts.StatusRequests, "status-requests", opts.StatusRequests, "Status requests the status section times (and the growth section on each store)")
+		fs.IntVar(&opts.GrowthRows, "growth-rows", opts.GrowthRows, "buffered rows in the growth section's big store (half cached calls with tracking rows)")
 		fs.IntVar(&opts.BrowseRows, "browse-rows", opts.BrowseRows, "notifications in the browse section's central store")
 		fs.IntVar(&opts.BrowseRequests, "browse-requests", opts.BrowseRequests, "pages of each kind the browse section times")
 		fs.IntVar(&opts.TableRows, "table-rows", opts.TableRows, "notifications, and as many site_calls rows, in the tables section's central store")
