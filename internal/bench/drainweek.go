@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/outpost-dev/outpost/internal/linkproxy"
@@ -58,8 +59,8 @@ func (r *run) drainWeek(ctx context.Context) (rows []Row, err error) {
 		return nil, err
 	}
 	defer scripts.Close()
-	w := &weekDrain{r: r, n: n, scripts: scripts, daemon: p, burst: max(n/50, targetCallers)}
-	if err := w.enqueue(ctx, &w.alone, "before the drain, central unreachable"); err != nil {
+	w := &weekDrain{r: r, n: n, scripts: scripts, daemon: p, burst: max(n/50, targetCallers), aloneCPU: &burstCPU{}, duringCPU: &burstCPU{}}
+	if err := w.enqueue(ctx, &w.alone, w.aloneCPU, "before the drain, central unreachable"); err != nil {
 		return nil, err
 	}
 	srv, err := r.startTemporalOnDisk(ctx, SectionDrainWeek)
@@ -68,13 +69,16 @@ func (r *run) drainWeek(ctx context.Context) (rows []Row, err error) {
 	}
 	defer func() { err = joinStop(err, srv.stop()) }()
 	link.SetTarget(srv.addr)
+	if w.serverPID, err = srv.pid(); err != nil {
+		return nil, err
+	}
 	bare, err := r.bareAround(ctx, SectionDrainWeek, srv.client(), min(r.opts.Handoff, n), func() error {
 		link.Heal()
 		if err := w.drain(ctx); err != nil {
 			return fmt.Errorf("%w (site log: %s)", err, p.log)
 		}
 		link.Cut()
-		return w.enqueue(ctx, &w.alone, "after the drain, central unreachable")
+		return w.enqueue(ctx, &w.alone, w.aloneCPU, "after the drain, central unreachable")
 	})
 	if err != nil {
 		return nil, err
@@ -101,8 +105,13 @@ type weekDrain struct {
 	daemon  *childProcess
 	// burst is how many Notify calls each enqueue makes.
 	burst int
-	// alone and during are the enqueues without the drain and during it.
-	alone, during []closedLoopRun
+	// alone and during are the enqueues without the drain and during it,
+	// aloneCPU and duringCPU what the daemon and the dev server used
+	// meanwhile.
+	alone, during       []closedLoopRun
+	aloneCPU, duringCPU *burstCPU
+	// serverPID is the dev server's process, once it runs.
+	serverPID int
 	// first and last are the first and the last tenth of the backlog,
 	// between two counts of the buffer each; all is the whole drain, from
 	// the count that saw the first hand-off, of every row it handed off
@@ -112,21 +121,59 @@ type weekDrain struct {
 	drained int
 }
 
-// enqueue times burst Notify calls from targetCallers scripts and adds the
-// run to runs.
-func (w *weekDrain) enqueue(ctx context.Context, runs *[]closedLoopRun, when string) error {
+// enqueue times burst Notify calls from targetCallers scripts, adds the
+// run to runs and the CPU the daemon and the dev server used meanwhile to
+// cpu: the machine's cores are what the scripts share with them.
+func (w *weekDrain) enqueue(ctx context.Context, runs *[]closedLoopRun, cpu *burstCPU, when string) error {
 	w.r.step("drain-week: scripts enqueue %s notifications, %d at a time, %s", thousands(int64(w.burst)), targetCallers, when)
 	body := w.r.body()
+	before, err := w.cpu()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	err := parallel(ctx, w.burst, targetCallers, func(ctx context.Context, _ int) error {
+	err = parallel(ctx, w.burst, targetCallers, func(ctx context.Context, _ int) error {
 		_, err := w.scripts.Notify(ctx, benchList, benchSubject, body)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", when, err)
 	}
-	*runs = append(*runs, closedLoopRun{n: w.burst, took: time.Since(start)})
+	run := closedLoopRun{n: w.burst, took: time.Since(start)}
+	after, err := w.cpu()
+	if err != nil {
+		return err
+	}
+	*runs = append(*runs, run)
+	cpu.daemon += after.daemon - before.daemon
+	cpu.server += after.server - before.server
+	cpu.took += run.took
 	return nil
+}
+
+// burstCPU is the CPU the daemon and the dev server used over enqueues
+// that took took.
+type burstCPU struct {
+	daemon, server, took time.Duration
+}
+
+// cores is each one's CPU a second of the enqueues.
+func (c burstCPU) String() string {
+	return fmt.Sprintf("the daemon %.2f cores, the dev server %.2f", c.daemon.Seconds()/c.took.Seconds(), c.server.Seconds()/c.took.Seconds())
+}
+
+// cpu reads the daemon's and the dev server's CPU so far (the server's 0
+// before it runs).
+func (w *weekDrain) cpu() (burstCPU, error) {
+	var c burstCPU
+	var err error
+	if c.daemon, err = processCPU(w.daemon.cmd.Process.Pid); err != nil {
+		return c, err
+	}
+	if w.serverPID != 0 {
+		c.server, err = processCPU(w.serverPID)
+	}
+	return c, err
 }
 
 // drain counts the buffer every weekPoll until it is empty, noting the
@@ -163,7 +210,7 @@ func (w *weekDrain) drain(ctx context.Context) error {
 			}
 		case len(bursts) > 0:
 			if depth <= int(bursts[0]*float64(backlog)) {
-				if err := w.enqueue(ctx, &w.during, fmt.Sprintf("during the drain (%s buffered)", thousands(int64(depth)))); err != nil {
+				if err := w.enqueue(ctx, &w.during, w.duringCPU, fmt.Sprintf("during the drain (%s buffered)", thousands(int64(depth)))); err != nil {
 					return err
 				}
 				bursts, backlog = bursts[1:], backlog+w.burst
@@ -235,8 +282,8 @@ func (w *weekDrain) rows(mem, idle memory, cpu time.Duration, bare bareRuns) []R
 	during, alone := sumRuns(w.during), sumRuns(w.alone)
 	enqueue := compare(SectionDrainWeek, fmt.Sprintf("enqueue, %d callers (SDK Notify), during the %s drain", targetCallers, backlog), during.rate(), "/s",
 		Figure{Name: "the same alone, same daemon, before and after", Value: alone.rate(), Unit: "/s"}).atLeastRatio(0.8).
-		withDetail("%s notifications each time, on the daemon's store file; during, at three depths: %s; alone (central unreachable): before the drain %s, after it %s",
-			thousands(int64(w.burst)), runRates(w.during), runRates(w.alone[:1]), runRates(w.alone[1:]))
+		withDetail("%s notifications each time, on the daemon's store file; during, at three depths: %s; alone (central unreachable): before the drain %s, after it %s; meanwhile, during: %s; alone: %s (of the machine's %d)",
+			thousands(int64(w.burst)), runRates(w.during), runRates(w.alone[:1]), runRates(w.alone[1:]), w.duringCPU, w.aloneCPU, runtime.NumCPU())
 	return []Row{rate, peak, enqueue}
 }
 
