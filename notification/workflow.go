@@ -151,7 +151,12 @@ func (n *notificationRun) afterRecord(ctx workflow.Context) (contract.Notificati
 		return n.state, n.setStatusAttr(ctx)
 	}
 	if n.state.Status != contract.StatusPending {
-		// A previous run left it Retrying or Parked: restart its cycle cleanly.
+		// An earlier run, or this run's first workflow task lost with its
+		// worker after it recorded a failed attempt, left it Retrying or
+		// Parked: restart its cycle cleanly, numbering attempts after the
+		// failed ones the row counts, whose audit events are stored (an
+		// attempt numbered again would be stored as the one before).
+		n.attempts = max(n.attempts, n.state.RetryCount)
 		if err := n.update(ctx, contract.NotificationUpdate{Status: contract.StatusPending, LastError: n.state.LastError}); err != nil || n.finished() {
 			return n.endCancelled(ctx, err)
 		}

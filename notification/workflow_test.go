@@ -543,6 +543,29 @@ func (s *notificationSuite) TestEarlierRunsParkedRowIsDeliveredAfresh() {
 	s.Equal([]string{"Pending", "Delivered"}, s.statusAttrs)
 }
 
+// A row left Retrying after one failed attempt (a first workflow task lost
+// with its worker after it recorded the attempt) numbers the next attempt
+// 2: attempt 1's audit event is stored, and a second attempt 1 would be
+// stored as it.
+func (s *notificationSuite) TestAttemptsAfterALeftRetryingRowAreNumberedOn() {
+	s.records = append(s.records, recordAnswer{res: contract.RecordNotificationResult{
+		State:  contract.NotificationState{NotificationID: sub.NotificationID, Status: contract.StatusRetrying, RetryCount: 1},
+		Policy: policy,
+	}})
+	s.deliver = func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
+		if len(s.attempts) == 1 {
+			return contract.DeliverNotificationResult{}, transient
+		}
+		return delivered(), nil
+	}
+	s.execute()
+	s.Equal(contract.StatusDelivered, s.result().Status)
+	s.Require().Len(s.attempts, 2)
+	s.Equal(2, s.attempts[0].Attempt)
+	s.Equal(3, s.attempts[1].Attempt)
+	s.Equal(2, s.updates[1].Attempt, "the failed attempt's event is attempt 2's")
+}
+
 func (s *notificationSuite) TestDuplicateSubmitIsIgnored() {
 	s.recordAs(contract.StatusPending)
 	s.deliver = func(context.Context, contract.DeliverNotificationInput) (contract.DeliverNotificationResult, error) {
