@@ -123,7 +123,7 @@ func BenchmarkWriterBatchesOf64(b *testing.B) {
 		for ; len(batch) < 64 && done < b.N; done++ {
 			batch = append(batch, s.enqueueWrite(context.Background(), []NewMessage{benchMessage(int64(done), payload)}, new([]Message)))
 		}
-		s.writer.commit(batch[0], func(_ *write, arrived func(*write), _ func()) []*write {
+		s.writer.commit(batch[0], func(_ *write, arrived func(*write)) []*write {
 			for _, w := range batch {
 				arrived(w)
 			}

@@ -365,15 +365,14 @@ func operations(batch []*write) int {
 }
 
 // gatherFunc collects a batch that starts with first, calling arrived on
-// each write, first included, as it joins, and idle before it waits for
-// the next.
-type gatherFunc func(first *write, arrived func(*write), idle func()) []*write
+// each write, first included, as it joins.
+type gatherFunc func(first *write, arrived func(*write)) []*write
 
 // gather adds writes to first until the batch holds its row limit, or as
 // many writes as the last batch (the callers it answered are likely back),
 // or delay has passed. Writes already waiting are always taken: under load
 // a batch grows to the callers present, and one fsync serves them all.
-func (c *committer) gather(first *write, arrived func(*write), idle func()) []*write {
+func (c *committer) gather(first *write, arrived func(*write)) []*write {
 	var batch []*write
 	rows := 0
 	add := func(w *write) {
@@ -396,13 +395,6 @@ drain:
 	timer := time.NewTimer(c.delay)
 	defer timer.Stop()
 	for rows < c.batch && len(batch) < c.expected {
-		select {
-		case w := <-c.writes:
-			add(w)
-			continue
-		default:
-		}
-		idle()
 		select {
 		case w := <-c.writes:
 			add(w)
@@ -445,8 +437,11 @@ func (c *committer) commit(first *write, gather gatherFunc) []*write {
 // back, where the writer used to wait idle (about 15% of its time at 64
 // callers). The transaction's write lock is held meanwhile, at most delay
 // longer than before; readers are not blocked (WAL). The rows of enqueues
-// go in appendChunk at a time, and whenever the writer would wait for the
-// next write (run, flushAppended).
+// go in appendChunk at a time (run, flushAppended): most of them still as
+// the callers come back, and the rest, fewer than appendChunk, before the
+// commit. Inserting the rows waiting whenever the writer would wait for a
+// caller, as few as one, cost more CPU per row at 64 callers (BenchmarkNotify)
+// than it gained: on 2 cores the callers need that CPU to come back.
 //
 // A write that fails (a duplicate id, an operation already terminal) gets
 // its error; the writes after it are gathered but not run, and the batch
@@ -457,7 +452,7 @@ func (c *committer) commit(first *write, gather gatherFunc) []*write {
 func (c *committer) runBatch(first *write, gather gatherFunc) ([]*write, []error, *Change) {
 	wtx, err := c.begin()
 	if err != nil {
-		return failAll(gather(first, func(*write) {}, func() {}), err)
+		return failAll(gather(first, func(*write) {}), err)
 	}
 	defer wtx.tx.Rollback() // a no-op after Commit
 	standby := c.repl.standby.Load()
@@ -474,10 +469,6 @@ func (c *committer) runBatch(first *write, gather gatherFunc) ([]*write, []error
 			}
 		}
 		results = append(results, err)
-	}, func() {
-		if !failed {
-			failed = wtx.flushAppended() != nil // retry finds whose rows failed
-		}
 	})
 	if !failed {
 		failed = wtx.flushAppended() != nil

@@ -161,9 +161,8 @@ func TestWritesRunAsTheyJoinTheBatch(t *testing.T) {
 	}
 	batch := []*write{counted(1, msg(1)), counted(2, msg(2))}
 	var ranBeforeSecond []int
-	s.writer.commit(batch[0], func(first *write, arrived func(*write), idle func()) []*write {
+	s.writer.commit(batch[0], func(first *write, arrived func(*write)) []*write {
 		arrived(first)
-		idle()
 		ranBeforeSecond = append(ranBeforeSecond, ran...)
 		arrived(batch[1])
 		return batch
@@ -220,9 +219,8 @@ func TestBatchFailsWhenItsFileIsReplacedWhileItGathers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "site.db")
 	s := openTest(t, path, nil)
 	batch := []*write{enqueueWrite(s, msg(1)), enqueueWrite(s, msg(2))}
-	s.writer.commit(batch[0], func(first *write, arrived func(*write), idle func()) []*write {
+	s.writer.commit(batch[0], func(first *write, arrived func(*write)) []*write {
 		arrived(first)
-		idle()
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			require.NoError(t, os.Remove(path+suffix))
 		}
@@ -238,7 +236,7 @@ func TestBatchFailsWhenItsFileIsReplacedWhileItGathers(t *testing.T) {
 
 // commitGiven commits batch as one batch, its writes joining in order.
 func commitGiven(s *Store, batch []*write) {
-	s.writer.commit(batch[0], func(_ *write, arrived func(*write), _ func()) []*write {
+	s.writer.commit(batch[0], func(_ *write, arrived func(*write)) []*write {
 		for _, w := range batch {
 			arrived(w)
 		}
