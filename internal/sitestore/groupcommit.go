@@ -471,7 +471,7 @@ func (c *committer) runBatch(first *write, gather gatherFunc) ([]*write, []error
 		results = append(results, err)
 	})
 	if !failed {
-		failed = wtx.flushAppended() != nil
+		failed = wtx.flushAppended() != nil // retry finds whose row failed
 	}
 	switch {
 	case failed:
