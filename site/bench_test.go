@@ -7,9 +7,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // Notify from concurrent callers, the SDK's hot path and the "enqueue, N
@@ -30,7 +31,7 @@ func BenchmarkNotify(b *testing.B) {
 			b.ResetTimer()
 			var next atomic.Int64
 			var wg sync.WaitGroup
-			start, cpu0 := time.Now(), cpuTime()
+			start, cpu0 := time.Now(), testutil.ProcessCPU()
 			for range callers {
 				wg.Add(1)
 				go func() {
@@ -45,16 +46,7 @@ func BenchmarkNotify(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "notify/s")
-			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64((testutil.ProcessCPU()-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-us/op")
 		})
 	}
-}
-
-// cpuTime is the CPU time the process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
 // The hot path of a site: durable enqueue through the group-commit writer,
@@ -117,7 +117,7 @@ func execRaw(ctx context.Context, stmts rawStmts, i int64, payload []byte) error
 func BenchmarkWriterBatchesOf64(b *testing.B) {
 	s, payload := openBench(b), benchPayload()
 	b.ResetTimer()
-	start, cpu := time.Now(), cpuTime()
+	start, cpu := time.Now(), testutil.ProcessCPU()
 	for done := 0; done < b.N; {
 		var batch []*write
 		for ; len(batch) < 64 && done < b.N; done++ {
@@ -142,22 +142,13 @@ func BenchmarkWriterBatchesOf64(b *testing.B) {
 // start and cpu.
 func reportRows(b *testing.B, start time.Time, cpu time.Duration) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
-	b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-us/row")
-}
-
-// cpuTime is the CPU time the process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((testutil.ProcessCPU()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-us/row")
 }
 
 func BenchmarkRawInsertBatchesOf100(b *testing.B) {
 	s, payload, ctx := openBench(b), benchPayload(), context.Background()
 	b.ResetTimer()
-	start, cpu := time.Now(), cpuTime()
+	start, cpu := time.Now(), testutil.ProcessCPU()
 	for done := 0; done < b.N; {
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
