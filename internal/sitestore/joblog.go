@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -39,17 +40,30 @@ const (
 // inOneTx with :id and :now).
 const ackOnlineSQL = `UPDATE job_log SET acked = 1, acked_at = :now WHERE job_id = :id AND acked = 0`
 
-const insertJobLogSQL = `INSERT INTO job_log (node, job_id, kind, hlc, payload, payload_hash, prev_link, link, enqueued_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// insertJobLogSQL inserts one job-log entry; insertJobLogRowSQL is the
+// entry's values, which a multi-row insert repeats (appendChunk).
+const (
+	insertJobLogSQL = `INSERT INTO job_log (node, job_id, kind, hlc, payload, payload_hash, prev_link, link, enqueued_at)
+	VALUES ` + insertJobLogRowSQL
+	insertJobLogRowSQL = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
 
 // insertJobLogEntry appends m, as stamped for the buffer, to its node's log.
 func insertJobLogEntry(tx *writeTx, m Message) error {
-	_, err := tx.execPrepared(tx.stmts.insertJobLog, insertJobLogSQL, m.Provenance.Node, m.ID, m.Category, m.HLC.String(), m.Payload,
-		m.PayloadHash, m.PrevLink, m.Link, m.CreatedAt.UnixNano())
+	_, err := tx.execPrepared(tx.stmts.insertJobLog, insertJobLogSQL, appendJobLogArgs(nil, m, m.HLC.String())...)
 	if err != nil {
 		return fmt.Errorf("append %s %s to the job log: %w", m.Category, m.ID, err)
 	}
 	return nil
+}
+
+// jobLogColumns is how many values a job-log entry has in insertJobLogSQL.
+var jobLogColumns = strings.Count(insertJobLogRowSQL, "?")
+
+// appendJobLogArgs appends the values of m's job-log entry, whose HLC
+// timestamp as text is ts, to args.
+func appendJobLogArgs(args []any, m Message, ts string) []any {
+	return append(args, m.Provenance.Node, m.ID, m.Category, ts, m.Payload, m.PayloadHash, m.PrevLink, m.Link, m.CreatedAt.UnixNano())
 }
 
 // claimKey records m's idempotency key (its id) with its request hash. It

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -359,10 +360,16 @@ func (s *Store) Commits() int64 { return s.writer.commits.Load() }
 // Enqueue returns nil every message is on disk.
 func (s *Store) Enqueue(ctx context.Context, msgs ...NewMessage) ([]Message, error) {
 	var stored []Message
-	if err := s.writer.do(ctx, len(msgs), s.appendWrite(msgs, &stored)); err != nil {
+	if err := s.writer.submit(ctx, s.enqueueWrite(ctx, msgs, &stored)); err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
 	return stored, nil
+}
+
+// enqueueWrite is the writer's write of Enqueue; stored receives msgs as
+// stored.
+func (s *Store) enqueueWrite(ctx context.Context, msgs []NewMessage, stored *[]Message) *write {
+	return &write{ctx: ctx, rows: len(msgs), fn: s.appendWrite(msgs, stored), appends: true, done: make(chan error, 1)}
 }
 
 // appendWrite is the write that appends msgs to the buffer; stored receives
@@ -400,16 +407,59 @@ func appendMessages(tx *writeTx, now time.Time, msgs []NewMessage, hashes [][]by
 			return nil, err
 		}
 		msg := head.append(m, hashes[i], now)
-		if err := insertMessage(tx, msg); err != nil {
-			return nil, err
-		}
-		if err := insertJobLogEntry(tx, msg); err != nil {
+		if err := tx.insertAppended(msg); err != nil {
 			return nil, err
 		}
 		tx.heads[m.Provenance.Node] = head
 		stored = append(stored, msg)
 	}
 	return stored, nil
+}
+
+// insertAppended inserts msg's buffer row and job-log entry, or, while an
+// enqueue's write runs (writeTx.run), keeps msg for a multi-row insert of
+// appendChunk rows.
+func (tx *writeTx) insertAppended(msg Message) error {
+	if !tx.appending {
+		if err := insertMessage(tx, msg); err != nil {
+			return err
+		}
+		return insertJobLogEntry(tx, msg)
+	}
+	tx.appended = append(tx.appended, msg)
+	if len(tx.appended) < appendChunk {
+		return nil
+	}
+	return tx.flushAppended()
+}
+
+// flushAppended inserts the rows kept by insertAppended, by one statement
+// for their buffer rows and one for their job-log entries. Its error is an
+// *appendedRowsError: the rows are of several writes.
+func (tx *writeTx) flushAppended() error {
+	msgs := tx.appended
+	if len(msgs) == 0 {
+		return nil
+	}
+	tx.appended = tx.appended[:0]
+	buffer, jobLog, err := tx.stmts.appendStatements(tx.ctx, len(msgs))
+	if err != nil {
+		return &appendedRowsError{fmt.Errorf("insert %d enqueued rows: %w", len(msgs), err)}
+	}
+	bufferRows := make([]any, 0, len(msgs)*bufferColumns)
+	jobLogRows := make([]any, 0, len(msgs)*jobLogColumns)
+	for _, m := range msgs {
+		ts := m.HLC.String()
+		bufferRows = appendBufferArgs(bufferRows, m, ts)
+		jobLogRows = appendJobLogArgs(jobLogRows, m, ts)
+	}
+	if _, err := tx.execPrepared(buffer.stmt, buffer.query, bufferRows...); err != nil {
+		return &appendedRowsError{fmt.Errorf("insert %d enqueued rows: %w", len(msgs), err)}
+	}
+	if _, err := tx.execPrepared(jobLog.stmt, jobLog.query, jobLogRows...); err != nil {
+		return &appendedRowsError{fmt.Errorf("append %d enqueued rows to the job log: %w", len(msgs), err)}
+	}
+	return nil
 }
 
 // chainHead is a node's clock and last link, advanced in memory by a batch
@@ -476,18 +526,32 @@ func saveHeads(tx *writeTx) error {
 	return nil
 }
 
-const insertBufferSQL = `INSERT INTO buffer (message_id, category, tracked_operation_id, target, payload,
+// insertBufferSQL inserts one buffer row; insertBufferRowSQL is the row's
+// values, which a multi-row insert repeats (appendChunk).
+const (
+	insertBufferSQL = `INSERT INTO buffer (message_id, category, tracked_operation_id, target, payload,
 	status, created_at, next_attempt_at, site_id, node, instance, script, hlc, payload_hash, prev_link, link, trace_parent)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES ` + insertBufferRowSQL
+	insertBufferRowSQL = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
 
 func insertMessage(tx *writeTx, m Message) error {
-	_, err := tx.execPrepared(tx.stmts.insertBuffer, insertBufferSQL, m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload,
-		m.Status, m.CreatedAt.UnixNano(), m.NextAttemptAt.UnixNano(), m.Provenance.SiteID, m.Provenance.Node,
-		m.Provenance.Instance, m.Provenance.Script, m.HLC.String(), m.PayloadHash, m.PrevLink, m.Link, m.TraceParent)
+	_, err := tx.execPrepared(tx.stmts.insertBuffer, insertBufferSQL, appendBufferArgs(nil, m, m.HLC.String())...)
 	if err != nil {
 		return fmt.Errorf("insert %s %s: %w", m.Category, m.ID, err)
 	}
 	return nil
+}
+
+// bufferColumns is how many values a buffer row has in insertBufferSQL.
+var bufferColumns = strings.Count(insertBufferRowSQL, "?")
+
+// appendBufferArgs appends the values of m's buffer row, whose HLC
+// timestamp as text is ts, to args.
+func appendBufferArgs(args []any, m Message, ts string) []any {
+	return append(args, m.ID, m.Category, m.TrackedOperationID, m.Target, m.Payload,
+		m.Status, m.CreatedAt.UnixNano(), m.NextAttemptAt.UnixNano(), m.Provenance.SiteID, m.Provenance.Node,
+		m.Provenance.Instance, m.Provenance.Script, ts, m.PayloadHash, m.PrevLink, m.Link, m.TraceParent)
 }
 
 const messageColumns = `message_id, category, tracked_operation_id, target, payload, status, retry_count,
