@@ -90,6 +90,10 @@ func TestQuickRun(t *testing.T) {
 	e2e := report.Rows[slices.IndexFunc(report.Rows, func(r bench.Row) bool { return r.Section == bench.SectionEndToEnd })]
 	require.Regexp(t, `the dev server's CPU: \d+\.\d ms a notification, \d+\.\d ms a bare workflow; this process's: \d+\.\d ms and \d+\.\d ms`, e2e.Detail)
 	require.NotContains(t, e2e.Detail, "CPU: 0.0 ms", "the server did work for each side")
+	// The drain is judged against as many bare starts as its backlog, not
+	// a shorter burst (quick's Handoff is below its Drain).
+	drain := report.Rows[slices.IndexFunc(report.Rows, func(r bench.Row) bool { return r.Section == bench.SectionDrain })]
+	require.Equal(t, fmt.Sprintf("bare SignalWithStart, %d in flight, %d", opts.Parallelism, opts.Drain), drain.Baseline.Name)
 
 	var table bytes.Buffer
 	require.NoError(t, report.WriteTable(&table))

@@ -45,9 +45,9 @@ time on the same file system, and checks the targets (PASS/MISS):
            delivered on its first retry, against that plus the retry
            interval's timer (target: <= 3).
   drain    a site daemon (its own process) draining a --drain backlog to a
-           dev server, against bare SignalWithStart calls at the same
-           parallelism (target >= 0.9x); its peak RSS against the idle
-           daemon's.
+           dev server, against as many bare SignalWithStart calls at the
+           same parallelism (target >= 0.9x); its peak RSS against the
+           idle daemon's.
   drain-week
            a week-long outage drained (not in a run without --only: hours
            and 20 GB at the default size on 2 cores, the dev server's state
