@@ -1,0 +1,51 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/converter"
+	"golang.org/x/sync/semaphore"
+)
+
+// TelemetryBudgetBytes is a central worker's telemetry budget: encoded
+// batches of about 9,000 tracking changes, decoded and written at once
+// across every ingest shard the process runs. When a fleet's sites all
+// send at once, each shard takes up to bytesPerIngestWrite of batches a
+// write; without the budget every shard decoded its batches together, and
+// each of two workers held most of the fleet's changes, their audit events
+// and SQL arguments at once (outpost bench --only fleet: 180-210 MiB VmHWM
+// a worker). Two shards' writes fit, so one is decoded while the other is
+// written.
+const TelemetryBudgetBytes = 4 << 20
+
+// TelemetryBudget bounds the bytes of encoded telemetry batches a process
+// decodes and writes at once; a write waits for its share.
+type TelemetryBudget struct {
+	sem  *semaphore.Weighted
+	size int64
+}
+
+// NewTelemetryBudget is a budget of size bytes.
+func NewTelemetryBudget(size int64) *TelemetryBudget {
+	return &TelemetryBudget{sem: semaphore.NewWeighted(size), size: size}
+}
+
+// hold waits until n bytes of the budget are free and takes them; a write
+// larger than the whole budget takes all of it. release gives them back.
+func (b *TelemetryBudget) hold(ctx context.Context, n int64) (release func(), err error) {
+	n = min(n, b.size)
+	if err := b.sem.Acquire(ctx, n); err != nil {
+		return nil, fmt.Errorf("wait for the worker's telemetry budget (%d of %d bytes): %w", n, b.size, err)
+	}
+	return func() { b.sem.Release(n) }, nil
+}
+
+// encodedSize is the bytes of batches' payloads.
+func encodedSize(batches ...converter.RawValue) int64 {
+	var n int64
+	for _, b := range batches {
+		n += int64(len(b.Payload().GetData()))
+	}
+	return n
+}
