@@ -172,7 +172,9 @@ func (s *telemetrySuite) recordMirrors(r *ingestRecorder) *ingestRecorder {
 		return written, nil
 	}
 	s.env.OnActivity(mirrorActs.MirrorTelemetry, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, batches []converter.RawValue) ([]contract.TelemetryWritten, error) { return write(batches) })
+		func(_ context.Context, batches []converter.RawValue) ([]contract.TelemetryWritten, error) {
+			return write(batches)
+		})
 	s.env.OnActivity(mirrorActs.MirrorTelemetryBatch, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, batch converter.RawValue) ([]contract.TelemetryWritten, error) {
 			return write([]converter.RawValue{batch})
