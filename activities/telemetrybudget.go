@@ -9,15 +9,16 @@ import (
 )
 
 // TelemetryBudgetBytes is a central worker's telemetry budget: encoded
-// batches of about 9,000 tracking changes, decoded and written at once
-// across every ingest shard the process runs. When a fleet's sites all
-// send at once, each shard takes up to bytesPerIngestWrite of batches a
-// write; without the budget every shard decoded its batches together, and
-// each of two workers held most of the fleet's changes, their audit events
-// and SQL arguments at once (outpost bench --only fleet: 180-210 MiB VmHWM
-// a worker). Two shards' writes fit, so one is decoded while the other is
-// written.
-const TelemetryBudgetBytes = 4 << 20
+// batches of about 2,400 of a fleet's tracking changes, decoded and
+// written at once across every ingest shard the process runs, one shard's
+// write at a time. When a fleet's sites all send at once, every shard has
+// batches waiting; without the budget each shard decoded its own
+// together, and each of two workers held most of the fleet's changes,
+// their audit events and SQL arguments at once (outpost bench --only
+// fleet: 180-210 MiB VmHWM a worker). Room for a second write, decoded
+// while the first is written, bought the bench no speed: the transaction
+// takes the time, not the decoding.
+const TelemetryBudgetBytes = 1 << 20
 
 // TelemetryBudget bounds the bytes of encoded telemetry batches a process
 // decodes and writes at once; a write waits for its share.

@@ -211,22 +211,22 @@ func (s *telemetrySuite) TestIngestWritesBatchesThatArriveTogetherAtOnce() {
 	s.Equal([][]contract.TrackedOperation{all}, rec.writes, "one write of every batch, in the order they arrived")
 }
 
-// Batches that arrive together are written together up to 2 MiB of them,
+// Batches that arrive together are written together up to 1 MiB of them,
 // as the sites encoded them, a write: a fleet's backlog is not held in
 // memory all at once.
 func (s *telemetrySuite) TestIngestBoundsTheBytesOfOneWrite() {
-	a, b, c := siteBatch("plant-1", 1, 5000), siteBatch("plant-2", 1, 5000), siteBatch("plant-3", 1, 5000)
+	a, b, c := siteBatch("plant-1", 1, 2500), siteBatch("plant-2", 1, 2500), siteBatch("plant-3", 1, 2500)
 	encoded, err := converter.GetDefaultDataConverter().ToPayload(a)
 	s.Require().NoError(err)
-	s.Require().Less(len(encoded.Data), 2<<20, "one batch is under the bound")
-	s.Require().GreaterOrEqual(len(encoded.Data), 1<<20, "and two reach it")
+	s.Require().Less(len(encoded.Data), 1<<20, "one batch is under the bound")
+	s.Require().GreaterOrEqual(2*len(encoded.Data), 1<<20, "and two reach it")
 
 	rec := s.recordMirrors(&ingestRecorder{})
 	s.signalBatches(a, b, c)
 	s.runIngest()
 
 	s.Equal([][]contract.TrackedOperation{slices.Concat(a.Rows, b.Rows), c.Rows}, rec.writes,
-		"the write stops taking batches once it holds 2 MiB")
+		"the write stops taking batches once it holds 1 MiB")
 }
 
 // The ingest answers each site's last change written: how a site learns

@@ -229,13 +229,14 @@ func deleteBatchBySubquery(table, key, where string) string {
 	return `DELETE FROM ` + table + ` WHERE ` + key + ` IN (SELECT ` + key + ` FROM ` + table + ` WHERE ` + where + ` LIMIT ?)`
 }
 
-// writeCache is the page cache of each connection that writes: 8 MiB
-// instead of SQLite's default 2 MiB, enough for the pages one merged write
-// changes (maxMergedRows). It is memory outside Go's heap, filled as pages
-// are read, and a central worker's largest: with 64 MiB, each of two
-// workers ingesting a fleet's telemetry reached 180-210 MiB VmHWM (outpost
-// bench --only fleet), most of it this cache refilled after every commit of
-// the other process.
+// writeCache is the page cache of each connection of the writes' pool:
+// 8 MiB instead of SQLite's default 2 MiB. The writes do not map the file
+// either (memoryMap is for the readers and the purge): a worker's page
+// cache and the pages it mapped count in its memory, and with a 64 MiB
+// cache, then with the map, each of two workers ingesting a fleet's
+// telemetry reached 150-210 MiB VmHWM (outpost bench --only fleet), most
+// of it pages the other process's commits made it read again. The
+// telemetry ingest kept its rate with 8 MiB and no map.
 const writeCache = "cache_size(-8192)"
 
 // purgeCache gives the purge's one connection 64 MiB of SQLite pages.
@@ -250,16 +251,16 @@ const purgeCache = "cache_size(-65536)"
 // its last batch.
 const purgeIdle = time.Minute
 
-// memoryMap maps up to 1 GiB of the file: a page read from the map costs
-// no system call and no copy. In WAL mode every commit of another
-// connection (the purge's, 1,000 rows a transaction) empties a reader's
-// page cache, and the KPIs then read their index pages again: from the
-// map, not through read(2).
+// memoryMap maps up to 1 GiB of the file for the readers and the purge:
+// a page read from the map costs no system call and no copy. In WAL mode
+// every commit of another connection (the purge's, 1,000 rows a
+// transaction) empties a reader's page cache, and the KPIs then read their
+// index pages again: from the map, not through read(2).
 const memoryMap = "mmap_size(1073741824)"
 
 // OpenSQLite opens (creating if needed) the central store in a SQLite file.
 func OpenSQLite(ctx context.Context, path string) (*Store, error) {
-	db, err := sqlitedb.Open(ctx, path, writeCache, memoryMap)
+	db, err := sqlitedb.Open(ctx, path, writeCache)
 	if err != nil {
 		return nil, fmt.Errorf("central store: %w", err)
 	}
