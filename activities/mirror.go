@@ -60,8 +60,10 @@ func (a *MirrorActivities) MirrorTelemetryBatch(ctx context.Context, batch conve
 }
 
 // decodeTelemetry decodes batches into their rows, in order, and each
-// site's last change among them. A batch that does not decode is refused
-// for good: retrying it cannot help.
+// site's last change among them. A RawValue reaches an activity already
+// through the worker's payload codec, if any (payloadcipher), and under it
+// every Outpost worker converts with the SDK's default converter. A batch
+// that does not decode is refused for good: retrying it cannot help.
 func decodeTelemetry(batches []converter.RawValue) ([]contract.TrackedOperation, []contract.TelemetryWritten, error) {
 	var rows []contract.TrackedOperation
 	var written []contract.TelemetryWritten
