@@ -9,16 +9,21 @@ import (
 )
 
 // TelemetryBudgetBytes is a central worker's telemetry budget: encoded
-// batches of about 2,400 of a fleet's tracking changes, decoded and
-// written at once across every ingest shard the process runs, one shard's
-// write at a time. When a fleet's sites all send at once, every shard has
+// batches of about 9,500 of a fleet's tracking changes, decoded and
+// written at once across every ingest shard the process runs, about as
+// many as the store merges into one transaction (centralstore's
+// maxMergedRows). When a fleet's sites all send at once, every shard has
 // batches waiting; without the budget each shard decoded its own
 // together, and each of two workers held most of the fleet's changes,
 // their audit events and SQL arguments at once (outpost bench --only
-// fleet: 180-210 MiB VmHWM a worker). Room for a second write, decoded
-// while the first is written, bought the bench no speed: the transaction
-// takes the time, not the decoding.
-const TelemetryBudgetBytes = 1 << 20
+// fleet: 177-231 MiB VmHWM a worker, 114-129 MiB with this budget). The
+// writes it admits together share a transaction when they wait for the
+// store's turn together: with 1 MiB they carried too little, and the
+// ingest of 200 sites' batches, 8 in flight, fell to 0.64-0.65x of the
+// bulk upserts, where this budget gave 0.82x twice and the code before it
+// 0.78x and 0.88x (outpost bench --only telemetry). With 1 or 2 MiB the
+// fleet's workers peaked at 103-121 MiB.
+const TelemetryBudgetBytes = 4 << 20
 
 // TelemetryBudget bounds the bytes of encoded telemetry batches a process
 // decodes and writes at once; a write waits for its share.

@@ -59,11 +59,11 @@ func IngestTelemetryWorkflow(ctx workflow.Context, batch contract.TelemetryBatch
 const batchesPerIngestRun = 1000
 
 // bytesPerIngestWrite bounds one write's batches, as the sites encoded
-// them: about 2,400 of a fleet's tracking changes, as many as a worker
-// decodes at once (activities.TelemetryBudgetBytes). A write of every
-// batch waiting would hold all their rows, SQL arguments and audit events
-// in the worker's memory at once. A batch not yet taken stays in the
-// signal channel until its turn.
+// them: about 2,400 of a fleet's tracking changes, a quarter of what a
+// worker decodes at once (activities.TelemetryBudgetBytes), so the writes
+// of several shards share it. A write of every batch waiting would hold
+// all their rows, SQL arguments and audit events in the worker's memory at
+// once. A batch not yet taken stays in the signal channel until its turn.
 const bytesPerIngestWrite = 1 << 20
 
 // changeEncodedBatches versions TelemetryIngestWorkflow's writes: from

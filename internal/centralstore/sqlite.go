@@ -232,11 +232,12 @@ func deleteBatchBySubquery(table, key, where string) string {
 // writeCache is the page cache of each connection of the writes' pool:
 // 8 MiB instead of SQLite's default 2 MiB. The writes do not map the file
 // either (memoryMap is for the readers and the purge): a worker's page
-// cache and the pages it mapped count in its memory, and with a 64 MiB
-// cache, then with the map, each of two workers ingesting a fleet's
-// telemetry reached 150-210 MiB VmHWM (outpost bench --only fleet), most
-// of it pages the other process's commits made it read again. The
-// telemetry ingest kept its rate with 8 MiB and no map.
+// cache and the pages of the file it mapped both count in its memory.
+// Two workers ingesting a fleet's telemetry into one file peaked at
+// 177-231 MiB VmHWM each with 64 MiB and the map; with the telemetry
+// budget and 8 MiB, the mapped pages alone were 60-85 MiB of 167-193
+// MiB, and without the map the peaks fell to 118-135 MiB (outpost bench
+// --only fleet), the ingest keeping its rate.
 const writeCache = "cache_size(-8192)"
 
 // purgeCache gives the purge's one connection 64 MiB of SQLite pages.
