@@ -45,3 +45,10 @@ type SettleTerminatedResult struct {
 // ErrTypeCursorAhead fails a pull whose cursor is past the site's last
 // change number: the site's store was replaced.
 const ErrTypeCursorAhead = "CursorAhead"
+
+// TelemetryWritten is the last change of a site that a telemetry write
+// stored: what TelemetryIngestWorkflow answers to QueryTelemetryWritten.
+type TelemetryWritten struct {
+	SiteID string `json:"siteId"`
+	Seq    int64  `json:"seq"`
+}

@@ -165,7 +165,7 @@ func NewCentral(ctx context.Context, cfg CentralOptions, tc client.Client, regis
 	w.RegisterWorkflowWithOptions(workflows.ReconcileSiteWorkflow, workflow.RegisterOptions{Name: contract.WorkflowReconcileSite})
 	w.RegisterWorkflowWithOptions(workflows.PurgeWorkflow, workflow.RegisterOptions{Name: contract.WorkflowPurge})
 	w.RegisterWorkflowWithOptions(notification.LookupWorkflow, workflow.RegisterOptions{Name: contract.WorkflowLookupNotification})
-	w.RegisterActivity(&activities.MirrorActivities{Store: store})
+	w.RegisterActivity(activities.NewMirrorActivities(store))
 	w.RegisterActivity(&activities.AuditActivities{Store: store})
 	w.RegisterActivity(&activities.SettleActivities{Client: tc, Store: store})
 	w.RegisterActivity(&activities.PurgeActivities{Store: store, Retention: cfg.Retention})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -57,23 +58,34 @@ func IngestTelemetryWorkflow(ctx workflow.Context, batch contract.TelemetryBatch
 // signal is an event, so after this many batches the run continues as new.
 const batchesPerIngestRun = 1000
 
-// rowsPerIngestWrite bounds one write's rows: one write of every batch
-// waiting would hold all their rows, SQL arguments and audit events in the
-// worker's memory at once. A signal not yet taken stays encoded until its
-// turn.
-const rowsPerIngestWrite = 5000
+// bytesPerIngestWrite bounds one write's batches, as the sites encoded
+// them: about 2,400 of a fleet's tracking changes, a quarter of what a
+// worker decodes at once (activities.TelemetryBudgetBytes), so the writes
+// of several shards share it. A write of every batch waiting would hold
+// all their rows, SQL arguments and audit events in the worker's memory at
+// once. A batch not yet taken stays in the signal channel until its turn.
+const bytesPerIngestWrite = 1 << 20
+
+// changeEncodedBatches versions TelemetryIngestWorkflow's writes: from
+// version 1 the workflow keeps its batches encoded and the write decodes
+// them within the worker's telemetry budget (mirrorActs.MirrorTelemetry).
+// A run of the default version decodes them itself (ingestDecoded).
+const changeEncodedBatches = "encoded-telemetry-batches"
 
 // TelemetryIngestWorkflow takes the telemetry batches sites signal to it
 // (contract.SignalTelemetryBatch) and writes every batch waiting, up to
-// rowsPerIngestWrite rows, in one central-store write: with many sites
+// bytesPerIngestWrite, in one central-store write: with many sites
 // sending at once, one workflow task and one transaction carry many
 // batches, where IngestTelemetryWorkflow costs a workflow and a
-// transaction each. A site learns that its batch is written from the
+// transaction each. The batches stay encoded in the workflow: the write
+// (a local activity) decodes them, and each worker process decodes and
+// writes at most activities.TelemetryBudgetBytes of them at once, however
+// many shards it runs. A site learns that its batch is written from the
 // query contract.QueryTelemetryWritten, and only then forgets it and sends
 // its next: so a run holds at most one unwritten batch per site, and a
 // cancelled or terminated run loses nothing (the sites send again). A
-// failing store is waited for (operation.StoreWrite); the run continues as new only
-// with nothing left unwritten.
+// failing store is waited for (operation.StoreWrite); the run continues as
+// new only with nothing left unwritten.
 //
 // It has no input: contract.TelemetryIngestWorkflowID names its shard.
 func TelemetryIngestWorkflow(ctx workflow.Context) error {
@@ -82,10 +94,14 @@ func TelemetryIngestWorkflow(ctx workflow.Context) error {
 		return fmt.Errorf("register query %s: %w", contract.QueryTelemetryWritten, err)
 	}
 	in.batches = workflow.GetSignalChannel(ctx, contract.SignalTelemetryBatch)
+	if workflow.GetVersion(ctx, changeEncodedBatches, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		(*ingestDecoded)(in).run(ctx)
+		return workflow.NewContinueAsNewError(ctx, TelemetryIngestWorkflow)
+	}
 	for taken := 0; taken < batchesPerIngestRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested(); {
-		var first contract.TelemetryBatch
+		var first converter.RawValue
 		in.batches.Receive(ctx, &first)
-		taken += in.write(ctx, append([]contract.TelemetryBatch{first}, in.waiting(len(first.Rows))...))
+		taken += in.write(ctx, append([]converter.RawValue{first}, in.waiting(encodedSize(first))...))
 	}
 	// Batches signalled during the last write belong to this run: a run
 	// that continued as new without them would drop them.
@@ -107,10 +123,89 @@ type ingest struct {
 func (in *ingest) writtenOf(site string) (int64, error) { return in.written[site], nil }
 
 // waiting takes batches already signalled, without blocking, while they
-// and taken rows stay within rowsPerIngestWrite.
-func (in *ingest) waiting(taken int) []contract.TelemetryBatch {
+// and taken bytes stay within bytesPerIngestWrite.
+func (in *ingest) waiting(taken int) []converter.RawValue {
+	var waiting []converter.RawValue
+	for taken < bytesPerIngestWrite {
+		var batch converter.RawValue
+		if !in.batches.ReceiveAsync(&batch) {
+			return waiting
+		}
+		waiting = append(waiting, batch)
+		taken += encodedSize(batch)
+	}
+	return waiting
+}
+
+// encodedSize is the bytes of an encoded batch.
+func encodedSize(batch converter.RawValue) int { return len(batch.Payload().GetData()) }
+
+// write writes batches and records each site's last change written; it
+// returns how many batches it wrote.
+func (in *ingest) write(ctx workflow.Context, batches []converter.RawValue) int {
+	for _, w := range mirrorEncoded(ctx, batches) {
+		in.written[w.SiteID] = max(in.written[w.SiteID], w.Seq)
+	}
+	return len(batches)
+}
+
+// mirrorEncoded writes batches' rows to central's site_calls with their
+// audit events and returns each site's last change written: all in one
+// local activity while the store answers; after that fails, batch by
+// batch through operation.StoreWrite, which waits for the store however
+// long it is away (an activity's input is kept in the history, and each
+// batch is within Temporal's size limit where all of them may not be). A
+// batch the store refuses for good is logged and left to reconciliation,
+// which pulls its rows from the site again: failing the run would fail
+// every other batch sent to it.
+func mirrorEncoded(ctx workflow.Context, batches []converter.RawValue) []contract.TelemetryWritten {
+	var written []contract.TelemetryWritten
+	err := workflow.ExecuteLocalActivity(operation.StoreContext(ctx), mirrorActs.MirrorTelemetry, batches).Get(ctx, &written)
+	if err == nil {
+		return written
+	}
+	log := workflow.GetLogger(ctx)
+	log.Warn("telemetry write failing; writing batch by batch until the store answers",
+		"batches", len(batches), "error", err)
+	for i, b := range batches {
+		var one []contract.TelemetryWritten
+		if err := operation.StoreWrite(ctx, mirrorActs.MirrorTelemetryBatch, b, &one); err != nil {
+			log.Error("central store refused a telemetry batch; the site's reconciliation will pull its rows again",
+				"batch", i+1, "of", len(batches), "bytes", encodedSize(b), "error", err)
+			continue
+		}
+		written = append(written, one...)
+	}
+	return written
+}
+
+// rowsPerDecodedWrite bounds one write's rows in a run of the default
+// version of changeEncodedBatches.
+const rowsPerDecodedWrite = 5000
+
+// ingestDecoded is a TelemetryIngestWorkflow run of the default version of
+// changeEncodedBatches, started before its writes decoded the batches: it
+// decodes each batch as it takes it, and replays as it ran.
+type ingestDecoded ingest
+
+// run writes the batches signalled, up to batchesPerIngestRun, and those
+// that arrived during its last write.
+func (in *ingestDecoded) run(ctx workflow.Context) {
+	for taken := 0; taken < batchesPerIngestRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested(); {
+		var first contract.TelemetryBatch
+		in.batches.Receive(ctx, &first)
+		taken += in.write(ctx, append([]contract.TelemetryBatch{first}, in.waiting(len(first.Rows))...))
+	}
+	for arrived := in.waiting(0); len(arrived) > 0; arrived = in.waiting(0) {
+		in.write(ctx, arrived)
+	}
+}
+
+// waiting takes batches already signalled, without blocking, while they
+// and taken rows stay within rowsPerDecodedWrite.
+func (in *ingestDecoded) waiting(taken int) []contract.TelemetryBatch {
 	var waiting []contract.TelemetryBatch
-	for taken < rowsPerIngestWrite {
+	for taken < rowsPerDecodedWrite {
 		var batch contract.TelemetryBatch
 		if !in.batches.ReceiveAsync(&batch) {
 			return waiting
@@ -123,7 +218,7 @@ func (in *ingest) waiting(taken int) []contract.TelemetryBatch {
 
 // write writes batches and records each site's last change written; it
 // returns how many batches it wrote.
-func (in *ingest) write(ctx workflow.Context, batches []contract.TelemetryBatch) int {
+func (in *ingestDecoded) write(ctx workflow.Context, batches []contract.TelemetryBatch) int {
 	mirrorBatches(ctx, batches)
 	for _, b := range batches {
 		if len(b.Rows) > 0 {
@@ -133,14 +228,8 @@ func (in *ingest) write(ctx workflow.Context, batches []contract.TelemetryBatch)
 	return len(batches)
 }
 
-// mirrorBatches writes batches' rows to central's site_calls with their
-// audit events: all in one local activity while the store answers; after
-// that fails, batch by batch through operation.StoreWrite, which waits for the store
-// however long it is away (an activity's input is kept in the history, and
-// each batch is within Temporal's size limit where all of them may not be).
-// A batch the store refuses for good is logged and left to reconciliation,
-// which pulls its rows from the site again: failing the run would fail
-// every other batch sent to it.
+// mirrorBatches is mirrorEncoded for decoded batches: one local activity
+// of all their rows, then batch by batch through operation.StoreWrite.
 func mirrorBatches(ctx workflow.Context, batches []contract.TelemetryBatch) {
 	var rows []contract.TrackedOperation
 	for _, b := range batches {

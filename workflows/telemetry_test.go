@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -137,7 +138,8 @@ func (s *telemetrySuite) signalBatches(batches ...contract.TelemetryBatch) {
 	}
 }
 
-// ingestRecorder answers MirrorSiteCalls and records each write.
+// ingestRecorder answers MirrorTelemetry and MirrorTelemetryBatch and
+// records each write's rows.
 type ingestRecorder struct {
 	// fail answers a write with an error instead, when it returns one.
 	fail func(rows []contract.TrackedOperation) error
@@ -148,19 +150,34 @@ type ingestRecorder struct {
 }
 
 func (s *telemetrySuite) recordMirrors(r *ingestRecorder) *ingestRecorder {
-	s.env.OnActivity(mirrorActs.MirrorSiteCalls, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, rows []contract.TrackedOperation) (int, error) {
-			if r.fail != nil {
-				if err := r.fail(rows); err != nil {
-					return 0, err
-				}
+	write := func(batches []converter.RawValue) ([]contract.TelemetryWritten, error) {
+		var rows []contract.TrackedOperation
+		var written []contract.TelemetryWritten
+		for _, raw := range batches {
+			var b contract.TelemetryBatch
+			s.Require().NoError(converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &b), "a batch reaches the write as the site encoded it")
+			rows = append(rows, b.Rows...)
+			written = append(written, contract.TelemetryWritten{SiteID: b.SiteID, Seq: b.Rows[len(b.Rows)-1].Seq})
+		}
+		if r.fail != nil {
+			if err := r.fail(rows); err != nil {
+				return nil, err
 			}
-			r.writes = append(r.writes, rows)
-			r.rows += len(rows)
-			if r.written != nil {
-				r.written(r.rows)
-			}
-			return len(rows), nil
+		}
+		r.writes = append(r.writes, rows)
+		r.rows += len(rows)
+		if r.written != nil {
+			r.written(r.rows)
+		}
+		return written, nil
+	}
+	s.env.OnActivity(mirrorActs.MirrorTelemetry, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, batches []converter.RawValue) ([]contract.TelemetryWritten, error) {
+			return write(batches)
+		})
+	s.env.OnActivity(mirrorActs.MirrorTelemetryBatch, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, batch converter.RawValue) ([]contract.TelemetryWritten, error) {
+			return write([]converter.RawValue{batch})
 		})
 	return r
 }
@@ -194,16 +211,22 @@ func (s *telemetrySuite) TestIngestWritesBatchesThatArriveTogetherAtOnce() {
 	s.Equal([][]contract.TrackedOperation{all}, rec.writes, "one write of every batch, in the order they arrived")
 }
 
-// Batches that arrive together are written together up to about 5,000 rows
-// a write: a fleet's backlog is not held in memory all at once.
-func (s *telemetrySuite) TestIngestBoundsTheRowsOfOneWrite() {
-	a, b, c := siteBatch("plant-1", 1, 3000), siteBatch("plant-2", 1, 3000), siteBatch("plant-3", 1, 3000)
+// Batches that arrive together are written together up to 1 MiB of them,
+// as the sites encoded them, a write: a fleet's backlog is not held in
+// memory all at once.
+func (s *telemetrySuite) TestIngestBoundsTheBytesOfOneWrite() {
+	a, b, c := siteBatch("plant-1", 1, 2500), siteBatch("plant-2", 1, 2500), siteBatch("plant-3", 1, 2500)
+	encoded, err := converter.GetDefaultDataConverter().ToPayload(a)
+	s.Require().NoError(err)
+	s.Require().Less(len(encoded.Data), 1<<20, "one batch is under the bound")
+	s.Require().GreaterOrEqual(2*len(encoded.Data), 1<<20, "and two reach it")
+
 	rec := s.recordMirrors(&ingestRecorder{})
 	s.signalBatches(a, b, c)
 	s.runIngest()
 
 	s.Equal([][]contract.TrackedOperation{slices.Concat(a.Rows, b.Rows), c.Rows}, rec.writes,
-		"the write stops taking batches once it holds 5,000 rows")
+		"the write stops taking batches once it holds 1 MiB")
 }
 
 // The ingest answers each site's last change written: how a site learns

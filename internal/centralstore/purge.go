@@ -123,5 +123,5 @@ func (s *Store) deleteBatch(ctx context.Context, stmt string, cutoff time.Time, 
 		return nil, err
 	}
 	defer done()
-	return s.db.ExecContext(ctx, stmt, cutoff.UTC(), limit)
+	return s.purges.ExecContext(ctx, stmt, cutoff.UTC(), limit)
 }

@@ -55,7 +55,10 @@ type Store struct {
 	// On SQLite it is a pool of its own whose connections keep SQLite's
 	// small default page cache (openSQLiteReads says why); on SQL Server
 	// it is db.
-	reads   *sql.DB
+	reads *sql.DB
+	// purges takes the purge's deletes. On SQLite it is one connection of
+	// its own with a big page cache (openSQLitePurges); elsewhere it is db.
+	purges  *sql.DB
 	dialect dialect
 	// guard notices a SQLite file removed or replaced while open; nil for
 	// SQL Server.
@@ -196,8 +199,10 @@ type dialect struct {
 // Close closes the database.
 func (s *Store) Close() error {
 	err := errors.Join(s.writeStmts.close(), s.readStmts.close())
-	if s.reads != s.db {
-		err = errors.Join(err, s.reads.Close())
+	for _, pool := range []*sql.DB{s.reads, s.purges} {
+		if pool != s.db {
+			err = errors.Join(err, pool.Close())
+		}
 	}
 	return errors.Join(err, s.db.Close())
 }

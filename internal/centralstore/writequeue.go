@@ -12,8 +12,9 @@ import (
 
 // maxMergedRows bounds the rows of the writes merged into one transaction:
 // with every change's audit events, a transaction of 8,000 telemetry
-// changes holds about 20,000 audit rows, well inside the writer's page
-// cache.
+// changes holds about 20,000 audit rows. A central worker's telemetry
+// writes wait for its telemetry budget before they queue
+// (activities.TelemetryBudget), so theirs merge to fewer.
 const maxMergedRows = 8000
 
 // writeQueue holds the writes waiting for this process's write turn on a
