@@ -125,14 +125,20 @@ func (in *ingest) writtenOf(site string) (int64, error) { return in.written[site
 // waiting takes batches already signalled, without blocking, while they
 // and taken bytes stay within bytesPerIngestWrite.
 func (in *ingest) waiting(taken int) []converter.RawValue {
-	var waiting []converter.RawValue
-	for taken < bytesPerIngestWrite {
-		var batch converter.RawValue
-		if !in.batches.ReceiveAsync(&batch) {
+	return receiveWaiting(in.batches, taken, bytesPerIngestWrite, encodedSize)
+}
+
+// receiveWaiting takes what ch already holds, without blocking, while its
+// size and taken stay under limit.
+func receiveWaiting[T any](ch workflow.ReceiveChannel, taken, limit int, size func(T) int) []T {
+	var waiting []T
+	for taken < limit {
+		var v T
+		if !ch.ReceiveAsync(&v) {
 			return waiting
 		}
-		waiting = append(waiting, batch)
-		taken += encodedSize(batch)
+		waiting = append(waiting, v)
+		taken += size(v)
 	}
 	return waiting
 }
@@ -204,16 +210,7 @@ func (in *ingestDecoded) run(ctx workflow.Context) {
 // waiting takes batches already signalled, without blocking, while they
 // and taken rows stay within rowsPerDecodedWrite.
 func (in *ingestDecoded) waiting(taken int) []contract.TelemetryBatch {
-	var waiting []contract.TelemetryBatch
-	for taken < rowsPerDecodedWrite {
-		var batch contract.TelemetryBatch
-		if !in.batches.ReceiveAsync(&batch) {
-			return waiting
-		}
-		waiting = append(waiting, batch)
-		taken += len(batch.Rows)
-	}
-	return waiting
+	return receiveWaiting(in.batches, taken, rowsPerDecodedWrite, func(b contract.TelemetryBatch) int { return len(b.Rows) })
 }
 
 // write writes batches and records each site's last change written; it
