@@ -30,7 +30,9 @@ func TestSQLServerSiteCallChunkFits(t *testing.T) {
 	t.Parallel()
 	s := &Store{dialect: sqlServerDialect}
 	rows := s.dialect.siteCallChunk
-	q := s.bind(s.dialect.upsertSiteCalls(rows))
+	statements := s.dialect.upsertSiteCalls(rows)
+	require.Len(t, statements, 1)
+	q := s.bind(statements[0])
 	require.NotContains(t, q, "?")
 	require.Equal(t, rows*len(siteCallColumns), strings.Count(q, "@p"))
 	require.Less(t, rows*len(siteCallColumns), 2100)

@@ -153,7 +153,7 @@ var postgresDialect = dialect{
 	// any number no other user of the database takes.
 	schemaLock:      `SELECT pg_advisory_xact_lock(hashtext('outpost central store schema'))`,
 	insertIfMissing: insertNotificationOnConflict,
-	upsertSiteCalls: upsertSiteCallsOnConflict,
+	upsertSiteCalls: oneStatement(upsertSiteCallsOnConflict),
 	// 500 rows are 8,500 parameters, well under PostgreSQL's 65,535.
 	siteCallChunk:     500,
 	insertAuditEvents: insertAuditEventsOnConflict,

@@ -156,15 +156,17 @@ func (s *Store) upsertSiteCalls(ctx context.Context, tx *sql.Tx, rows []contract
 		for _, r := range chunk {
 			args = siteCallArgs(args, r, mirroredAt)
 		}
-		res, err := s.execChunk(ctx, tx, s.bind(s.dialect.upsertSiteCalls(len(chunk))), len(chunk), s.dialect.siteCallChunk, args...)
-		if err != nil {
-			return 0, fmt.Errorf("write %d rows: %w", len(chunk), err)
+		for _, query := range s.dialect.upsertSiteCalls(len(chunk)) {
+			res, err := s.execChunk(ctx, tx, s.bind(query), len(chunk), s.dialect.siteCallChunk, args...)
+			if err != nil {
+				return 0, fmt.Errorf("write %d rows: %w", len(chunk), err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return 0, fmt.Errorf("count written rows: %w", err)
+			}
+			total += n
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, fmt.Errorf("count written rows: %w", err)
-		}
-		total += n
 	}
 	return int(total), nil
 }

@@ -194,7 +194,7 @@ var sqlServerDialect = dialect{
 	insertIfMissing: `INSERT INTO notifications (` + notificationColumns + `)
 	SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 	WHERE NOT EXISTS (SELECT 1 FROM notifications WITH (UPDLOCK, HOLDLOCK) WHERE notification_id = @p1)`,
-	upsertSiteCalls: sqlServerUpsertSiteCalls,
+	upsertSiteCalls: oneStatement(sqlServerUpsertSiteCalls),
 	// SQL Server takes at most 2,100 parameters per request.
 	siteCallChunk:     2099 / len(siteCallColumns),
 	insertAuditEvents: sqlServerInsertAuditEvents,

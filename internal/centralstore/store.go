@@ -160,9 +160,11 @@ type dialect struct {
 	// (SQLite's text does; SQL Server's DATETIME2 keeps 100 ns), so a row
 	// just inserted is known without reading it back.
 	exactTimes bool
-	// upsertSiteCalls is one statement that upserts that many site_calls rows
-	// (siteCallColumns each), keeping the row with the higher seq.
-	upsertSiteCalls func(rows int) string
+	// upsertSiteCalls is the statements, run in order and each given the
+	// same arguments, that upsert that many site_calls rows
+	// (siteCallColumns each), keeping the row with the higher seq; their
+	// counts of rows changed add up to the rows inserted or changed.
+	upsertSiteCalls func(rows int) []string
 	// siteCallChunk is the most rows one upsertSiteCalls statement carries,
 	// set by the dialect's limit on bound parameters.
 	siteCallChunk int
