@@ -79,11 +79,7 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 	// either side.
 	par := r.opts.Parallelism
 	audited, err := timeBatches(ctx, telemetryBatches("audited", n, size), par, func(ctx context.Context, b contract.TelemetryBatch) error {
-		var events []centralstore.AuditEvent
-		for _, row := range b.Rows {
-			events = append(events, audit.SiteCallRows(row)...)
-		}
-		_, err := store.UpsertSiteCalls(ctx, b.Rows, events...)
+		_, err := store.UpsertSiteCallsAudited(ctx, b.Rows, auditRows)
 		return err
 	})
 	if err != nil {
@@ -133,6 +129,16 @@ func telemetryBatches(side string, n, size int) []contract.TelemetryBatch {
 		batches = append(batches, contract.TelemetryBatch{SiteID: siteID, Rows: rows})
 	}
 	return batches
+}
+
+// auditRows is the audit rows of every change of rows, as the ingest
+// stores them.
+func auditRows(rows []contract.TrackedOperation) []centralstore.AuditEvent {
+	var events []centralstore.AuditEvent
+	for _, row := range rows {
+		events = append(events, audit.SiteCallRows(row)...)
+	}
+	return events
 }
 
 // roundOf is round's share of batches.
