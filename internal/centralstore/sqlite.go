@@ -189,6 +189,42 @@ var sqliteDialect = dialect{
 	advanceCursor: advanceCursorOnConflict,
 }
 
+// sqliteUpsertSiteCalls is SQLite's upsert of site_calls rows in two
+// statements that need no statement journal (orFail): the rows whose id is
+// new go in, then the stored rows the batch has a higher seq for are
+// updated from the same values. upsertSiteCallsOnConflict's DO UPDATE
+// would check its columns with ABORT whatever the statement says.
+func sqliteUpsertSiteCalls(rows int) []string {
+	values := valueRows(rows)
+	return []string{
+		`INSERT OR FAIL INTO site_calls (` + strings.Join(siteCallColumns, ", ") + `)
+		VALUES ` + values + `
+		ON CONFLICT (operation_id) DO NOTHING`,
+		`WITH batch (` + strings.Join(siteCallColumns, ", ") + `) AS (VALUES ` + values + `)
+		UPDATE OR FAIL site_calls SET ` + siteCallAssignments("batch") + `
+		FROM batch WHERE site_calls.operation_id = batch.operation_id AND batch.seq > site_calls.seq`,
+	}
+}
+
+// orFail is insert with SQLite's OR FAIL: a constraint it breaks fails the
+// statement and keeps the rows it already wrote, where the default (ABORT)
+// undoes them. To undo a statement SQLite copies every page it changes
+// into a statement journal first, a temporary file once past 64 KiB: with
+// the upsert's, 22% of the writer's CPU for audited telemetry (go test
+// ./internal/bench -bench AuditedTelemetryWrite). Every statement given here runs in a
+// transaction that its error rolls back whole (dbtx.Run), so a failed
+// statement's rows are never committed either way.
+func orFail(insert func(rows int) string) func(rows int) string {
+	return func(rows int) string {
+		return strings.Replace(insert(rows), "INSERT INTO", "INSERT OR FAIL INTO", 1)
+	}
+}
+
+// oneStatement is upsert as the only statement of a dialect's upsertSiteCalls.
+func oneStatement(upsert func(rows int) string) func(rows int) []string {
+	return func(rows int) []string { return []string{upsert(rows)} }
+}
+
 // The statements below are SQLite's and PostgreSQL's alike: both take
 // INSERT … ON CONFLICT with the same meaning.
 
@@ -210,42 +246,6 @@ func upsertSiteCallsOnConflict(rows int) string {
 		VALUES ` + valueRows(rows) + `
 		ON CONFLICT (operation_id) DO UPDATE SET ` + siteCallAssignments("excluded") + `
 		WHERE excluded.seq > site_calls.seq`
-}
-
-// sqliteUpsertSiteCalls is SQLite's upsert of site_calls rows in two
-// statements that need no statement journal (orFail): the rows whose id is
-// new go in, then the stored rows the batch has a higher seq for are
-// updated from the same values. upsertSiteCallsOnConflict's DO UPDATE
-// would check its columns with ABORT whatever the statement says.
-func sqliteUpsertSiteCalls(rows int) []string {
-	values := valueRows(rows)
-	return []string{
-		`INSERT OR FAIL INTO site_calls (` + strings.Join(siteCallColumns, ", ") + `)
-		VALUES ` + values + `
-		ON CONFLICT (operation_id) DO NOTHING`,
-		`WITH batch (` + strings.Join(siteCallColumns, ", ") + `) AS (VALUES ` + values + `)
-		UPDATE OR FAIL site_calls SET ` + siteCallAssignments("batch") + `
-		FROM batch WHERE site_calls.operation_id = batch.operation_id AND batch.seq > site_calls.seq`,
-	}
-}
-
-// orFail is insert with SQLite's OR FAIL: a constraint it breaks fails the
-// statement and keeps the rows it already wrote, where the default (ABORT)
-// undoes them. To undo a statement SQLite copies every page it changes
-// into a statement journal first, a temporary file once past 64 KiB: for
-// telemetry's chunks of 500 rows about a seventh of the writer's CPU
-// (profiled on go test -bench). Every statement given here runs in a
-// transaction that its error rolls back whole (dbtx.Run), so a failed
-// statement's rows are never committed either way.
-func orFail(insert func(rows int) string) func(rows int) string {
-	return func(rows int) string {
-		return strings.Replace(insert(rows), "INSERT INTO", "INSERT OR FAIL INTO", 1)
-	}
-}
-
-// oneStatement is upsert as the only statement of a dialect's upsertSiteCalls.
-func oneStatement(upsert func(rows int) string) func(rows int) []string {
-	return func(rows int) []string { return []string{upsert(rows)} }
 }
 
 // insertAuditEventsOnConflict skips an event whose id is stored and
