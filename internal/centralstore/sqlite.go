@@ -211,9 +211,9 @@ func sqliteUpsertSiteCalls(rows int) []string {
 // undoes them. To undo a statement SQLite copies every page it changes
 // into a statement journal first, a temporary file once past 64 KiB: with
 // the upsert's, 22% of the writer's CPU for audited telemetry (go test
-// ./internal/bench -bench AuditedTelemetryWrite). Every statement given here runs in a
-// transaction that its error rolls back whole (dbtx.Run), so a failed
-// statement's rows are never committed either way.
+// ./internal/bench -bench AuditedTelemetryWrite). Every statement given
+// here runs in a transaction that its error rolls back whole (dbtx.Run),
+// so a failed statement's rows are never committed either way.
 func orFail(insert func(rows int) string) func(rows int) string {
 	return func(rows int) string {
 		return strings.Replace(insert(rows), "INSERT INTO", "INSERT OR FAIL INTO", 1)
