@@ -1,6 +1,7 @@
 package activities_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/centraltest"
 )
 
@@ -19,19 +21,31 @@ import (
 // already expired, and whether its result wins is a race.
 var centralT0 = time.Now().UTC().Truncate(time.Second).Add(24 * time.Hour)
 
-// Mirrored tracking rows are audited once each, however often they arrive.
+// Mirrored tracking rows are audited once each, however often and in
+// whatever order they arrive: the change that creates the call's central
+// row records its Enqueued event, whichever change that is.
 func TestMirroredRowsAreAudited(t *testing.T) {
 	t.Parallel()
 	store, _ := centraltest.Open(t)
+	var mu sync.Mutex
+	stored := map[string]int{} // events stored, by operation
+	store.ObserveAudit(func(events []centralstore.AuditEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range events {
+			stored[e.OperationID]++
+		}
+	})
 	acts := &activities.MirrorActivities{Store: store}
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
 
 	at := func(d time.Duration) *time.Time { t := centralT0.Add(d); return &t }
+	op := "op-1"
 	row := func(seq int64, status contract.Status, retries int, attempt *time.Time) contract.TrackedOperation {
 		r := contract.TrackedOperation{
-			OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", Status: status,
+			OperationID: op, Kind: contract.KindExternalCall, Target: "erp.createOrder", Status: status,
 			RetryCount: retries, SourceSiteID: "plant-1", CreatedAt: centralT0, UpdatedAt: centralT0.Add(time.Duration(seq) * time.Minute),
 			LastAttemptAt: attempt, Seq: seq,
 		}
@@ -57,9 +71,26 @@ func TestMirroredRowsAreAudited(t *testing.T) {
 	_, err = env.ExecuteActivity(acts.MirrorReconciled, contract.MirrorReconciledInput{SiteID: "plant-1", Rows: history[7:], Cursor: 8})
 	require.NoError(t, err)
 
-	require.Equal(t, []string{
+	trail := []string{
 		"Enqueued Pending ", "Attempt Pending ", "Attempt Retrying ",
 		"Attempt Parked ", "Terminal Parked ", "Attempt Parked ", "Terminal Parked ",
 		"Attempt Delivered ", "Terminal Delivered ",
-	}, centraltest.AuditTrail(t, store, "op-1"))
+	}
+	require.Equal(t, trail, centraltest.AuditTrail(t, store, "op-1"))
+
+	// The delivery first, its row created by the last change; the earlier
+	// changes after it, late.
+	op = "op-2"
+	var again []contract.TrackedOperation
+	for _, r := range history {
+		again = append(again, row(r.Seq, r.Status, r.RetryCount, r.LastAttemptAt))
+	}
+	_, err = env.ExecuteActivity(acts.MirrorSiteCalls, again[7:])
+	require.NoError(t, err)
+	_, err = env.ExecuteActivity(acts.MirrorSiteCalls, again[:7])
+	require.NoError(t, err)
+	require.Equal(t, trail, centraltest.AuditTrail(t, store, "op-2"))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{"op-1": len(trail), "op-2": len(trail)}, stored, "each event stored once")
 }

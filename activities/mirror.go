@@ -29,7 +29,7 @@ func NewMirrorActivities(store *centralstore.Store) *MirrorActivities {
 
 // MirrorSiteCalls upserts a telemetry batch with its audit events.
 func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []contract.TrackedOperation) (int, error) {
-	return a.Store.UpsertSiteCallsAudited(ctx, rows, siteCallEvents)
+	return a.Store.UpsertSiteCallsAudited(ctx, rows, audit.SiteCallChanges)
 }
 
 // MirrorTelemetry decodes the telemetry batches a TelemetryIngestWorkflow
@@ -46,7 +46,7 @@ func (a *MirrorActivities) MirrorTelemetry(ctx context.Context, batches []conver
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.Store.UpsertSiteCallsAudited(ctx, rows, siteCallEvents); err != nil {
+	if _, err := a.Store.UpsertSiteCallsAudited(ctx, rows, audit.SiteCallChanges); err != nil {
 		return nil, fmt.Errorf("mirror %d tracking changes of %d telemetry batches: %w", len(rows), len(batches), err)
 	}
 	return written, nil
@@ -85,17 +85,6 @@ func decodeTelemetry(batches []converter.RawValue) ([]contract.TrackedOperation,
 // ErrTypeBadTelemetry fails a telemetry batch that does not decode.
 const ErrTypeBadTelemetry = "BadTelemetryBatch"
 
-// siteCallEvents is the audit rows of every row's change, stale ones
-// included: event ids and the events a row carries are deterministic, so
-// an event already stored is not stored again.
-func siteCallEvents(rows []contract.TrackedOperation) []centralstore.AuditEvent {
-	var events []centralstore.AuditEvent
-	for _, r := range rows {
-		events = append(events, audit.SiteCallRows(r)...)
-	}
-	return events
-}
-
 // ReadReconcileCursor is the site's reconciliation cursor.
 func (a *MirrorActivities) ReadReconcileCursor(ctx context.Context, siteID string) (int64, error) {
 	return a.Store.ReconcileCursor(ctx, siteID)
@@ -108,6 +97,6 @@ func (a *MirrorActivities) ResetReconcileCursor(ctx context.Context, siteID stri
 
 // MirrorReconciled upserts a reconciliation page and advances the cursor.
 func (a *MirrorActivities) MirrorReconciled(ctx context.Context, in contract.MirrorReconciledInput) error {
-	_, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor, siteCallEvents(in.Rows)...)
+	_, err := a.Store.MirrorReconciled(ctx, in.SiteID, in.Rows, in.Cursor, audit.SiteCallChanges)
 	return err
 }

@@ -157,7 +157,7 @@ func operatorEvent(base centralstore.AuditEvent, prefix string, seq int, retry b
 }
 
 // SiteCallEvents is what a mirrored tracking row shows of its cached call:
-// always Enqueued (stored once; its operator is who submitted the call); an Attempt when the row is the outcome of
+// first Enqueued (its operator is who submitted the call); an Attempt when the row is the outcome of
 // one (it has a last attempt, and is not an operator's discard or the
 // reset of an operator's retry); a Terminal event for Delivered, Failed,
 // Discarded and Parked. Telemetry sends every change of a row, each as the
@@ -201,27 +201,47 @@ func SiteCallEvents(row contract.TrackedOperation) []centralstore.AuditEvent {
 	return out
 }
 
-// SiteCallRows is SiteCallEvents(row) as audit_log stores them: Enqueued,
-// and the change's Terminal event carrying its attempt. A call parked with
-// retry count 0 parked on its immediate attempt's failure without another
-// attempt (callstate.ImmediateWasLast): that attempt was a change of its
-// own, Pending, before, so it stays a row of its own.
-func SiteCallRows(row contract.TrackedOperation) []centralstore.AuditEvent {
-	return group(SiteCallEvents(row), row.Status != contract.StatusParked || row.RetryCount > 0)
+// SiteCallRows is SiteCallEvents(row) as audit_log stores them: the
+// change's Terminal event carrying its attempt and, when the change
+// created the call's central row (created), its Enqueued event; a change
+// of a row central holds already leaves Enqueued out, stored with the row.
+// A call parked with retry count 0 parked on its immediate attempt's
+// failure without another attempt (callstate.ImmediateWasLast): that
+// attempt was a change of its own, Pending, before, so it stays a row of
+// its own.
+func SiteCallRows(row contract.TrackedOperation, created bool) []centralstore.AuditEvent {
+	events := SiteCallEvents(row)
+	if !created {
+		events = events[1:] // SiteCallEvents begins with Enqueued
+	}
+	return group(events, row.Status != contract.StatusParked || row.RetryCount > 0)
+}
+
+// SiteCallChanges is the audit rows of every change in rows, a write of
+// tracking rows that inserted the central rows of the operation ids in
+// created: an operation's Enqueued event rides with its first change in
+// rows. Stale changes are included: event ids and the events a row carries
+// are deterministic, so an event already stored is not stored again.
+func SiteCallChanges(rows []contract.TrackedOperation, created map[string]bool) []centralstore.AuditEvent {
+	var events []centralstore.AuditEvent
+	enqueued := make(map[string]bool, len(created))
+	for _, r := range rows {
+		first := created[r.OperationID] && !enqueued[r.OperationID]
+		enqueued[r.OperationID] = enqueued[r.OperationID] || first
+		events = append(events, SiteCallRows(r, first)...)
+	}
+	return events
 }
 
 // group makes the events of one change, oldest first, the rows audit_log
 // stores: the change's last event carries the others, so the change costs
-// one row. Enqueued events stay rows of their own: one comes with every
-// change of a call, and carried it would be stored, and counted, again
-// with each. So does an Attempt when attemptRides is false: an earlier
-// change may have stored it alone, and a row carrying it would store it
-// twice.
+// one row. An Attempt stays a row of its own when attemptRides is false:
+// an earlier change may have stored it alone, and a row carrying it would
+// store it twice.
 func group(events []centralstore.AuditEvent, attemptRides bool) []centralstore.AuditEvent {
 	var rows, riders []centralstore.AuditEvent
 	for _, e := range events {
-		alone := e.Event == centralstore.AuditEnqueued || (e.Event == centralstore.AuditAttempt && !attemptRides)
-		if alone {
+		if e.Event == centralstore.AuditAttempt && !attemptRides {
 			rows = append(rows, e)
 		} else {
 			riders = append(riders, e)

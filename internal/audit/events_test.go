@@ -201,7 +201,7 @@ func TestReplayedAttemptKeepsBothOutcomes(t *testing.T) {
 // holds it (its own for a row's head), failing when an id is held by two
 // rows: the invariant that keeps a resent or reconciled change from
 // storing an event twice. It also checks each change's rows hold exactly
-// its events, in order, and carry no Enqueued event.
+// its events, in order.
 func rowsOf(t *testing.T, changes map[string][]centralstore.AuditEvent, events map[string][]centralstore.AuditEvent) map[string]string {
 	t.Helper()
 	heldBy := map[string]string{}
@@ -209,7 +209,6 @@ func rowsOf(t *testing.T, changes map[string][]centralstore.AuditEvent, events m
 		var flat []centralstore.AuditEvent
 		for _, row := range rows {
 			for _, c := range row.Carries {
-				require.NotEqual(t, centralstore.AuditEnqueued, c.Event, "%s: Enqueued is never carried", name)
 				flat = append(flat, c)
 				if held, ok := heldBy[c.EventID]; ok {
 					require.Equal(t, held, row.EventID, "%s: %s is held by two rows", name, c.EventID)
@@ -229,11 +228,23 @@ func rowsOf(t *testing.T, changes map[string][]centralstore.AuditEvent, events m
 	return heldBy
 }
 
+// withoutEnqueued is events less their Enqueued event, nil when none is left.
+func withoutEnqueued(events []centralstore.AuditEvent) []centralstore.AuditEvent {
+	var out []centralstore.AuditEvent
+	for _, e := range events {
+		if e.Event != centralstore.AuditEnqueued {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Every state a call's tracking row passes through, in each of its
 // histories (its immediate attempt parked without a retry included:
 // ImmediateWasLast), gives rows in which an event id is only ever held by
-// one row, and a delivered call's change is one row beside its Enqueued
-// one.
+// one row, the first change, which created the call's central row, holding
+// Enqueued; a delivered call's change is one row, Enqueued riding in it
+// when it created the row.
 func TestSiteCallRowsHoldEachEventInOneRow(t *testing.T) {
 	t.Parallel()
 	histories := map[string][]contract.TrackedOperation{
@@ -259,8 +270,12 @@ func TestSiteCallRowsHoldEachEventInOneRow(t *testing.T) {
 		changes, events := map[string][]centralstore.AuditEvent{}, map[string][]centralstore.AuditEvent{}
 		for i, row := range rows {
 			change := fmt.Sprintf("%s, change %d", name, i)
-			changes[change], events[change] = audit.SiteCallRows(row), audit.SiteCallEvents(row)
-			require.Equal(t, changes[change], audit.SiteCallRows(row), "%s: the same row gives the same rows", change)
+			created := i == 0
+			changes[change], events[change] = audit.SiteCallRows(row, created), audit.SiteCallEvents(row)
+			if !created { // Enqueued was stored with the row
+				events[change] = withoutEnqueued(events[change])
+			}
+			require.Equal(t, changes[change], audit.SiteCallRows(row, created), "%s: the same row gives the same rows", change)
 		}
 		heldBy[name] = rowsOf(t, changes, events)
 	}
@@ -270,8 +285,16 @@ func TestSiteCallRowsHoldEachEventInOneRow(t *testing.T) {
 		"the immediate attempt parked without a retry stays its own row")
 	require.Equal(t, "call/op-1/terminal/Parked/2/"+ms(2*time.Minute),
 		heldBy["retried, parked, retried by an operator, delivered"]["call/op-1/attempt/2/"+ms(2*time.Minute)], "a retry's park carries it")
-	require.Equal(t, []string{"/enqueued Enqueued Pending 0s", "/terminal/Delivered Terminal Delivered 1h0m0s"},
-		summary("call/op-1", audit.SiteCallRows(callRow(contract.StatusDelivered, 1, at(3*time.Minute)))))
+	for name, rows := range histories {
+		require.Equal(t, audit.SiteCallRows(rows[0], true)[0].EventID, heldBy[name]["call/op-1/enqueued"], "%s: the first change holds Enqueued", name)
+	}
+	delivered := callRow(contract.StatusDelivered, 1, at(3*time.Minute))
+	rows := audit.SiteCallRows(delivered, true)
+	require.Equal(t, []string{"/terminal/Delivered Terminal Delivered 1h0m0s"}, summary("call/op-1", rows))
+	require.Equal(t, []string{"/enqueued Enqueued Pending 0s", "/attempt/1/" + fmt.Sprint(t0.Add(3*time.Minute).UnixMilli()) + " Attempt Delivered 3m0s"},
+		summary("call/op-1", rows[0].Carries), "the change that created the row carries Enqueued and the attempt")
+	require.Equal(t, []string{"/attempt/1/" + fmt.Sprint(t0.Add(3*time.Minute).UnixMilli()) + " Attempt Delivered 3m0s"},
+		summary("call/op-1", audit.SiteCallRows(delivered, false)[0].Carries), "a later change leaves Enqueued out")
 }
 
 // A notification's changes hold each event in one row, its first attempt

@@ -79,7 +79,7 @@ func (r *run) telemetry(ctx context.Context) (rows []Row, err error) {
 	// either side.
 	par := r.opts.Parallelism
 	audited, err := timeBatches(ctx, telemetryBatches("audited", n, size), par, func(ctx context.Context, b contract.TelemetryBatch) error {
-		_, err := store.UpsertSiteCallsAudited(ctx, b.Rows, auditRows)
+		_, err := store.UpsertSiteCallsAudited(ctx, b.Rows, audit.SiteCallChanges)
 		return err
 	})
 	if err != nil {
@@ -129,16 +129,6 @@ func telemetryBatches(side string, n, size int) []contract.TelemetryBatch {
 		batches = append(batches, contract.TelemetryBatch{SiteID: siteID, Rows: rows})
 	}
 	return batches
-}
-
-// auditRows is the audit rows of every change of rows, as the ingest
-// stores them.
-func auditRows(rows []contract.TrackedOperation) []centralstore.AuditEvent {
-	var events []centralstore.AuditEvent
-	for _, row := range rows {
-		events = append(events, audit.SiteCallRows(row)...)
-	}
-	return events
 }
 
 // roundOf is round's share of batches.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkAuditedTelemetryWrite(b *testing.B) {
 	batches := telemetryBatches("audited", b.N*1000, 1000)
 	b.ResetTimer()
 	for _, batch := range batches {
-		if _, err := store.UpsertSiteCallsAudited(ctx, batch.Rows, auditRows); err != nil {
+		if _, err := store.UpsertSiteCallsAudited(ctx, batch.Rows, audit.SiteCallChanges); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -52,8 +52,8 @@ type AuditEvent struct {
 	// Carries are the other events of this event's change, stored in its
 	// row, and so exactly when it is (package audit groups a change's
 	// events; a change costs one row). They share its OperationID, Kind,
-	// SiteID and SourceNode, carry none of their own, and are never
-	// Enqueued events. The events ListAuditEvents returns carry none.
+	// SiteID and SourceNode and carry none of their own. The events
+	// ListAuditEvents returns carry none.
 	Carries []AuditEvent
 }
 
@@ -273,17 +273,15 @@ func checkTrailID(e AuditEvent) error {
 // checkAuditRow refuses a row the trail would not show as written: an
 // event, or one it carries, that checkTrailID refuses; a carried event of
 // another operation, site or node than its head (the row stores them
-// once), that carries events itself, or that is an Enqueued event (it
-// comes with every change of its operation, and carried it would be
-// stored, and counted, again with each).
+// once), or that carries events itself.
 func checkAuditRow(e AuditEvent) error {
 	if err := checkTrailID(e); err != nil {
 		return err
 	}
 	for _, c := range e.Carries {
 		if c.OperationID != e.OperationID || c.Kind != e.Kind || c.SiteID != e.SiteID || c.SourceNode != e.SourceNode ||
-			len(c.Carries) > 0 || c.Event == AuditEnqueued {
-			return fmt.Errorf("audit event %q carried by %q: a carried event shares its head's operation, kind, site and node, carries none and is not Enqueued",
+			len(c.Carries) > 0 {
+			return fmt.Errorf("audit event %q carried by %q: a carried event shares its head's operation, kind, site and node and carries none",
 				c.EventID, e.EventID)
 		}
 		if err := checkTrailID(c); err != nil {

@@ -153,13 +153,23 @@ var postgresDialect = dialect{
 	// any number no other user of the database takes.
 	schemaLock:      `SELECT pg_advisory_xact_lock(hashtext('outpost central store schema'))`,
 	insertIfMissing: insertNotificationOnConflict,
-	upsertSiteCalls: oneStatement(upsertSiteCallsOnConflict),
+	upsertSiteCalls: oneStatement(postgresUpsertSiteCalls),
 	// 500 rows are 8,500 parameters, well under PostgreSQL's 65,535.
 	siteCallChunk:     500,
 	insertAuditEvents: insertAuditEventsOnConflict,
 	auditChunk:        500,
 	deleteBatch:       deleteBatchBySubquery,
 	advanceCursor:     advanceCursorOnConflict,
+}
+
+// postgresUpsertSiteCalls is upsertSiteCallsOnConflict returning each row
+// written and whether it was inserted: a row the statement inserted has no
+// xmax, where the row DO UPDATE wrote carries the lock the conflict took on
+// it (xmax = 0 is how PostgreSQL tells an insert from an update; storetest's
+// SiteCallsCreated checks it on every dialect).
+func postgresUpsertSiteCalls(rows int) string {
+	return upsertSiteCallsOnConflict(rows) + `
+		RETURNING operation_id, xmax = 0`
 }
 
 // OpenPostgres opens the central store on PostgreSQL (a postgres:// URL or

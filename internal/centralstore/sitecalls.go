@@ -32,25 +32,31 @@ var siteCallColumns = slices.Concat(trackedColumns, []string{"mirrored_at"})
 // stored in the same transaction. On SQLite, batches that wait for the
 // write turn at the same time share one transaction (writeQueue).
 func (s *Store) UpsertSiteCalls(ctx context.Context, rows []contract.TrackedOperation, events ...AuditEvent) (int, error) {
-	return s.UpsertSiteCallsAudited(ctx, rows, func([]contract.TrackedOperation) []AuditEvent { return events })
+	return s.UpsertSiteCallsAudited(ctx, rows, func([]contract.TrackedOperation, map[string]bool) []AuditEvent { return events })
 }
 
+// SiteCallEventsFunc makes the audit events of a write of tracking rows,
+// told which operation ids the write inserted (created): the change that
+// creates a call's row is the one that records the call's Enqueued event.
+type SiteCallEventsFunc func(rows []contract.TrackedOperation, created map[string]bool) []AuditEvent
+
 // UpsertSiteCallsAudited is UpsertSiteCalls with the audit events made by
-// eventsOf(rows) when the write is made, not before: telemetry's batches
+// eventsOf once the rows are written, not before: telemetry's batches
 // wait for the write turn together, and their events (two or three for
 // every change, each a row of strings) held while they wait were a worker's
 // largest memory (outpost bench --only fleet: 200 sites' batches at once).
-func (s *Store) UpsertSiteCallsAudited(ctx context.Context, rows []contract.TrackedOperation, eventsOf func([]contract.TrackedOperation) []AuditEvent) (int, error) {
+func (s *Store) UpsertSiteCallsAudited(ctx context.Context, rows []contract.TrackedOperation, eventsOf SiteCallEventsFunc) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
 	var n int
 	err := s.writeQueued(ctx, len(rows), func(ctx context.Context, tx *sql.Tx) (_ []AuditEvent, err error) {
-		n, err = s.upsertSiteCalls(ctx, tx, rows)
+		var created map[string]bool
+		n, created, err = s.upsertSiteCalls(ctx, tx, rows)
 		if err != nil {
 			return nil, err
 		}
-		return eventsOf(rows), nil
+		return eventsOf(rows, created), nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("upsert site calls: %w", err)
@@ -58,21 +64,21 @@ func (s *Store) UpsertSiteCallsAudited(ctx context.Context, rows []contract.Trac
 	return n, nil
 }
 
-// MirrorReconciled upserts rows like UpsertSiteCalls and, in the same
-// transaction, advances siteID's reconciliation cursor to cursor (never
+// MirrorReconciled upserts rows like UpsertSiteCallsAudited and, in the
+// same transaction, advances siteID's reconciliation cursor to cursor (never
 // moving it back): the cursor never claims rows that were not stored.
-// events are stored in the same transaction.
-func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []contract.TrackedOperation, cursor int64, events ...AuditEvent) (int, error) {
+func (s *Store) MirrorReconciled(ctx context.Context, siteID string, rows []contract.TrackedOperation, cursor int64, eventsOf SiteCallEventsFunc) (int, error) {
 	var n int
 	err := s.inTxWithEvents(ctx, func(tx *sql.Tx) (_ []AuditEvent, err error) {
-		if n, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
+		var created map[string]bool
+		if n, created, err = s.upsertSiteCalls(ctx, tx, rows); err != nil {
 			return nil, err
 		}
 		_, err = tx.ExecContext(ctx, s.bind(s.dialect.advanceCursor), siteID, cursor, time.Now().UTC())
 		if err != nil {
 			return nil, fmt.Errorf("advance cursor to %d: %w", cursor, err)
 		}
-		return events, nil
+		return eventsOf(rows, created), nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("mirror reconciliation of site %s: %w", siteID, err)
@@ -145,30 +151,51 @@ func (s *Store) ListSiteCalls(ctx context.Context, siteID string) ([]contract.Tr
 	return out, nil
 }
 
-// upsertSiteCalls writes rows with one statement per chunk: telemetry
-// batches are the hot path, and a statement per row would cost a round trip
-// each.
-func (s *Store) upsertSiteCalls(ctx context.Context, tx *sql.Tx, rows []contract.TrackedOperation) (int, error) {
+// upsertSiteCalls writes rows with one statement per chunk (a dialect may
+// need two): telemetry batches are the hot path, and a statement per row
+// would cost a round trip each. It returns how many rows it inserted or
+// changed and the operation ids of those it inserted.
+func (s *Store) upsertSiteCalls(ctx context.Context, tx *sql.Tx, rows []contract.TrackedOperation) (int, map[string]bool, error) {
 	mirroredAt := time.Now().UTC()
-	var total int64
+	written, created := 0, map[string]bool{}
 	for chunk := range slices.Chunk(latestBySeq(rows), s.dialect.siteCallChunk) {
 		args := make([]any, 0, len(chunk)*len(siteCallColumns))
 		for _, r := range chunk {
 			args = siteCallArgs(args, r, mirroredAt)
 		}
 		for _, query := range s.dialect.upsertSiteCalls(len(chunk)) {
-			res, err := s.execChunk(ctx, tx, s.bind(query), len(chunk), s.dialect.siteCallChunk, args...)
+			n, err := s.upsertChunk(ctx, tx, s.bind(query), len(chunk), created, args...)
 			if err != nil {
-				return 0, fmt.Errorf("write %d rows: %w", len(chunk), err)
+				return 0, nil, fmt.Errorf("write %d rows: %w", len(chunk), err)
 			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return 0, fmt.Errorf("count written rows: %w", err)
-			}
-			total += n
+			written += n
 		}
 	}
-	return int(total), nil
+	return written, created, nil
+}
+
+// upsertChunk runs query, one of a dialect's upsertSiteCalls statements
+// for rows rows, in tx: it adds the ids the statement inserted to created
+// and returns how many rows it inserted or changed.
+func (s *Store) upsertChunk(ctx context.Context, tx *sql.Tx, query string, rows int, created map[string]bool, args ...any) (int, error) {
+	result, err := s.queryChunk(ctx, tx, query, rows, s.dialect.siteCallChunk, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer result.Close()
+	n := 0
+	for result.Next() {
+		var id string
+		var inserted bool
+		if err := result.Scan(&id, &inserted); err != nil {
+			return 0, fmt.Errorf("read the rows written: %w", err)
+		}
+		if inserted {
+			created[id] = true
+		}
+		n++
+	}
+	return n, result.Err()
 }
 
 // latestBySeq keeps the highest-Seq row of each operation id, in first-seen

@@ -199,10 +199,12 @@ func sqliteUpsertSiteCalls(rows int) []string {
 	return []string{
 		`INSERT OR FAIL INTO site_calls (` + strings.Join(siteCallColumns, ", ") + `)
 		VALUES ` + values + `
-		ON CONFLICT (operation_id) DO NOTHING`,
+		ON CONFLICT (operation_id) DO NOTHING
+		RETURNING operation_id, 1`,
 		`WITH batch (` + strings.Join(siteCallColumns, ", ") + `) AS (VALUES ` + values + `)
 		UPDATE OR FAIL site_calls SET ` + siteCallAssignments("batch") + `
-		FROM batch WHERE site_calls.operation_id = batch.operation_id AND batch.seq > site_calls.seq`,
+		FROM batch WHERE site_calls.operation_id = batch.operation_id AND batch.seq > site_calls.seq
+		RETURNING operation_id, 0`,
 	}
 }
 
@@ -240,7 +242,8 @@ const advanceCursorOnConflict = `INSERT INTO site_cursors (site_id, reconciled_s
 		WHERE excluded.reconciled_seq > site_cursors.reconciled_seq`
 
 // upsertSiteCallsOnConflict skips the update for a row whose seq is not
-// higher, and the database then counts it as unchanged.
+// higher, and the database then counts it as unchanged. PostgreSQL's
+// upsert (SQLite's needs no statement journal: sqliteUpsertSiteCalls).
 func upsertSiteCallsOnConflict(rows int) string {
 	return `INSERT INTO site_calls (` + strings.Join(siteCallColumns, ", ") + `)
 		VALUES ` + valueRows(rows) + `

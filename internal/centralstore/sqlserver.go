@@ -212,9 +212,9 @@ var sqlServerDialect = dialect{
 }
 
 // sqlServerUpsertSiteCalls merges the rows as a VALUES table. HOLDLOCK keeps
-// concurrent batches with a new id from both inserting it; @@ROWCOUNT (the
-// driver's RowsAffected) counts inserted and updated rows, not rows matched
-// but skipped for their seq. MERGE must end with a semicolon.
+// concurrent batches with a new id from both inserting it; OUTPUT names
+// each row inserted or updated, not a row matched but skipped for its seq.
+// MERGE must end with a semicolon.
 func sqlServerUpsertSiteCalls(rows int) string {
 	src := make([]string, len(siteCallColumns))
 	for i, c := range siteCallColumns {
@@ -226,7 +226,8 @@ func sqlServerUpsertSiteCalls(rows int) string {
 	WHEN MATCHED AND s.seq > t.seq THEN
 		UPDATE SET ` + siteCallAssignments("s") + `
 	WHEN NOT MATCHED THEN
-		INSERT (` + strings.Join(siteCallColumns, ", ") + `) VALUES (` + strings.Join(src, ", ") + `);`
+		INSERT (` + strings.Join(siteCallColumns, ", ") + `) VALUES (` + strings.Join(src, ", ") + `)
+	OUTPUT inserted.operation_id, CASE $action WHEN 'INSERT' THEN 1 ELSE 0 END;`
 }
 
 // sqlServerInsertAuditEvents inserts the events whose id is not stored;

@@ -76,16 +76,9 @@ func (s *Store) queryRowKept(ctx context.Context, query string, args ...any) (*s
 // short chunks are parsed each time (there would be a text per size).
 const keptChunkRows = 2
 
-// execChunk runs query, a chunk of rows rows of at most full, in tx: kept
-// prepared when the chunk is full or of at most keptChunkRows rows.
-func (s *Store) execChunk(ctx context.Context, tx *sql.Tx, query string, rows, full int, args ...any) (sql.Result, error) {
-	if rows == full || rows <= keptChunkRows {
-		return s.execKept(ctx, tx, query, args...)
-	}
-	return tx.ExecContext(ctx, query, args...)
-}
-
-// queryChunk is execChunk for a statement that returns rows.
+// queryChunk runs query, a chunk of rows rows of at most full that
+// returns rows, in tx: kept prepared when the chunk is full or of at most
+// keptChunkRows rows.
 func (s *Store) queryChunk(ctx context.Context, tx *sql.Tx, query string, rows, full int, args ...any) (*sql.Rows, error) {
 	if rows != full && rows > keptChunkRows {
 		return tx.QueryContext(ctx, query, args...)

@@ -73,7 +73,7 @@ type Store struct {
 	// for the turn, written together (writeQueue).
 	queue writeQueue
 	// writeStmts and readStmts are the statements kept prepared on db and
-	// on reads (execKept, queryRowKept, execChunk).
+	// on reads (execKept, queryRowKept, queryChunk).
 	writeStmts, readStmts keptStatements
 	// onAudit is told of the audit events committed (ObserveAudit).
 	onAudit func([]AuditEvent)
@@ -162,8 +162,10 @@ type dialect struct {
 	exactTimes bool
 	// upsertSiteCalls is the statements, run in order and each given the
 	// same arguments, that upsert that many site_calls rows
-	// (siteCallColumns each), keeping the row with the higher seq; their
-	// counts of rows changed add up to the rows inserted or changed.
+	// (siteCallColumns each), keeping the row with the higher seq. Each
+	// returns a row (operation_id, inserted: true, or false for a row
+	// changed) for every row it inserted or changed, none for a row
+	// skipped for its seq.
 	upsertSiteCalls func(rows int) []string
 	// siteCallChunk is the most rows one upsertSiteCalls statement carries,
 	// set by the dialect's limit on bound parameters.

@@ -204,7 +204,7 @@ func walSize(t *testing.T, path string) int64 {
 func TestSQLiteQueuedUpsertsMakeTheirEventsWhenWritten(t *testing.T) {
 	store := openSQLiteForTest(t)
 	var made atomic.Int32
-	eventsOf := func(rows []contract.TrackedOperation) []AuditEvent {
+	eventsOf := func(rows []contract.TrackedOperation, _ map[string]bool) []AuditEvent {
 		made.Add(1)
 		return []AuditEvent{{EventID: "call/" + rows[0].OperationID + "/enqueued", OperationID: rows[0].OperationID,
 			Kind: contract.KindExternalCall, SiteID: "plant-1", Event: AuditEnqueued, Status: contract.StatusPending, At: rows[0].CreatedAt}}

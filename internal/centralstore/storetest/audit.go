@@ -208,29 +208,26 @@ func auditCarriedEvents(t *testing.T, store *centralstore.Store) {
 	require.Len(t, got[1].Reason, 4000)
 }
 
-// The Enqueued event comes with every change of a call and is never
-// carried: repeated with a later change it is stored once, and a row that
-// carries one, or carries an event of another operation or with an id its
+// An Enqueued event rides in the row of the change that created its
+// call's central row and is listed as an event of its own, with its time
+// and submitter; a row carrying an event of another operation, or one its
 // trail would not show, is refused with its batch.
-func auditEnqueuedStoredOnce(t *testing.T, store *centralstore.Store) {
+func auditEnqueuedCarried(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	op, t0 := uuid.NewString(), time.Now().Truncate(time.Millisecond)
 	enqueued := newAuditEvent(op, 0, t0)
 	enqueued.EventID, enqueued.Event, enqueued.Status = "call/"+op+"/enqueued", centralstore.AuditEnqueued, contract.StatusPending
-	retried := newAuditEvent(op, 5, t0.Add(time.Second))
+	enqueued.SourceNode, enqueued.Operator, enqueued.Detail = "node-b", "script:order.go", "target erp.postOrder"
 	head, events := carriedGroup(op, t0.Add(time.Minute))
-	n, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{enqueued, retried})
+	head.Carries = append([]centralstore.AuditEvent{enqueued}, head.Carries...)
+	n, err := store.InsertAuditEvents(ctx, []centralstore.AuditEvent{head})
 	require.NoError(t, err)
-	require.Equal(t, 2, n)
-	n, err = store.InsertAuditEvents(ctx, []centralstore.AuditEvent{enqueued, head})
-	require.NoError(t, err)
-	require.Equal(t, 3, n, "the later change's row and what it carries, not Enqueued again")
+	require.Equal(t, 4, n, "the head and the three events it carries")
 	got, err := store.ListAuditEvents(ctx, op)
 	require.NoError(t, err)
-	requireSameEvents(t, append([]centralstore.AuditEvent{enqueued, retried}, events...), got)
+	requireSameEvents(t, append([]centralstore.AuditEvent{enqueued}, events...), got)
 
 	for name, carried := range map[string]func(*centralstore.AuditEvent){
-		"Enqueued":        func(e *centralstore.AuditEvent) { *e = enqueued },
 		"other operation": func(e *centralstore.AuditEvent) { e.OperationID = uuid.NewString() },
 		"stray id":        func(e *centralstore.AuditEvent) { e.EventID = "attempt/9" },
 	} {

@@ -36,7 +36,7 @@ func Exercise(t *testing.T, store *centralstore.Store) {
 	t.Run("AuditListByOperation", func(t *testing.T) { auditListByOperation(t, store) })
 	t.Run("AuditListByEventIDs", func(t *testing.T) { auditListByEventIDs(t, store) })
 	t.Run("AuditCarriedEvents", func(t *testing.T) { auditCarriedEvents(t, store) })
-	t.Run("AuditEnqueuedStoredOnce", func(t *testing.T) { auditEnqueuedStoredOnce(t, store) })
+	t.Run("AuditEnqueuedCarried", func(t *testing.T) { auditEnqueuedCarried(t, store) })
 	t.Run("AuditPurgeByHeadTime", func(t *testing.T) { auditPurgeByHeadTime(t, store) })
 	t.Run("PurgeDeletesOnlyTerminalRowsPastRetention", func(t *testing.T) { purgeDeletesOnlyDueRows(t, store) })
 	t.Run("PurgeStopsAtMaxRows", func(t *testing.T) { purgeStopsAtMaxRows(t, store) })
@@ -201,20 +201,42 @@ func siteCallsRoundTrip(t *testing.T, store *centralstore.Store) {
 	}
 }
 
+// upsertCreated upserts rows and returns how many were written and the ids
+// the write told its audit it created.
+func upsertCreated(t *testing.T, store *centralstore.Store, rows ...contract.TrackedOperation) (int, []string) {
+	t.Helper()
+	var created []string
+	n, err := store.UpsertSiteCallsAudited(context.Background(), rows, func(_ []contract.TrackedOperation, ids map[string]bool) []centralstore.AuditEvent {
+		for id := range ids {
+			created = append(created, id)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return n, created
+}
+
+// noAuditEvents audits nothing of a write of tracking rows.
+func noAuditEvents([]contract.TrackedOperation, map[string]bool) []centralstore.AuditEvent {
+	return nil
+}
+
+// The highest seq wins, whatever order changes arrive in; a write tells
+// its audit which rows it inserted, not the ones it changed or skipped.
 func siteCallsKeepHighestSeq(t *testing.T, store *centralstore.Store) {
 	ctx := context.Background()
 	row := newSiteCall(newSiteID(), 10)
-	n, err := store.UpsertSiteCalls(ctx, []contract.TrackedOperation{row})
-	require.NoError(t, err)
+	n, created := upsertCreated(t, store, row)
 	require.Equal(t, 1, n)
+	require.Equal(t, []string{row.OperationID}, created)
 
 	// A replay (equal seq) and a late batch (lower seq) change nothing.
 	for _, seq := range []int64{9, 10} {
 		stale := row
 		stale.Status, stale.Seq = contract.StatusDelivered, seq
-		n, err = store.UpsertSiteCalls(ctx, []contract.TrackedOperation{stale})
-		require.NoError(t, err)
+		n, created = upsertCreated(t, store, stale)
 		require.Zero(t, n, "seq %d", seq)
+		require.Empty(t, created, "seq %d", seq)
 		got, err := store.GetSiteCall(ctx, row.OperationID)
 		require.NoError(t, err)
 		require.Equal(t, contract.StatusRetrying, got.Status, "seq %d", seq)
@@ -223,9 +245,9 @@ func siteCallsKeepHighestSeq(t *testing.T, store *centralstore.Store) {
 
 	newer := row
 	newer.Status, newer.RetryCount, newer.Seq = contract.StatusParked, 3, 11
-	n, err = store.UpsertSiteCalls(ctx, []contract.TrackedOperation{newer})
-	require.NoError(t, err)
+	n, created = upsertCreated(t, store, newer)
 	require.Equal(t, 1, n)
+	require.Empty(t, created, "a row changed, not inserted")
 	got, err := store.GetSiteCall(ctx, row.OperationID)
 	require.NoError(t, err)
 	requireSameCall(t, newer, got)
@@ -237,9 +259,9 @@ func siteCallsKeepHighestSeq(t *testing.T, store *centralstore.Store) {
 	fresh := newSiteCall(row.SourceSiteID, 14)
 	freshOlder := fresh
 	freshOlder.Status, freshOlder.Seq = contract.StatusPending, 2
-	n, err = store.UpsertSiteCalls(ctx, []contract.TrackedOperation{high, freshOlder, low, fresh})
-	require.NoError(t, err)
+	n, created = upsertCreated(t, store, high, freshOlder, low, fresh)
 	require.Equal(t, 2, n)
+	require.Equal(t, []string{fresh.OperationID}, created)
 	got, err = store.GetSiteCall(ctx, row.OperationID)
 	require.NoError(t, err)
 	requireSameCall(t, high, got)
@@ -275,18 +297,18 @@ func reconcileCursorOnlyAdvances(t *testing.T, store *centralstore.Store) {
 	require.Zero(t, cursor)
 
 	first := newSiteCall(site, 5)
-	n, err := store.MirrorReconciled(ctx, site, []contract.TrackedOperation{first}, 5)
+	n, err := store.MirrorReconciled(ctx, site, []contract.TrackedOperation{first}, 5, noAuditEvents)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	requireCursor(t, store, site, 5)
 
-	n, err = store.MirrorReconciled(ctx, site, nil, 3)
+	n, err = store.MirrorReconciled(ctx, site, nil, 3, noAuditEvents)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	requireCursor(t, store, site, 5)
 
 	second := newSiteCall(site, 7)
-	n, err = store.MirrorReconciled(ctx, site, []contract.TrackedOperation{second}, 9)
+	n, err = store.MirrorReconciled(ctx, site, []contract.TrackedOperation{second}, 9, noAuditEvents)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	requireCursor(t, store, site, 9)
@@ -300,7 +322,7 @@ func reconcileCursorOnlyAdvances(t *testing.T, store *centralstore.Store) {
 	// starts over, and advances from there.
 	require.NoError(t, store.ResetReconcileCursor(ctx, site))
 	requireCursor(t, store, site, 0)
-	_, err = store.MirrorReconciled(ctx, site, nil, 2)
+	_, err = store.MirrorReconciled(ctx, site, nil, 2, noAuditEvents)
 	require.NoError(t, err)
 	requireCursor(t, store, site, 2)
 	require.NoError(t, store.ResetReconcileCursor(ctx, other), "a site never reconciled")
