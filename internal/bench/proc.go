@@ -9,19 +9,33 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // clockTick is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
 const clockTick = 10 * time.Millisecond
 
 // processCPU is the CPU time (user and system) a running process has used
-// so far, from /proc/<pid>/stat (Linux only).
+// so far, to the nanosecond: the kernel's CPU clock of the process, the
+// clock clock_getcpuclockid(3) names (Linux). /proc/<pid>/stat counts in
+// clock ticks, and a central worker that ran a few milliseconds over a
+// short run read as 0.
 func processCPU(pid int) (time.Duration, error) {
-	st, err := readStat(pid)
-	if err != nil {
-		return 0, err
+	var ts unix.Timespec
+	if err := unix.ClockGettime(processCPUClock(pid), &ts); err != nil {
+		return 0, fmt.Errorf("read process %d's CPU time (needs Linux's process CPU clocks): %w", pid, err)
 	}
-	return st.cpu, nil
+	return time.Duration(ts.Nano()), nil
+}
+
+// processCPUClock is the id of pid's CPU clock, as glibc's
+// clock_getcpuclockid makes it: the pid's complement shifted past the
+// clock's three type bits, CPUCLOCK_SCHED (2, the scheduler's exact sum)
+// and no per-thread bit.
+func processCPUClock(pid int) int32 {
+	const cpuclockSched = 2
+	return int32(^pid<<3 | cpuclockSched)
 }
 
 // processTreeCPU is the CPU time a process and its children have used so
