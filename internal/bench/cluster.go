@@ -278,7 +278,7 @@ func (cb *clusterBench) timeEndToEnd(ctx context.Context) ([]Row, error) {
 		"bare: %.1f s (rounds %s), its worker in this process; CPU a notification: %s; a bare workflow: %s; %s",
 		thousands(int64(n)), siteTimes.total().Seconds(), siteTimes, clusterWorkers, bareTimes.total().Seconds(), bareTimes,
 		site.per(n), bare.per(n), cb.box.duplicates())
-	const perNote = "CPU-seconds over the notification rounds (/proc/<pid>/stat) a notification delivered"
+	const perNote = "CPU-seconds over the notification rounds (process CPU clocks; PostgreSQL's process tree from /proc/<pid>/stat) a notification delivered"
 	return []Row{
 		rate,
 		compare(SectionCluster, "cluster central workers' CPU a notification", perItem(site.workers, n), "ms",
@@ -352,7 +352,7 @@ func (cb *clusterBench) timeTelemetry(ctx context.Context) ([]Row, error) {
 		thousands(int64(n)), size, telemetrySites, viaTemporal.total().Seconds(), viaTemporal, bulk.total().Seconds(), bulk,
 		full.per(n), raw.per(n))
 	sized := fmt.Sprintf("batches of %d (a site's %d calls a minute over site.telemetry_delay)", small, capacityCallsPerMinute)
-	perChange := fmt.Sprintf("CPU-seconds over the rounds (/proc/<pid>/stat) a change, %s changes in %s, %d sites at once, %.1f s (rounds %s); "+
+	perChange := fmt.Sprintf("CPU-seconds over the rounds (process CPU clocks; PostgreSQL's process tree from /proc/<pid>/stat) a change, %s changes in %s, %d sites at once, %.1f s (rounds %s); "+
 		"all parts: %s", thousands(int64(nSmall)), sized, telemetrySites, smallTimes.total().Seconds(), smallTimes, site.per(nSmall))
 	fullName := fmt.Sprintf("a change in batches of %d", size)
 	return []Row{

@@ -652,5 +652,5 @@ func (f *fleet) rows(one, two delivery, in ingest, peaks []memory) []Row {
 // workerCPU is a worker's CPU beside the dev server's in the same run.
 func workerCPU(measure string, cpu float64, use usage) Row {
 	return compare(SectionFleet, measure, cpu, "cores", Figure{Name: "dev server CPU, same run", Value: use.server, Unit: "cores"}).
-		withDetail("cores busy over the timed deliveries (CPU-seconds a second, /proc/<pid>/stat); %s", use)
+		withDetail("cores busy over the timed deliveries (CPU-seconds a second, from each process's CPU clock); %s", use)
 }
