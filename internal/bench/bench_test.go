@@ -138,20 +138,12 @@ func TestFleet(t *testing.T) {
 	report, err := bench.Run(context.Background(), opts)
 	require.NoError(t, err)
 
-	// At this size Temporal may hand one of two workers too little to read
-	// as a clock tick (10 ms) of CPU in /proc: each of the two reads 0 or
-	// more, and together more than 0.
-	oneOfTwo := map[string]bool{"fleet central worker 1 of 2 CPU": true, "fleet central worker 2 of 2 CPU": true}
-	var twoWorkersCPU float64
+	// Each worker's CPU is read from its process CPU clock, to the
+	// nanosecond: positive even for a worker Temporal handed little.
 	byMeasure := map[string]bench.Row{}
 	for _, row := range report.Rows {
 		require.Equal(t, bench.SectionFleet, row.Section)
-		if oneOfTwo[row.Measure] {
-			require.GreaterOrEqual(t, row.Value, 0.0, "%s", row.Measure)
-			twoWorkersCPU += row.Value
-		} else {
-			require.Positive(t, row.Value, "%s", row.Measure)
-		}
+		require.Positive(t, row.Value, "%s", row.Measure)
 		require.NotNil(t, row.Baseline, "%s has no baseline", row.Measure)
 		require.Positive(t, row.Baseline.Value, "%s: %s", row.Measure, row.Baseline.Name)
 		require.InDelta(t, row.Value/row.Baseline.Value, row.Ratio, 1e-9, "%s", row.Measure)
@@ -159,7 +151,6 @@ func TestFleet(t *testing.T) {
 		byMeasure[row.Measure] = row
 	}
 	require.Len(t, byMeasure, 8, "delivery ratio, 3 worker CPU rows, 3 worker RSS rows, telemetry ingest")
-	require.Positive(t, twoWorkersCPU, "the two workers together used CPU")
 
 	rate := byMeasure["fleet delivered, 2 central workers, 4 sites"]
 	require.Equal(t, "/s", rate.Unit)
