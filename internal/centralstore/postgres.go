@@ -166,7 +166,7 @@ var postgresDialect = dialect{
 // written and whether it was inserted: a row the statement inserted has no
 // xmax, where the row DO UPDATE wrote carries the lock the conflict took on
 // it (xmax = 0 is how PostgreSQL tells an insert from an update; storetest's
-// SiteCallsCreated checks it on every dialect).
+// SiteCallsKeepHighestSeq checks it, TestPostgres here).
 func postgresUpsertSiteCalls(rows int) string {
 	return upsertSiteCallsOnConflict(rows) + `
 		RETURNING operation_id, xmax = 0`
