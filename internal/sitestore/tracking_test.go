@@ -601,3 +601,66 @@ func TestCallBufferStatementsSeekTheOperationIndex(t *testing.T) {
 		require.Contains(t, plan, "SEARCH buffer USING INDEX buffer_operation (tracked_operation_id=?)", "%s\n%s", query, plan)
 	}
 }
+
+// A file of schema version 12 keeps every tracking row, each column as it
+// was, when migration 13 rebuilds the table keyed by operation id alone;
+// its indexes come back, and Status then finds a row in one B-tree.
+func TestTrackingRebuiltKeyedByOperationID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "site.db")
+	db, err := sqlitedb.Open(ctx, path)
+	require.NoError(t, err)
+	for _, m := range migrations[:12] {
+		_, err := db.ExecContext(ctx, m)
+		require.NoError(t, err)
+	}
+	_, err = db.ExecContext(ctx, `PRAGMA user_version = 12`)
+	require.NoError(t, err)
+	pending, parked := trackingT0.UnixNano(), trackingT0.Add(time.Hour).UnixNano()
+	_, err = db.ExecContext(ctx, `INSERT INTO tracking (`+trackingColumns+`) VALUES
+		('op-1', 'ExternalCall', 'erp.createOrder', 'Retrying', 2, 'HTTP 503', 'plant-1', 'node-a', 'pump-3', 'onTrip', ?, ?, ?, ?, NULL, 7, 'alice'),
+		('op-2', 'DatabaseWrite', 'historian', 'Failed', 0, 'constraint', 'plant-1', 'node-b', '', '', ?, ?, NULL, NULL, ?, 9, '')`,
+		pending, pending, pending, parked, pending, parked, parked)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	s, err := Open(ctx, path, Options{Now: (&trackingClock{t: trackingT0}).now})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+
+	var table string
+	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'tracking'`).Scan(&table))
+	require.Contains(t, table, "WITHOUT ROWID")
+	var indexes []string
+	rows, err := s.db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tracking' AND sql IS NOT NULL ORDER BY name`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		indexes = append(indexes, name)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"tracking_due", "tracking_seq", "tracking_terminal"}, indexes)
+
+	retrying, err := s.GetOperation(ctx, "op-1")
+	require.NoError(t, err)
+	at, next := time.Unix(0, pending).UTC(), time.Unix(0, parked).UTC()
+	require.Equal(t, contract.TrackedOperation{OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder",
+		Status: contract.StatusRetrying, RetryCount: 2, LastError: "HTTP 503", SourceSiteID: "plant-1", SourceNode: "node-a",
+		SourceInstance: "pump-3", SourceScript: "onTrip", SubmittedBy: "alice", CreatedAt: at, UpdatedAt: at,
+		LastAttemptAt: &at, NextAttemptAt: &next, Seq: 7}, retrying)
+	failed, err := s.GetOperation(ctx, "op-2")
+	require.NoError(t, err)
+	require.Equal(t, contract.StatusFailed, failed.Status)
+	require.Equal(t, &next, failed.TerminalAt)
+	require.Equal(t, int64(9), failed.Seq)
+	changed, err := s.ChangesSince(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, changed, 2, "tracking_seq orders the changes")
+
+	_, err = s.db.ExecContext(ctx, `UPDATE tracking SET seq = 7 WHERE operation_id = 'op-2'`)
+	require.ErrorContains(t, err, "UNIQUE", "tracking_seq is unique again")
+	plan := testutil.QueryPlan(t, s.db, operationSQL, "op-1")
+	require.Equal(t, "SEARCH tracking USING PRIMARY KEY (operation_id=?)\n", plan)
+}
