@@ -276,8 +276,8 @@ var migrations = []string{
 	// table found a call's row in two B-trees (the primary key's index,
 	// then the table) and a Status request then finds its buffer row in two
 	// more; on a store of 5,000,000 calls each descent is a leaf page the
-	// page cache rarely holds (outpost bench --only growth: Status p99
-	// 1.14-1.29x the empty store's in four runs before, 1.08-1.18x in three
+	// page cache rarely holds (outpost bench, growth section: Status p99
+	// 1.14-1.29x the empty store's in four runs before, 1.04-1.18x in five
 	// after). The rows are copied once, in this migration's transaction
 	// (about 3 s for 1,000,000 rows); the columns keep their order, which a
 	// standby's full copy (Restore) relies on.

@@ -617,11 +617,11 @@ func TestTrackingRebuiltKeyedByOperationID(t *testing.T) {
 	}
 	_, err = db.ExecContext(ctx, `PRAGMA user_version = 12`)
 	require.NoError(t, err)
-	pending, parked := trackingT0.UnixNano(), trackingT0.Add(time.Hour).UnixNano()
+	first, later := trackingT0.UnixNano(), trackingT0.Add(time.Hour).UnixNano()
 	_, err = db.ExecContext(ctx, `INSERT INTO tracking (`+trackingColumns+`) VALUES
 		('op-1', 'ExternalCall', 'erp.createOrder', 'Retrying', 2, 'HTTP 503', 'plant-1', 'node-a', 'pump-3', 'onTrip', ?, ?, ?, ?, NULL, 7, 'alice'),
 		('op-2', 'DatabaseWrite', 'historian', 'Failed', 0, 'constraint', 'plant-1', 'node-b', '', '', ?, ?, NULL, NULL, ?, 9, '')`,
-		pending, pending, pending, parked, pending, parked, parked)
+		first, first, first, later, first, later, later)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
@@ -645,7 +645,7 @@ func TestTrackingRebuiltKeyedByOperationID(t *testing.T) {
 
 	retrying, err := s.GetOperation(ctx, "op-1")
 	require.NoError(t, err)
-	at, next := time.Unix(0, pending).UTC(), time.Unix(0, parked).UTC()
+	at, next := time.Unix(0, first).UTC(), time.Unix(0, later).UTC()
 	require.Equal(t, contract.TrackedOperation{OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder",
 		Status: contract.StatusRetrying, RetryCount: 2, LastError: "HTTP 503", SourceSiteID: "plant-1", SourceNode: "node-a",
 		SourceInstance: "pump-3", SourceScript: "onTrip", SubmittedBy: "alice", CreatedAt: at, UpdatedAt: at,
