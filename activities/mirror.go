@@ -10,6 +10,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/audit"
 	"github.com/outpost-dev/outpost/internal/centralstore"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // MirrorActivities keep central's site_calls mirror and audit what each
@@ -61,15 +62,17 @@ func (a *MirrorActivities) MirrorTelemetryBatch(ctx context.Context, batch conve
 
 // decodeTelemetry decodes batches into their rows, in order, and each
 // site's last change among them. A RawValue reaches an activity already
-// through the worker's payload codec, if any (payloadcipher), and under it
-// every Outpost worker converts with the SDK's default converter. A batch
-// that does not decode is refused for good: retrying it cannot help.
+// through the worker's payload codec, if any (payloadcipher); under it a
+// batch is compressed JSON or, from a site before compression, the SDK's
+// default converter's (temporalcontract.DecodeTelemetryBatch reads both).
+// A batch that does not decode is refused for good: retrying it cannot
+// help.
 func decodeTelemetry(batches []converter.RawValue) ([]contract.TrackedOperation, []contract.TelemetryWritten, error) {
 	var rows []contract.TrackedOperation
 	var written []contract.TelemetryWritten
 	for i, raw := range batches {
-		var batch contract.TelemetryBatch
-		if err := converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &batch); err != nil {
+		batch, err := temporalcontract.DecodeTelemetryBatch(raw.Payload())
+		if err != nil {
 			return nil, nil, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("decode telemetry batch %d of %d: %v", i+1, len(batches), err), ErrTypeBadTelemetry, err)
 		}

@@ -6,24 +6,27 @@ import (
 
 	"go.temporal.io/sdk/converter"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
-// TelemetryBudgetBytes is a central worker's telemetry budget: encoded
-// batches of about 9,500 of a fleet's tracking changes, decoded and
-// written at once across every ingest shard the process runs, about as
-// many as the store merges into one transaction (centralstore's
-// maxMergedRows). When a fleet's sites all send at once, every shard has
-// batches waiting; without the budget each shard decoded its own
-// together, and each of two workers held most of the fleet's changes,
-// their audit events and SQL arguments at once (outpost bench --only
-// fleet: 177-231 MiB VmHWM a worker, 114-129 MiB with this budget). The
-// writes it admits together share a transaction when they wait for the
-// store's turn together: with 1 MiB they carried too little, and the
-// ingest of 200 sites' batches, 8 in flight, fell to 0.64-0.65x of the
-// bulk upserts, where this budget gave 0.82x twice and the code before it
-// 0.78x and 0.88x (outpost bench --only telemetry). With 1 or 2 MiB the
-// fleet's workers peaked at 103-121 MiB.
-const TelemetryBudgetBytes = 4 << 20
+// TelemetryBudgetBytes is a central worker's telemetry budget: batches
+// whose JSON is about 4,800 of a fleet's tracking changes, decoded and
+// written at once across every ingest shard the process runs
+// (temporalcontract.TelemetryBatchSize counts a compressed batch by its
+// JSON). When a fleet's sites all send at once, every shard has batches
+// waiting; without the budget each shard decoded its own together, and
+// each of two workers held most of the fleet's changes, their audit
+// events and SQL arguments at once (outpost bench --only fleet: 177-231
+// MiB VmHWM a worker). The writes it admits together share a
+// transaction when they wait for the store's turn together: with 1 MiB
+// they carried too little and the ingest of 200 sites' batches, 8 in
+// flight, fell to 0.64x of the bulk upserts (outpost bench --only
+// telemetry). With 4 MiB and batches signalled as JSON the fleet's
+// workers peaked at 118-129 MiB; with the batches compressed, 104-114
+// MiB at 4 MiB and 94-99 MiB at 2 MiB, the telemetry section's ingest
+// at 0.93x both times (0.91x and 0.98x at 4 MiB).
+const TelemetryBudgetBytes = 2 << 20
 
 // TelemetryBudget bounds the bytes of encoded telemetry batches a process
 // decodes and writes at once; a write waits for its share.
@@ -47,11 +50,12 @@ func (b *TelemetryBudget) hold(ctx context.Context, n int64) (release func(), er
 	return func() { b.sem.Release(n) }, nil
 }
 
-// encodedSize is the bytes of batches' payloads.
+// encodedSize is the bytes of batches once decoded
+// (temporalcontract.TelemetryBatchSize).
 func encodedSize(batches ...converter.RawValue) int64 {
 	var n int64
 	for _, b := range batches {
-		n += int64(len(b.Payload().GetData()))
+		n += int64(temporalcontract.TelemetryBatchSize(b.Payload()))
 	}
 	return n
 }

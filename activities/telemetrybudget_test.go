@@ -13,6 +13,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/centralstore"
 	"github.com/outpost-dev/outpost/internal/centraltest"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // encodedBatch is site's changes 1 to n, as a site signals them.
@@ -29,6 +30,44 @@ func encodedBatch(t *testing.T, site string, n int64) converter.RawValue {
 	payload, err := converter.GetDefaultDataConverter().ToPayload(batch)
 	require.NoError(t, err)
 	return converter.NewRawValue(payload)
+}
+
+// compressedBatch is encodedBatch as a site signals it to workers of
+// contract.GenerationCompressedTelemetry.
+func compressedBatch(t *testing.T, site string, n int64) converter.RawValue {
+	t.Helper()
+	var batch contract.TelemetryBatch
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(encodedBatch(t, site, n).Payload(), &batch))
+	compressed, err := temporalcontract.EncodeTelemetryBatch(batch)
+	require.NoError(t, err)
+	return compressed
+}
+
+// A write takes compressed batches and batches of sites before compression
+// together, and holds the budget for their JSON, not for the bytes they
+// came in: what the worker decodes is their JSON.
+func TestTelemetryWriteDecodesCompressedBatches(t *testing.T) {
+	t.Parallel()
+	store, _ := centraltest.Open(t)
+	plain, compressed := encodedBatch(t, "plant-1", 40), compressedBatch(t, "plant-2", 40)
+	require.Less(t, len(compressed.Payload().GetData()), len(plain.Payload().GetData())/2)
+	jsonBytes := encodedSize(plain) // both batches' JSON is as long: same lengths of ids
+	acts := &MirrorActivities{Store: store, Telemetry: NewTelemetryBudget(2 * jsonBytes)}
+
+	others, err := acts.Telemetry.hold(context.Background(), jsonBytes+1)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = acts.MirrorTelemetry(ctx, []converter.RawValue{compressed})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a compressed batch waits for the budget of its JSON")
+	others()
+
+	written, err := acts.MirrorTelemetry(context.Background(), []converter.RawValue{plain, compressed})
+	require.NoError(t, err)
+	require.Equal(t, []contract.TelemetryWritten{{SiteID: "plant-1", Seq: 40}, {SiteID: "plant-2", Seq: 40}}, written)
+	row, err := store.GetSiteCall(context.Background(), "plant-2-op-40")
+	require.NoError(t, err, "the compressed batch's rows are stored")
+	require.Equal(t, contract.StatusDelivered, row.Status)
 }
 
 // A telemetry write decodes its batches only within the worker's budget:

@@ -90,6 +90,11 @@ const GenerationStartsCalls = 4
 // that run WorkflowTelemetryIngest.
 const GenerationTelemetryIngest = 5
 
+// GenerationCompressedTelemetry is the first generation of central
+// workers that take telemetry batches compressed (the encoding
+// "json/gzip").
+const GenerationCompressedTelemetry = 6
+
 // CentralGeneration is the generation named by a central worker's build id;
 // 0 for a build id Outpost did not set (a worker before generation 2
 // recorded the SDK's default, a checksum of its binary).

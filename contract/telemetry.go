@@ -6,6 +6,13 @@ type TelemetryBatch struct {
 	Rows   []TrackedOperation `json:"rows"`
 }
 
+// TelemetryMaxBytes bounds a batch's JSON. Temporal refuses a workflow
+// input over 2 MB (its default blob size limit), and a change can carry a
+// last error of 2,000 characters, up to six bytes each in JSON: without a
+// bound, a batch of long errors would be refused on every send, and the
+// outbox behind it would never move.
+const TelemetryMaxBytes = 1 << 20
+
 // MirrorReconciledInput is one page of a reconciliation pull.
 type MirrorReconciledInput struct {
 	SiteID string             `json:"siteId"`

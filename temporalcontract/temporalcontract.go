@@ -1,7 +1,8 @@
 // Package temporalcontract is the part of the contract that needs the
 // Temporal SDK: the search-attribute keys every Outpost workflow keeps
-// current and the application-error helpers a first notification attempt
-// and its workflow share. Package contract stays standard-library only, so
+// current, the application-error helpers a first notification attempt
+// and its workflow share, and a telemetry batch's payload as sites signal
+// it and central workers decode it. Package contract stays standard-library only, so
 // a script that imports the site SDK links none of the Temporal SDK; the
 // workflows, activities, workers and operator tools import this beside it.
 package temporalcontract

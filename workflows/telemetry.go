@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows/operation"
 )
 
@@ -58,10 +59,11 @@ func IngestTelemetryWorkflow(ctx workflow.Context, batch contract.TelemetryBatch
 // signal is an event, so after this many batches the run continues as new.
 const batchesPerIngestRun = 1000
 
-// bytesPerIngestWrite bounds one write's batches, as the sites encoded
-// them: about 2,400 of a fleet's tracking changes, a quarter of what a
-// worker decodes at once (activities.TelemetryBudgetBytes), so the writes
-// of several shards share it. A write of every batch waiting would hold
+// bytesPerIngestWrite bounds one write's batches, by their JSON
+// (temporalcontract.TelemetryBatchSize, whether they came compressed or
+// not): about 2,400 of a fleet's tracking changes, half of what a worker
+// decodes at once (activities.TelemetryBudgetBytes), so the writes of
+// several shards share it. A write of every batch waiting would hold
 // all their rows, SQL arguments and audit events in the worker's memory at
 // once. A batch not yet taken stays in the signal channel until its turn.
 const bytesPerIngestWrite = 1 << 20
@@ -143,8 +145,11 @@ func receiveWaiting[T any](ch workflow.ReceiveChannel, taken, limit int, size fu
 	return waiting
 }
 
-// encodedSize is the bytes of an encoded batch.
-func encodedSize(batch converter.RawValue) int { return len(batch.Payload().GetData()) }
+// encodedSize is the bytes of a batch once decoded
+// (temporalcontract.TelemetryBatchSize).
+func encodedSize(batch converter.RawValue) int {
+	return temporalcontract.TelemetryBatchSize(batch.Payload())
+}
 
 // write writes batches and records each site's last change written; it
 // returns how many batches it wrote.

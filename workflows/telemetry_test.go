@@ -18,6 +18,7 @@ import (
 	"github.com/outpost-dev/outpost/activities"
 	"github.com/outpost-dev/outpost/activities/onsite"
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/temporalcontract"
 	"github.com/outpost-dev/outpost/workflows"
 )
 
@@ -154,8 +155,8 @@ func (s *telemetrySuite) recordMirrors(r *ingestRecorder) *ingestRecorder {
 		var rows []contract.TrackedOperation
 		var written []contract.TelemetryWritten
 		for _, raw := range batches {
-			var b contract.TelemetryBatch
-			s.Require().NoError(converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &b), "a batch reaches the write as the site encoded it")
+			b, err := temporalcontract.DecodeTelemetryBatch(raw.Payload())
+			s.Require().NoError(err, "a batch reaches the write as the site encoded it")
 			rows = append(rows, b.Rows...)
 			written = append(written, contract.TelemetryWritten{SiteID: b.SiteID, Seq: b.Rows[len(b.Rows)-1].Seq})
 		}
@@ -227,6 +228,30 @@ func (s *telemetrySuite) TestIngestBoundsTheBytesOfOneWrite() {
 
 	s.Equal([][]contract.TrackedOperation{slices.Concat(a.Rows, b.Rows), c.Rows}, rec.writes,
 		"the write stops taking batches once it holds 1 MiB")
+}
+
+// Compressed batches are bounded by their JSON, not by the bytes they came
+// in: what a write holds once it decodes them is their JSON and rows.
+func (s *telemetrySuite) TestIngestBoundsCompressedBatchesByTheirJSON() {
+	a, b, c := siteBatch("plant-1", 1, 2500), siteBatch("plant-2", 1, 2500), siteBatch("plant-3", 1, 2500)
+	var compressed []any
+	for _, batch := range []contract.TelemetryBatch{a, b, c} {
+		encoded, err := temporalcontract.EncodeTelemetryBatch(batch)
+		s.Require().NoError(err)
+		s.Require().Less(3*len(encoded.Payload().GetData()), 1<<20, "all three come in under the bound")
+		compressed = append(compressed, encoded)
+	}
+
+	rec := s.recordMirrors(&ingestRecorder{})
+	s.env.RegisterDelayedCallback(func() {
+		for _, batch := range compressed {
+			s.env.SignalWorkflow(contract.SignalTelemetryBatch, batch)
+		}
+	}, 0)
+	s.runIngest()
+
+	s.Equal([][]contract.TrackedOperation{slices.Concat(a.Rows, b.Rows), c.Rows}, rec.writes,
+		"the write stops taking batches once their JSON reaches 1 MiB")
 }
 
 // The ingest answers each site's last change written: how a site learns

@@ -180,7 +180,7 @@ func (ss *siteSenders) send(ctx context.Context, batch contract.TelemetryBatch) 
 	ss.mu.Unlock()
 	site.mu.Lock()
 	defer site.mu.Unlock()
-	return site.sender.Send(ctx, batch)
+	return site.sender.Send(ctx, batch, true) // compressed, as for workers of this generation
 }
 
 // ingestRound sends batches as site daemons do (sitedaemon.IngestSender,

@@ -35,7 +35,8 @@ const (
 // contract.GenerationStartsCalls a cached call's
 // (contract.WorkflowCachedCallStarted), instead of signalling them; from
 // contract.GenerationTelemetryIngest telemetry batches go by update to
-// central's long-running ingest workflows instead of each starting one. A site
+// central's long-running ingest workflows instead of each starting one,
+// and from contract.GenerationCompressedTelemetry compressed. A site
 // upgraded before central so keeps signalling, which central's older
 // workers understand; any doubt (no poller listed, an error) answers
 // generation 0: signal.
@@ -74,6 +75,11 @@ func (c *startCheck) sendsToTelemetryIngest(ctx context.Context) bool {
 	return c.centralGeneration(ctx) >= contract.GenerationTelemetryIngest
 }
 
+// compressesTelemetry reports whether telemetry batches go compressed.
+func (c *startCheck) compressesTelemetry(ctx context.Context) bool {
+	return c.centralGeneration(ctx) >= contract.GenerationCompressedTelemetry
+}
+
 // centralGeneration answers, asking Temporal when the last answer is
 // stale. Hand-offs running meanwhile wait for the one question.
 func (c *startCheck) centralGeneration(ctx context.Context) int {
@@ -90,7 +96,7 @@ func (c *startCheck) centralGeneration(ctx context.Context) int {
 	}
 	c.asked, c.generation = true, generation
 	c.validTill = c.now().Add(startCheckNoFor)
-	if generation >= contract.GenerationTelemetryIngest {
+	if generation >= contract.GenerationCompressedTelemetry {
 		c.validTill = c.now().Add(startCheckYesFor)
 	}
 	return generation
@@ -148,7 +154,10 @@ func callWorkflowType(generation int) string {
 // telemetryWorkflowType names the workflow a telemetry batch goes to while
 // central's workers are of generation.
 func telemetryWorkflowType(generation int) string {
-	if generation >= contract.GenerationTelemetryIngest {
+	switch {
+	case generation >= contract.GenerationCompressedTelemetry:
+		return contract.WorkflowTelemetryIngest + " (compressed)"
+	case generation >= contract.GenerationTelemetryIngest:
 		return contract.WorkflowTelemetryIngest
 	}
 	return contract.WorkflowIngestTelemetry

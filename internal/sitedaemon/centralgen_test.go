@@ -134,8 +134,8 @@ func TestStartCheckAsksTheRegionsQueue(t *testing.T) {
 	require.Equal(t, "outpost-central-eu", tc.queue)
 }
 
-// An answer stands 10 s below generation 4 (central may be upgrading) and
-// a minute from it; credentials that may not list the workers leave the
+// An answer stands 10 s below the latest generation (central may be
+// upgrading) and a minute at it; credentials that may not list the workers leave the
 // site signalling, said once as a warning however often it asks again.
 func TestStartCheckAnswersStandAWhile(t *testing.T) {
 	ctx := context.Background()
@@ -177,10 +177,18 @@ func TestStartCheckAnswersStandAWhile(t *testing.T) {
 	answer(contract.CentralBuildIDPrefix + "5")
 	now = now.Add(startCheckNoFor)
 	require.True(t, c.sendsToTelemetryIngest(ctx))
+	require.False(t, c.compressesTelemetry(ctx))
+	require.Equal(t, 5, tc.asked, "generation 5 stands 10 s")
+	require.Equal(t, 1, logs.FilterMessageSnippet("telemetry to "+contract.WorkflowTelemetryIngest).Len())
+
+	answer(contract.CentralBuildIDPrefix + "6")
+	now = now.Add(startCheckNoFor)
+	require.True(t, c.compressesTelemetry(ctx))
 	now = now.Add(startCheckYesFor - time.Second)
 	require.True(t, c.startsNotifications(ctx))
 	require.True(t, c.startsCalls(ctx))
 	require.True(t, c.sendsToTelemetryIngest(ctx))
-	require.Equal(t, 5, tc.asked, "generation 5 stands a minute")
-	require.Equal(t, 1, logs.FilterMessageSnippet("telemetry to "+contract.WorkflowTelemetryIngest).Len())
+	require.True(t, c.compressesTelemetry(ctx))
+	require.Equal(t, 6, tc.asked, "generation 6 stands a minute")
+	require.Equal(t, 1, logs.FilterMessageSnippet("telemetry to "+contract.WorkflowTelemetryIngest+" (compressed)").Len())
 }

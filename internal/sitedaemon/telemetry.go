@@ -16,6 +16,7 @@ import (
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // TelemetryOptions tunes the telemetry sender (site config).
@@ -64,7 +65,7 @@ func NewTelemetry(store *sitestore.Store, tc client.Client, opts TelemetryOption
 	ingest := NewIngestSender(tc, opts.Region)
 	t.send = func(ctx context.Context, batch contract.TelemetryBatch) error {
 		if starts.sendsToTelemetryIngest(ctx) {
-			return ingest.Send(ctx, batch)
+			return ingest.Send(ctx, batch, starts.compressesTelemetry(ctx))
 		}
 		return ingestTelemetryByWorkflow(ctx, tc, opts.Region, batch)
 	}
@@ -147,7 +148,7 @@ func (t *Telemetry) untilDue(now time.Time, waiting int) time.Duration {
 }
 
 // sendBatch sends the oldest unsent changes, up to Batch and
-// telemetryMaxBytes, and moves the cursor past them once central
+// contract.TelemetryMaxBytes, and moves the cursor past them once central
 // persisted them. cut: the bytes bound left some of them for the next.
 func (t *Telemetry) sendBatch(ctx context.Context) (cut bool, err error) {
 	cursor, err := t.store.TelemetryCursor(ctx)
@@ -158,7 +159,7 @@ func (t *Telemetry) sendBatch(ctx context.Context) (cut bool, err error) {
 	if err != nil || len(read) == 0 {
 		return false, err
 	}
-	rows := fitBytes(read, telemetryMaxBytes)
+	rows := fitBytes(read, contract.TelemetryMaxBytes)
 	t.attempts.Add(1)
 	if err := t.send(ctx, contract.TelemetryBatch{SiteID: t.opts.SiteID, Rows: rows}); err != nil {
 		return false, err
@@ -169,13 +170,6 @@ func (t *Telemetry) sendBatch(ctx context.Context) (cut bool, err error) {
 	t.batches.Add(1)
 	return len(rows) < len(read), nil
 }
-
-// telemetryMaxBytes bounds a batch's JSON. Temporal refuses a workflow
-// input over 2 MB (its default blob size limit), and a change can carry a
-// last error of 2,000 characters, up to six bytes each in JSON: without a
-// bound, a batch of long errors would be refused on every send, and the
-// outbox behind it would never move.
-const telemetryMaxBytes = 1 << 20
 
 // fitBytes is the longest prefix of rows, one row at least, whose JSON
 // stays within max bytes.
@@ -230,8 +224,10 @@ func NewIngestSender(tc client.Client, region contract.Region) *IngestSender {
 }
 
 // Send signals batch to its site's ingest workflow, starting it if it is
-// not running, and returns once central wrote it.
-func (s *IngestSender) Send(ctx context.Context, batch contract.TelemetryBatch) error {
+// not running, and returns once central wrote it. compress sends it as
+// temporalcontract.EncodeTelemetryBatch does, for central workers of
+// contract.GenerationCompressedTelemetry or later.
+func (s *IngestSender) Send(ctx context.Context, batch contract.TelemetryBatch, compress bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	id := s.region.TelemetryIngestWorkflowID(batch.SiteID)
@@ -242,7 +238,15 @@ func (s *IngestSender) Send(ctx context.Context, batch contract.TelemetryBatch) 
 		}
 		s.unconfirmed.runID = "" // written, or to be sent again below
 	}
-	run, err := s.tc.SignalWithStartWorkflow(ctx, id, contract.SignalTelemetryBatch, batch, InRegion(client.StartWorkflowOptions{
+	var signal any = batch
+	if compress {
+		encoded, err := temporalcontract.EncodeTelemetryBatch(batch)
+		if err != nil {
+			return err
+		}
+		signal = encoded
+	}
+	run, err := s.tc.SignalWithStartWorkflow(ctx, id, contract.SignalTelemetryBatch, signal, InRegion(client.StartWorkflowOptions{
 		ID:            id,
 		TaskQueue:     contract.CentralTaskQueue,
 		StaticSummary: contract.Summary("Telemetry ingest: sites' tracking changes, written to the central store as they arrive"),

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -26,6 +27,7 @@ import (
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
+	"github.com/outpost-dev/outpost/temporalcontract"
 )
 
 // sentBatch is one send the telemetry sender made.
@@ -260,7 +262,7 @@ func TestTelemetrySendsABurstInFullBatches(t *testing.T) {
 }
 
 // Changes with long last errors go in batches Temporal accepts: the JSON
-// of each stays within telemetryMaxBytes, however many rows the batch
+// of each stays within contract.TelemetryMaxBytes, however many rows the batch
 // setting allows, and what a cut batch leaves goes at once, not after
 // Delay: every change arrives, in order.
 func TestTelemetryKeepsEachBatchWithinTheBlobLimit(t *testing.T) {
@@ -283,7 +285,7 @@ func TestTelemetryKeepsEachBatchWithinTheBlobLimit(t *testing.T) {
 	require.Equal(t, seqRange(1, 2*calls), central.persistedSeqs())
 	sent := central.batches()
 	for i, b := range sent {
-		require.LessOrEqual(t, b.bytes, telemetryMaxBytes, "send %d of %d rows", i, len(b.seqs))
+		require.LessOrEqual(t, b.bytes, contract.TelemetryMaxBytes, "send %d of %d rows", i, len(b.seqs))
 	}
 	require.Greater(t, len(sent), 1, "%d changes of about 12 KB each do not fit one batch", 2*calls)
 	require.Eventually(t, func() bool { return tel.Batches() == int64(len(sent)) }, 5*time.Second, 10*time.Millisecond,
@@ -303,7 +305,7 @@ func TestIngestSenderSignalsABatchOnceWhileCentralIsAway(t *testing.T) {
 	}}}
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := sender.Send(ctx, batch)
+		err := sender.Send(ctx, batch, true)
 		cancel()
 		require.Error(t, err, "no central worker wrote the batch")
 	}
@@ -317,6 +319,56 @@ func TestIngestSenderSignalsABatchOnceWhileCentralIsAway(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, signals, "the batch signalled once")
+}
+
+// A batch goes compressed only when the sender is told central's workers
+// take it so (contract.GenerationCompressedTelemetry): a worker of an
+// earlier generation cannot decode it. Either way central reads the same
+// batch back.
+func TestIngestSenderCompressesOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	srv := startDevServer(t)
+	tc := srv.Client()
+	for _, compress := range []bool{true, false} {
+		site := fmt.Sprintf("plant-compress-%t", compress)
+		batch := contract.TelemetryBatch{SiteID: site, Rows: []contract.TrackedOperation{{
+			OperationID: "op-1", Kind: contract.KindExternalCall, Target: "erp.createOrder", Status: contract.StatusDelivered,
+			SourceSiteID: site, Seq: 7, LastError: strings.Repeat("connection refused; ", 100),
+		}}}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := NewIngestSender(tc, contract.Region{}).Send(ctx, batch, compress)
+		cancel()
+		require.Error(t, err, "no central worker wrote the batch")
+
+		payload := signalledPayload(t, tc, contract.TelemetryIngestWorkflowID(site))
+		encoding := string(payload.GetMetadata()[converter.MetadataEncoding])
+		plain, err := json.Marshal(batch)
+		require.NoError(t, err)
+		if compress {
+			require.Equal(t, temporalcontract.EncodingGzipJSON, encoding)
+			require.Less(t, len(payload.GetData()), len(plain)/4, "a compressed batch is smaller than its JSON")
+		} else {
+			require.Equal(t, converter.MetadataEncodingJSON, encoding, "a worker before compression reads it")
+		}
+		got, err := temporalcontract.DecodeTelemetryBatch(payload)
+		require.NoError(t, err)
+		require.Equal(t, batch, got)
+	}
+}
+
+// signalledPayload is the payload of the first signal in workflow id's history.
+func signalledPayload(t *testing.T, tc client.Client, id string) *commonpb.Payload {
+	t.Helper()
+	iter := tc.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		if signal := ev.GetWorkflowExecutionSignaledEventAttributes(); signal != nil {
+			return signal.GetInput().GetPayloads()[0]
+		}
+	}
+	t.Fatalf("%s has no signal", id)
+	return nil
 }
 
 // A sender asks whether its batch is written about when central took to
@@ -382,7 +434,7 @@ func TestIngestSenderAsksAgainWhenAQuestionGoesUnanswered(t *testing.T) {
 				OperationID: "op-" + site, Kind: contract.KindExternalCall, Status: contract.StatusDelivered, SourceSiteID: site, Seq: 7,
 			}}}
 			start := time.Now()
-			err = NewIngestSender(c, contract.Region{}).Send(context.Background(), batch)
+			err = NewIngestSender(c, contract.Region{}).Send(context.Background(), batch, false) // lastSeqIngest reads plain batches
 			if !tc.sent {
 				require.ErrorContains(t, err, "no such query")
 				return

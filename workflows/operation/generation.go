@@ -30,9 +30,12 @@ import (
 // contract.WorkflowTelemetryIngest, which sites then send their telemetry
 // to by update (contract.GenerationTelemetryIngest), and leaves out the
 // search-attribute upsert of a Delivered that never left the happy path
-// (generationQuietDelivery). Raise the number
-// when a change must tell workers of this code from workers before it.
-const WorkerBuildID = contract.CentralBuildIDPrefix + "5"
+// (generationQuietDelivery). Generation 6 takes telemetry batches
+// compressed (temporalcontract.EncodeTelemetryBatch), which sites send
+// once every worker polling knows it (contract.GenerationCompressedTelemetry).
+// Raise the number when a change must tell workers of this code from
+// workers before it.
+const WorkerBuildID = contract.CentralBuildIDPrefix + "6"
 
 // generationQuietDelivery is the first generation that does not upsert
 // OutpostStatus=Delivered on a workflow whose attribute still reads

@@ -7,7 +7,8 @@ import "testing"
 // generation 3: past the version check, short of the local first attempt.
 func TestGenerationOf(t *testing.T) {
 	for id, want := range map[string]int{
-		WorkerBuildID:                      5,
+		WorkerBuildID:                      6,
+		"outpost-workflows-5":              5,
 		"outpost-workflows-4":              4,
 		"outpost-workflows-2":              2,
 		"":                                 3,
