@@ -17,10 +17,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/outpost-dev/outpost/contract"
@@ -483,6 +485,32 @@ func TestPayloadsAreEncryptedInHistory(t *testing.T) {
 		payloads += strings.Count(string(data), payloadcipher.Encoding)
 	}
 	require.Positive(t, payloads, "the payloads are marked encrypted")
+
+	// A cached call's telemetry batch, compressed then encrypted, reaches
+	// central's mirror: the worker decrypts, then decompresses.
+	call, code := s.call("erp", "createOrder", map[string]any{"sku": "P-100", "qty": 2})
+	require.Equal(t, http.StatusOK, code, "delivered on its first attempt")
+	s.waitMirror(call.ID, contract.StatusDelivered)
+	signal := s.signalPayload(contract.TelemetryIngestWorkflowID(s.cfg.Site.ID))
+	require.Equal(t, payloadcipher.Encoding, string(signal.GetMetadata()[converter.MetadataEncoding]), "the batch is encrypted in the history")
+	require.NotContains(t, string(signal.GetData()), call.ID)
+	codec, err := payloadcipher.New([]payloadcipher.Key{{ID: "k1", Secret: secret}})
+	require.NoError(t, err)
+	inner, err := codec.Decode([]*commonpb.Payload{signal})
+	require.NoError(t, err)
+	require.Equal(t, temporalcontract.EncodingGzipJSON, string(inner[0].GetMetadata()[converter.MetadataEncoding]), "compressed under the encryption")
+}
+
+// signalPayload is the payload of the first signal in workflow id's history.
+func (s *stack) signalPayload(id string) *commonpb.Payload {
+	s.t.Helper()
+	for _, ev := range s.history(id) {
+		if signal := ev.GetWorkflowExecutionSignaledEventAttributes(); signal != nil {
+			return signal.GetInput().GetPayloads()[0]
+		}
+	}
+	s.t.Fatalf("%s has no signal", id)
+	return nil
 }
 
 // Two central workers (`outpost central` processes); the one whose retry
