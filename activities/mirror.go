@@ -38,7 +38,7 @@ func (a *MirrorActivities) MirrorSiteCalls(ctx context.Context, rows []contract.
 // with their audit events in one write, within the process's telemetry
 // budget. It returns each site's last change written.
 func (a *MirrorActivities) MirrorTelemetry(ctx context.Context, batches []converter.RawValue) ([]contract.TelemetryWritten, error) {
-	release, err := a.Telemetry.hold(ctx, encodedSize(batches...))
+	release, err := a.Telemetry.hold(ctx, jsonSize(batches...))
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ import (
 // at 0.93x both times (0.91x and 0.98x at 4 MiB).
 const TelemetryBudgetBytes = 2 << 20
 
-// TelemetryBudget bounds the bytes of encoded telemetry batches a process
+// TelemetryBudget bounds the bytes of telemetry batches' JSON a process
 // decodes and writes at once; a write waits for its share.
 type TelemetryBudget struct {
 	sem  *semaphore.Weighted
@@ -50,9 +50,9 @@ func (b *TelemetryBudget) hold(ctx context.Context, n int64) (release func(), er
 	return func() { b.sem.Release(n) }, nil
 }
 
-// encodedSize is the bytes of batches once decoded
+// jsonSize is the bytes of batches' JSON, however they came
 // (temporalcontract.TelemetryBatchSize).
-func encodedSize(batches ...converter.RawValue) int64 {
+func jsonSize(batches ...converter.RawValue) int64 {
 	var n int64
 	for _, b := range batches {
 		n += int64(temporalcontract.TelemetryBatchSize(b.Payload()))

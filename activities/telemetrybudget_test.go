@@ -51,7 +51,7 @@ func TestTelemetryWriteDecodesCompressedBatches(t *testing.T) {
 	store, _ := centraltest.Open(t)
 	plain, compressed := encodedBatch(t, "plant-1", 40), compressedBatch(t, "plant-2", 40)
 	require.Less(t, len(compressed.Payload().GetData()), len(plain.Payload().GetData())/2)
-	jsonBytes := encodedSize(plain) // both batches' JSON is as long: same lengths of ids
+	jsonBytes := jsonSize(plain) // both batches' JSON is as long: same lengths of ids
 	acts := &MirrorActivities{Store: store, Telemetry: NewTelemetryBudget(2 * jsonBytes)}
 
 	others, err := acts.Telemetry.hold(context.Background(), jsonBytes+1)
@@ -79,9 +79,9 @@ func TestTelemetryWriteWaitsForTheWorkersBudget(t *testing.T) {
 	t.Parallel()
 	store, _ := centraltest.Open(t)
 	batch := encodedBatch(t, "plant-1", 50)
-	acts := &MirrorActivities{Store: store, Telemetry: NewTelemetryBudget(2 * encodedSize(batch))}
+	acts := &MirrorActivities{Store: store, Telemetry: NewTelemetryBudget(2 * jsonSize(batch))}
 
-	others, err := acts.Telemetry.hold(context.Background(), encodedSize(batch)+1)
+	others, err := acts.Telemetry.hold(context.Background(), jsonSize(batch)+1)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -103,12 +103,12 @@ func TestTelemetryWriteLargerThanTheBudgetIsMade(t *testing.T) {
 	t.Parallel()
 	store, _ := centraltest.Open(t)
 	a, b := encodedBatch(t, "plant-1", 20), encodedBatch(t, "plant-2", 30)
-	acts := &MirrorActivities{Store: store, Telemetry: NewTelemetryBudget(encodedSize(a))}
+	acts := &MirrorActivities{Store: store, Telemetry: NewTelemetryBudget(jsonSize(a))}
 
 	written, err := acts.MirrorTelemetry(context.Background(), []converter.RawValue{a, b})
 	require.NoError(t, err)
 	require.Equal(t, []contract.TelemetryWritten{{SiteID: "plant-1", Seq: 20}, {SiteID: "plant-2", Seq: 30}}, written)
-	others, err := acts.Telemetry.hold(context.Background(), encodedSize(a))
+	others, err := acts.Telemetry.hold(context.Background(), jsonSize(a))
 	require.NoError(t, err, "the write gave the whole budget back")
 	others()
 }

@@ -103,7 +103,7 @@ func TelemetryIngestWorkflow(ctx workflow.Context) error {
 	for taken := 0; taken < batchesPerIngestRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested(); {
 		var first converter.RawValue
 		in.batches.Receive(ctx, &first)
-		taken += in.write(ctx, append([]converter.RawValue{first}, in.waiting(encodedSize(first))...))
+		taken += in.write(ctx, append([]converter.RawValue{first}, in.waiting(jsonSize(first))...))
 	}
 	// Batches signalled during the last write belong to this run: a run
 	// that continued as new without them would drop them.
@@ -127,7 +127,7 @@ func (in *ingest) writtenOf(site string) (int64, error) { return in.written[site
 // waiting takes batches already signalled, without blocking, while they
 // and taken bytes stay within bytesPerIngestWrite.
 func (in *ingest) waiting(taken int) []converter.RawValue {
-	return receiveWaiting(in.batches, taken, bytesPerIngestWrite, encodedSize)
+	return receiveWaiting(in.batches, taken, bytesPerIngestWrite, jsonSize)
 }
 
 // receiveWaiting takes what ch already holds, without blocking, while its
@@ -145,9 +145,9 @@ func receiveWaiting[T any](ch workflow.ReceiveChannel, taken, limit int, size fu
 	return waiting
 }
 
-// encodedSize is the bytes of a batch once decoded
+// jsonSize is the bytes of a batch's JSON, however it came
 // (temporalcontract.TelemetryBatchSize).
-func encodedSize(batch converter.RawValue) int {
+func jsonSize(batch converter.RawValue) int {
 	return temporalcontract.TelemetryBatchSize(batch.Payload())
 }
 
@@ -182,7 +182,7 @@ func mirrorEncoded(ctx workflow.Context, batches []converter.RawValue) []contrac
 		var one []contract.TelemetryWritten
 		if err := operation.StoreWrite(ctx, mirrorActs.MirrorTelemetryBatch, b, &one); err != nil {
 			log.Error("central store refused a telemetry batch; the site's reconciliation will pull its rows again",
-				"batch", i+1, "of", len(batches), "bytes", encodedSize(b), "error", err)
+				"batch", i+1, "of", len(batches), "bytes", jsonSize(b), "error", err)
 			continue
 		}
 		written = append(written, one...)
