@@ -688,24 +688,37 @@ func TestReceiptDigestCoversCentralsRecord(t *testing.T) {
 
 // appendJSONString writes what encoding/json writes for a string with any
 // byte that needs escaping (or U+2028, or invalid UTF-8) at any place
-// before, inside or after the eight-byte words it scans whole.
+// before, inside or after the eight-byte words it scans whole, alone or
+// with a second one after it in the same word or the next (the scan jumps
+// to the first in a word and must not skip or invent the second).
 func TestJSONStringEscapesAtEveryOffset(t *testing.T) {
 	specials := []string{"\"", "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "\xff", " ", "~", "!", "#", "[", "]", "<", "&"}
 	for _, special := range specials {
 		for size := range 26 {
 			for at := 0; at <= size; at++ {
-				s := strings.Repeat("a", at) + special + strings.Repeat("z", size-at)
-				var want bytes.Buffer
-				enc := json.NewEncoder(&want)
-				enc.SetEscapeHTML(false) // as the bundle's encoder
-				if err := enc.Encode(s); err != nil {
-					t.Fatal(err)
-				}
-				if got := appendJSONString(nil, s); string(got)+"\n" != want.String() {
-					t.Fatalf("%q: wrote %s, encoding/json %s", s, got, want.String())
+				requireStringAsEncodingJSON(t, strings.Repeat("a", at)+special+strings.Repeat("z", size-at))
+			}
+		}
+		for _, second := range specials {
+			for at := range 10 {
+				for gap := range 10 {
+					requireStringAsEncodingJSON(t, strings.Repeat("a", at)+special+strings.Repeat("b", gap)+second+"tail")
 				}
 			}
 		}
+	}
+}
+
+func requireStringAsEncodingJSON(t *testing.T, s string) {
+	t.Helper()
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false) // as the bundle's encoder
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := appendJSONString(nil, s); string(got)+"\n" != want.String() {
+		t.Fatalf("%q: wrote %s, encoding/json %s", s, got, want.String())
 	}
 }
 

@@ -2,9 +2,11 @@ package airgap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -288,35 +290,69 @@ func word(s string, i int) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
-// plainJSON reports whether every byte of w stands as itself in a JSON
-// string: ASCII, not a control character, quote or backslash. Each test is
-// the classic "has a byte less than n" (x - n*ones) &^ x & tops, exact about
-// whether any byte is, which is all this asks; a quote or backslash is a
-// zero byte of w XOR its repetition.
-func plainJSON(w uint64) bool {
+// specialBytes marks, in the top bit of its byte, the first byte of w that
+// does not stand as itself in a JSON string (a control character, quote,
+// backslash or a byte of non-ASCII), and is 0 when there is none. Each
+// test is the classic "has a byte less than n" (x - n*ones) &^ x & tops: a
+// borrow can mark bytes above a true one, never below it, so the lowest
+// mark is exact, and that is all the caller reads. A quote or backslash is
+// a zero byte of w XOR its repetition.
+func specialBytes(w uint64) uint64 {
 	control := (w - 0x20*ones) &^ w
 	quote := w ^ '"'*ones
 	backslash := w ^ '\\'*ones
-	return (control|(quote-ones)&^quote|(backslash-ones)&^backslash|w)&tops == 0
+	return (control | (quote-ones)&^quote | (backslash-ones)&^backslash | w) & tops
 }
 
 // appendJSONString appends s as a JSON string exactly as encoding/json
 // writes it with HTML escaping off: quote, backslash and control
 // characters escaped (\b \f \n \r \t by name), U+2028 and U+2029 escaped,
 // invalid UTF-8 replaced by U+FFFD.
+//
+// Nearly every byte of a bundle is plain ASCII, and a payload (an
+// operation's JSON) has a quote every ten bytes or so: this loop copies
+// eight bytes at a time, stored whole and kept up to the first byte that
+// needs a second look, and escapes a quote or backslash in place. Anything
+// else (a control character, non-ASCII) goes to appendEscaped from there.
+// Byte at a time, and then with a copy call for every run between quotes,
+// this was most of an export's time.
 func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		// Eight bytes at a time while none needs a second look: nearly
-		// every byte of a bundle is plain ASCII, and this scan was half of
-		// an export's time one byte at a time.
-		for i+8 <= len(s) && plainJSON(word(s, i)) {
+	// Room for every byte doubled (a quote or backslash becomes two) and
+	// for a whole word stored past the last one kept.
+	b = slices.Grow(b, 2*len(s)+2+8)
+	out := b[len(b):cap(b)]
+	out[0] = '"'
+	n, i := 1, 0
+	for i+8 <= len(s) {
+		w := word(s, i)
+		binary.LittleEndian.PutUint64(out[n:], w)
+		m := specialBytes(w)
+		if m == 0 {
 			i += 8
+			n += 8
+			continue
 		}
-		if i == len(s) {
+		plain := bits.TrailingZeros64(m) / 8
+		i += plain
+		n += plain
+		c := s[i]
+		if c != '"' && c != '\\' {
 			break
 		}
+		out[n], out[n+1] = '\\', c
+		n += 2
+		i++
+	}
+	b = appendEscaped(b[:len(b)+n], s[i:])
+	return append(b, '"')
+}
+
+// appendEscaped appends s escaped as in a JSON string, a byte at a time:
+// appendJSONString's way for what is left after a byte other than a quote
+// or backslash needs escaping, or under a word.
+func appendEscaped(b []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -359,6 +395,5 @@ func appendJSONString(b []byte, s string) []byte {
 		i += size
 		start = i
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }
