@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"slices"
 	"strconv"
@@ -322,7 +323,7 @@ func (d *bundleDecoder) str() (string, error) {
 		return "", d.errorf("want a string, found %s", d.found())
 	}
 	start := d.pos + 1
-	i, seen := start, byte(0) // seen: every byte ORed, to tell an ASCII string at no cost
+	i, seen := skipPlainWords(d.s, start), byte(0) // seen: every byte not skipped ORed, to tell an ASCII string at no cost
 	for ; i < len(d.s) && !stringSpecial[d.s[i]]; i++ {
 		seen |= d.s[i]
 	}
@@ -341,6 +342,20 @@ func (d *bundleDecoder) str() (string, error) {
 		return d.s[start:i], nil // ASCII is valid UTF-8
 	}
 	return d.checkUTF8(start, d.s[start:i])
+}
+
+// skipPlainWords is i moved on eight bytes at a time while every byte is
+// plain ASCII in a JSON string (see specialBytes), to the first byte that
+// may not be: most of a bundle's strings are base64, ids and HLC text with
+// nothing to escape.
+func skipPlainWords(s string, i int) int {
+	for i+8 <= len(s) {
+		if m := specialBytes(word(s, i)); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	return i
 }
 
 // stringSpecial marks the bytes that end a run of plain string content:
@@ -387,7 +402,7 @@ func (d *bundleDecoder) unescape(start, i int, seen byte) (string, error) {
 			d.pos = i
 			return "", d.errorf("control character %#x in a string", c)
 		default:
-			j := i + 1
+			j := skipPlainWords(d.s, i+1)
 			for j < len(d.s) && !stringSpecial[d.s[j]] {
 				seen |= d.s[j]
 				j++
