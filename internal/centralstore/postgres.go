@@ -183,7 +183,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to postgresql: %w", err)
 	}
-	s := &Store{db: db, reads: db, purges: db, dialect: postgresDialect}
+	s := &Store{db: db, reads: db, lookups: db, purges: db, dialect: postgresDialect}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

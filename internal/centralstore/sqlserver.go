@@ -262,7 +262,7 @@ func OpenSQLServer(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to sql server: %w", err)
 	}
-	s := &Store{db: db, reads: db, purges: db, dialect: sqlServerDialect}
+	s := &Store{db: db, reads: db, lookups: db, purges: db, dialect: sqlServerDialect}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -62,9 +62,9 @@ func (s *Store) execKept(ctx context.Context, tx *sql.Tx, query string, args ...
 }
 
 // queryRowKept reads one row with query, one of the few texts the store
-// keeps prepared, on the read pool.
+// keeps prepared, on the lookups pool.
 func (s *Store) queryRowKept(ctx context.Context, query string, args ...any) (*sql.Row, error) {
-	stmt, err := s.readStmts.prepared(ctx, s.reads, query)
+	stmt, err := s.readStmts.prepared(ctx, s.lookups, query)
 	if err != nil {
 		return nil, err
 	}

@@ -51,11 +51,17 @@ type Notification struct {
 type Store struct {
 	// db takes the writes, and the reads inside them.
 	db *sql.DB
-	// reads takes the reads outside a write: the KPIs, the lists, lookups.
+	// reads takes the reads outside a write: the KPIs, the pages' lists
+	// and searches.
 	// On SQLite it is a pool of its own whose connections keep SQLite's
 	// small default page cache (openSQLiteReads says why); on SQL Server
 	// it is db.
 	reads *sql.DB
+	// lookups takes the point reads of a delivery (a notification's row,
+	// its list: queryRowKept). On SQLite it is a pool of its own without
+	// the memory map of reads (openSQLiteLookups says why); elsewhere it
+	// is db.
+	lookups *sql.DB
 	// purges takes the purge's deletes. On SQLite it is one connection of
 	// its own with a big page cache (openSQLitePurges); elsewhere it is db.
 	purges  *sql.DB
@@ -73,7 +79,7 @@ type Store struct {
 	// for the turn, written together (writeQueue).
 	queue writeQueue
 	// writeStmts and readStmts are the statements kept prepared on db and
-	// on reads (execKept, queryRowKept, queryChunk).
+	// on lookups (execKept, queryRowKept, queryChunk).
 	writeStmts, readStmts keptStatements
 	// onAudit is told of the audit events committed (ObserveAudit).
 	onAudit func([]AuditEvent)
@@ -203,7 +209,7 @@ type dialect struct {
 // Close closes the database.
 func (s *Store) Close() error {
 	err := errors.Join(s.writeStmts.close(), s.readStmts.close())
-	for _, pool := range []*sql.DB{s.reads, s.purges} {
+	for _, pool := range []*sql.DB{s.reads, s.lookups, s.purges} {
 		if pool != s.db {
 			err = errors.Join(err, pool.Close())
 		}
