@@ -99,7 +99,7 @@ func Verify(b Bundle, opts VerifyOptions) Report {
 	// the entry checks, which split across the other cores.
 	var digest string
 	var wg sync.WaitGroup
-	wg.Go(func() { digest = manifestDigest(b.JobLogs, b.Calls, sums) })
+	wg.Go(func() { digest = manifestDigest(b.JobLogs, b.Calls, sumsIn(sums)) })
 	logProblems := make([][]Problem, len(b.JobLogs))
 	for i, log := range b.JobLogs {
 		logProblems[i] = checkLog(log, sums[i])
