@@ -376,7 +376,7 @@ func openSQLiteReads(ctx context.Context, path string) (*sql.DB, error) {
 // row) drops the whole map, and maps and faults in again whatever it
 // reads: a lookup of two or three pages costs more through a fresh map
 // than through read(2). Reading a list right after a commit: 124-136 µs
-// with the map, 70-91 µs without (go test ./internal/centralstore -bench
+// with the map, 67-73 µs without (go test ./internal/centralstore -bench
 // LookupAfterCommit).
 func openSQLiteLookups(ctx context.Context, path string) (*sql.DB, error) {
 	lookups, err := sqlitedb.Open(ctx, path, "query_only(1)")
