@@ -325,15 +325,21 @@ func TestEntriesReadTheSameInAnyLayout(t *testing.T) {
 
 // TestEscapedPayloadsOfEverySize checks the strings the decoder unescapes,
 // which share allocations: payloads from one byte to past the size of one
-// allocation (256 KiB), all escaped, each read back as it was written.
+// allocation (256 KiB), with escapes close together or far apart, each
+// read back as it was written.
 func TestEscapedPayloadsOfEverySize(t *testing.T) {
 	c := newChain("n1")
 	var payloads []string
-	for _, size := range []int{1, 100, 4 << 10, 100 << 10, 300 << 10, 10, 200 << 10, 200 << 10} {
-		payload := strings.Repeat(`ab"é\`, size/6+1)[:size] // text, then escapes (a quote, a backslash), an accent in UTF-8
-		payload = strings.ToValidUTF8(payload, "?")
-		payloads = append(payloads, payload)
-		c.add(fmt.Sprintf("job-%d", len(payloads)), payload)
+	for _, pattern := range []string{
+		`ab"é\`, // text, then escapes (a quote, a backslash), an accent in UTF-8
+		`"` + strings.Repeat("plain text, copied a word at a time ", 9) + "\t",
+	} {
+		for _, size := range []int{1, 100, 4 << 10, 100 << 10, 300 << 10, 10, 200 << 10, 200 << 10} {
+			payload := strings.Repeat(pattern, size/len(pattern)+1)[:size]
+			payload = strings.ToValidUTF8(payload, "?")
+			payloads = append(payloads, payload)
+			c.add(fmt.Sprintf("job-%d", len(payloads)), payload)
+		}
 	}
 	key, _ := testKey(t, "site")
 	b, err := DecodeBundle(bytes.NewReader(encodeBytes(t, signedBundle(t, key, []JobLog{c.log}))))

@@ -1,6 +1,7 @@
 package airgap
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // bundleDecoder reads a bundle file's JSON by hand. encoding/json, driven
@@ -28,9 +30,9 @@ import (
 type bundleDecoder struct {
 	s         string // the whole file: fields are substrings of it, so most cost no copy
 	pos       int
-	unescaped *strings.Builder // the strings unescape made (see unescapedBuilder)
-	layout    *entryLayout     // the layout of the last entry read by entryAsEncoded
-	ahead     []aheadRun       // entries read ahead on other cores (readahead.go)
+	unescaped []byte       // the strings unescape made (see unescapedRoom)
+	layout    *entryLayout // the layout of the last entry read by entryAsEncoded
+	ahead     []aheadRun   // entries read ahead on other cores (readahead.go)
 	// readingAhead is set on a decoder reading ahead, whose errors are
 	// dropped: it skips placing them in the file, which counts lines.
 	readingAhead bool
@@ -371,62 +373,89 @@ var stringSpecial = func() (special [256]bool) {
 // unescape reads the rest of a string whose content starts at start and
 // has its first backslash at i (seen: the bytes before it ORed), in one
 // pass, into the decoder's unescaped strings. Most strings with escapes
-// are payloads, one per entry: they go many to one allocation, and one
-// whose bytes are all ASCII skips the UTF-8 check.
+// are payloads, one per entry, whose JSON has a quote every ten bytes or
+// so: plain bytes are copied eight at a time, as appendJSONString writes
+// them, up to the next byte that needs a look, and the strings go many to
+// one allocation. One whose bytes are all ASCII skips the UTF-8 check.
+// Copying each run between quotes by a call of its own was half of
+// reading a bundle's entries.
 func (d *bundleDecoder) unescape(start, i int, seen byte) (string, error) {
-	w := d.unescapedBuilder()
-	mark := w.Len()
-	w.WriteString(d.s[start:i])
-	for i < len(d.s) {
-		switch c := d.s[i]; {
+	s := d.s
+	buf, mark := d.unescapedRoom()
+	buf = append(buf, s[start:i]...)
+	for i < len(s) {
+		if cap(buf)-len(buf) < utf8.UTFMax+8 { // room for a rune or a word
+			buf, mark = moveUnescaped(buf, mark)
+		}
+		switch c := s[i]; {
 		case c == '"':
-			d.pos = i + 1
-			s := w.String()[mark:]
+			d.pos, d.unescaped = i+1, buf
+			out := unsafe.String(unsafe.SliceData(buf[mark:]), len(buf)-mark)
 			if seen < utf8.RuneSelf {
-				return s, nil
+				return out, nil
 			}
-			return d.checkUTF8(start, s)
-		case c == '\\' && i+1 < len(d.s) && selfEscaped(d.s[i+1]):
-			w.WriteByte(d.s[i+1]) // most escapes, quotes inside a payload's JSON: no call
+			return d.checkUTF8(start, out)
+		case c == '\\' && i+1 < len(s) && selfEscaped(s[i+1]):
+			buf = append(buf, s[i+1]) // most escapes, quotes inside a payload's JSON: no call
 			i += 2
 		case c == '\\':
-			r, n := escapeAt(d.s[i:])
+			r, n := escapeAt(s[i:])
 			if n == 0 {
 				d.pos = i
-				return "", d.errorf("invalid escape %q in a string", d.s[i:min(i+6, len(d.s))])
+				return "", d.errorf("invalid escape %q in a string", s[i:min(i+6, len(s))])
 			}
-			w.WriteRune(r)
+			buf = utf8.AppendRune(buf, r)
 			seen |= utf8.RuneSelf
 			i += n
 		case c < 0x20:
 			d.pos = i
 			return "", d.errorf("control character %#x in a string", c)
 		default:
-			j := skipPlainWords(d.s, i+1)
-			for j < len(d.s) && !stringSpecial[d.s[j]] {
-				seen |= d.s[j]
-				j++
-			}
-			w.WriteString(d.s[i:j])
+			buf, i = append(buf, c), i+1
 			seen |= c
-			i = j
+			buf, i = appendPlainWords(buf, s, i)
 		}
 	}
-	d.pos = len(d.s)
+	d.pos = len(s)
 	return "", d.errorf("unterminated string")
 }
 
-// unescapedBuilder is where unescape writes: a strings.Builder only ever
-// appends, so every string taken from it stays as it was, and strings
-// share its allocations. A builder with little room left is replaced, not
-// grown, so a full one is never copied.
-func (d *bundleDecoder) unescapedBuilder() *strings.Builder {
-	const chunk, room = 256 << 10, 4 << 10
-	if d.unescaped == nil || d.unescaped.Cap()-d.unescaped.Len() < room {
-		d.unescaped = new(strings.Builder)
-		d.unescaped.Grow(chunk)
+// appendPlainWords appends s from i eight bytes at a time while they are
+// plain ASCII in a JSON string (see specialBytes) and buf has room, and
+// returns buf and where in s it stopped. Each word is stored whole past
+// buf's end, and only its plain bytes are kept.
+func appendPlainWords(buf []byte, s string, i int) ([]byte, int) {
+	for i+8 <= len(s) && cap(buf)-len(buf) >= 8 {
+		w := word(s, i)
+		n := len(buf)
+		binary.LittleEndian.PutUint64(buf[n:n+8], w)
+		if m := specialBytes(w); m != 0 {
+			plain := bits.TrailingZeros64(m) / 8
+			return buf[:n+plain], i + plain
+		}
+		buf, i = buf[:n+8], i+8
 	}
-	return d.unescaped
+	return buf, i
+}
+
+// unescapedRoom is where unescape writes its next string, from mark: the
+// decoder's unescaped strings, which are only ever appended to, so every
+// string taken from them stays as it was. A buffer with little room left
+// is replaced, not grown, so a full one is never copied.
+func (d *bundleDecoder) unescapedRoom() (buf []byte, mark int) {
+	const chunk, room = 256 << 10, 4 << 10
+	if cap(d.unescaped)-len(d.unescaped) < room {
+		d.unescaped = make([]byte, 0, chunk)
+	}
+	return d.unescaped, len(d.unescaped)
+}
+
+// moveUnescaped moves the string being unescaped, buf[mark:], to a new
+// buffer with room for as much again: a string longer than the room
+// unescapedRoom leaves. Nothing was taken from it yet.
+func moveUnescaped(buf []byte, mark int) ([]byte, int) {
+	grown := make([]byte, 0, 2*(len(buf)-mark)+4<<10)
+	return append(grown, buf[mark:]...), 0
 }
 
 // escapeAt decodes the escape at the start of s and returns the rune and
