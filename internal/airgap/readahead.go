@@ -86,6 +86,9 @@ func (d *bundleDecoder) runFrom(limit int) aheadRun {
 		if err != nil {
 			return r
 		}
+		if r.entries == nil { // room for as many more as fit in the piece, at this one's size
+			r.entries = make([]Entry, 0, (limit-r.start)/(d.pos-r.start)+2)
+		}
 		r.entries, r.end = append(r.entries, e), d.pos
 		if !d.consume(',') {
 			return r
