@@ -146,7 +146,8 @@ func (s *stack) requireOnce(ids map[string]time.Time) {
 
 // awaitOpenNotificationsOf waits until visibility counts n open
 // notifications marked OutpostRegion=region: its backlog, waiting in its
-// queue.
+// queue (none, before its worker is stopped: a notification the SMTP
+// server has is still open until its workflow's last task completes).
 func (s *stack) awaitOpenNotificationsOf(region contract.Region, n int64, timeout time.Duration) {
 	s.t.Helper()
 	open := func() int64 {
@@ -157,7 +158,7 @@ func (s *stack) awaitOpenNotificationsOf(region contract.Region, n int64, timeou
 		return resp.GetCount()
 	}
 	require.Eventually(s.t, func() bool { return open() == n }, timeout, 200*time.Millisecond,
-		"region %s's backlog: its %d notifications wait, open, in its queue (visibility says %d)", region.Name, n, open())
+		"region %s's backlog: want %d notifications open in its queue, visibility says %d", region.Name, n, open())
 }
 
 // requireSentByItsRegion requires each region's notifications (ids) sent
@@ -200,6 +201,7 @@ func TestRegionsKeepAnOutageInItsRegion(t *testing.T) {
 	s.awaitDelivered(up[0], time.Minute)
 	latencyUp := p99(s.awaitDelivered(up[1], time.Minute))
 
+	s.awaitOpenNotificationsOf(a, 0, 30*time.Second)
 	centralA.stop()
 	down := pacedLoad([]*siteProc{siteA, siteB}, n, pace, "a down")
 	latencyDown := p99(s.awaitDelivered(down[1], time.Minute))
@@ -244,6 +246,7 @@ func TestClusterRegionsKeepAnOutageInItsRegion(t *testing.T) {
 		s.awaitDelivered(warm, time.Minute)
 	}
 
+	s.awaitOpenNotificationsOf(a, 0, 30*time.Second)
 	centralA.stop()
 	const n = 20
 	down := pacedLoad(sites, n, 20*time.Millisecond, "a down")
