@@ -45,6 +45,9 @@ type writeTx struct {
 	// carry their own change number.
 	recording bool
 	recorded  []statement
+	// applied counts the rows changed by the statements of received
+	// changes (execApplied), for the writer's WAL estimate.
+	applied int64
 	// appending is set while an enqueue's write runs (run): the rows it
 	// appends wait in appended, in order, for a multi-row insert.
 	appending bool
@@ -146,12 +149,18 @@ func (tx *writeTx) execApplied(query string, args ...any) error {
 		}
 		ws.applied[query], stmt, ok = prepared, prepared, true
 	}
+	var res sql.Result
 	var err error
 	if ok {
-		_, err = tx.stmt(stmt).ExecContext(tx.ctx, args...)
+		res, err = tx.stmt(stmt).ExecContext(tx.ctx, args...)
 	} else {
-		_, err = tx.tx.ExecContext(tx.ctx, query, args...)
+		res, err = tx.tx.ExecContext(tx.ctx, query, args...)
 	}
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	tx.applied += n
 	return err
 }
 
@@ -618,5 +627,6 @@ func (c *committer) finish(wtx *writeTx) (*Change, error) {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	c.commits.Add(1)
+	c.checkpoints.applied(wtx.applied)
 	return change, nil
 }

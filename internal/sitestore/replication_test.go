@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -282,4 +283,48 @@ func TestStatementsRoundTrip(t *testing.T) {
 	}
 	_, err = encodeStatements(nil, []statement{{SQL: "C", Args: []any{time.Now()}}})
 	require.Error(t, err, "a time must be passed as Unix nanoseconds")
+}
+
+// A standby that applies the active node's changes one commit at a time
+// checkpoints as its active node does: its WAL grows no larger than the
+// active's. Its own writes are none (the changes are the active's), so the
+// writer must count the rows the applied statements change; counted as
+// nothing, the standby checkpointed only every walPagesPerCheckpoint /
+// walPagesPerCommit applied commits (here never: its WAL held every row,
+// several times the active's).
+func TestStandbyCheckpointsAsOftenAsItsActive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	active, standby, log := openPair(t)
+	const commits, rows = 100, 64
+	payload := []byte(strings.Repeat("x", 1024))
+	for c := range commits {
+		msgs := make([]NewMessage, rows)
+		for i := range msgs {
+			msgs[i] = msg(c*rows + i)
+			msgs[i].Payload = payload
+		}
+		_, err := active.Enqueue(ctx, msgs...)
+		require.NoError(t, err)
+	}
+	changes := log.all()
+	require.Len(t, changes, commits, "one change a commit")
+	for _, c := range changes {
+		require.NoError(t, standby.ApplyChanges(ctx, []Change{c}))
+	}
+	require.Equal(t, dumpTables(t, active), dumpTables(t, standby))
+	activeWAL, standbyWAL := walSize(t, active), walSize(t, standby)
+	t.Logf("%d commits of %d 1 KiB rows: WAL at its largest %d bytes on the active node, %d on the standby", commits, rows, activeWAL, standbyWAL)
+	require.LessOrEqual(t, standbyWAL, activeWAL*3/2, "the standby's WAL grows no larger than its active node's")
+}
+
+// walSize is the size of s's WAL file: the most it held, as SQLite writes
+// it over from its beginning after a checkpoint instead of shrinking it.
+func walSize(t *testing.T, s *Store) int64 {
+	t.Helper()
+	var path string
+	require.NoError(t, s.db.QueryRow(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path))
+	info, err := os.Stat(path + "-wal")
+	require.NoError(t, err)
+	return info.Size()
 }
