@@ -185,7 +185,7 @@ var sqliteDialect = dialect{
 	insertAuditEvents: orFail(insertAuditEventsOnConflict),
 	// 500 rows are 5,000 variables.
 	auditChunk:    500,
-	deleteBatch:   deleteBatchBySubquery,
+	deleteBatch:   deleteBatchByRowid,
 	advanceCursor: advanceCursorOnConflict,
 }
 
@@ -266,6 +266,14 @@ func insertAuditEventsOnConflict(rows int) string {
 // a subquery.
 func deleteBatchBySubquery(table, key, where string) string {
 	return `DELETE FROM ` + table + ` WHERE ` + key + ` IN (SELECT ` + key + ` FROM ` + table + ` WHERE ` + where + ` LIMIT ?)`
+}
+
+// deleteBatchByRowid is deleteBatchBySubquery for SQLite, where every
+// table (but those declared WITHOUT ROWID, which the purge does not touch)
+// has a rowid: the subquery's index carries it, so each row is deleted
+// without first looking its key up in the primary key's index.
+func deleteBatchByRowid(table, _, where string) string {
+	return deleteBatchBySubquery(table, "rowid", where)
 }
 
 // writeCache is the page cache of each connection of the writes' pool:
