@@ -289,9 +289,9 @@ func TestStatementsRoundTrip(t *testing.T) {
 // checkpoints as its active node does: its WAL grows no larger than the
 // active's. Its own writes are none (the changes are the active's), so the
 // writer must count the rows the applied statements change; counted as
-// nothing, the standby checkpointed only every walPagesPerCheckpoint /
-// walPagesPerCommit applied commits (here never: its WAL held every row,
-// several times the active's).
+// nothing, the standby checkpointed every walPagesPerCheckpoint /
+// walPagesPerCommit applied commits (32) instead of every
+// commitsPerCheckpoint (20), and its WAL grew to 1.6 times the active's.
 func TestStandbyCheckpointsAsOftenAsItsActive(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -315,7 +315,7 @@ func TestStandbyCheckpointsAsOftenAsItsActive(t *testing.T) {
 	require.Equal(t, dumpTables(t, active), dumpTables(t, standby))
 	activeWAL, standbyWAL := walSize(t, active), walSize(t, standby)
 	t.Logf("%d commits of %d 1 KiB rows: WAL at its largest %d bytes on the active node, %d on the standby", commits, rows, activeWAL, standbyWAL)
-	require.LessOrEqual(t, standbyWAL, activeWAL*3/2, "the standby's WAL grows no larger than its active node's")
+	require.LessOrEqual(t, standbyWAL, activeWAL*5/4, "the standby's WAL grows no larger than its active node's")
 }
 
 // walSize is the size of s's WAL file: the most it held, as SQLite writes
