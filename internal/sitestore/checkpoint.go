@@ -101,10 +101,12 @@ func (cp *checkpointer) committed(operations int) {
 // changes received from the active node, with the rows they changed. The
 // batch itself carries no operations of the standby's own (committed sees
 // none), yet it writes the active's rows: each counts as a page, as an
-// operation does. Left out, a standby checkpointed only every 125 applied
-// commits, far less often than its active node, and each checkpoint's last pass, on the writer's
-// path, took longer with the WAL it had let grow: the standby's applies,
-// which sync replication's callers wait for, stalled behind it.
+// operation does. Left out, a standby checkpointed every
+// walPagesPerCheckpoint / walPagesPerCommit applied commits whatever they
+// wrote, less often than its active node, and each checkpoint's last
+// pass, on the writer's path, took longer with the WAL it had let grow:
+// the standby's applies, which sync replication's callers wait for,
+// stalled behind it.
 func (cp *checkpointer) applied(rows int64) {
 	cp.pages += int(rows)
 }
