@@ -273,14 +273,27 @@ func (c *Client) Tracking() Tracking { return Tracking{store: c.store} }
 
 // Status returns the tracking row of a cached call or write.
 func (t Tracking) Status(ctx context.Context, id string) (contract.TrackedOperation, error) {
-	if !contract.IsOperationID(id) {
-		return contract.TrackedOperation{}, &InvalidError{"id", fmt.Sprintf("%q is not an operation id (a lower-case UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11)", id)}
+	if err := checkOperationID(id); err != nil {
+		return contract.TrackedOperation{}, err
 	}
 	row, err := t.store.GetOperation(ctx, id)
-	if errors.Is(err, sitestore.ErrNotFound) {
-		return row, fmt.Errorf("operation %s (purged after the retention window if it ended long ago; notifications are at /v1/notifications): %w", id, ErrNotFound)
+	return row, operationError(id, err)
+}
+
+// checkOperationID refuses an id that is not an operation's.
+func checkOperationID(id string) error {
+	if !contract.IsOperationID(id) {
+		return &InvalidError{"id", fmt.Sprintf("%q is not an operation id (a lower-case UUID like 343ebf6c-0e5d-4c4e-9a4e-2b0d7f1f2a11)", id)}
 	}
-	return row, err
+	return nil
+}
+
+// operationError says where an operation the site does not hold may be.
+func operationError(id string, err error) error {
+	if errors.Is(err, sitestore.ErrNotFound) {
+		return fmt.Errorf("operation %s (purged after the retention window if it ended long ago; notifications are at /v1/notifications): %w", id, ErrNotFound)
+	}
+	return err
 }
 
 // List returns every tracking row the site holds, by id.

@@ -2,11 +2,9 @@ package site
 
 import (
 	"context"
-	"errors"
 
 	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/redact"
-	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/targets"
 )
 
@@ -27,17 +25,16 @@ type OperationDetails struct {
 // Details returns an operation's tracking row and its buffered request,
 // with the params named in DefaultRedactFields or hide hidden.
 func (t Tracking) Details(ctx context.Context, id string, hide []string) (OperationDetails, error) {
-	row, err := t.Status(ctx, id)
+	if err := checkOperationID(id); err != nil {
+		return OperationDetails{}, err
+	}
+	row, payload, err := t.store.GetOperationAndPayload(ctx, id)
 	if err != nil {
-		return OperationDetails{TrackedOperation: row}, err
+		return OperationDetails{}, operationError(id, err)
 	}
 	out := OperationDetails{TrackedOperation: row}
-	payload, err := t.store.OperationPayload(ctx, id)
-	if errors.Is(err, sitestore.ErrNotFound) {
+	if payload == nil {
 		return out, nil // delivered or discarded: the payload is gone
-	}
-	if err != nil {
-		return out, err
 	}
 	req, err := targets.Decode(payload)
 	if err != nil {

@@ -124,6 +124,10 @@ func TestBeginOperationTracksPendingAndBuffersAfterGrace(t *testing.T) {
 	payload, err := s.OperationPayload(ctx, "op-1")
 	require.NoError(t, err)
 	require.Equal(t, newOp("op-1", grace).Payload, payload)
+	got, payload, err = s.GetOperationAndPayload(ctx, "op-1")
+	require.NoError(t, err)
+	require.Equal(t, row, got)
+	require.Equal(t, newOp("op-1", grace).Payload, payload)
 
 	_, err = s.BeginOperation(ctx, newOp("op-1", grace))
 	require.Error(t, err, "an operation id is tracked once")
@@ -203,6 +207,10 @@ func TestTerminalOutcomeDropsBufferRowAndFreezesRow(t *testing.T) {
 
 			_, err := s.OperationPayload(ctx, "op-1")
 			require.ErrorIs(t, err, ErrNotFound)
+			got, payload, err := s.GetOperationAndPayload(ctx, "op-1")
+			require.NoError(t, err, "the tracking row stays when the buffer row goes")
+			require.Equal(t, row, got)
+			require.Nil(t, payload)
 			_, err = s.Get(ctx, "op-1")
 			require.ErrorIs(t, err, ErrNotFound)
 			_, err = s.OperationPayload(ctx, "op-2")
@@ -213,7 +221,7 @@ func TestTerminalOutcomeDropsBufferRowAndFreezesRow(t *testing.T) {
 				_, err = s.RecordAttempt(ctx, Attempt{OperationID: "op-1", Status: next, At: &at})
 				require.ErrorIs(t, err, ErrTerminalOperation, "%s after %s", next, status)
 			}
-			got, err := s.GetOperation(ctx, "op-1")
+			got, err = s.GetOperation(ctx, "op-1")
 			require.NoError(t, err)
 			require.Equal(t, row, got, "a terminal row never changes")
 		})
@@ -226,6 +234,8 @@ func TestRecordAttemptOnUnknownOperation(t *testing.T) {
 	_, err := s.RecordAttempt(context.Background(), Attempt{OperationID: "nope", Status: contract.StatusRetrying})
 	require.ErrorIs(t, err, ErrNotFound)
 	_, err = s.GetOperation(context.Background(), "nope")
+	require.ErrorIs(t, err, ErrNotFound)
+	_, _, err = s.GetOperationAndPayload(context.Background(), "nope")
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
@@ -600,6 +610,9 @@ func TestCallBufferStatementsSeekTheOperationIndex(t *testing.T) {
 		plan := testutil.QueryPlan(t, s.db, query, args...)
 		require.Contains(t, plan, "SEARCH buffer USING INDEX buffer_operation (tracked_operation_id=?)", "%s\n%s", query, plan)
 	}
+	plan := testutil.QueryPlan(t, s.db, operationAndPayloadSQL, "op-1")
+	require.Contains(t, plan, "SEARCH tracking USING PRIMARY KEY (operation_id=?)", plan)
+	require.Contains(t, plan, "SEARCH buffer USING INDEX buffer_operation (tracked_operation_id=?)", plan)
 }
 
 // A file of schema version 12 keeps every tracking row, each column as it
