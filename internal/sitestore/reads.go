@@ -40,6 +40,12 @@ type readStatements struct {
 	operation, operationAndPayload, callPayload, due *sql.Stmt
 }
 
+// byKey is ctx without its cancellation, for the prepared reads of one row
+// by its key, which take microseconds: on a cancellable context (every
+// HTTP request's) modernc's driver and database/sql each start a goroutine
+// per statement to watch it, which a Status request paid for twice.
+func byKey(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 func prepareReadStatements(ctx context.Context, db *sql.DB) (*readStatements, error) {
 	var r readStatements
 	queries := []preparedQuery{

@@ -215,7 +215,7 @@ func updateBufferFor(tx *writeTx, row contract.TrackedOperation, now time.Time) 
 
 // GetOperation reads one tracking row; ErrNotFound when there is none.
 func (s *Store) GetOperation(ctx context.Context, id string) (contract.TrackedOperation, error) {
-	row, err := scanTracking(s.reads.operation.QueryRowContext(ctx, id))
+	row, err := scanTracking(s.reads.operation.QueryRowContext(byKey(ctx), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return contract.TrackedOperation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
 	}
@@ -232,7 +232,7 @@ func (s *Store) GetOperation(ctx context.Context, id string) (contract.TrackedOp
 // payload is nil when the buffer row is gone; ErrNotFound when there is no
 // tracking row.
 func (s *Store) GetOperationAndPayload(ctx context.Context, id string) (row contract.TrackedOperation, payload []byte, err error) {
-	row, err = scanTracking(s.reads.operationAndPayload.QueryRowContext(ctx, id), &payload)
+	row, err = scanTracking(s.reads.operationAndPayload.QueryRowContext(byKey(ctx), id), &payload)
 	if errors.Is(err, sql.ErrNoRows) {
 		return contract.TrackedOperation{}, nil, fmt.Errorf("operation %s: %w", id, ErrNotFound)
 	}
@@ -245,7 +245,7 @@ func (s *Store) GetOperationAndPayload(ctx context.Context, id string) (row cont
 // OperationPayload is the buffered payload of a cached call still to deliver.
 func (s *Store) OperationPayload(ctx context.Context, id string) ([]byte, error) {
 	var payload []byte
-	err := s.reads.callPayload.QueryRowContext(ctx, id).Scan(&payload)
+	err := s.reads.callPayload.QueryRowContext(byKey(ctx), id).Scan(&payload)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("payload of operation %s: %w", id, ErrNotFound)
 	}
