@@ -2,14 +2,17 @@ package devserver
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
 
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
@@ -84,4 +87,25 @@ func derivedFreePorts(t *testing.T, other int) Ports {
 			return ports
 		}
 	}
+}
+
+// A dev server on a database file keeps it in SQLite's write-ahead-log
+// mode (walPragmas): in the default rollback-journal mode every commit
+// syncs the disk three times through the server's one connection, and a
+// burst of retries left each new hand-off waiting over a second.
+func TestDatabaseFileIsInWriteAheadLogMode(t *testing.T) {
+	testutil.SkipIfShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // the first run builds the CLI
+	defer cancel()
+	dbFile := filepath.Join(t.TempDir(), "temporal.db")
+	srv, err := Start(ctx, Options{Address: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), Namespace: "default", DBFile: dbFile})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Stop() })
+
+	db, err := sql.Open("sqlite", "file:"+dbFile+"?mode=ro")
+	require.NoError(t, err)
+	defer db.Close()
+	var mode string
+	require.NoError(t, db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode))
+	require.Equal(t, "wal", mode, "journal mode of %s", dbFile)
 }
