@@ -33,15 +33,15 @@ func TemporalBinary(ctx context.Context) (string, error) {
 	return pinned.Tool(ctx, toolModule, "temporal")
 }
 
-// walPragmas put a dev server's database file in write-ahead-log mode with
-// a sync at each checkpoint, not at each commit. The server writes through
-// one SQLite connection, and in SQLite's default mode (a rollback journal,
-// synchronous=FULL) each commit syncs the disk three times, every other
-// write waiting behind it: with 2,500 items retrying, each new hand-off
-// took over a second and the site's buffer drained at 5 a second. A
-// killed server process loses nothing it committed (the log is written
-// before a commit returns); a power cut may lose the last commits, which
-// is the dev server's to lose, not production's.
+// walPragmas put a dev server's database file in write-ahead-log mode with a
+// sync at each checkpoint, not at each commit. The server writes through one
+// SQLite connection, and in SQLite's default mode (a rollback journal,
+// synchronous=FULL) each commit syncs the disk two or three times, every other
+// write waiting behind it: with 2,500 items retrying, each new hand-off took
+// over a second and the site's buffer drained at 5 a second. A killed server
+// process loses nothing it committed (the log is written before a commit
+// returns); a power cut may lose the last commits, which is the dev server's
+// to lose, not production's.
 var walPragmas = []string{"--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"}
 
 // Options says how to run the dev server.

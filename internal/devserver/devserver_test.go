@@ -89,10 +89,10 @@ func derivedFreePorts(t *testing.T, other int) Ports {
 	}
 }
 
-// A dev server on a database file keeps it in SQLite's write-ahead-log
-// mode (walPragmas): in the default rollback-journal mode every commit
-// syncs the disk three times through the server's one connection, and a
-// burst of retries left each new hand-off waiting over a second.
+// A dev server on a database file keeps it in SQLite's write-ahead-log mode
+// (walPragmas): in the default rollback-journal mode every commit syncs the
+// disk two or three times through the server's one connection, and a burst of
+// retries left each new hand-off waiting over a second.
 func TestDatabaseFileIsInWriteAheadLogMode(t *testing.T) {
 	testutil.SkipIfShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // the first run builds the CLI
