@@ -102,6 +102,8 @@ func TestDatabaseFileIsInWriteAheadLogMode(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Stop() })
 
+	// Read-only and without pragmas, not sqlitedb.Open: that sets WAL mode
+	// itself, and the check would pass whatever the server did.
 	db, err := sql.Open("sqlite", "file:"+dbFile+"?mode=ro")
 	require.NoError(t, err)
 	defer db.Close()
