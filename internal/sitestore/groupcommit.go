@@ -260,7 +260,9 @@ type committer struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
-	// expected is the size of the last batch: how many writers are active.
+	// expected is how many writes the next batch waits for: the size of
+	// the last batch (how many writers are active), or 1 after a batch
+	// that waited out its delay (gather).
 	expected int
 	// commits counts committed batches.
 	commits atomic.Int64
@@ -354,7 +356,6 @@ func (c *committer) run() {
 			return
 		case first := <-c.writes:
 			batch := c.commit(first, c.gather)
-			c.expected = len(batch)
 			c.checkpoints.committed(operations(batch))
 		case op := <-c.exclusives:
 			op.done <- op.fn(c.conn)
@@ -381,6 +382,8 @@ type gatherFunc func(first *write, arrived func(*write)) []*write
 // many writes as the last batch (the callers it answered are likely back),
 // or delay has passed. Writes already waiting are always taken: under load
 // a batch grows to the callers present, and one fsync serves them all.
+// It waits only when that is worth it (worthWaiting), and sets what the
+// next batch expects.
 func (c *committer) gather(first *write, arrived func(*write)) []*write {
 	var batch []*write
 	rows := 0
@@ -398,7 +401,8 @@ drain:
 			break drain
 		}
 	}
-	if rows >= c.batch || len(batch) >= c.expected {
+	if !c.worthWaiting(len(batch), rows) {
+		c.expected = len(batch)
 		return batch
 	}
 	timer := time.NewTimer(c.delay)
@@ -408,10 +412,30 @@ drain:
 		case w := <-c.writes:
 			add(w)
 		case <-timer.C:
+			c.expected = 1
 			return batch
 		}
 	}
+	c.expected = len(batch)
 	return batch
+}
+
+// worthWaiting reports whether a batch that found n writes (rows rows)
+// waiting should wait for more. Callers coming back together, each
+// answered by the last commit, leave the writer nearly empty-handed when it
+// looks: a few of them are back, and the rest come within the delay.
+// Writes arriving on their own schedule (scripts, each enqueue due at its
+// own time) have queued during the commit, about as many as the last batch
+// held: waiting for the rest only delays them, and the batch that waits
+// gathers more than arrive while the next one waits, so that every batch
+// would wait out the delay. So a batch waits only while it holds at most a
+// quarter of the writes expected, and the one after a batch that waited out
+// its delay expects no more than it finds. At 5,000 enqueues/s offered the
+// p99 went from 11-14 ms to 8-9.5 ms and the p50 from 4.0-4.4 ms to 1.7-1.8
+// ms, while 64 callers kept 0.94-1.02x raw batched inserts (against
+// 0.96-1.04x; outpost bench --only enqueue,latency --callers 64, alternated).
+func (c *committer) worthWaiting(n, rows int) bool {
+	return rows < c.batch && 4*n <= c.expected
 }
 
 // commit gathers a batch from first, commits it in one transaction and

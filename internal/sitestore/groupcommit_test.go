@@ -272,3 +272,53 @@ func TestCheckpointsKeepTheWALSmall(t *testing.T) {
 	require.Greater(t, db.Size(), int64(callers*each*1024), "the checkpoints copied the rows into the database file")
 	require.Less(t, wal.Size(), db.Size(), "the WAL started over after its checkpoints")
 }
+
+// gatherer is a writer with writes already waiting on its queue, for
+// gather alone: waiting writes, then the last batch's size.
+func gatherer(waiting, expected int, delay time.Duration) (*committer, *write) {
+	c := &committer{writes: make(chan *write, 64), batch: DefaultCommitBatch, delay: delay, expected: expected}
+	for range waiting {
+		c.writes <- &write{rows: 1}
+	}
+	return c, &write{rows: 1}
+}
+
+// Writes that queued during the last commit, more than a quarter of the
+// last batch, go at once: they arrive on their own schedule, and waiting
+// for the rest would only delay them.
+func TestGatherTakesQueuedWritesWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	c, first := gatherer(3, 8, 5*time.Second)
+	start := time.Now()
+	batch := c.gather(first, func(*write) {})
+	require.Len(t, batch, 4)
+	require.Less(t, time.Since(start), time.Second, "the batch did not wait for the delay")
+	require.Equal(t, 4, c.expected, "the next batch expects this one's size")
+}
+
+// Callers answered together come back together: a batch that finds only a
+// few of them waits, up to the delay, for as many as the last batch held.
+func TestGatherWaitsForCallersComingBack(t *testing.T) {
+	t.Parallel()
+	c, first := gatherer(1, 8, time.Minute)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		for range 6 {
+			c.writes <- &write{rows: 1}
+		}
+	}()
+	batch := c.gather(first, func(*write) {})
+	require.Len(t, batch, 8, "the batch waited for the callers coming back")
+	require.Equal(t, 8, c.expected)
+}
+
+// A batch that waited out its delay tells the writer its callers do not
+// come back together: the next batch expects only what it finds.
+func TestGatherAfterWaitingOutTheDelayExpectsOne(t *testing.T) {
+	t.Parallel()
+	c, first := gatherer(0, 8, 100*time.Millisecond)
+	go func() { c.writes <- &write{rows: 1} }()
+	batch := c.gather(first, func(*write) {})
+	require.Len(t, batch, 2, "the write sent during the wait joined")
+	require.Equal(t, 1, c.expected)
+}
