@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outpost-dev/outpost/contract"
+	"github.com/outpost-dev/outpost/internal/sitestore"
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
@@ -250,4 +251,24 @@ func pairStatus(t *testing.T, d *Daemon) PairStatus {
 	var s PairStatus
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&s))
 	return s
+}
+
+// The answers queued behind the one taken go into the same apply, in
+// order, awaited when any of them is.
+func TestWithQueuedMergesQueuedAnswers(t *testing.T) {
+	answers := make(chan pulled, 2)
+	answers <- pulled{changes: []sitestore.Change{{Number: 2}}, awaited: true}
+	answers <- pulled{changes: []sitestore.Change{{Number: 3}, {Number: 4}}}
+	merged := withQueued(pulled{changes: []sitestore.Change{{Number: 1}}}, answers)
+	var numbers []int64
+	for _, c := range merged.changes {
+		numbers = append(numbers, c.Number)
+	}
+	require.Equal(t, []int64{1, 2, 3, 4}, numbers)
+	require.True(t, merged.awaited, "an awaited answer among them makes the apply awaited")
+	require.Empty(t, answers, "every queued answer was taken")
+
+	close(answers)
+	alone := withQueued(pulled{changes: []sitestore.Change{{Number: 5}}}, answers)
+	require.Len(t, alone.changes, 1, "a closed queue adds nothing")
 }
