@@ -273,8 +273,9 @@ func TestCheckpointsKeepTheWALSmall(t *testing.T) {
 	require.Less(t, wal.Size(), db.Size(), "the WAL started over after its checkpoints")
 }
 
-// gatherer is a writer with writes already waiting on its queue, for
-// gather alone: waiting writes, then the last batch's size.
+// gatherer is a writer for gather alone: waiting writes already on its
+// queue, a last batch of expected writes, and delay. It returns the writer
+// and the batch's first write.
 func gatherer(waiting, expected int, delay time.Duration) (*committer, *write) {
 	c := &committer{writes: make(chan *write, 64), batch: DefaultCommitBatch, delay: delay, expected: expected}
 	for range waiting {
@@ -316,9 +317,8 @@ func TestGatherWaitsForCallersComingBack(t *testing.T) {
 // come back together: the next batch expects only what it finds.
 func TestGatherAfterWaitingOutTheDelayExpectsOne(t *testing.T) {
 	t.Parallel()
-	c, first := gatherer(0, 8, 100*time.Millisecond)
-	go func() { c.writes <- &write{rows: 1} }()
+	c, first := gatherer(1, 8, 100*time.Millisecond)
 	batch := c.gather(first, func(*write) {})
-	require.Len(t, batch, 2, "the write sent during the wait joined")
+	require.Len(t, batch, 2, "two of eight: the batch waited, and nothing more came")
 	require.Equal(t, 1, c.expected)
 }
