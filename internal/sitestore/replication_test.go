@@ -285,6 +285,27 @@ func TestStatementsRoundTrip(t *testing.T) {
 	require.Error(t, err, "a time must be passed as Unix nanoseconds")
 }
 
+// A change is encoded into one allocation, whatever its arguments: grown by
+// appending, each change was copied at every doubling of its buffer (a
+// quarter of what a replicating daemon allocated). The statements are as
+// big as a batch's: a multi-row insert of 512-byte payloads.
+func TestStatementsEncodeInOneAllocation(t *testing.T) {
+	payload := strings.Repeat("p", 512)
+	var args []any
+	for range 64 {
+		args = append(args, nil, int64(-5), 7, 1.5, payload, []byte(payload), []byte(nil), true,
+			contract.StatusParked, sql.Named("id", payload))
+	}
+	stmts := []statement{{SQL: strings.Repeat("INSERT INTO buffer VALUES (?, ?, ?, ?, ?), ", 64), Args: args}, {SQL: "B"}}
+	data, err := encodeStatements(nil, stmts)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(data), statementsSize(stmts), "statementsSize must bound what encodeStatements writes")
+	allocs := testing.AllocsPerRun(20, func() { _, _ = encodeStatements(nil, stmts) })
+	require.Equal(t, 1.0, allocs, "allocations to encode a change")
+	changes := []Change{{Number: 1, Prev: []byte("p"), Checksum: []byte("c"), Data: data}, {Number: 2, Data: data}}
+	require.Equal(t, 1.0, testing.AllocsPerRun(20, func() { MarshalChanges(changes) }), "allocations to marshal an answer")
+}
+
 // A standby that applies the active node's changes one commit at a time
 // checkpoints as its active node does: its WAL grows no larger than the
 // active's. Its own writes are none (the changes are the active's), so the
