@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"time"
 
 	"github.com/outpost-dev/outpost/internal/sqlitedb"
@@ -48,9 +47,7 @@ func (r *run) growth(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !r.opts.Keep {
-		os.Remove(big) // the biggest file of the run, already measured
-	}
+	r.removeStore("growth-site.db")
 	return growthRows(n, fill, held, enq, lat), nil
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -34,4 +35,24 @@ func TestProcessCPUOfAnotherProcessIsExact(t *testing.T) {
 	ticks, err := readStat(cmd.Process.Pid)
 	require.NoError(t, err)
 	require.Less(t, ticks.cpu, clockTick, "the shell used %s, under a tick, so /proc/<pid>/stat could not tell", cpu)
+}
+
+// A measured store goes with its WAL and shared-memory files before the
+// next section runs, unless the run keeps its files.
+func TestRemoveStoreRemovesTheStoreAndItsSideFiles(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		r := &run{dir: t.TempDir(), opts: Options{Keep: keep}}
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			require.NoError(t, os.WriteFile(r.path("big.db"+suffix), []byte("x"), 0o600))
+		}
+		r.removeStore("big.db")
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_, err := os.Stat(r.path("big.db" + suffix))
+			if keep {
+				require.NoError(t, err, "kept: big.db%s", suffix)
+			} else {
+				require.ErrorIs(t, err, os.ErrNotExist, "removed: big.db%s", suffix)
+			}
+		}
+	}
 }

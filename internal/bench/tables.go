@@ -35,7 +35,10 @@ func (r *run) tables(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer fill.store.Close()
+	defer func() {
+		fill.store.Close()
+		r.removeStore("tables-central.db")
+	}()
 	insertRate := perSecond(2*n, fill.inserted)
 	r.step("tables: inserted in %s (%s rows/s), indexes built in %s; %s requests of each kind",
 		fill.inserted.Round(time.Second), thousands(int64(insertRate)), fill.indexed.Round(time.Second), thousands(int64(r.opts.TableRequests)))
