@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
 
+	"github.com/outpost-dev/outpost/internal/pinned"
 	"github.com/outpost-dev/outpost/internal/testutil"
 )
 
@@ -110,4 +112,46 @@ func TestDatabaseFileIsInWriteAheadLogMode(t *testing.T) {
 	var mode string
 	require.NoError(t, db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode))
 	require.Equal(t, "wal", mode, "journal mode of %s", dbFile)
+}
+
+// fixedInterruptRace is the first modernc.org/sqlite release whose
+// interrupt on a cancelled context can no longer land on the statement
+// after it (the driver's issue 241).
+const fixedInterruptRace = "v1.42.2"
+
+// The dev server keeps its state in SQLite through one connection, and the
+// SQLite driver the CLI pins, modernc.org/sqlite v1.34.1, interrupts that
+// connection when a request's context ends: late, at times, so the
+// interrupt landed on whichever statement ran next. In a CI run of the
+// kill test one landed on the history shard's own reads and writes
+// ("interrupted (9)" in the server's log): the shard was lost and the
+// server answered nothing for the five minutes the test waited, every
+// hand-off timing out. dev/temporal raises the driver to a release with
+// the race fixed; this fails if a change of the CLI's version drops it.
+func TestDevServerSQLiteDriverHasTheInterruptFix(t *testing.T) {
+	testutil.SkipIfShort(t)
+	dir, err := pinned.ModuleDir(t.Context(), toolModule, "modernc.org/sqlite")
+	require.NoError(t, err)
+	_, version, found := strings.Cut(filepath.Base(dir), "@")
+	require.True(t, found, "no version in the module folder %s", dir)
+	require.True(t, atLeast(t, version, fixedInterruptRace),
+		"dev/temporal builds the dev server with modernc.org/sqlite %s; it needs %s or later (go get modernc.org/sqlite@%s in dev/temporal)",
+		version, fixedInterruptRace, fixedInterruptRace)
+}
+
+// atLeast reports whether release version a (vX.Y.Z) is b or later.
+func atLeast(t *testing.T, a, b string) bool {
+	t.Helper()
+	parse := func(v string) (n [3]int) {
+		_, err := fmt.Sscanf(v, "v%d.%d.%d", &n[0], &n[1], &n[2])
+		require.NoError(t, err, "version %q", v)
+		return n
+	}
+	x, y := parse(a), parse(b)
+	for i := range x {
+		if x[i] != y[i] {
+			return x[i] > y[i]
+		}
+	}
+	return true
 }
