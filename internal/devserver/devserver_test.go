@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,16 +143,11 @@ func TestDevServerSQLiteDriverHasTheInterruptFix(t *testing.T) {
 // atLeast reports whether release version a (vX.Y.Z) is b or later.
 func atLeast(t *testing.T, a, b string) bool {
 	t.Helper()
-	parse := func(v string) (n [3]int) {
+	parse := func(v string) []int {
+		n := make([]int, 3)
 		_, err := fmt.Sscanf(v, "v%d.%d.%d", &n[0], &n[1], &n[2])
 		require.NoError(t, err, "version %q", v)
 		return n
 	}
-	x, y := parse(a), parse(b)
-	for i := range x {
-		if x[i] != y[i] {
-			return x[i] > y[i]
-		}
-	}
-	return true
+	return slices.Compare(parse(a), parse(b)) >= 0
 }
