@@ -445,7 +445,7 @@ func appendPlainWords(buf []byte, s string, i int) ([]byte, int) {
 func (d *bundleDecoder) unescapedRoom() (buf []byte, mark int) {
 	const chunk, room = 256 << 10, 4 << 10
 	if cap(d.unescaped)-len(d.unescaped) < room {
-		d.unescaped = make([]byte, 0, chunk)
+		d.unescaped = uninitialized(chunk)[:0]
 	}
 	return d.unescaped, len(d.unescaped)
 }
@@ -454,7 +454,7 @@ func (d *bundleDecoder) unescapedRoom() (buf []byte, mark int) {
 // buffer with room for as much again: a string longer than the room
 // unescapedRoom leaves. Nothing was taken from it yet.
 func moveUnescaped(buf []byte, mark int) ([]byte, int) {
-	grown := make([]byte, 0, 2*(len(buf)-mark)+4<<10)
+	grown := uninitialized(2*(len(buf)-mark) + 4<<10)[:0]
 	return append(grown, buf[mark:]...), 0
 }
 

@@ -162,7 +162,7 @@ func readAtOnce(r readSeekerAt) (s string, ok bool, err error) {
 	case n <= 0:
 		return "", true, nil
 	}
-	buf := make([]byte, n)
+	buf := uninitialized(int(n))
 	parts := int64(runtime.GOMAXPROCS(0))
 	errs := make([]error, parts)
 	var wg sync.WaitGroup
@@ -182,6 +182,20 @@ func readAtOnce(r readSeekerAt) (s string, ok bool, err error) {
 		return "", true, err
 	}
 	return unsafe.String(&buf[0], len(buf)), true, nil
+}
+
+// uninitialized is a slice of n bytes whose contents are whatever the
+// memory held, for a caller that writes every byte before reading any (a
+// read of the whole file, the unescaped strings appended to a buffer).
+// make zeroes what it allocates: for a bundle's file that is a pass over
+// tens of megabytes, on one core, before the parallel read can start.
+// strings.Builder grows without zeroing; the byte written first makes its
+// String point at the allocation, which stays alive while the slice does.
+func uninitialized(n int) []byte {
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte(0)
+	return unsafe.Slice(unsafe.StringData(b.String()), n)
 }
 
 // sizeOf is how many bytes r holds, when it can tell: an open file or an
