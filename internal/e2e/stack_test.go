@@ -109,6 +109,20 @@ func withoutCentral() stackOption {
 	return func(s *stack) { s.noCentral = true }
 }
 
+// onMemoryDisk keeps the dev server's database and the files a test puts
+// under s.dir on tmpfs, for a test that compares latencies measured in two
+// windows of time: on this machine's virtual disk a single fsync can take
+// 50-440 ms, and where one lands would decide the comparison, not the code
+// under test. The stores are the real SQLite files all the same.
+func onMemoryDisk() stackOption {
+	return func(s *stack) {
+		dir, err := os.MkdirTemp("/dev/shm", "outpost-e2e-")
+		require.NoError(s.t, err, "onMemoryDisk needs a tmpfs at /dev/shm")
+		s.t.Cleanup(func() { os.RemoveAll(dir) })
+		s.dir = dir
+	}
+}
+
 // withoutSite starts no site daemon: the test runs its own (siteProcess).
 func withoutSite() stackOption {
 	return func(s *stack) { s.noSite = true }
