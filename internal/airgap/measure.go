@@ -160,31 +160,37 @@ func syntheticLogs(n int, start time.Time) []JobLog {
 		{NodeID: "bench-node-1"},
 		{NodeID: "bench-node-2", Checkpoint: pruned, ChainHead: pruned.Link, LastHLC: pruned.HLC},
 	}
+	packers := make([]Packer, len(logs)) // one per log, as an export builds each log's entries
 	for i := range n {
-		log := &logs[i%2]
+		log, packer := &logs[i%2], &packers[i%2]
 		ts := hlc.Timestamp{Physical: start.UnixMilli() + int64(i/20), Logical: uint32(i % 20)}
 		payload := fmt.Sprintf(`{"to":["ops-team-%d@example.org"],"subject":"Pump %d pressure above threshold",`+
 			`"body":"Sensor reading 4.72 bar at %s exceeded the alarm threshold of 4.50 bar; check valve V-%d and confirm.",`+
 			`"channel":"email","priority":"high","site":"site-0042","seq":%d}`,
 			i%50, i%50, start.UTC().Format(time.RFC3339), i%50, i)
-		appendEntry(log, fmt.Sprintf("job-%08d", i), contract.KindNotification, payload, ts, start)
+		appendEntry(log, packer, fmt.Sprintf("job-%08d", i), contract.KindNotification, payload, ts, start)
 	}
 	return logs
 }
 
-// appendEntry chains a new entry onto log.
-func appendEntry(log *JobLog, jobID, kind, payload string, ts hlc.Timestamp, enqueuedAt time.Time) {
-	var prev *string
+// appendEntry chains a new entry onto log, its strings laid out by packer
+// as an export lays out the entries it reads from the site's job log.
+func appendEntry(log *JobLog, packer *Packer, jobID, kind, payload string, ts hlc.Timestamp, enqueuedAt time.Time) {
 	var prevBytes []byte
-	if head := log.ChainHead; head != "" {
-		prev = &head
-		prevBytes, _ = base64.StdEncoding.DecodeString(head) // written by this package: valid
+	if log.ChainHead != "" {
+		prevBytes, _ = base64.StdEncoding.DecodeString(log.ChainHead) // written by this package: valid
 	}
 	payloadHash := hlc.PayloadHash([]byte(payload))
-	link := base64.StdEncoding.EncodeToString(hlc.Link(prevBytes, jobID, ts, payloadHash))
-	log.Entries = append(log.Entries, Entry{
-		NodeID: log.NodeID, THLC: ts.String(), JobID: jobID, Kind: kind, Payload: payload,
-		PayloadHash: base64.StdEncoding.EncodeToString(payloadHash), PrevLink: prev, Link: link, EnqueuedAt: enqueuedAt,
-	})
-	log.ChainHead, log.LastHLC = link, ts.String()
+	link := hlc.Link(prevBytes, jobID, ts, payloadHash)
+	e := Entry{
+		NodeID: log.NodeID, THLC: packer.HLC(ts), JobID: packer.String(jobID), Kind: kind,
+		Payload: packer.String(payload), PayloadHash: packer.Base64(payloadHash), EnqueuedAt: enqueuedAt,
+	}
+	if prevBytes != nil {
+		prev := packer.Base64(prevBytes)
+		e.PrevLink = &prev
+	}
+	e.Link = packer.Base64(link)
+	log.Entries = append(log.Entries, e)
+	log.ChainHead, log.LastHLC = e.Link, e.THLC
 }
