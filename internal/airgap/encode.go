@@ -25,9 +25,6 @@ type bundleEncoder struct {
 	// and it goes to w in writes of about writeSize bytes.
 	buf []byte
 	err error
-	// loaded is the bytes loadAhead read, XORed: never used, it is kept so
-	// that the compiler does not drop those loads.
-	loaded byte
 }
 
 // writeSize is about how much the encoder hands its writer at once: few
@@ -140,9 +137,6 @@ func encodeEntries(buf []byte, list []Entry, lo, hi int) *bundleEncoder {
 	}
 	run := &bundleEncoder{buf: slices.Grow(buf, size)}
 	for i := lo; i < hi; i++ {
-		if ahead := i + loadAheadEntries; ahead < hi {
-			run.loaded ^= loadAhead(&list[ahead])
-		}
 		run.entry(&list[i])
 		if i < len(list)-1 {
 			run.buf = append(run.buf, ',')
@@ -150,28 +144,6 @@ func encodeEntries(buf []byte, list []Entry, lo, hi int) *bundleEncoder {
 		run.buf = append(run.buf, '\n')
 	}
 	return run
-}
-
-// loadAheadEntries is how far ahead of the entry being encoded
-// encodeEntries has the CPU load an entry's strings (see loadAhead).
-const loadAheadEntries = 8
-
-// loadAhead reads a byte of every 64 (a cache line) of e's strings that
-// are its own (a log's entries share their node and kind), and returns
-// them XORed. Each string of an entry is an allocation of its own,
-// scattered across a heap far larger than the CPU's caches, and the
-// encoder, reading them in turn, waited on memory for each one. These
-// loads depend on nothing before them, so the CPU issues them all at once
-// and fetches an entry's lines while it is still escaping the entries
-// before it. Export100k: 150-165 ms -> 120-136 ms on a 2-core EPYC.
-func loadAhead(e *Entry) byte {
-	var b byte
-	for _, s := range [...]string{e.THLC, e.JobID, e.Payload, e.PayloadHash, e.Link} {
-		for i := 0; i < len(s); i += 64 {
-			b ^= s[i]
-		}
-	}
-	return b
 }
 
 // entryText is about what an entry takes in the file beside its strings:
