@@ -296,11 +296,24 @@ func TestTelemetryBatchesTenThousandCalls(t *testing.T) {
 	require.NoError(t, <-errs)
 	require.Less(t, firstBatch, delay/2, "a full batch goes at once, not after telemetry_delay")
 
+	// Central persists a batch before the site hears so, moves its cursor
+	// and then counts the batch: the rows in site_calls do not mean the
+	// last batch is counted yet (a run saw 19 of 20). Wait until the site's
+	// backlog was empty on two polls in a row, 200 ms apart, so its sender
+	// had time to count the batch that emptied it.
 	store := s.centralStore()
-	require.Eventually(t, func() bool {
+	mirrored, backlog, emptyBefore := 0, -1.0, false
+	testutil.WaitFor(t, 2*time.Minute, func() bool {
 		rows, err := store.ListSiteCalls(context.Background(), s.cfg.Site.ID)
-		return err == nil && len(rows) == n
-	}, 2*time.Minute, time.Second, "all %d rows reach site_calls", n)
+		require.NoError(t, err)
+		mirrored = len(rows)
+		wasEmpty := emptyBefore
+		backlog = testutil.MetricValue(testutil.ScrapeMetrics(t, s.siteURL+"/metrics"), "outpost_site_telemetry_backlog", nil)
+		emptyBefore = backlog == 0
+		return mirrored == n && emptyBefore && wasEmpty
+	}, func() string {
+		return fmt.Sprintf("all %d rows in site_calls (%d there) and the site's telemetry backlog empty (%v)", n, mirrored, backlog)
+	})
 	elapsed := time.Since(start)
 	rows, err := store.ListSiteCalls(context.Background(), s.cfg.Site.ID)
 	require.NoError(t, err)
