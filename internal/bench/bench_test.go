@@ -90,6 +90,10 @@ func TestQuickRun(t *testing.T) {
 	e2e := report.Rows[slices.IndexFunc(report.Rows, func(r bench.Row) bool { return r.Section == bench.SectionEndToEnd })]
 	require.Regexp(t, `the dev server's CPU: \d+\.\d ms a notification, \d+\.\d ms a bare workflow; this process's: \d+\.\d ms and \d+\.\d ms`, e2e.Detail)
 	require.NotContains(t, e2e.Detail, "CPU: 0.0 ms", "the server did work for each side")
+	// The forwarder and the bare calls alternate, four rounds each.
+	handoff := report.Rows[slices.IndexFunc(report.Rows, func(r bench.Row) bool { return r.Section == bench.SectionHandoff })]
+	fourRounds := `\(rounds \d+\.\d, \d+\.\d, \d+\.\d, \d+\.\d s\)`
+	require.Regexp(t, `notifications in \d+\.\d+ s `+fourRounds+`; bare: \d+\.\d+ s `+fourRounds, handoff.Detail)
 	// The drain is judged against as many bare starts as its backlog, not
 	// a shorter burst (quick's Handoff is below its Drain).
 	drain := report.Rows[slices.IndexFunc(report.Rows, func(r bench.Row) bool { return r.Section == bench.SectionDrain })]

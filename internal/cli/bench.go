@@ -34,7 +34,7 @@ time on the same file system, and checks the targets (PASS/MISS):
   handoff  the forwarder handing a prefilled buffer to a Temporal dev server
            with no worker (so it signals each notification with its start),
            against bare SignalWithStart calls of the same workflow at the
-           same parallelism. Target: >= 0.9x.
+           same parallelism, in alternating rounds. Target: >= 0.9x.
   e2e      notifications delivered per second, site SDK to the SMTP sink
            through the central worker, against a bare workflow with one
            activity sending the same mail (target >= 0.9x), and against
