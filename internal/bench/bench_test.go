@@ -72,8 +72,10 @@ func TestQuickRun(t *testing.T) {
 	require.NoError(t, err)
 
 	sections := map[string]int{}
+	byMeasure := map[string]bench.Row{}
 	for _, row := range report.Rows {
 		sections[row.Section]++
+		byMeasure[row.Measure] = row
 		require.Positive(t, row.Value, "%s", row.Measure)
 		require.NotNil(t, row.Baseline, "%s has no baseline", row.Measure)
 		require.Positive(t, row.Baseline.Value, "%s: %s", row.Measure, row.Baseline.Name)
@@ -90,6 +92,17 @@ func TestQuickRun(t *testing.T) {
 	e2e := report.Rows[slices.IndexFunc(report.Rows, func(r bench.Row) bool { return r.Section == bench.SectionEndToEnd })]
 	require.Regexp(t, `the dev server's CPU: \d+\.\d ms a notification, \d+\.\d ms a bare workflow; this process's: \d+\.\d ms and \d+\.\d ms`, e2e.Detail)
 	require.NotContains(t, e2e.Detail, "CPU: 0.0 ms", "the server did work for each side")
+	// The baseline started like a notification has a delivered
+	// notification's history: as many events, as many actions.
+	like := byMeasure["end to end, against the same Temporal work and start options"]
+	require.Equal(t, fmt.Sprintf("bare + 1 local activity, started like a notification, %d in flight", opts.Parallelism), like.Baseline.Name)
+	require.NotContains(t, like.Detail, "CPU 0.0 ms", "the server did work for the baseline")
+	events := regexp.MustCompile(`history (\d+) events`)
+	likeEvents := events.FindStringSubmatch(like.Detail)
+	notifiedEvents := events.FindStringSubmatch(byMeasure["Temporal actions per delivered notification"].Detail)
+	require.NotNil(t, likeEvents, like.Detail)
+	require.NotNil(t, notifiedEvents)
+	require.Equal(t, notifiedEvents[1], likeEvents[1], "the baseline's history has as many events as a delivered notification's")
 	// The forwarder and the bare calls alternate, four rounds each.
 	handoff := report.Rows[slices.IndexFunc(report.Rows, func(r bench.Row) bool { return r.Section == bench.SectionHandoff })]
 	fourRounds := `\(rounds \d+\.\d, \d+\.\d, \d+\.\d, \d+\.\d s\)`

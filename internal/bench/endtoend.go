@@ -16,12 +16,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
+	"github.com/outpost-dev/outpost/contract"
 	"github.com/outpost-dev/outpost/internal/config"
 	"github.com/outpost-dev/outpost/internal/demosystem"
 	"github.com/outpost-dev/outpost/internal/fromconfig"
 	"github.com/outpost-dev/outpost/internal/sitedaemon"
 	"github.com/outpost-dev/outpost/internal/smtpsink"
 	"github.com/outpost-dev/outpost/notification"
+	"github.com/outpost-dev/outpost/site"
 	"github.com/outpost-dev/outpost/workers"
 	"github.com/outpost-dev/outpost/workflows/operation"
 )
@@ -35,8 +37,9 @@ import (
 // recipients) on its own task queue of the same server, started as many
 // times from the same parallelism, until the sink has every email; beside
 // it, BareLocalWorkflow, whose one attempt is a local activity as a
-// notification's first attempt is. All run in alternating rounds
-// (e2eRounds).
+// notification's first attempt is, and BareLocalLikeNotificationWorkflow,
+// that with a notification's start options and payloads. All run in
+// alternating rounds (e2eRounds).
 func (r *run) endToEnd(ctx context.Context) (rows []Row, err error) {
 	srv, err := r.startTemporal(ctx, SectionEndToEnd)
 	if err != nil {
@@ -70,7 +73,7 @@ const e2eRounds = 4
 func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serverPID int) ([]Row, error) {
 	n, p := r.opts.EndToEnd, r.opts.Parallelism
 	warm := min(50, n/10+1)
-	r.step("e2e: warm-up, %d through the site, %d bare workflows and %d with a local activity, untimed", warm, warm, warm)
+	r.step("e2e: warm-up, %d through the site and %d of each bare workflow, untimed", warm, warm)
 	if _, err := box.time(ctx, warm, e.throughSite(warm)); err != nil {
 		return nil, fmt.Errorf("warm-up through the site: %w", err)
 	}
@@ -80,12 +83,15 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serve
 	if _, err := box.time(ctx, warm, e.bare(warm, BareLocalWorkflow)); err != nil {
 		return nil, fmt.Errorf("warm-up of the bare workflow with a local activity: %w", err)
 	}
-	r.step("e2e: %s notifications through site SDK, forwarder, central worker and SMTP, %s bare workflows and %s with a local activity, in %d alternating rounds each",
-		thousands(int64(n)), thousands(int64(n)), thousands(int64(n)), e2eRounds)
+	if _, err := box.time(ctx, warm, e.bareLikeNotification(warm)); err != nil {
+		return nil, fmt.Errorf("warm-up of the bare workflow started like a notification: %w", err)
+	}
+	r.step("e2e: %s notifications through site SDK, forwarder, central worker and SMTP, %s bare workflows, %s with a local activity and %s of those started like a notification, in %d alternating rounds each",
+		thousands(int64(n)), thousands(int64(n)), thousands(int64(n)), thousands(int64(n)), e2eRounds)
 	// The CPU each side costs the dev server and this process (site,
 	// central worker, bare worker, SMTP sink): where a gap between the
 	// sides comes from.
-	cpu := [3][]*cpuOf{}
+	cpu := [4][]*cpuOf{}
 	for i := range cpu {
 		cpu[i] = []*cpuOf{{pid: serverPID}, {pid: os.Getpid()}}
 	}
@@ -97,31 +103,48 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serve
 	}
 	times, err := alternate(e2eRounds, side(0, e.throughSite),
 		side(1, func(k int) func(context.Context) error { return e.bare(k, BareWorkflow) }),
-		side(2, func(k int) func(context.Context) error { return e.bare(k, BareLocalWorkflow) }))
+		side(2, func(k int) func(context.Context) error { return e.bare(k, BareLocalWorkflow) }),
+		side(3, e.bareLikeNotification))
 	if err != nil {
 		return nil, err
 	}
-	site, bare, bareLocal := times[0], times[1], times[2]
-	row := compare(SectionEndToEnd, "end to end, delivered (site to SMTP)", perSecond(n, site.total()), "/s",
+	notified, bare, bareLocal, likeNotification := times[0], times[1], times[2], times[3]
+	row := compare(SectionEndToEnd, "end to end, delivered (site to SMTP)", perSecond(n, notified.total()), "/s",
 		Figure{Name: fmt.Sprintf("bare workflow + 1 activity, %d in flight", p), Value: perSecond(n, bare.total()), Unit: "/s"})
 	row = row.atLeastRatio(0.9).withDetail("%s notifications in %.1f s (rounds %s); bare: %.1f s (rounds %s); "+
 		"the dev server's CPU: %.1f ms a notification, %.1f ms a bare workflow; this process's: %.1f ms and %.1f ms; %s",
-		thousands(int64(n)), site.total().Seconds(), site, bare.total().Seconds(), bare,
+		thousands(int64(n)), notified.total().Seconds(), notified, bare.total().Seconds(), bare,
 		perItemMS(cpu[0][0].total, n), perItemMS(cpu[1][0].total, n),
 		perItemMS(cpu[0][1].total, n), perItemMS(cpu[1][1].total, n), box.duplicates())
 	// What the site path's own work costs beside the same Temporal work (a
 	// notification's first attempt is a local activity): at most 5%.
-	sameShape := compare(SectionEndToEnd, "end to end, against the same Temporal work", perSecond(n, site.total()), "/s",
+	sameShape := compare(SectionEndToEnd, "end to end, against the same Temporal work", perSecond(n, notified.total()), "/s",
 		Figure{Name: fmt.Sprintf("bare workflow + 1 local activity, %d in flight", p), Value: perSecond(n, bareLocal.total()), Unit: "/s"})
 	sameShape = sameShape.atLeastRatio(0.95).withDetail("what the site store, the forwarder, the central row with its audit events and the search attributes "+
 		"cost beside one delivery's Temporal work: bare with a local activity %.1f s (rounds %s); the dev server's CPU %.1f ms "+
 		"a workflow, this process's %.1f ms", bareLocal.total().Seconds(), bareLocal, perItemMS(cpu[2][0].total, n), perItemMS(cpu[2][1].total, n))
+	// The same, against a bare workflow with the notification's start
+	// options and payloads: what Outpost's own work costs, and, between this
+	// baseline and the one above, what the search attributes, summary and
+	// results cost the server.
+	ownWork := compare(SectionEndToEnd, "end to end, against the same Temporal work and start options", perSecond(n, notified.total()), "/s",
+		Figure{Name: fmt.Sprintf("bare + 1 local activity, started like a notification, %d in flight", p), Value: perSecond(n, likeNotification.total()), Unit: "/s"})
+	like, err := likeNotificationHistory(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	ownWork = ownWork.withDetail("what the site store, the forwarder and the central row with its audit events cost beside a delivered notification's "+
+		"Temporal work (BareLocalLikeNotificationWorkflow: the forwarder's start options, search attributes and summary, the submission as input, "+
+		"the first attempt's answer and the delivered state as results; history %d events, %s bytes): %.1f s (rounds %s); "+
+		"the dev server's CPU %.1f ms a workflow, this process's %.1f ms; it runs at %.2fx the bare workflow with a local activity",
+		like.events, thousands(int64(like.bytes)), likeNotification.total().Seconds(), likeNotification,
+		perItemMS(cpu[3][0].total, n), perItemMS(cpu[3][1].total, n), bareLocal.total().Seconds()/likeNotification.total().Seconds())
 	r.step("e2e: one bare workflow, one notification and one cached call, to count the Temporal actions of each history")
 	actions, err := r.actionRows(ctx, e, box)
 	if err != nil {
 		return nil, err
 	}
-	return append([]Row{row, sameShape}, actions...), nil
+	return append([]Row{row, sameShape, ownWork}, actions...), nil
 }
 
 // cpuOf is the CPU one process (pid) used during the rounds measured; with
@@ -304,11 +327,13 @@ func (e *endToEnd) startBare(cfg config.Central) error {
 	w := worker.New(e.tc, bareTaskQueue, workers.PollerOptions())
 	w.RegisterWorkflow(BareWorkflow)
 	w.RegisterWorkflow(BareLocalWorkflow)
+	w.RegisterWorkflow(BareLocalLikeNotificationWorkflow)
 	mail, err := fromconfig.Mailer(cfg.SMTP)
 	if err != nil {
 		return err
 	}
-	w.RegisterActivity(&BareActivities{Mailer: notification.NewMailer(mail), To: cfg.Lists[benchList]})
+	policy := contract.RetryPolicy{Interval: cfg.SMTP.RetryInterval, MaxRetries: cfg.SMTP.MaxRetries, AttemptTimeout: cfg.SMTP.Timeout}
+	w.RegisterActivity(&BareActivities{Mailer: notification.NewMailer(mail), To: cfg.Lists[benchList], Policy: policy})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start bare worker: %w", err)
 	}
@@ -382,6 +407,45 @@ func (e *endToEnd) bare(n int, wf func(workflow.Context, BareInput) error) func(
 			return err
 		})
 	}
+}
+
+// bareLikeNotification starts BareLocalLikeNotificationWorkflow n times,
+// Parallelism at once.
+func (e *endToEnd) bareLikeNotification(n int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return parallel(ctx, n, e.par, func(ctx context.Context, _ int) error {
+			_, err := e.startLikeNotification(ctx)
+			return err
+		})
+	}
+}
+
+// startLikeNotification starts one BareLocalLikeNotificationWorkflow with
+// a notification's start options (its id made as the site SDK makes one;
+// its site attribute names no real site) and returns its run.
+func (e *endToEnd) startLikeNotification(ctx context.Context) (client.WorkflowRun, error) {
+	id, err := site.NewID()
+	if err != nil {
+		return nil, err
+	}
+	sub := contract.NotificationSubmission{NotificationID: id, ListName: benchList, Subject: benchSubject, Body: e.body,
+		SourceSiteID: bareSite, SourceNode: benchNode, SiteEnqueuedAt: time.Now()}
+	opts := sitedaemon.NotificationStartOptions(sub, false)
+	opts.ID, opts.TaskQueue = "bare/"+id, bareTaskQueue
+	return e.tc.ExecuteWorkflow(ctx, opts, BareLocalLikeNotificationWorkflow, sub)
+}
+
+// likeNotificationHistory runs one BareLocalLikeNotificationWorkflow to its
+// end and counts its history, to set beside a delivered notification's.
+func likeNotificationHistory(ctx context.Context, e *endToEnd) (actionCount, error) {
+	run, err := e.startLikeNotification(ctx)
+	if err == nil {
+		err = run.Get(ctx, nil)
+	}
+	if err != nil {
+		return actionCount{}, fmt.Errorf("one bare workflow started like a notification, to count its history: %w", err)
+	}
+	return countActions(ctx, e.tc, run.GetID())
 }
 
 // mailbox counts what the SMTP sink received.

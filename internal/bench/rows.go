@@ -22,7 +22,10 @@ import (
 
 // Names and provenance of everything the benchmark buffers and sends.
 const (
-	benchSite    = "bench"
+	benchSite = "bench"
+	// bareSite is the site search attribute of the bare workflows started
+	// like a notification: no site's.
+	bareSite     = "bench-bare"
 	benchNode    = "node-a"
 	benchList    = "bench"
 	benchScript  = "outpost-bench"

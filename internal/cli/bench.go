@@ -37,9 +37,11 @@ time on the same file system, and checks the targets (PASS/MISS):
            same parallelism, in alternating rounds. Target: >= 0.9x.
   e2e      notifications delivered per second, site SDK to the SMTP sink
            through the central worker, against a bare workflow with one
-           activity sending the same mail (target >= 0.9x), and against
+           activity sending the same mail (target >= 0.9x), against
            one with a local activity, the same Temporal work (target
-           >= 0.95x). Then the Temporal actions of one delivered
+           >= 0.95x), and against that started with a notification's
+           start options and payloads (no target: Outpost's own work
+           alone). Then the Temporal actions of one delivered
            notification's history (the site starts it with its input),
            against a bare workflow's (target: <= 2), and of one cached call
            delivered on its first retry, against that plus the retry
