@@ -295,7 +295,7 @@ func sumRuns(runs []closedLoopRun) closedLoopRun {
 	return sum
 }
 
-// runRates lists each run's rate: "41,230/s and 39,872/s".
+// runRates lists each run's rate: "41,230/s, 40,112/s and 39,872/s".
 func runRates(runs []closedLoopRun) string {
 	rs := make([]float64, len(runs))
 	for i, c := range runs {

@@ -20,30 +20,34 @@ const rawBatch = 100
 // targetCallers is the caller count the enqueue targets apply to.
 const targetCallers = 64
 
+// enqueueRounds is how many timed rounds the SDK at targetCallers and the
+// raw batched inserts run each, alternating (raw, SDK, SDK, raw…).
+const enqueueRounds = 4
+
 // enqueue measures durable enqueue throughput through the site SDK (Notify
 // returns after commit) with each caller count, on a fresh store file each
 // time, beside two baselines on fresh files in the same directory: raw
 // batched inserts (one writer, rawBatch rows per transaction) and one
-// transaction per enqueue from the same callers. The raw inserts run in two
-// halves of EnqueueDuration on one file, one before the caller counts and
-// one after: measured once at the start, they swung from 24,000/s to
-// 30,000/s between runs of the same build while the SDK's rate held within
-// 5%, and the ratio swung with them.
+// transaction per enqueue from the same callers. The raw inserts run in
+// enqueueRounds rounds on one file, alternating with as many rounds of the
+// SDK at targetCallers, EnqueueDuration in all for each: measured once at
+// the start they swung from 24,000/s to 30,000/s between runs of the same
+// build while the SDK's rate held within 5%, and in two halves around the
+// caller counts a full run's drifted 17% between its halves (35,546/s and
+// 29,475/s), the SDK's one run at 64 callers between them.
 func (r *run) enqueue(ctx context.Context) ([]Row, error) {
 	raw, err := r.openRawInserts(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer raw.close()
-	half := r.opts.EnqueueDuration / 2
-	r.step("enqueue: raw inserts, %d per transaction, one writer, %s (first half)", rawBatch, half)
-	if err := raw.insertFor(ctx, half); err != nil {
-		return nil, fmt.Errorf("raw batched inserts: %w", err)
-	}
 	var runs []enqueueRun
 	// rows are the caller counts measured so far, against the raw inserts
 	// so far: a failed run still reports the ones before it.
 	rows := func() []Row {
+		if raw.n == 0 {
+			return nil
+		}
 		var rows []Row
 		for _, m := range runs {
 			rows = append(rows, m.rows(raw)...)
@@ -51,30 +55,64 @@ func (r *run) enqueue(ctx context.Context) ([]Row, error) {
 		return rows
 	}
 	for _, callers := range r.opts.Callers {
-		r.step("enqueue: SDK Notify, %s, %s", plural(callers, "caller"), r.opts.EnqueueDuration)
-		sdk, err := r.sdkRate(ctx, callers)
+		run := enqueueRun{callers: callers}
+		if callers == targetCallers {
+			r.step("enqueue: SDK Notify, %s, and raw inserts, %d per transaction, one writer, in %d alternating rounds each, %s in all each",
+				plural(callers, "caller"), rawBatch, enqueueRounds, r.opts.EnqueueDuration)
+			run.sdk, run.sdkRounds, err = r.sdkBesideRaw(ctx, callers, raw)
+		} else {
+			r.step("enqueue: SDK Notify, %s, %s", plural(callers, "caller"), r.opts.EnqueueDuration)
+			run.sdk, err = r.sdkRate(ctx, callers)
+		}
 		if err != nil {
 			return rows(), fmt.Errorf("SDK Notify, %d callers: %w", callers, err)
 		}
 		r.step("enqueue: one transaction per enqueue, %s, %s", plural(callers, "caller"), r.opts.EnqueueDuration)
-		perTx, err := r.txPerEnqueueRate(ctx, callers)
-		if err != nil {
+		if run.perTx, err = r.txPerEnqueueRate(ctx, callers); err != nil {
 			return rows(), fmt.Errorf("one transaction per enqueue, %d callers: %w", callers, err)
 		}
-		runs = append(runs, enqueueRun{callers, sdk, perTx})
+		runs = append(runs, run)
 	}
-	r.step("enqueue: raw inserts, %d per transaction, one writer, %s (second half)", rawBatch, half)
-	if err := raw.insertFor(ctx, half); err != nil {
-		return rows(), fmt.Errorf("raw batched inserts: %w", err)
+	if raw.n == 0 { // no run at targetCallers: the raw inserts alone
+		r.step("enqueue: raw inserts, %d per transaction, one writer, %s", rawBatch, r.opts.EnqueueDuration)
+		if err := raw.insertFor(ctx, r.opts.EnqueueDuration); err != nil {
+			return nil, fmt.Errorf("raw batched inserts: %w", err)
+		}
 	}
 	return rows(), nil
 }
 
+// sdkBesideRaw times Notify from callers goroutines on one open store and
+// the raw batched inserts in enqueueRounds alternating rounds each, and
+// returns the SDK's rate over all its rounds and in each: a drift of the
+// machine weighs on both alike.
+func (r *run) sdkBesideRaw(ctx context.Context, callers int, raw *rawInserts) (float64, []float64, error) {
+	notify, closeStore, err := r.openNotify(ctx, r.path(fmt.Sprintf("enqueue-sdk-%d.db", callers)))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer closeStore()
+	d := r.opts.EnqueueDuration / enqueueRounds
+	var n int
+	var took time.Duration
+	var rounds []float64
+	_, err = alternate(enqueueRounds,
+		func(int) (time.Duration, error) { return d, raw.insertFor(ctx, d) },
+		func(int) (time.Duration, error) {
+			k, t, err := closedLoop(ctx, callers, d, notify)
+			n, took, rounds = n+k, took+t, append(rounds, perSecond(k, t))
+			return t, err
+		})
+	return perSecond(n, took), rounds, err
+}
+
 // enqueueRun is what one caller count measured: Notify calls and single
-// transactions per second.
+// transactions per second, and at targetCallers the SDK's rate in each
+// round.
 type enqueueRun struct {
 	callers    int
 	sdk, perTx float64
+	sdkRounds  []float64
 }
 
 func (m enqueueRun) rows(raw *rawInserts) []Row {
@@ -88,19 +126,23 @@ func (m enqueueRun) rows(raw *rawInserts) []Row {
 		// of that ceiling, not a fixed multiple.
 		ceiling := raw.rate() / m.perTx
 		vsRaw, vsTx = vsRaw.atLeastRatio(0.9), vsTx.atLeastRatio(math.Round(0.8*ceiling*10)/10)
-		vsRaw = vsRaw.withDetail("raw inserts in two halves on one file, before the SDK runs and after them: %s", rates(raw.halves))
+		vsRaw = vsRaw.withDetail("the SDK and the raw inserts in %d alternating rounds each, each on one file: SDK %s; raw %s",
+			enqueueRounds, rates(m.sdkRounds), rates(raw.rounds))
 		vsTx = vsTx.withDetail("raw batched inserts reach %.1f× one tx per enqueue on this file system (the ceiling); the target is 0.8 of it", ceiling)
 	}
 	return []Row{vsRaw, vsTx}
 }
 
-// rates lists rows per second, "24,109/s and 30,159/s".
+// rates lists rows per second, "24,109/s, 27,480/s and 30,159/s".
 func rates(rs []float64) string {
 	parts := make([]string, len(rs))
 	for i, r := range rs {
 		parts[i] = thousands(int64(math.Round(r))) + "/s"
 	}
-	return strings.Join(parts, " and ")
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
 // sdkRate is Notify calls per second from callers goroutines on a fresh store.
@@ -113,20 +155,32 @@ func (r *run) sdkRate(ctx context.Context, callers int) (float64, error) {
 // Notify, then calls Notify from callers goroutines for d, and returns
 // how many completed and how long they took.
 func (r *run) notifyFor(ctx context.Context, path string, callers int, d time.Duration) (int, time.Duration, error) {
-	c, err := site.Open(ctx, path, siteOptions())
+	notify, closeStore, err := r.openNotify(ctx, path)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer c.Close()
+	defer closeStore()
+	return closedLoop(ctx, callers, d, notify)
+}
+
+// openNotify opens the store at path through the SDK and warms it up with
+// one Notify, and returns a Notify of the benchmark's notification for
+// closedLoop and the store's close.
+func (r *run) openNotify(ctx context.Context, path string) (func(context.Context, int) error, func(), error) {
+	c, err := site.Open(ctx, path, siteOptions())
+	if err != nil {
+		return nil, nil, err
+	}
 	body := r.body()
 	notify := func(ctx context.Context, _ int) error {
 		_, err := c.Notify(ctx, benchList, benchSubject, body)
 		return err
 	}
 	if err := notify(ctx, 0); err != nil { // warm up: the first write sets up the file
-		return 0, 0, err
+		c.Close()
+		return nil, nil, err
 	}
-	return closedLoop(ctx, callers, d, notify)
+	return notify, func() { c.Close() }, nil
 }
 
 // rawInserts is one writer inserting prebuilt rows rawBatch per
@@ -135,8 +189,8 @@ func (r *run) notifyFor(ctx context.Context, path string, callers int, d time.Du
 type rawInserts struct {
 	db    *sql.DB
 	maker *rowMaker
-	// halves are the rows per second of each insertFor.
-	halves []float64
+	// rounds are the rows per second of each insertFor.
+	rounds []float64
 	n      int
 	took   time.Duration
 }
@@ -164,7 +218,7 @@ func (raw *rawInserts) insertFor(ctx context.Context, d time.Duration) error {
 		took += time.Since(start)
 		n += len(batch)
 	}
-	raw.halves = append(raw.halves, perSecond(n, took))
+	raw.rounds = append(raw.rounds, perSecond(n, took))
 	raw.n, raw.took = raw.n+n, raw.took+took
 	return nil
 }

@@ -23,8 +23,8 @@ time on the same file system, and checks the targets (PASS/MISS):
   enqueue  durable enqueue throughput through the site SDK (Notify returns
            after commit) with --callers concurrent callers, 512-byte bodies,
            against raw SQLite inserts 100 per transaction from one writer
-           (half before the SDK runs, half after) and against one
-           transaction per enqueue from the same callers.
+           (at 64 callers in 4 rounds alternating with the SDK's) and
+           against one transaction per enqueue from the same callers.
            Targets at 64 callers: >= 0.9x raw batched; against one tx
            each, >= 0.8 of what raw batched inserts reach against it on
            this file system (the ceiling the row prints).
