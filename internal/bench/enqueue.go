@@ -30,11 +30,10 @@ const enqueueRounds = 4
 // batched inserts (one writer, rawBatch rows per transaction) and one
 // transaction per enqueue from the same callers. The raw inserts run in
 // enqueueRounds rounds on one file, alternating with as many rounds of the
-// SDK at targetCallers, EnqueueDuration in all for each: measured once at
-// the start they swung from 24,000/s to 30,000/s between runs of the same
-// build while the SDK's rate held within 5%, and in two halves around the
-// caller counts a full run's drifted 17% between its halves (35,546/s and
-// 29,475/s), the SDK's one run at 64 callers between them.
+// SDK at targetCallers, EnqueueDuration in all for each, because the
+// machine drifts: measured once at the start, the raw inserts swung from
+// 24,000/s to 30,000/s between runs of the same build, and measured in two
+// halves around the caller counts, one full run's halves differed by 17%.
 func (r *run) enqueue(ctx context.Context) ([]Row, error) {
 	raw, err := r.openRawInserts(ctx)
 	if err != nil {
@@ -43,7 +42,8 @@ func (r *run) enqueue(ctx context.Context) ([]Row, error) {
 	defer raw.close()
 	var runs []enqueueRun
 	// rows are the caller counts measured so far, against the raw inserts
-	// so far: a failed run still reports the ones before it.
+	// so far: a failed run still reports the ones before it, once the raw
+	// inserts have a rate to compare them with.
 	rows := func() []Row {
 		if raw.n == 0 {
 			return nil
