@@ -104,6 +104,11 @@ type Options struct {
 	// EndToEnd is how many notifications the end-to-end and cluster
 	// sections deliver (and bare workflows they run). Default 1000.
 	EndToEnd int `json:"e2e"`
+	// EndToEndAlone, when set, makes the e2e section run only this side
+	// (one of EndToEndSides), EndToEnd items of it after the warm-up, and
+	// report its rate and its CPU split alone: no other side's work lands
+	// in its rounds. Default "": every side, in alternating rounds.
+	EndToEndAlone string `json:"e2eAlone,omitempty"`
 	// Drain is the backlog the site daemon drains. Default 50000.
 	Drain int `json:"drain"`
 	// WeekBacklog is the backlog the drain-week section's daemon drains.
@@ -196,6 +201,8 @@ func (o Options) Validate() error {
 		return errors.New("rate and parallelism must be at least 1")
 	case o.Handoff < 2 || o.EndToEnd < 2:
 		return errors.New("handoff and e2e need at least 2 notifications (the bare loop runs in two halves)")
+	case o.EndToEndAlone != "" && !slices.Contains(EndToEndSides, o.EndToEndAlone):
+		return fmt.Errorf("e2e-alone: unknown side %q (sides: %s)", o.EndToEndAlone, strings.Join(EndToEndSides, ", "))
 	case o.Drain < 1 || o.WAN < 2 || o.Rows < 2 || o.StatusRequests < 1:
 		return errors.New("drain and status requests must be positive, wan and rows at least 2")
 	case o.WeekBacklog < 1000:

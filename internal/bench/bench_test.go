@@ -377,6 +377,34 @@ func TestOptionsRejectUnknownSection(t *testing.T) {
 	require.ErrorContains(t, opts.Validate(), `unknown section "warp"`)
 }
 
+func TestOptionsRejectUnknownEndToEndSide(t *testing.T) {
+	opts := bench.Defaults()
+	opts.EndToEndAlone = "bare-locale"
+	require.ErrorContains(t, opts.Validate(), `e2e-alone: unknown side "bare-locale" (sides: notifications, bare, bare-local, bare-local-like-notification)`)
+}
+
+// --e2e-alone runs one side by itself, on a dev server of its own: its
+// rate and what it cost the dev server and this process, every email
+// delivered once.
+func TestEndToEndSideAlone(t *testing.T) {
+	testutil.SkipIfShort(t)
+	for _, side := range []string{"notifications", "bare-local"} {
+		t.Run(side, func(t *testing.T) {
+			opts := quick(t)
+			opts.Only, opts.EndToEndAlone = []string{bench.SectionEndToEnd}, side
+			report, err := bench.Run(context.Background(), opts)
+			require.NoError(t, err)
+			require.Len(t, report.Rows, 1, "only the side alone")
+			row := report.Rows[0]
+			require.Equal(t, "end to end, "+side+" alone", row.Measure)
+			require.Positive(t, row.Value)
+			require.Nil(t, row.Target, "a side alone has nothing to be judged against")
+			require.Regexp(t, `^20 in \d+\.\d s, 4 in flight; the dev server's CPU \d+\.\d\d ms an item, this process's \d+\.\d\d ms; no email sent twice$`, row.Detail)
+			require.NotContains(t, row.Detail, "CPU 0.00 ms", "the server did work for the side")
+		})
+	}
+}
+
 // TestMarkdownIsTheLatestRunSection runs a tiny bench through the CLI with
 // --markdown and checks that what it prints is the "Latest full run"
 // section docs/performance.md takes: a heading, the date, the machine, the

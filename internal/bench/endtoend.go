@@ -86,6 +86,9 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serve
 	if _, err := box.time(ctx, warm, e.bareLikeNotification(warm)); err != nil {
 		return nil, fmt.Errorf("warm-up of the bare workflow started like a notification: %w", err)
 	}
+	if r.opts.EndToEndAlone != "" {
+		return r.timeAlone(ctx, e, box, serverPID)
+	}
 	r.step("e2e: %s notifications through site SDK, forwarder, central worker and SMTP, %s bare workflows, %s with a local activity and %s of those started like a notification, in %d alternating rounds each",
 		thousands(int64(n)), thousands(int64(n)), thousands(int64(n)), thousands(int64(n)), e2eRounds)
 	// The CPU each side costs the dev server and this process (site,
@@ -145,6 +148,39 @@ func (r *run) timeEndToEnd(ctx context.Context, e *endToEnd, box *mailbox, serve
 		return nil, err
 	}
 	return append([]Row{row, sameShape, ownWork}, actions...), nil
+}
+
+// EndToEndSides name the sides of the end-to-end comparison, as
+// Options.EndToEndAlone takes them.
+var EndToEndSides = []string{"notifications", "bare", "bare-local", "bare-local-like-notification"}
+
+// send is what starts n items of side.
+func (e *endToEnd) send(side string, n int) func(context.Context) error {
+	switch side {
+	case "notifications":
+		return e.throughSite(n)
+	case "bare":
+		return e.bare(n, BareWorkflow)
+	case "bare-local":
+		return e.bare(n, BareLocalWorkflow)
+	}
+	return e.bareLikeNotification(n)
+}
+
+// timeAlone runs Options.EndToEndAlone's side by itself: its rate and its
+// CPU split without the alternating rounds' neighbours, whose visibility
+// writes land in the next round of the other side.
+func (r *run) timeAlone(ctx context.Context, e *endToEnd, box *mailbox, serverPID int) ([]Row, error) {
+	n, side := r.opts.EndToEnd, r.opts.EndToEndAlone
+	r.step("e2e: %s of side %s alone", thousands(int64(n)), side)
+	meters := []*cpuOf{{pid: serverPID}, {pid: os.Getpid()}}
+	took, err := withCPU(meters, func() (time.Duration, error) { return box.time(ctx, n, e.send(side, n)) })
+	if err != nil {
+		return nil, fmt.Errorf("e2e side %s alone: %w", side, err)
+	}
+	row := Row{Section: SectionEndToEnd, Measure: "end to end, " + side + " alone", Value: perSecond(n, took), Unit: "/s"}
+	return []Row{row.withDetail("%s in %.1f s, %d in flight; the dev server's CPU %.2f ms an item, this process's %.2f ms; %s",
+		thousands(int64(n)), took.Seconds(), r.opts.Parallelism, perItemMS(meters[0].total, n), perItemMS(meters[1].total, n), box.duplicates())}, nil
 }
 
 // cpuOf is the CPU one process (pid) used during the rounds measured; with

@@ -45,7 +45,11 @@ time on the same file system, and checks the targets (PASS/MISS):
            notification's history (the site starts it with its input),
            against a bare workflow's (target: <= 2), and of one cached call
            delivered on its first retry, against that plus the retry
-           interval's timer (target: <= 3).
+           interval's timer (target: <= 3). With --e2e-alone SIDE
+           (notifications, bare, bare-local, bare-local-like-notification)
+           only that side runs, --e2e items of it: its rate and its CPU
+           split, the dev server's and this process's, with no other
+           side's work in its time (no target).
   drain    a site daemon (its own process) draining a --drain backlog to a
            dev server, against as many bare SignalWithStart calls at the
            same parallelism (target >= 0.9x); its peak RSS against the
@@ -171,6 +175,7 @@ Example:
 		fs.IntVar(&opts.Handoff, "handoff", opts.Handoff, "notifications the handoff section forwards (and the bare loop starts)")
 		fs.IntVar(&opts.Parallelism, "parallelism", opts.Parallelism, "hand-offs (and bare starts) in flight at once")
 		fs.IntVar(&opts.EndToEnd, "e2e", opts.EndToEnd, "notifications the e2e section delivers (and bare workflows it runs)")
+		fs.StringVar(&opts.EndToEndAlone, "e2e-alone", "", "run only this `SIDE` of the e2e section (notifications, bare, bare-local, bare-local-like-notification): its rate and CPU split alone")
 		fs.IntVar(&opts.Drain, "drain", opts.Drain, "backlog the drain section's daemon drains")
 		fs.IntVar(&opts.WeekBacklog, "week-backlog", opts.WeekBacklog, "backlog the drain-week section's daemon drains")
 		fs.IntVar(&opts.WAN, "wan", opts.WAN, "backlog the wan section drains at each round trip")
